@@ -1,0 +1,50 @@
+// core/engine.h — the sans-IO protocol engine contract (DESIGN.md "Protocol engine").
+//
+// Implemented by core::Endpoint and by the RoCEv2 baseline. A driver (api/ driver loop,
+// the simulator's host, the conformance harness) owns one engine and moves data between
+// it and a datapath. Nothing else crosses: the engine never does I/O, never reads a
+// clock and never draws randomness it was not handed.
+//
+// Threading: an engine is single-threaded; its driver calls every method from one thread.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+
+#include "core/event.h"
+#include "util/packet_meta.h"
+#include "util/time.h"
+
+namespace mroce::core {
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    // on_datagram feeds one received UDP payload. meta.src is the remote address, meta.dst
+    // the local one, meta.ecn the IP ECN bits as received. Malformed or unauthenticated
+    // datagrams are counted and dropped; nothing is returned.
+    virtual void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                             Time now) = 0;
+
+    // on_timeout runs every timer due at or before now. Cheap to call early.
+    virtual void on_timeout(Time now) = 0;
+
+    // poll_transmit writes the next datagram to send into buf and fills meta (src with
+    // the UDP source port that selects the path, dst, ECN codepoint, local NIC port).
+    // Returns its length, or 0 when nothing may be sent now. buf must hold at least
+    // max_datagram_size() bytes.
+    virtual size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) = 0;
+
+    // next_deadline is the earliest time on_timeout must be called (kNever if none).
+    virtual Time next_deadline() const = 0;
+
+    // poll_event returns the next completion or state change, oldest first.
+    virtual std::optional<Event> poll_event() = 0;
+
+    // max_datagram_size is the largest datagram poll_transmit may produce.
+    virtual size_t max_datagram_size() const = 0;
+};
+
+}  // namespace mroce::core

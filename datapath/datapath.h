@@ -1,0 +1,43 @@
+// datapath/datapath.h — what carries bytes (DESIGN.md "Datapath").
+//
+// Implemented by datapath/udp (Linux sockets) and by the simulator's host NIC ports.
+// Depends on util only; never on core.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "util/packet_meta.h"
+#include "util/result.h"
+#include "util/time.h"
+
+namespace mroce::datapath {
+
+struct TxPacket {
+    std::span<const std::byte> data;
+    PacketMeta meta;  // meta.src.port is the UDP source port (the path)
+};
+
+struct RxPacket {
+    std::span<std::byte> buf;  // capacity, provided by the caller
+    size_t len = 0;            // filled by recv_batch
+    PacketMeta meta;           // filled by recv_batch
+};
+
+class Datapath {
+public:
+    virtual ~Datapath() = default;
+    // send_batch sends packets in order; returns how many were accepted (the rest may be
+    // retried). Errors: kIo for a failure that is not back-pressure.
+    virtual Result<size_t> send_batch(std::span<const TxPacket> packets) = 0;
+    // recv_batch fills up to packets.size() entries without blocking; returns the count.
+    virtual Result<size_t> recv_batch(std::span<RxPacket> packets) = 0;
+    // now reads this datapath's monotonic clock.
+    virtual Time now() const = 0;
+    // wake_fd is readable when recv_batch has work (-1 if the datapath cannot sleep).
+    virtual int wake_fd() const = 0;
+    // local_address is where peers reach this endpoint (IP and endpoint UDP port).
+    virtual Address local_address() const = 0;
+};
+
+}  // namespace mroce::datapath

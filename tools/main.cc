@@ -1,0 +1,20 @@
+// tools/main.cc — the single `mroce` command line tool.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "util/version.h"
+#include "wire/header.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"mroce — MetaRoCE transport tools"};
+    bool version = false;
+    app.add_flag("--version", version, "print the library and wire protocol versions");
+    app.require_subcommand(0, 1);
+    CLI11_PARSE(app, argc, argv);
+    if (version || app.get_subcommands().empty()) {
+        fmt::print("mroce {} (wire protocol version {})\n", MROCE_VERSION_STRING,
+                   mroce::wire::kProtocolVersion);
+        return 0;
+    }
+    return 0;
+}

@@ -1,0 +1,27 @@
+// util/packet_meta.h — addressing and ECN of one datagram, shared by the engine interface
+// (core/engine.h) and the datapath interface (datapath/datapath.h) so neither depends on
+// the other.
+#pragma once
+
+#include <cstdint>
+
+#include "util/address.h"
+
+namespace mroce {
+
+// IP ECN codepoints (RFC 3168).
+namespace ecn {
+inline constexpr uint8_t kNotEct = 0b00;
+inline constexpr uint8_t kEct1 = 0b01;
+inline constexpr uint8_t kEct0 = 0b10;
+inline constexpr uint8_t kCe = 0b11;
+}  // namespace ecn
+
+struct PacketMeta {
+    Address src;              // local (tx) or remote (rx) IP and UDP port
+    Address dst;              // remote (tx) or local (rx) IP and UDP port
+    uint8_t ecn = ecn::kNotEct;
+    uint16_t local_port = 0;  // NIC port / plane index the packet leaves or arrived on
+};
+
+}  // namespace mroce

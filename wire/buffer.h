@@ -1,0 +1,102 @@
+// wire/buffer.h — explicit big-endian Reader and Writer over byte spans.
+//
+// Never overlay structs on packet memory (STYLE §5). A Reader that failed stays failed:
+// every later read returns zero and ok() is false, so a decoder checks once at the end.
+// A Writer that ran out of room likewise stays failed; encoders size first so this is a
+// bug guard, not a control path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace mroce::wire {
+
+class Reader {
+public:
+    explicit Reader(std::span<const std::byte> in) : in_(in) {}
+
+    uint8_t u8() { return static_cast<uint8_t>(take(1)); }
+    uint16_t u16() { return static_cast<uint16_t>(take(2)); }
+    uint32_t u32() { return static_cast<uint32_t>(take(4)); }
+    uint64_t u64() { return take(8); }
+    // bytes(out) copies out.size() bytes or fails.
+    void bytes(std::span<std::byte> out) {
+        if (!ok_ || remaining() < out.size()) return fail();
+        std::memcpy(out.data(), in_.data() + pos_, out.size());
+        pos_ += out.size();
+    }
+    void skip(size_t n) {
+        if (!ok_ || remaining() < n) return fail();
+        pos_ += n;
+    }
+    std::span<const std::byte> rest() const { return ok_ ? in_.subspan(pos_) : std::span<const std::byte>{}; }
+
+    bool ok() const { return ok_; }
+    size_t pos() const { return pos_; }
+    size_t remaining() const { return in_.size() - pos_; }
+
+private:
+    uint64_t take(size_t n) {
+        if (!ok_ || remaining() < n) {
+            fail();
+            return 0;
+        }
+        uint64_t v = 0;
+        for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(in_[pos_ + i]);
+        pos_ += n;
+        return v;
+    }
+    void fail() { ok_ = false; }
+
+    std::span<const std::byte> in_;
+    size_t pos_ = 0;
+    bool ok_ = true;
+};
+
+class Writer {
+public:
+    explicit Writer(std::span<std::byte> out) : out_(out) {}
+
+    void u8(uint8_t v) { put(v, 1); }
+    void u16(uint16_t v) { put(v, 2); }
+    void u32(uint32_t v) { put(v, 4); }
+    void u64(uint64_t v) { put(v, 8); }
+    void bytes(std::span<const std::byte> in) {
+        if (!ok_ || out_.size() - pos_ < in.size()) {
+            ok_ = false;
+            return;
+        }
+        if (!in.empty()) std::memcpy(out_.data() + pos_, in.data(), in.size());
+        pos_ += in.size();
+    }
+    void zeros(size_t n) {
+        if (!ok_ || out_.size() - pos_ < n) {
+            ok_ = false;
+            return;
+        }
+        std::memset(out_.data() + pos_, 0, n);
+        pos_ += n;
+    }
+
+    bool ok() const { return ok_; }
+    size_t pos() const { return pos_; }
+
+private:
+    void put(uint64_t v, size_t n) {
+        if (!ok_ || out_.size() - pos_ < n) {
+            ok_ = false;
+            return;
+        }
+        for (size_t i = 0; i < n; ++i)
+            out_[pos_ + i] = static_cast<std::byte>(v >> (8 * (n - 1 - i)));
+        pos_ += n;
+    }
+
+    std::span<std::byte> out_;
+    size_t pos_ = 0;
+    bool ok_ = true;
+};
+
+}  // namespace mroce::wire

@@ -1,0 +1,145 @@
+#include "wire/control.h"
+
+#include "wire/codec_internal.h"
+
+namespace mroce::wire {
+
+static_assert(kNackSize == kCommonHeaderSize + 24, "spec §3.4: NACK is 40 bytes");
+static_assert(kHelloSize == kCommonHeaderSize + 32, "spec §3.5: HELLO is 48 bytes");
+static_assert(kProbeSize == kCommonHeaderSize + 16, "spec §3.6: PROBE is 32 bytes");
+static_assert(kCloseSize == kCommonHeaderSize + 8, "spec §3.7: CLOSE is 24 bytes");
+
+Result<size_t> encode_nack(const NackPacket& p, std::span<std::byte> out) {
+    if (out.size() < kNackSize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, PacketType::kNack);
+    w.u8(static_cast<uint8_t>(p.reason));  // 16
+    w.u8(0);                               // 17 reserved
+    w.u16(p.path_id);                      // 18
+    w.u8(p.path_gen);                      // 20
+    w.zeros(3);                            // 21 reserved
+    w.u32(p.path_psn);                     // 24
+    w.u32(p.stream_id);                    // 28
+    w.u32(p.msg_seq);                      // 32
+    w.u32(p.detail);                       // 36
+    MROCE_DCHECK(w.ok() && w.pos() == kNackSize);
+    return kNackSize;
+}
+
+Result<NackPacket> decode_nack(std::span<const std::byte> datagram) {
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kNack);
+    if (!common) return common.error();
+    NackPacket p;
+    p.common = *common;
+    const uint8_t reason = r.u8();
+    r.skip(1);
+    p.path_id = r.u16();
+    p.path_gen = r.u8();
+    r.skip(3);
+    p.path_psn = r.u32();
+    p.stream_id = r.u32();
+    p.msg_seq = r.u32();
+    p.detail = r.u32();
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    // spec §3.4 [NACK-2]: an unknown reason is dropped.
+    if (!is_known_nack_reason(reason)) return Error::kBadType;
+    p.reason = static_cast<NackReason>(reason);
+    return p;
+}
+
+Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
+    if (p.common.type != PacketType::kHello && p.common.type != PacketType::kHelloAck)
+        return Error::kInvalidArgument;
+    if (out.size() < kHelloSize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, p.common.type);
+    w.u32(p.src_conn_id);    // 16
+    w.u64(p.src_token);      // 20
+    w.u32(p.isn);            // 28
+    w.u32(p.msg_isn);        // 32
+    w.u16(p.endpoint_port);  // 36
+    w.u16(p.num_paths);      // 38
+    w.u32(p.max_payload);    // 40
+    w.u32(p.capabilities);   // 44
+    MROCE_DCHECK(w.ok() && w.pos() == kHelloSize);
+    return kHelloSize;
+}
+
+Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
+    auto common = decode_common_header(datagram);
+    if (!common) return common.error();
+    if (common->type != PacketType::kHello && common->type != PacketType::kHelloAck)
+        return Error::kBadType;
+    Reader r(datagram);
+    r.skip(kCommonHeaderSize);
+    HelloPacket p;
+    p.common = *common;
+    p.src_conn_id = r.u32();
+    p.src_token = r.u64();
+    p.isn = r.u32();
+    p.msg_isn = r.u32();
+    p.endpoint_port = r.u16();
+    p.num_paths = r.u16();
+    p.max_payload = r.u32();
+    p.capabilities = r.u32();
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    // spec §3.5 [CONN-3]: path count and payload size within their caps.
+    if (p.num_paths == 0 || p.num_paths > kMaxPaths) return Error::kBadLength;
+    if (p.max_payload < kMinMaxPayload || p.max_payload > kMaxMaxPayload) return Error::kBadLength;
+    return p;
+}
+
+Result<size_t> encode_probe(const ProbePacket& p, std::span<std::byte> out) {
+    if (out.size() < kProbeSize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, PacketType::kProbe);
+    w.u16(p.path_id);    // 16
+    w.u8(p.path_gen);    // 18
+    w.u8(0);             // 19 reserved
+    w.u32(p.next_psn);   // 20
+    w.u32(p.psn_floor);  // 24
+    w.u32(p.timestamp);  // 28
+    MROCE_DCHECK(w.ok() && w.pos() == kProbeSize);
+    return kProbeSize;
+}
+
+Result<ProbePacket> decode_probe(std::span<const std::byte> datagram) {
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kProbe);
+    if (!common) return common.error();
+    ProbePacket p;
+    p.common = *common;
+    p.path_id = r.u16();
+    p.path_gen = r.u8();
+    r.skip(1);
+    p.next_psn = r.u32();
+    p.psn_floor = r.u32();
+    p.timestamp = r.u32();
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    return p;
+}
+
+Result<size_t> encode_close(const ClosePacket& p, std::span<std::byte> out) {
+    if (out.size() < kCloseSize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, PacketType::kClose);
+    w.u32(p.reason);  // 16
+    w.u32(0);         // 20 reserved
+    MROCE_DCHECK(w.ok() && w.pos() == kCloseSize);
+    return kCloseSize;
+}
+
+Result<ClosePacket> decode_close(std::span<const std::byte> datagram) {
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kClose);
+    if (!common) return common.error();
+    ClosePacket p;
+    p.common = *common;
+    p.reason = r.u32();
+    r.skip(4);
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    return p;
+}
+
+}  // namespace mroce::wire

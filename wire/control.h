@@ -1,0 +1,85 @@
+// wire/control.h — NACK, HELLO / HELLO_ACK, PROBE and CLOSE.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "util/result.h"
+#include "wire/header.h"
+
+namespace mroce::wire {
+
+// spec §3.4 [NACK-1]: typed NACK reasons.
+enum class NackReason : uint8_t {
+    kReceiverNotReady = 1,
+    kRemoteAccess = 2,
+    kInvalidRequest = 3,
+    kOutOfWindow = 4,
+    kNoResources = 5,
+};
+inline bool is_known_nack_reason(uint8_t r) { return r >= 1 && r <= 5; }
+
+// spec §3.4: NACK, 40 bytes.
+struct NackPacket {
+    CommonHeader common{.type = PacketType::kNack};
+    NackReason reason = NackReason::kInvalidRequest;
+    uint16_t path_id = 0;
+    uint8_t path_gen = 0;
+    uint32_t path_psn = 0;
+    uint32_t stream_id = 0;  // as carried by the offending DATA (the NACK sender's id)
+    uint32_t msg_seq = 0;
+    uint32_t detail = 0;     // reason-specific; for kReceiverNotReady a wait in microseconds
+    friend bool operator==(const NackPacket&, const NackPacket&) = default;
+};
+inline constexpr size_t kNackSize = 40;
+
+// spec §3.5 [CONN-2]: HELLO and HELLO_ACK share one body, 48 bytes in all.
+struct HelloPacket {
+    CommonHeader common{.type = PacketType::kHello};
+    uint32_t src_conn_id = 0;
+    uint64_t src_token = 0;
+    uint32_t isn = 0;          // first PSN of every path of the sender, every generation
+    uint32_t msg_isn = 0;      // first msg_seq of every stream the sender sends on
+    uint16_t endpoint_port = 0;  // the UDP port the sender receives on
+    uint16_t num_paths = 0;
+    uint32_t max_payload = 0;
+    uint32_t capabilities = 0;  // v1: 0; unknown bits ignored
+    friend bool operator==(const HelloPacket&, const HelloPacket&) = default;
+};
+inline constexpr size_t kHelloSize = 48;
+inline constexpr uint16_t kMaxPaths = 256;  // [CONN-3] cap on num_paths
+
+// spec §3.6: PROBE, 32 bytes.
+struct ProbePacket {
+    CommonHeader common{.type = PacketType::kProbe};
+    uint16_t path_id = 0;
+    uint8_t path_gen = 0;
+    uint32_t next_psn = 0;   // every PSN before this was sent on this path generation
+    uint32_t psn_floor = 0;
+    uint32_t timestamp = 0;
+    friend bool operator==(const ProbePacket&, const ProbePacket&) = default;
+};
+inline constexpr size_t kProbeSize = 32;
+
+// spec §3.7: CLOSE, 24 bytes.
+enum class CloseReason : uint32_t { kNormal = 0, kProtocolError = 1, kLocalFailure = 2 };
+struct ClosePacket {
+    CommonHeader common{.type = PacketType::kClose};
+    uint32_t reason = 0;
+    friend bool operator==(const ClosePacket&, const ClosePacket&) = default;
+};
+inline constexpr size_t kCloseSize = 24;
+
+// Encoders write all or nothing and return bytes written. Errors: kBufferTooSmall.
+// Decoders take the whole datagram. Errors: kTruncated, kBadVersion, kBadType, kBadLength.
+Result<size_t> encode_nack(const NackPacket& p, std::span<std::byte> out);
+Result<NackPacket> decode_nack(std::span<const std::byte> datagram);
+Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out);
+Result<HelloPacket> decode_hello(std::span<const std::byte> datagram);
+Result<size_t> encode_probe(const ProbePacket& p, std::span<std::byte> out);
+Result<ProbePacket> decode_probe(std::span<const std::byte> datagram);
+Result<size_t> encode_close(const ClosePacket& p, std::span<std::byte> out);
+Result<ClosePacket> decode_close(std::span<const std::byte> datagram);
+
+}  // namespace mroce::wire

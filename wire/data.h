@@ -1,0 +1,78 @@
+// wire/data.h — the DATA packet: one segment of a message, placed directly on arrival.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "util/result.h"
+#include "wire/header.h"
+
+namespace mroce::wire {
+
+// spec §3.2 [DATA-1]: opcodes. READ and ATOMIC values are reserved for the RDMA
+// semantics revision; a v1 receiver answers them with NACK(kInvalidRequest).
+enum class Opcode : uint8_t {
+    kSend = 0x01,
+    kSendImm = 0x02,
+    kWrite = 0x03,
+    kWriteImm = 0x04,
+    kReadRequest = 0x05,   // reserved
+    kReadResponse = 0x06,  // reserved
+    kAtomicFetchAdd = 0x07,  // reserved
+    kAtomicCompareSwap = 0x08,  // reserved
+    kAtomicResponse = 0x09,  // reserved
+};
+inline bool is_known_opcode(uint8_t op) { return op >= 0x01 && op <= 0x09; }
+// consumes_receive: SEND, SEND_IMM and WRITE_IMM each take the next posted receive.
+inline bool consumes_receive(Opcode op) {
+    return op == Opcode::kSend || op == Opcode::kSendImm || op == Opcode::kWriteImm;
+}
+inline bool has_immediate(Opcode op) { return op == Opcode::kSendImm || op == Opcode::kWriteImm; }
+inline bool is_write(Opcode op) { return op == Opcode::kWrite || op == Opcode::kWriteImm; }
+
+// spec §3.2 [DATA-2]: DATA flag bits; unknown bits are ignored on receive.
+namespace data_flag {
+inline constexpr uint8_t kLast = 0x01;    // the segment that ends the message
+inline constexpr uint8_t kRetx = 0x02;    // a retransmission (for counters and capture)
+inline constexpr uint8_t kAckNow = 0x04;  // receiver acks this path without delay
+}  // namespace data_flag
+
+// spec §3.2: DATA header, 72 bytes, then payload_len bytes of payload.
+struct DataHeader {
+    CommonHeader common{.type = PacketType::kData};
+    Opcode opcode = Opcode::kSend;
+    uint8_t flags = 0;
+    uint16_t path_id = 0;
+    uint8_t path_gen = 0;
+    uint16_t payload_len = 0;
+    uint32_t path_psn = 0;
+    uint32_t psn_floor = 0;   // [PATH-6]: sender is done with every PSN below this
+    uint32_t stream_id = 0;   // the receiver's stream id
+    uint32_t msg_seq = 0;     // per-stream message sequence
+    uint32_t recv_seq = 0;    // which posted receive (SEND, SEND_IMM, WRITE_IMM)
+    uint32_t msg_len = 0;     // total message bytes
+    uint32_t offset = 0;      // byte offset of this payload in the message
+    uint32_t timestamp = 0;   // sender clock, low 32 bits of ns, echoed in ACK
+    uint32_t rkey = 0;        // WRITE, WRITE_IMM
+    uint64_t remote_addr = 0; // WRITE, WRITE_IMM: address of message byte 0
+    uint32_t immediate = 0;   // SEND_IMM, WRITE_IMM
+    friend bool operator==(const DataHeader&, const DataHeader&) = default;
+};
+inline constexpr size_t kDataHeaderSize = 72;
+
+struct DataPacket {
+    DataHeader hdr;
+    std::span<const std::byte> payload;  // points into the datagram
+};
+
+// encode_data_header writes the 72-byte header (payload_len taken from hdr) or nothing.
+// Returns bytes written. Errors: kBufferTooSmall.
+Result<size_t> encode_data_header(const DataHeader& hdr, std::span<std::byte> out);
+
+// decode_data parses a whole DATA datagram. Checks [DATA-3]: payload_len equals the bytes
+// after the header, offset + payload_len <= msg_len, and the LAST flag is set exactly
+// when the payload ends the message. Errors: kTruncated, kBadVersion, kBadType, kBadLength.
+Result<DataPacket> decode_data(std::span<const std::byte> datagram);
+
+}  // namespace mroce::wire
