@@ -1,0 +1,40 @@
+# Entry points for people and CI. The build itself is CMake (CMakePresets.json); this file
+# only strings the steps together. Everything runs with -j2.
+.PHONY: deps build run test fuzz lint clean
+.NOTPARALLEL:  # steps run in order; each build step already uses -j2
+
+# The ASan pass sweeps 40 seeds and checks leaks where ptrace allows it (scripts/lsan-probe.sh).
+ASAN_ENV = MROCE_SEEDS=40 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+           ASAN_OPTIONS=detect_leaks=$$(scripts/lsan-probe.sh)
+FUZZ_SECONDS ?= 60
+
+deps:
+	scripts/install-deps.sh
+
+build: deps
+	cmake --preset release
+	cmake --build build -j2
+
+run: build
+	scripts/run-demo.sh build/mroce
+
+# All tests, then unit/sim/fuzz-corpus tests again under ASan+UBSan. The ASan build runs its
+# own binaries (gtest discovery), so it gets ASAN_ENV too.
+test: build
+	ctest --test-dir build --output-on-failure -j2
+	cmake --preset asan
+	export $(ASAN_ENV) && cmake --build build-asan -j2 && \
+	ctest --test-dir build-asan -L 'unit|sim|fuzz' --output-on-failure -j2
+
+fuzz: deps
+	cmake --preset fuzz
+	cmake --build build-fuzz -j2
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+# Not part of `make test`. Needs only the compile database, so configure but do not build.
+lint: deps
+	cmake --preset release
+	run-clang-tidy -quiet -p build -j 2
+
+clean:
+	rm -rf build build-asan build-fuzz build-tsan build-dev

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/install-deps.sh — install the Debian 12 packages that building, testing, fuzzing
+# and linting mroce need. Idempotent: it does nothing (and needs no root) when everything
+# is already installed. This list is the only place the project's system packages are named.
+set -euo pipefail
+
+PACKAGES=(
+    cmake make g++ ccache                               # toolchain
+    libgtest-dev libgmock-dev libbenchmark-dev          # tests and micro-benchmarks
+    libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
+    clang libclang-rt-14-dev                            # `make fuzz` (libFuzzer runtime)
+    clang-tidy                                          # `make lint`
+    valgrind
+    python3                                             # tests/layering
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    # dpkg -s also succeeds for removed packages whose config files remain; check the state.
+    if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed$'; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing Debian packages (run as root to install): ${missing[*]}" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"
