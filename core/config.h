@@ -1,0 +1,55 @@
+// core/config.h — every tunable of an endpoint, with the spec's defaults.
+#pragma once
+
+#include <cstdint>
+
+#include "util/time.h"
+#include "wire/header.h"
+
+namespace mroce::core {
+
+struct EndpointConfig {
+    // spec §2 [UDP-1]: the UDP port this endpoint receives on.
+    uint16_t port = wire::kDefaultPort;
+    // spec §5 [PATH-1]: paths per connection and how many NIC ports (planes) to spread them on.
+    uint16_t num_paths = 8;
+    uint16_t num_local_ports = 1;
+    // spec §2 [UDP-3]: payload bytes per DATA packet.
+    uint32_t max_payload = wire::kDefaultMaxPayload;
+    // Fixed-window congestion control: bytes in flight per path (spec §9 [CC-1]).
+    uint64_t window_bytes_per_path = 64 * 4096;
+
+    // spec §6 [ACK-11]: acknowledge every ack_every packets, or after max_ack_delay.
+    uint32_t ack_every = 2;
+    Duration max_ack_delay = 10us;
+
+    // spec §7 loss recovery and path health.
+    Duration initial_rtt = 100us;       // [LOSS-4] before the first sample
+    Duration min_pto = 200us;           // [LOSS-4] floor of the probe timeout
+    Duration max_pto = 200ms;           // cap of the backed-off probe timeout
+    Duration min_reorder_window = 2us;  // [LOSS-2] floor of the reorder window
+    uint32_t reorder_window_shift = 3;  // [LOSS-2] reorder window = srtt >> shift
+    uint32_t path_fail_timeouts = 3;    // [PATH-3] consecutive timeouts that fail a path
+    uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
+    Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
+
+    // spec §4 handshake.
+    Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission
+    uint32_t handshake_retries = 8;
+
+    // spec §8: per-stream receive window in messages and RNR wait.
+    uint32_t stream_window = 128;       // [STREAM-3]
+    uint32_t rnr_delay_us = 100;        // [PLACE-6]
+    uint32_t rnr_retry = 7;             // 7 = forever, as in verbs
+
+    // Resource caps (spec §10 [ERR-5]).
+    uint32_t max_connections = 65536;
+    uint32_t max_streams = 1u << 20;
+    uint32_t max_outstanding_wrs = 1u << 16;  // per stream, send and receive each
+
+    // Test-only: force the initial sequence numbers (0 = random). Used to start near
+    // wraparound.
+    uint32_t forced_isn = 0;
+};
+
+}  // namespace mroce::core

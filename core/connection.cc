@@ -1,0 +1,278 @@
+// core/connection.cc — handshake, lifecycle and timers of a connection (spec §4, §5, §10).
+#include "core/connection.h"
+
+#include <algorithm>
+
+#include "core/endpoint.h"
+#include "util/seq.h"
+
+namespace mroce::core {
+
+namespace {
+// spec §5 [PATH-2]: source ports are drawn from the dynamic range.
+constexpr uint16_t kMinSourcePort = 49152;
+uint16_t random_port(Rng& rng) {
+    return static_cast<uint16_t>(kMinSourcePort + rng.uniform(65536 - kMinSourcePort));
+}
+uint32_t random_nonzero(Rng& rng) {
+    uint32_t v;
+    do v = rng.next_u32();
+    while (v == 0);
+    return v;
+}
+}  // namespace
+
+Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now)
+    : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng) {
+    cc_ = std::make_unique<cc::FixedWindow>(cfg_.window_bytes_per_path);
+    // spec §4 [CONN-5]: a random 64-bit token and random initial sequence numbers.
+    do token_ = rng_.next_u64();
+    while (token_ == 0);
+    isn_ = cfg_.forced_isn ? cfg_.forced_isn : random_nonzero(rng_);
+    msg_isn_ = cfg_.forced_isn ? cfg_.forced_isn - 7 : random_nonzero(rng_);
+    tx_paths_.resize(cfg_.num_paths);
+    path_stats_.resize(cfg_.num_paths);
+    for (uint16_t p = 0; p < cfg_.num_paths; ++p) {
+        TxPath& path = tx_paths_[p];
+        path.id = p;
+        // [PATH-1]: paths are spread evenly over the NIC ports (planes).
+        path.local_port = static_cast<uint16_t>(p % std::max<uint16_t>(1, cfg_.num_local_ports));
+        bool unique;
+        do {  // distinct source ports so that distinct paths hash independently
+            path.src_port = random_port(rng_);
+            unique = std::none_of(tx_paths_.begin(), tx_paths_.begin() + p,
+                                  [&](const TxPath& o) { return o.src_port == path.src_port; });
+        } while (!unique);
+        path.next_psn = path.base = isn_;
+        path.ring.resize(16);
+    }
+    (void)now;
+}
+
+void Connection::start_connect(Time now) {
+    hello_pending_ = true;
+    hello_tries_ = 0;
+    hello_deadline_ = now + cfg_.handshake_timeout;
+}
+
+wire::CommonHeader Connection::peer_header(wire::PacketType type) const {
+    wire::CommonHeader h;
+    h.type = type;
+    h.dst_conn_id = peer_conn_id_;
+    h.dst_token = peer_token_;
+    return h;
+}
+
+PacketMeta Connection::meta_for(const TxPath& path) const {
+    PacketMeta m;
+    m.src = ep_.local_.with_port(path.src_port);
+    m.dst = peer_;
+    m.ecn = ecn::kEct0;  // spec §2 [UDP-5]: every packet is sent ECT(0)
+    m.local_port = path.local_port;
+    return m;
+}
+
+// next_return_path picks the path for a control packet: round-robin over paths that are
+// not failed, so a dead return route loses only a share of ACKs ([ACK-13]).
+uint16_t Connection::next_return_path() {
+    const uint16_t n = num_paths();
+    for (uint16_t i = 0; i < n; ++i) {
+        const uint16_t p = static_cast<uint16_t>((return_rr_ + i) % n);
+        if (tx_paths_[p].state != PathState::kFailed) {
+            return_rr_ = static_cast<uint16_t>((p + 1) % n);
+            return p;
+        }
+    }
+    return_rr_ = static_cast<uint16_t>((return_rr_ + 1) % n);
+    return return_rr_;
+}
+
+size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type) {
+    wire::HelloPacket h;
+    h.common.type = type;
+    if (type == wire::PacketType::kHelloAck) {
+        h.common.dst_conn_id = peer_conn_id_;
+        h.common.dst_token = peer_token_;
+    }
+    h.src_conn_id = id_;
+    h.src_token = token_;
+    h.isn = isn_;
+    h.msg_isn = msg_isn_;
+    h.endpoint_port = ep_.local_.port;
+    h.num_paths = num_paths();
+    h.max_payload = cfg_.max_payload;
+    auto n = wire::encode_hello(h, buf);
+    if (!n) return 0;
+    meta = meta_for(tx_paths_[next_return_path()]);
+    ++stats_.hello_sent;
+    return *n;
+}
+
+void Connection::on_hello(const wire::HelloPacket& h, Time now) {
+    if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
+    if (!peer_known_) {
+        establish(h, now);
+    } else if (h.src_conn_id != peer_conn_id_ || h.src_token != peer_token_) {
+        ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
+        return;
+    }
+    // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
+    if (h.common.type == wire::PacketType::kHello) hello_ack_pending_ = true;
+}
+
+void Connection::establish(const wire::HelloPacket& h, Time now) {
+    peer_known_ = true;
+    peer_conn_id_ = h.src_conn_id;
+    peer_token_ = h.src_token;
+    peer_isn_ = h.isn;
+    peer_msg_isn_ = h.msg_isn;
+    // [DATA-4]: both sides segment with the smaller of the two payload sizes.
+    segment_size_ = std::min(cfg_.max_payload, h.max_payload);
+    rx_paths_.assign(h.num_paths, RxPath{});
+    if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);
+    for (RxPath& rp : rx_paths_) rp.window.reset(peer_isn_);
+    state_ = ConnState::kEstablished;
+    hello_pending_ = false;
+    hello_deadline_ = kNever;
+    for (uint32_t sid : streams_) {
+        Stream* s = ep_.stream_mut(sid);
+        if (!s || s->seq_ready) continue;
+        attach_stream(*s);
+    }
+    Event e;
+    e.kind = EventKind::kConnectionUp;
+    e.connection = id_;
+    e.peer = peer_;
+    ep_.emit(e);
+    (void)now;
+}
+
+void Connection::attach_stream(Stream& s) {
+    if (std::find(streams_.begin(), streams_.end(), s.id) == streams_.end()) {
+        streams_.push_back(s.id);
+        by_remote_[s.remote_id] = s.id;
+    }
+    if (!peer_known_ || s.seq_ready) return;
+    // [STREAM-2]: the sequence spaces of a stream start at the ISNs of the handshake.
+    s.seq_ready = true;
+    s.next_msg_seq = s.next_recv_seq = msg_isn_;
+    s.delivered_seq = s.posted_front_seq = peer_msg_isn_;
+    if (!s.tx.empty()) stream_has_work(s);
+}
+
+void Connection::stream_has_work(Stream& s) {
+    if (!s.seq_ready) return;
+    if (!s.in_ready_list && s.send_cursor < s.tx.size() && !s.failed) {
+        s.in_ready_list = true;
+        ready_streams_.push_back(s.id);
+    }
+}
+
+void Connection::close(Time now) {
+    if (state_ == ConnState::kClosed) return;
+    if (peer_known_) close_pending_ = true;
+    fail(Status::kFlushed, now);
+    state_ = ConnState::kClosed;
+}
+
+void Connection::on_close(Time now) {
+    // [CONN-8]: the peer closed; everything outstanding is flushed.
+    if (state_ == ConnState::kClosed) return;
+    fail(Status::kFlushed, now);
+    state_ = ConnState::kClosed;
+    Event e;
+    e.kind = EventKind::kConnectionClosed;
+    e.connection = id_;
+    e.peer = peer_;
+    ep_.emit(e);
+}
+
+void Connection::fail(Status why, Time now) {
+    if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
+    (void)now;
+    state_ = ConnState::kFailed;
+    for (uint32_t sid : streams_) {
+        Stream* s = ep_.stream_mut(sid);
+        if (s) fail_stream(*s, why);
+        if (!s) continue;
+        while (!s->posted.empty()) {
+            Event e;
+            e.kind = EventKind::kCompletion;
+            e.connection = id_;
+            e.completion = Completion{s->posted.front().wr.wr_id, s->id, Status::kFlushed,
+                                      WorkOpcode::kRecv, 0, false, 0};
+            ep_.emit(e);
+            s->posted.pop_front();
+        }
+    }
+    retx_.clear();
+    ready_streams_.clear();
+    delivery_timers_.clear();
+    rnr_timers_.clear();
+    for (TxPath& p : tx_paths_) {
+        p.pto_deadline = p.reorder_deadline = p.probe_deadline = kNever;
+        p.probe_pending = false;
+    }
+    hello_pending_ = false;
+    hello_deadline_ = kNever;
+    Event e;
+    e.kind = EventKind::kConnectionFailed;
+    e.connection = id_;
+    e.status = why;
+    e.peer = peer_;
+    ep_.emit(e);
+}
+
+bool Connection::outstanding_data() const {
+    for (const TxPath& p : tx_paths_)
+        if (p.in_flight_pkts > 0) return true;
+    return !retx_.empty() || !delivery_timers_.empty();
+}
+
+void Connection::on_timeout(Time now) {
+    if (state_ == ConnState::kConnecting && hello_deadline_ <= now) {
+        // [CONN-12]: HELLO is retransmitted with exponential backoff, then the
+        // connection fails with kPeerDead.
+        if (++hello_tries_ > cfg_.handshake_retries) return fail(Status::kPeerDead, now);
+        hello_pending_ = true;
+        hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 16u));
+    }
+    if (state_ != ConnState::kEstablished) return;
+    for (TxPath& p : tx_paths_) {
+        if (p.reorder_deadline <= now) detect_holes(p, now);
+        if (p.pto_deadline <= now) path_timeout(p, now);
+        if (p.probe_deadline <= now && p.state == PathState::kFailed) {
+            // [PATH-4]: a failed path that did not answer its probe is re-rolled again.
+            fail_path(p, now);
+        }
+    }
+    for (uint16_t i = 0; i < rx_paths_.size(); ++i) {
+        RxPath& rp = rx_paths_[i];
+        if (rp.ack_deadline <= now) {
+            rp.ack_deadline = kNever;
+            queue_ack(i);
+        }
+    }
+    if (!delivery_timers_.empty() && delivery_timers_.front().at <= now) stream_timer_expired(now);
+    if (!rnr_timers_.empty() && rnr_timers_.front().at <= now) rnr_timer_expired(now);
+    // [ERR-2]: no ACK on any path for peer_dead_timeout while data is outstanding.
+    if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
+        now - last_progress_ >= cfg_.peer_dead_timeout)
+        fail(Status::kPeerDead, now);
+}
+
+Time Connection::next_deadline() const {
+    Time d = kNever;
+    if (state_ == ConnState::kConnecting) d = hello_deadline_;
+    if (state_ != ConnState::kEstablished) return d;
+    for (const TxPath& p : tx_paths_)
+        d = std::min({d, p.pto_deadline, p.reorder_deadline, p.probe_deadline});
+    for (const RxPath& rp : rx_paths_) d = std::min(d, rp.ack_deadline);
+    if (!delivery_timers_.empty()) d = std::min(d, delivery_timers_.front().at);
+    if (!rnr_timers_.empty()) d = std::min(d, rnr_timers_.front().at);
+    if (last_progress_ != kNever && outstanding_data())
+        d = std::min(d, last_progress_ + cfg_.peer_dead_timeout);
+    return d;
+}
+
+}  // namespace mroce::core

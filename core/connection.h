@@ -1,0 +1,192 @@
+// core/connection.h — one connection to one peer endpoint: P paths below, many streams
+// above, one congestion controller (spec §4–§9). Internal to core; applications use
+// core::Endpoint.
+//
+// The implementation is split by concern: connection.cc (handshake, lifecycle, timers),
+// connection_tx.cc (what to send next, path choice), connection_rx.cc (DATA: placement,
+// duplicate suppression, completions, ACK generation), connection_ack.cc (ACK/NACK:
+// loss detection, retransmission, path health).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "cc/congestion.h"
+#include "core/config.h"
+#include "core/path.h"
+#include "core/stats.h"
+#include "core/stream.h"
+#include "util/packet_meta.h"
+#include "util/rng.h"
+#include "wire/ack.h"
+#include "wire/control.h"
+#include "wire/data.h"
+
+namespace mroce::core {
+
+class Endpoint;
+
+enum class ConnState : uint8_t {
+    kConnecting,   // HELLO sent, waiting for HELLO or HELLO_ACK
+    kEstablished,
+    kFailed,       // [ERR-1] every work request flushed; kept to answer with CLOSE
+    kClosed,
+};
+
+class Connection {
+public:
+    Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now);
+
+    uint32_t id() const { return id_; }
+    const Address& peer() const { return peer_; }
+    ConnState state() const { return state_; }
+    const ConnectionStats& stats() const { return stats_; }
+    const PathStats& path_stats(uint16_t path) const { return path_stats_[path]; }
+    uint16_t num_paths() const { return static_cast<uint16_t>(tx_paths_.size()); }
+    const TxPath& tx_path(uint16_t p) const { return tx_paths_[p]; }
+    uint64_t token() const { return token_; }
+    uint32_t peer_conn_id() const { return peer_conn_id_; }
+
+    // Handshake (spec §4).
+    void start_connect(Time now);
+    void on_hello(const wire::HelloPacket& h, Time now);
+
+    // Packet handlers; the endpoint has checked the connection id and token.
+    void on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now);
+    void on_ack(const wire::AckPacket& a, Time now);
+    void on_nack(const wire::NackPacket& n, Time now);
+    void on_probe(const wire::ProbePacket& p, Time now);
+    void on_close(Time now);
+
+    // Work from the application (via Endpoint).
+    void attach_stream(Stream& s);
+    void stream_has_work(Stream& s);
+    void close(Time now);
+
+    // produce writes the next datagram; 0 when nothing may be sent now.
+    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    bool has_work(Time now) const;
+
+    void on_timeout(Time now);
+    Time next_deadline() const;
+
+    // fail ends the connection: every outstanding work request completes with `why` (the
+    // oldest per stream) or kFlushed (the rest). [ERR-1]
+    void fail(Status why, Time now);
+
+private:
+    enum class LossReason : uint8_t { kSack, kTimeout, kPathFailure };
+
+    // connection.cc
+    void establish(const wire::HelloPacket& h, Time now);
+    size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
+    wire::CommonHeader peer_header(wire::PacketType type) const;
+    PacketMeta meta_for(const TxPath& path) const;
+    uint16_t next_return_path();
+
+    // connection_tx.cc
+    size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
+                        std::span<std::byte> buf, PacketMeta& meta, Time now);
+    TxPath* pick_new_data_path(uint32_t bytes);
+    TxPath* pick_retx_path(uint32_t bytes, uint16_t avoid);
+    bool path_can_send(const TxPath& p, uint32_t bytes) const;
+    void make_room(TxPath& p);
+    uint32_t psn_floor(const TxPath& p) const;
+    size_t write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now);
+    size_t write_close(std::span<std::byte> buf, PacketMeta& meta);
+    uint32_t segment_bytes(const TxMessage& m, uint32_t seg) const;
+    TxMessage* find_tx(Stream& s, uint32_t msg_seq);
+
+    // connection_rx.cc
+    void place(Stream& s, const wire::DataPacket& p, Time now);
+    void deliver_in_order(Stream& s);
+    void queue_ack(uint16_t rx_path);
+    void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
+    void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
+    size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);
+
+    // connection_ack.cc
+    void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked);
+    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now);
+    void declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now);
+    void declare_all_lost(TxPath& path, LossReason why, Time now);
+    Duration delivery_timeout() const;
+    Stream* stream_by_remote(uint32_t remote_id);
+    enum class RxGen : uint8_t { kCurrent, kStale };
+    RxGen rx_generation(RxPath& rp, uint8_t gen);
+    void requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool count_retry, Time now);
+    void advance_base(TxPath& path);
+    void detect_holes(TxPath& path, Time now);
+    void path_timeout(TxPath& path, Time now);
+    void fail_path(TxPath& path, Time now);
+    void arm_pto(TxPath& path, Time now);
+    Duration pto(const TxPath& path) const;
+    Duration reorder_window(const TxPath& path) const;
+    void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
+    void complete_front(Stream& s);
+    void fail_stream(Stream& s, Status why);
+    void stream_timer_expired(Time now);
+    void rnr_timer_expired(Time now);
+    void resend_message(Stream& s, TxMessage& m, bool whole, Time now);
+
+    Endpoint& ep_;
+    const EndpointConfig& cfg_;
+    uint32_t id_;
+    Address peer_;
+    Rng rng_;
+    ConnState state_ = ConnState::kConnecting;
+    std::unique_ptr<cc::CongestionControl> cc_;
+
+    // our side, announced in our HELLO
+    uint64_t token_;
+    uint32_t isn_;
+    uint32_t msg_isn_;
+    // the peer's side, learnt from its HELLO / HELLO_ACK
+    bool peer_known_ = false;
+    uint32_t peer_conn_id_ = 0;
+    uint64_t peer_token_ = 0;
+    uint32_t peer_isn_ = 0;
+    uint32_t peer_msg_isn_ = 0;
+    uint32_t segment_size_ = 0;  // min of both max_payloads [DATA-4]
+
+    // handshake
+    bool hello_pending_ = false;
+    bool hello_ack_pending_ = false;
+    Time hello_deadline_ = kNever;
+    uint32_t hello_tries_ = 0;
+    bool close_pending_ = false;
+
+    std::vector<TxPath> tx_paths_;
+    std::vector<RxPath> rx_paths_;
+    std::vector<PathStats> path_stats_;
+    uint16_t rr_path_ = 0;      // round-robin cursor for new data
+    uint16_t return_rr_ = 0;    // round-robin cursor for ACK return paths [ACK-13]
+
+    std::vector<uint32_t> streams_;          // local stream ids on this connection
+    std::unordered_map<uint32_t, uint32_t> by_remote_;  // peer's stream id -> local id
+    std::deque<uint32_t> ready_streams_;     // streams with unsent new segments
+    struct SegRef {
+        uint32_t stream, msg_seq, seg;
+    };
+    std::deque<SegRef> retx_;                // segments to retransmit, oldest first
+    std::deque<uint16_t> ack_queue_;         // rx paths with an ACK to send now
+    std::deque<uint32_t> stream_acks_;       // streams to report in the next ACKs
+    std::deque<wire::NackPacket> nacks_;
+    struct Timed {
+        Time at;
+        uint32_t stream, msg_seq;
+    };
+    std::deque<Timed> delivery_timers_;      // [STREAM-5] path-acked, awaiting delivery
+    std::deque<Timed> rnr_timers_;           // [PLACE-6] RNR waits
+    Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
+    bool outstanding_data() const;
+
+    ConnectionStats stats_;
+};
+
+}  // namespace mroce::core

@@ -1,0 +1,445 @@
+// core/connection_ack.cc — the sending half's feedback: ACK processing, loss detection,
+// retransmission, path health and completions (spec §5, §7, §8, §10).
+#include <algorithm>
+
+#include "core/connection.h"
+#include "core/endpoint.h"
+#include "util/seq.h"
+
+namespace mroce::core {
+
+namespace {
+uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
+}  // namespace
+
+Duration Connection::pto(const TxPath& path) const {
+    // [LOSS-4]: PTO = srtt + 4 * rttvar + max_ack_delay, at least min_pto, doubled per
+    // consecutive timeout, at most max_pto.
+    Duration base = path.has_rtt ? path.srtt + 4 * path.rttvar + cfg_.max_ack_delay
+                                 : 2 * cfg_.initial_rtt;
+    base = std::max(base, cfg_.min_pto);
+    const uint32_t shift = std::min<uint32_t>(path.backoff, 16);
+    return std::min(base * (int64_t{1} << shift), cfg_.max_pto);
+}
+
+Duration Connection::reorder_window(const TxPath& path) const {
+    // [LOSS-2]: a fraction of the path's RTT, never below min_reorder_window.
+    const Duration rtt = path.has_rtt ? path.srtt : cfg_.initial_rtt;
+    return std::max(Duration{rtt.count() >> cfg_.reorder_window_shift}, cfg_.min_reorder_window);
+}
+
+Duration Connection::delivery_timeout() const {
+    Duration worst = cfg_.min_pto;
+    for (const TxPath& p : tx_paths_) worst = std::max(worst, pto(p));
+    return worst;
+}
+
+void Connection::arm_pto(TxPath& path, Time now) {
+    path.pto_deadline = (path.in_flight_pkts > 0 || path.state == PathState::kSuspect)
+                            ? now + pto(path)
+                            : kNever;
+}
+
+void Connection::on_ack(const wire::AckPacket& a, Time now) {
+    if (state_ != ConnState::kEstablished) return;
+    if (a.path_id >= num_paths()) {
+        ++stats_.malformed;
+        return;
+    }
+    TxPath& path = tx_paths_[a.path_id];
+    PathStats& ps = path_stats_[a.path_id];
+    ++ps.acks_received;
+    last_progress_ = now;  // [ERR-2] any authenticated ACK shows the peer is alive
+
+    // [PATH-7]: an ACK of an older generation says nothing about the current route.
+    if (a.path_gen == path.gen) {
+        uint64_t bytes_acked = 0;
+        const uint32_t before = path.in_flight_pkts;
+        for (uint32_t psn = path.base; psn != path.next_psn && seq_le(psn, a.cum_psn); ++psn)
+            ack_record(path, psn, false, now, bytes_acked);
+        uint32_t highest = a.cum_psn;
+        bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
+        for (uint32_t byte = 0; byte < a.sack.bytes.size(); ++byte) {
+            const uint8_t v = a.sack.bytes[byte];
+            if (!v) continue;
+            for (uint32_t b = 0; b < 8; ++b) {
+                if (!(v & (0x80u >> b))) continue;
+                const uint32_t psn = a.cum_psn + 1 + byte * 8 + b;  // [ACK-2]
+                if (seq_lt(psn, path.base) || seq_ge(psn, path.next_psn)) continue;
+                ack_record(path, psn, true, now, bytes_acked);
+                highest = psn;
+                any = true;
+            }
+        }
+        // [PROBE-3]: a probe reply proves every PSN before probe_psn was passed.
+        if ((a.flags & wire::ack_flag::kProbeReply) && seq_gt(a.probe_psn, path.base) &&
+            seq_le(a.probe_psn, path.next_psn)) {
+            if (!any || seq_gt(a.probe_psn - 1, highest)) highest = a.probe_psn - 1;
+            any = true;
+        }
+        if (any && (!path.any_acked || seq_gt(highest, path.highest_acked))) {
+            path.highest_acked = highest;
+            path.any_acked = true;
+        }
+        // RTT sample from the echoed timestamp, less the receiver's ACK delay.
+        if (path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply)) {
+            const int64_t sample = static_cast<int64_t>(static_cast<uint32_t>(ts32(now) - a.ts_echo)) -
+                                   static_cast<int64_t>(a.ack_delay_ns);
+            if (sample > 0 && sample < 10'000'000'000LL) {
+                const Duration r{sample};
+                if (!path.has_rtt) {
+                    path.srtt = r;
+                    path.rttvar = r / 2;
+                    path.has_rtt = true;
+                } else {
+                    const Duration err = path.srtt > r ? path.srtt - r : r - path.srtt;
+                    path.rttvar = (3 * path.rttvar + err) / 4;
+                    path.srtt = (7 * path.srtt + r) / 8;
+                }
+            }
+            path.backoff = 0;
+            if (path.state == PathState::kFailed) {
+                // [PATH-4]: the re-rolled path answered: back in service.
+                ++ps.recoveries;
+                Event e;
+                e.kind = EventKind::kPathRecovered;
+                e.connection = id_;
+                e.path = path.id;
+                e.peer = peer_;
+                ep_.emit(e);
+            }
+            path.state = PathState::kActive;
+            path.probe_deadline = kNever;
+        }
+        // ECN echo: the count is cumulative per path generation.
+        const uint32_t ce = a.ecn_ce_count - path.last_ce;
+        if (ce > 0 && ce < (1u << 24)) {
+            ps.ecn_echoed += ce;
+            cc_->on_ecn(path.id, ce, now);
+        }
+        path.last_ce = a.ecn_ce_count;
+        if (bytes_acked) cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.srtt, now);
+        cc_->on_rate_hint(a.rate_hint_mbps, now);
+        // [LOSS-1]: in-flight PSNs below the highest acknowledged one are holes; they are
+        // lost once the reorder window has passed.
+        if (path.any_acked && path.reorder_deadline == kNever) {
+            uint32_t holes = 0;
+            for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, path.highest_acked);
+                 ++psn)
+                holes += path.rec(psn).state == TxRecord::State::kInFlight;
+            if (holes) {
+                ps.sack_holes += holes;
+                path.reorder_limit = path.highest_acked;
+                path.reorder_deadline = now + reorder_window(path);
+            }
+        }
+        advance_base(path);
+        arm_pto(path, now);
+    }
+    for (uint16_t i = 0; i < a.stream_count; ++i) {
+        Stream* s = stream_by_remote(a.streams[i].stream_id);
+        if (s) stream_delivered(*s, a.streams[i].delivered_seq, now);
+    }
+}
+
+void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
+                            uint64_t& bytes_acked) {
+    TxRecord& r = path.rec(psn);
+    if (r.state == TxRecord::State::kInFlight) {
+        --path.in_flight_pkts;
+        path.in_flight_bytes -= r.bytes;
+        bytes_acked += r.bytes;
+        path.loss_score -= path.loss_score >> 6;  // losses are forgotten as packets get through
+    } else if (r.state == TxRecord::State::kLost) {
+        // [LOSS-3]: a SACK bit proves a packet declared lost arrived after all (a spurious
+        // retransmission). The cumulative PSN proves nothing about it: the receiver may
+        // have moved past it on our psn_floor without ever seeing it.
+        r.state = TxRecord::State::kAcked;
+        if (!by_sack) return;
+        ++path_stats_[path.id].spurious_retransmits;
+    } else {
+        return;
+    }
+    r.state = TxRecord::State::kAcked;
+    segment_acked(r.stream, r.msg_seq, r.seg, now);
+}
+
+void Connection::advance_base(TxPath& path) {
+    while (path.base != path.next_psn && path.rec(path.base).state == TxRecord::State::kAcked) {
+        path.rec(path.base).state = TxRecord::State::kFree;
+        ++path.base;
+    }
+}
+
+void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now) {
+    Stream* s = ep_.stream_mut(stream);
+    TxMessage* m = s ? find_tx(*s, msg_seq) : nullptr;
+    if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
+    m->set_acked(seg);
+    if (++m->path_acked == m->nseg) {
+        // [STREAM-5]: every segment reached the peer; completion waits for the stream's
+        // delivery report. If it does not come, the message is probed again.
+        m->delivery_deadline = now + delivery_timeout();
+        delivery_timers_.push_back(Timed{m->delivery_deadline, s->id, m->msg_seq});
+    }
+}
+
+void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now) {
+    TxRecord& r = path.rec(psn);
+    if (r.state != TxRecord::State::kInFlight) return;
+    r.state = TxRecord::State::kLost;
+    --path.in_flight_pkts;
+    path.in_flight_bytes -= r.bytes;
+    path.loss_score += 1024;
+    PathStats& ps = path_stats_[path.id];
+    switch (why) {
+        case LossReason::kSack: ++ps.lost_by_sack; ++stats_.retransmits_sack; break;
+        case LossReason::kTimeout: ++ps.lost_by_timeout; ++stats_.retransmits_timeout; break;
+        case LossReason::kPathFailure:
+            ++ps.lost_by_timeout;
+            ++stats_.retransmits_path_failure;
+            break;
+    }
+    // [CC-2]: loss is reported to congestion control, which may ignore random loss.
+    cc_->on_loss(path.id, r.bytes, now);
+    requeue(r.stream, r.msg_seq, r.seg, true, now);
+}
+
+void Connection::declare_all_lost(TxPath& path, LossReason why, Time now) {
+    for (uint32_t psn = path.base; psn != path.next_psn; ++psn) declare_lost(path, psn, why, now);
+    if (state_ == ConnState::kEstablished) advance_base(path);
+}
+
+void Connection::requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool count_retry,
+                         Time now) {
+    if (state_ != ConnState::kEstablished) return;
+    Stream* s = ep_.stream_mut(stream);
+    TxMessage* m = s && !s->failed ? find_tx(*s, msg_seq) : nullptr;
+    if (!m || m->done || m->seg_acked(seg)) return;
+    if (count_retry && ++m->retries[seg] > cfg_.retry_limit) {
+        // [LOSS-7]: retry exhaustion fails the connection with a typed error.
+        return fail(Status::kRetryExceeded, now);
+    }
+    retx_.push_back(SegRef{stream, msg_seq, seg});
+}
+
+void Connection::detect_holes(TxPath& path, Time now) {
+    path.reorder_deadline = kNever;
+    for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, path.reorder_limit); ++psn)
+        declare_lost(path, psn, LossReason::kSack, now);
+    if (state_ != ConnState::kEstablished) return;
+    advance_base(path);
+    // Holes revealed after the window was armed get a window of their own.
+    for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, path.highest_acked); ++psn) {
+        if (path.rec(psn).state == TxRecord::State::kInFlight) {
+            path.reorder_limit = path.highest_acked;
+            path.reorder_deadline = now + reorder_window(path);
+            break;
+        }
+    }
+}
+
+void Connection::path_timeout(TxPath& path, Time now) {
+    path.pto_deadline = kNever;
+    if (path.state == PathState::kFailed) return;
+    if (path.in_flight_pkts == 0 && path.state == PathState::kActive) return;
+    ++path_stats_[path.id].timeouts;
+    ++path.backoff;
+    if (path.backoff >= cfg_.path_fail_timeouts) return fail_path(path, now);
+    if (path.backoff >= 2) {
+        // [LOSS-5]: second timeout: everything in flight is lost and goes to other paths;
+        // this path carries no new data until it answers.
+        declare_all_lost(path, LossReason::kTimeout, now);
+        if (state_ != ConnState::kEstablished) return;
+        path.state = PathState::kSuspect;
+    }
+    // [LOSS-5]: first timeout: a tail-loss probe on this path.
+    path.probe_pending = true;
+    path.pto_deadline = now + pto(path);
+}
+
+void Connection::fail_path(TxPath& path, Time now) {
+    PathStats& ps = path_stats_[path.id];
+    if (path.state != PathState::kFailed) {
+        // [PATH-3]: declared failed; everything outstanding moves to other paths at once.
+        ++ps.failures;
+        ++stats_.path_failures;
+        Event e;
+        e.kind = EventKind::kPathFailed;
+        e.connection = id_;
+        e.path = path.id;
+        e.peer = peer_;
+        ep_.emit(e);
+    } else {
+        ++path.backoff;
+    }
+    declare_all_lost(path, LossReason::kPathFailure, now);
+    if (state_ != ConnState::kEstablished) return;
+    // [PATH-4]: re-roll: a new source port (a new ECMP route) and a new generation whose
+    // PSNs restart at the isn, so nothing in flight on the old route can look lost.
+    const uint16_t old_port = path.src_port;
+    do path.src_port = static_cast<uint16_t>(49152 + rng_.uniform(65536 - 49152));
+    while (path.src_port == old_port);
+    ++path.gen;
+    std::fill(path.ring.begin(), path.ring.end(), TxRecord{});
+    path.next_psn = path.base = isn_;
+    path.in_flight_pkts = 0;
+    path.in_flight_bytes = 0;
+    path.any_acked = false;
+    path.last_ce = 0;
+    path.reorder_deadline = kNever;
+    path.pto_deadline = kNever;
+    path.state = PathState::kFailed;
+    ++ps.rerolls;
+    ++stats_.path_rerolls;
+    path.probe_pending = true;
+    path.probe_deadline = now + pto(path);
+}
+
+void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
+    if (!s.seq_ready || seq_gt(delivered_seq, s.next_msg_seq)) return;  // never trust: unsent
+    bool popped = false;
+    // [STREAM-5]: the receiver answered a delivery probe and still lacks exactly the
+    // message we think it has whole: it dropped some of its segments (no receive was
+    // posted, say), so the whole message goes again.
+    if (!s.tx.empty() && s.tx.front().started() && s.tx.front().msg_seq == delivered_seq) {
+        TxMessage& f = s.tx.front();
+        if (!f.done && f.stream_probes > 0 && f.path_acked == f.nseg && !f.rnr_wait) {
+            f.stream_probes = 0;
+            ++stats_.retransmits_timeout;
+            resend_message(s, f, true, now);
+        }
+    }
+    while (!s.tx.empty() && s.tx.front().started() && seq_lt(s.tx.front().msg_seq, delivered_seq) &&
+           s.tx.front().next_new_seg == s.tx.front().nseg) {
+        TxMessage& m = s.tx.front();
+        if (!m.done) {
+            m.done = true;
+            m.status = Status::kSuccess;
+        }
+        complete_front(s);
+        popped = true;
+    }
+    if (popped) stream_has_work(s);  // the stream window may have opened
+}
+
+void Connection::complete_front(Stream& s) {
+    TxMessage& m = s.tx.front();
+    if (m.wr.signaled || m.status != Status::kSuccess) {
+        Event e;
+        e.kind = EventKind::kCompletion;
+        e.connection = id_;
+        e.completion.wr_id = m.wr.wr_id;
+        e.completion.stream = s.id;
+        e.completion.status = m.status;
+        e.completion.opcode = m.wr.opcode;
+        e.completion.byte_len = m.wr.length;
+        ep_.emit(e);
+    }
+    if (m.status == Status::kSuccess) ++stats_.messages_sent;
+    s.tx.pop_front();
+    if (s.send_cursor > 0) --s.send_cursor;
+}
+
+void Connection::fail_stream(Stream& s, Status why) {
+    // [ERR-1]: the oldest outstanding work request carries the cause, the rest flush.
+    if (s.failed && s.tx.empty()) return;
+    s.failed = true;
+    bool first = true;
+    while (!s.tx.empty()) {
+        TxMessage& m = s.tx.front();
+        m.done = true;
+        m.status = first ? why : Status::kFlushed;
+        if (m.status == Status::kSuccess) m.status = Status::kFlushed;
+        first = false;
+        complete_front(s);
+    }
+    s.send_cursor = 0;
+}
+
+void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
+    (void)s;
+    const uint32_t sent = m.next_new_seg;
+    if (sent == 0) return;
+    const uint32_t first = whole ? 0 : sent - 1;
+    for (uint32_t seg = first; seg < sent; ++seg) {
+        if (m.seg_acked(seg)) {
+            m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
+            --m.path_acked;
+        }
+        retx_.push_back(SegRef{s.id, m.msg_seq, seg});
+    }
+    m.delivery_deadline = kNever;
+    (void)now;
+}
+
+void Connection::stream_timer_expired(Time now) {
+    while (!delivery_timers_.empty() && delivery_timers_.front().at <= now) {
+        const Timed t = delivery_timers_.front();
+        delivery_timers_.pop_front();
+        Stream* s = ep_.stream_mut(t.stream);
+        TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
+        if (!m || m->done || m->delivery_deadline != t.at) continue;
+        // Delivery is reported in stream order, so it cannot come while an earlier message
+        // is still missing segments: wait for that one instead of re-sending this one.
+        bool earlier_missing = false;
+        for (const TxMessage& e : s->tx) {
+            if (&e == m) break;
+            if (!e.done && e.path_acked < e.nseg) {
+                earlier_missing = true;
+                break;
+            }
+        }
+        if (earlier_missing) {
+            m->delivery_deadline = now + delivery_timeout();
+            delivery_timers_.push_back(Timed{m->delivery_deadline, s->id, m->msg_seq});
+            continue;
+        }
+        // [STREAM-5]: re-send the last segment as a probe: the receiver answers with its
+        // delivery state (see stream_delivered for what happens if it is still missing).
+        if (++m->stream_probes > cfg_.retry_limit) return fail(Status::kRetryExceeded, now);
+        ++stats_.retransmits_timeout;
+        resend_message(*s, *m, false, now);
+    }
+}
+
+void Connection::on_nack(const wire::NackPacket& n, Time now) {
+    if (state_ != ConnState::kEstablished) return;
+    ++stats_.nacks_received;
+    Stream* s = stream_by_remote(n.stream_id);
+    TxMessage* m = s && !s->failed ? find_tx(*s, n.msg_seq) : nullptr;
+    if (!m || m->done) return;
+    switch (n.reason) {
+        case wire::NackReason::kRemoteAccess: return fail_stream(*s, Status::kRemoteAccess);
+        case wire::NackReason::kInvalidRequest: return fail_stream(*s, Status::kRemoteInvalid);
+        case wire::NackReason::kReceiverNotReady:
+        case wire::NackReason::kOutOfWindow:
+        case wire::NackReason::kNoResources: {
+            // [PLACE-6]: wait, then send the whole message again; rnr_retry 7 = forever.
+            if (m->rnr_wait) return;
+            if (n.reason == wire::NackReason::kReceiverNotReady && cfg_.rnr_retry != 7 &&
+                ++m->rnr_retries > cfg_.rnr_retry)
+                return fail_stream(*s, Status::kRnrRetryExceeded);
+            m->rnr_wait = true;
+            const Duration wait = std::chrono::microseconds(
+                std::clamp<uint32_t>(n.detail, cfg_.rnr_delay_us, 1'000'000));
+            rnr_timers_.push_back(Timed{now + wait, s->id, m->msg_seq});
+            return;
+        }
+    }
+}
+
+void Connection::rnr_timer_expired(Time now) {
+    while (!rnr_timers_.empty() && rnr_timers_.front().at <= now) {
+        const Timed t = rnr_timers_.front();
+        rnr_timers_.pop_front();
+        Stream* s = ep_.stream_mut(t.stream);
+        TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
+        if (!m || m->done) continue;
+        m->rnr_wait = false;
+        ++stats_.retransmits_rnr;
+        resend_message(*s, *m, true, now);
+    }
+}
+
+}  // namespace mroce::core

@@ -1,0 +1,309 @@
+// core/connection_rx.cc — the receiving half: path accounting and ACK generation
+// (spec §6), direct placement, duplicate suppression and in-order completion (spec §8).
+#include <algorithm>
+#include <cstring>
+
+#include "core/connection.h"
+#include "core/endpoint.h"
+#include "util/seq.h"
+
+namespace mroce::core {
+
+Connection::RxGen Connection::rx_generation(RxPath& rp, uint8_t gen) {
+    // [PATH-7]: a newer generation restarts the path's receive window at the peer's isn;
+    // an older one is stale: its data may still be placed but it is not acknowledged.
+    if (!rp.seen || gen_diff(gen, rp.gen) > 0) {
+        rp.seen = true;
+        rp.gen = gen;
+        rp.window.reset(peer_isn_);
+        rp.ce_count = 0;
+        rp.unacked = 0;
+        return RxGen::kCurrent;
+    }
+    return gen == rp.gen ? RxGen::kCurrent : RxGen::kStale;
+}
+
+void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now) {
+    const wire::DataHeader& h = p.hdr;
+    if (state_ != ConnState::kEstablished) return;
+    if (h.path_id >= rx_paths_.size()) {
+        ++stats_.malformed;
+        return;
+    }
+    RxPath& rp = rx_paths_[h.path_id];
+    PathStats& ps = path_stats_[h.path_id];
+    ++ps.packets_received;
+    ps.bytes_received += h.payload_len;
+    if (rx_generation(rp, h.path_gen) == RxGen::kCurrent) {
+        // [PATH-6]: the floor never lies above the packet that carries it.
+        if (seq_gt(h.psn_floor, h.path_psn)) {
+            ++stats_.malformed;
+            return;
+        }
+        ps.psns_skipped += rp.window.advance_to(h.psn_floor - 1);
+        const RxWindow::Mark mark = rp.window.mark(h.path_psn);
+        if (mark == RxWindow::Mark::kAboveWindow) {
+            ++stats_.out_of_window;  // [PATH-5] violated by the sender: dropped, not acked
+            return;
+        }
+        if (mark != RxWindow::Mark::kNew) ++ps.duplicate_psns;
+        if (meta.ecn == ecn::kCe) {
+            ++rp.ce_count;
+            ++ps.ecn_marks;
+        }
+        rp.last_ts = h.timestamp;
+        rp.last_rx_time = now;
+        ++rp.unacked;
+        // [ACK-11]: ACK at once on request, on anything out of order, and every
+        // ack_every packets; otherwise within max_ack_delay.
+        if ((h.flags & wire::data_flag::kAckNow) || mark != RxWindow::Mark::kNew ||
+            rp.window.has_gap() || rp.unacked >= cfg_.ack_every)
+            queue_ack(h.path_id);
+        else if (rp.ack_deadline == kNever)
+            rp.ack_deadline = now + cfg_.max_ack_delay;
+    } else {
+        ++stats_.stale_generation;
+    }
+    Stream* s = ep_.stream_mut(h.stream_id);
+    if (!s || s->conn != id_) {
+        ++stats_.unknown_stream;
+        queue_nack(h, wire::NackReason::kInvalidRequest, 0);
+        return;
+    }
+    place(*s, p, now);
+}
+
+void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
+    (void)now;
+    const wire::DataHeader& h = p.hdr;
+    if (!s.seq_ready) return;
+    if (s.rx_failed && seq_ge(h.msg_seq, s.rx_fail_seq)) {
+        queue_nack(h, static_cast<wire::NackReason>(s.rx_fail_reason), 0);
+        return;
+    }
+    const int32_t ahead = seq_diff(h.msg_seq, s.delivered_seq);
+    if (ahead < 0) {
+        // [STREAM-4]: the message already completed; its buffer may belong to the
+        // application again. Drop without writing, and re-report delivery.
+        ++stats_.stale_duplicates;
+        if (!s.stream_ack_pending) {
+            s.stream_ack_pending = true;
+            stream_acks_.push_back(s.id);
+        }
+        return;
+    }
+    if (static_cast<uint32_t>(ahead) >= s.ring.size()) {
+        ++stats_.out_of_window;  // [STREAM-3] violated by the sender
+        return;
+    }
+    if (h.opcode != wire::Opcode::kSend && h.opcode != wire::Opcode::kSendImm &&
+        h.opcode != wire::Opcode::kWrite && h.opcode != wire::Opcode::kWriteImm) {
+        return refuse(s, h, wire::NackReason::kInvalidRequest);  // [DATA-1] reserved in v1
+    }
+    if (h.offset % segment_size_ != 0) {
+        ++stats_.malformed;
+        return;
+    }
+    RxMessage& slot = s.ring[h.msg_seq % s.ring.size()];
+    if (!slot.active) {
+        std::byte* target = nullptr;
+        if (wire::consumes_receive(h.opcode)) {
+            const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
+            if (idx < 0) {
+                ++stats_.malformed;
+                return;
+            }
+            if (static_cast<size_t>(idx) >= s.posted.size()) {
+                // [PLACE-6]: no receive posted yet: NACK(RNR); the sender retries later.
+                ++stats_.rnr_nacks_sent;
+                queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
+                return;
+            }
+            const PostedRecv& pr = s.posted[static_cast<size_t>(idx)];
+            if (!wire::is_write(h.opcode)) {
+                // [PLACE-2]: a SEND longer than its receive buffer is an invalid request.
+                if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
+                target = pr.buf;
+            }
+        }
+        if (wire::is_write(h.opcode)) {
+            // [PLACE-4]: rkey, protection domain, REMOTE_WRITE and bounds, for the whole
+            // message, before any byte is written.
+            auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, h.msg_len,
+                                              access::kRemoteWrite);
+            if (!t) {
+                ++stats_.access_errors;
+                return refuse(s, h, wire::NackReason::kRemoteAccess);
+            }
+            target = *t;
+        }
+        slot.active = true;
+        slot.complete = false;
+        slot.msg_seq = h.msg_seq;
+        slot.opcode = h.opcode;
+        slot.msg_len = h.msg_len;
+        slot.recv_seq = h.recv_seq;
+        slot.imm = h.immediate;
+        slot.rkey = h.rkey;
+        slot.remote_addr = h.remote_addr;
+        slot.nseg = std::max<uint32_t>(1, (h.msg_len + segment_size_ - 1) / segment_size_);
+        slot.received = 0;
+        slot.seen.assign((slot.nseg + 63) / 64, 0);
+        slot.target = target;
+    } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
+               slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
+               slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
+        ++stats_.malformed;  // [PLACE-1] every packet of a message agrees with the first
+        return;
+    }
+    const uint32_t seg = h.offset / segment_size_;
+    const uint32_t expect = std::min<uint32_t>(segment_size_, h.msg_len - h.offset);
+    if (seg >= slot.nseg || h.payload_len != expect) {
+        ++stats_.malformed;
+        return;
+    }
+    uint64_t& word = slot.seen[seg / 64];
+    const uint64_t bit = uint64_t{1} << (seg % 64);
+    if (word & bit) {
+        ++stats_.duplicate_segments;
+        return;
+    }
+    // [PLACE-3]: bytes go straight to their final place; there is no reorder buffer.
+    if (h.payload_len) std::memcpy(slot.target + h.offset, p.payload.data(), h.payload_len);
+    word |= bit;
+    if (++slot.received == slot.nseg) {
+        slot.complete = true;
+        deliver_in_order(s);
+    }
+}
+
+void Connection::deliver_in_order(Stream& s) {
+    bool moved = false;
+    for (;;) {
+        RxMessage& slot = s.ring[s.delivered_seq % s.ring.size()];
+        if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
+        if (wire::consumes_receive(slot.opcode)) {
+            // [PLACE-5]: receives are consumed strictly in order.
+            if (s.posted.empty() || slot.recv_seq != s.posted_front_seq) {
+                ++stats_.malformed;
+                slot.active = false;
+                s.rx_failed = true;
+                s.rx_fail_seq = s.delivered_seq;
+                s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
+                break;
+            }
+            const PostedRecv pr = s.posted.front();
+            s.posted.pop_front();
+            ++s.posted_front_seq;
+            Event e;
+            e.kind = EventKind::kCompletion;
+            e.connection = id_;
+            e.completion.wr_id = pr.wr.wr_id;
+            e.completion.stream = s.id;
+            e.completion.status = Status::kSuccess;
+            e.completion.opcode =
+                slot.opcode == wire::Opcode::kWriteImm ? WorkOpcode::kRecvWriteImm : WorkOpcode::kRecv;
+            e.completion.byte_len = slot.msg_len;
+            e.completion.has_imm = wire::has_immediate(slot.opcode);
+            e.completion.imm = slot.imm;
+            ep_.emit(e);
+        }
+        ++stats_.messages_received;
+        slot.active = false;
+        ++s.delivered_seq;
+        moved = true;
+    }
+    if (moved && !s.stream_ack_pending) {
+        s.stream_ack_pending = true;
+        stream_acks_.push_back(s.id);
+    }
+}
+
+void Connection::refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason) {
+    // [ERR-3]: the message and every later one on this stream are refused with the same
+    // reason; other streams are unaffected.
+    if (!s.rx_failed || seq_lt(h.msg_seq, s.rx_fail_seq)) {
+        s.rx_failed = true;
+        s.rx_fail_seq = h.msg_seq;
+        s.rx_fail_reason = static_cast<uint8_t>(reason);
+    }
+    queue_nack(h, reason, 0);
+}
+
+void Connection::queue_ack(uint16_t rx_path) {
+    RxPath& rp = rx_paths_[rx_path];
+    rp.ack_deadline = kNever;
+    if (rp.ack_queued) return;
+    rp.ack_queued = true;
+    ack_queue_.push_back(rx_path);
+}
+
+void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail) {
+    // A flood of bad packets cannot grow the queue without bound.
+    static constexpr size_t kMaxQueuedNacks = 64;
+    if (nacks_.size() >= kMaxQueuedNacks) return;
+    wire::NackPacket n;
+    n.common = peer_header(wire::PacketType::kNack);
+    n.reason = reason;
+    n.path_id = h.path_id;
+    n.path_gen = h.path_gen;
+    n.path_psn = h.path_psn;
+    n.stream_id = h.stream_id;
+    n.msg_seq = h.msg_seq;
+    n.detail = detail;
+    nacks_.push_back(n);
+}
+
+size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    RxPath& rp = rx_paths_[rx_path];
+    wire::AckPacket a;
+    a.common = peer_header(wire::PacketType::kAck);
+    a.path_id = rx_path;
+    a.path_gen = rp.gen;
+    a.flags = rp.probe_reply ? wire::ack_flag::kProbeReply : 0;
+    a.cum_psn = rp.window.cum();
+    rp.window.to_wire(a.sack);
+    a.ecn_ce_count = rp.ce_count;
+    a.ts_echo = rp.last_ts;
+    a.ack_delay_ns = static_cast<uint32_t>(std::clamp<int64_t>(to_ns(now - rp.last_rx_time), 0,
+                                                               UINT32_MAX));
+    a.probe_psn = rp.probe_reply ? rp.probe_psn : 0;
+    // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along.
+    while (!stream_acks_.empty() && a.stream_count < wire::kMaxAckStreams) {
+        Stream* s = ep_.stream_mut(stream_acks_.front());
+        stream_acks_.pop_front();
+        if (!s) continue;
+        s->stream_ack_pending = false;
+        a.streams[a.stream_count++] = wire::StreamAck{s->id, s->delivered_seq};
+    }
+    auto n = wire::encode_ack(a, buf);
+    if (!n) return 0;
+    rp.unacked = 0;
+    rp.probe_reply = false;
+    rp.ack_deadline = kNever;
+    // [ACK-13]: the ACK leaves on our next usable path, round-robin, not on a path tied
+    // to the data path: a dead return route costs a share of ACKs, never a whole path.
+    meta = meta_for(tx_paths_[next_return_path()]);
+    ++path_stats_[rx_path].acks_sent;
+    return *n;
+}
+
+void Connection::on_probe(const wire::ProbePacket& p, Time now) {
+    if (state_ != ConnState::kEstablished) return;
+    ++stats_.probes_received;
+    if (p.path_id >= rx_paths_.size() || seq_gt(p.psn_floor, p.next_psn)) {
+        ++stats_.malformed;
+        return;
+    }
+    RxPath& rp = rx_paths_[p.path_id];
+    if (rx_generation(rp, p.path_gen) != RxGen::kCurrent) return;
+    path_stats_[p.path_id].psns_skipped += rp.window.advance_to(p.psn_floor - 1);
+    rp.last_ts = p.timestamp;
+    rp.last_rx_time = now;
+    // [PROBE-2]: a PROBE is answered at once with an ACK that echoes its next_psn.
+    rp.probe_reply = true;
+    rp.probe_psn = p.next_psn;
+    queue_ack(p.path_id);
+}
+
+}  // namespace mroce::core

@@ -1,0 +1,274 @@
+// core/connection_tx.cc — what a connection sends next: control first, then
+// retransmissions on the best path, then new data round-robin over streams and paths
+// (spec §5, §7).
+#include <algorithm>
+#include <cstring>
+
+#include "core/connection.h"
+#include "core/endpoint.h"
+#include "util/seq.h"
+
+namespace mroce::core {
+
+namespace {
+uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
+}  // namespace
+
+size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    if (state_ == ConnState::kConnecting) {
+        if (!hello_pending_) return 0;
+        hello_pending_ = false;
+        return write_hello(buf, meta, wire::PacketType::kHello);
+    }
+    if (close_pending_) {
+        close_pending_ = false;
+        return write_close(buf, meta);
+    }
+    if (state_ != ConnState::kEstablished) return 0;
+    if (hello_ack_pending_) {
+        hello_ack_pending_ = false;
+        return write_hello(buf, meta, wire::PacketType::kHelloAck);
+    }
+    if (!nacks_.empty()) {
+        auto n = wire::encode_nack(nacks_.front(), buf);
+        nacks_.pop_front();
+        if (n) {
+            meta = meta_for(tx_paths_[next_return_path()]);
+            ++stats_.nacks_sent;
+            return *n;
+        }
+    }
+    while (!ack_queue_.empty()) {
+        const uint16_t p = ack_queue_.front();
+        ack_queue_.pop_front();
+        rx_paths_[p].ack_queued = false;
+        if (size_t n = write_ack(p, buf, meta, now)) return n;
+    }
+    for (TxPath& p : tx_paths_)
+        if (p.probe_pending) return write_probe(p, buf, meta, now);
+    return produce_data(buf, meta, now);
+}
+
+bool Connection::has_work(Time now) const {
+    (void)now;
+    if (state_ == ConnState::kConnecting) return hello_pending_;
+    if (close_pending_) return true;
+    if (state_ != ConnState::kEstablished) return false;
+    if (hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty()) return true;
+    for (const TxPath& p : tx_paths_)
+        if (p.probe_pending) return true;
+    if (retx_.empty() && ready_streams_.empty()) return false;
+    for (const TxPath& p : tx_paths_)
+        if (path_can_send(p, segment_size_)) return true;
+    return false;
+}
+
+uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
+    const uint64_t off = uint64_t{seg} * segment_size_;
+    return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.wr.length - off));
+}
+
+TxMessage* Connection::find_tx(Stream& s, uint32_t msg_seq) {
+    if (s.tx.empty() || !s.tx.front().started()) return nullptr;
+    const int32_t idx = seq_diff(msg_seq, s.tx.front().msg_seq);
+    if (idx < 0 || static_cast<size_t>(idx) >= s.tx.size()) return nullptr;
+    TxMessage& m = s.tx[static_cast<size_t>(idx)];
+    return m.started() && m.msg_seq == msg_seq ? &m : nullptr;
+}
+
+Stream* Connection::stream_by_remote(uint32_t remote_id) {
+    auto it = by_remote_.find(remote_id);
+    return it == by_remote_.end() ? nullptr : ep_.stream_mut(it->second);
+}
+
+// [PATH-5]: at most kSackBits PSNs between the lowest unresolved PSN and the next one,
+// so the receiver's 256-bit window always covers what is in flight.
+bool Connection::path_can_send(const TxPath& p, uint32_t bytes) const {
+    if (p.state != PathState::kActive) return false;
+    const bool room = p.span() < wire::kSackBits ||
+                      const_cast<TxPath&>(p).rec(p.base).state != TxRecord::State::kInFlight;
+    if (!room) return false;
+    return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
+}
+
+void Connection::make_room(TxPath& p) {
+    // Lost records are kept at the bottom of the window so that a late ACK can reveal a
+    // spurious retransmission; they are dropped when the window needs the space.
+    while (p.span() >= wire::kSackBits && p.rec(p.base).state != TxRecord::State::kInFlight) {
+        p.rec(p.base).state = TxRecord::State::kFree;
+        ++p.base;
+    }
+    if (p.span() < p.ring.size()) return;
+    // Grow the ring (power of two, at most kSackBits) keeping every record at its PSN.
+    std::vector<TxRecord> bigger(p.ring.size() * 2);
+    for (uint32_t psn = p.base; psn != p.next_psn; ++psn)
+        bigger[psn & (bigger.size() - 1)] = p.rec(psn);
+    p.ring.swap(bigger);
+}
+
+uint32_t Connection::psn_floor(const TxPath& p) const {
+    uint32_t psn = p.base;
+    while (psn != p.next_psn &&
+           const_cast<TxPath&>(p).rec(psn).state != TxRecord::State::kInFlight)
+        ++psn;
+    return psn;
+}
+
+TxPath* Connection::pick_new_data_path(uint32_t bytes) {
+    const uint16_t n = num_paths();
+    for (uint16_t i = 0; i < n; ++i) {
+        const uint16_t p = static_cast<uint16_t>((rr_path_ + i) % n);
+        if (path_can_send(tx_paths_[p], bytes)) {
+            rr_path_ = static_cast<uint16_t>((p + 1) % n);
+            return &tx_paths_[p];
+        }
+    }
+    return nullptr;
+}
+
+// [LOSS-6]: a retransmission goes to the usable path with the lowest recent loss score,
+// then the lowest smoothed RTT; the path that just lost the packet scores worst.
+TxPath* Connection::pick_retx_path(uint32_t bytes, uint16_t avoid) {
+    TxPath* best = nullptr;
+    (void)avoid;
+    for (TxPath& p : tx_paths_) {
+        if (!path_can_send(p, bytes)) continue;
+        if (!best || p.loss_score < best->loss_score ||
+            (p.loss_score == best->loss_score && p.srtt < best->srtt))
+            best = &p;
+    }
+    return best;
+}
+
+size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    while (!retx_.empty()) {
+        const SegRef r = retx_.front();
+        Stream* s = ep_.stream_mut(r.stream);
+        TxMessage* m = s && !s->failed ? find_tx(*s, r.msg_seq) : nullptr;
+        if (!m || m->done || m->seg_acked(r.seg)) {
+            retx_.pop_front();
+            continue;
+        }
+        TxPath* p = pick_retx_path(segment_bytes(*m, r.seg), 0);
+        if (!p) return 0;
+        retx_.pop_front();
+        return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
+    }
+    for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
+        const uint32_t sid = ready_streams_.front();
+        ready_streams_.pop_front();
+        Stream* s = ep_.stream_mut(sid);
+        if (!s) continue;
+        if (s->failed || s->send_cursor >= s->tx.size()) {
+            s->in_ready_list = false;
+            continue;
+        }
+        TxMessage& m = s->tx[s->send_cursor];
+        if (!m.started()) {
+            // [STREAM-3]: at most stream_window messages of a stream are in flight.
+            const uint32_t front = s->tx.front().started() ? s->tx.front().msg_seq : s->next_msg_seq;
+            if (seq_diff(s->next_msg_seq, front) >= static_cast<int32_t>(cfg_.stream_window)) {
+                s->in_ready_list = false;  // re-added when the front completes
+                continue;
+            }
+            m.msg_seq = s->next_msg_seq++;
+            if (wire::consumes_receive(m.opcode)) m.recv_seq = s->next_recv_seq++;
+            m.nseg = std::max<uint32_t>(1, (m.wr.length + segment_size_ - 1) / segment_size_);
+            m.acked.assign((m.nseg + 63) / 64, 0);
+            m.retries.assign(m.nseg, 0);
+        }
+        TxPath* p = pick_new_data_path(segment_bytes(m, m.next_new_seg));
+        if (!p) {
+            ready_streams_.push_front(sid);
+            return 0;
+        }
+        const uint32_t seg = m.next_new_seg++;
+        if (m.next_new_seg == m.nseg) ++s->send_cursor;
+        if (s->send_cursor < s->tx.size())
+            ready_streams_.push_back(sid);  // round-robin: one segment per turn
+        else
+            s->in_ready_list = false;
+        return send_segment(*s, m, seg, false, *p, buf, meta, now);
+    }
+    return 0;
+}
+
+size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
+                                std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    const uint32_t bytes = segment_bytes(m, seg);
+    if (buf.size() < wire::kDataHeaderSize + bytes) return 0;
+    if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
+    make_room(path);
+    const uint32_t psn = path.next_psn++;
+    TxRecord& rec = path.rec(psn);
+    rec = TxRecord{TxRecord::State::kInFlight, retx, s.id, m.msg_seq, seg, bytes, now};
+    ++path.in_flight_pkts;
+    path.in_flight_bytes += bytes;
+
+    wire::DataHeader h;
+    h.common = peer_header(wire::PacketType::kData);
+    h.opcode = m.opcode;
+    const bool last = seg + 1 == m.nseg;
+    // [ACK-12]: the last segment of a message and retransmissions ask for an immediate ACK.
+    h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast | wire::data_flag::kAckNow : 0) |
+                                   (retx ? wire::data_flag::kRetx | wire::data_flag::kAckNow : 0));
+    h.path_id = path.id;
+    h.path_gen = path.gen;
+    h.payload_len = static_cast<uint16_t>(bytes);
+    h.path_psn = psn;
+    h.psn_floor = psn_floor(path);
+    h.stream_id = s.remote_id;
+    h.msg_seq = m.msg_seq;
+    h.recv_seq = wire::consumes_receive(m.opcode) ? m.recv_seq : 0;
+    h.msg_len = m.wr.length;
+    h.offset = seg * segment_size_;
+    h.timestamp = ts32(now);
+    if (wire::is_write(m.opcode)) {
+        h.rkey = m.wr.rkey;
+        h.remote_addr = m.wr.remote_addr;
+    }
+    if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
+    auto n = wire::encode_data_header(h, buf);
+    MROCE_DCHECK(n.ok());
+    if (bytes) std::memcpy(buf.data() + wire::kDataHeaderSize, m.src + h.offset, bytes);
+    meta = meta_for(path);
+
+    PathStats& ps = path_stats_[path.id];
+    ++ps.packets_sent;
+    ps.bytes_sent += bytes;
+    if (retx) {
+        ++ps.retransmits_sent;
+        ++stats_.retransmits;
+    }
+    cc_->on_sent(path.id, bytes, now);
+    if (path.pto_deadline == kNever) arm_pto(path, now);
+    return wire::kDataHeaderSize + bytes;
+}
+
+size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    p.probe_pending = false;
+    wire::ProbePacket pr;
+    pr.common = peer_header(wire::PacketType::kProbe);
+    pr.path_id = p.id;
+    pr.path_gen = p.gen;
+    pr.next_psn = p.next_psn;
+    pr.psn_floor = psn_floor(p);
+    pr.timestamp = ts32(now);
+    auto n = wire::encode_probe(pr, buf);
+    if (!n) return 0;
+    meta = meta_for(p);  // a probe travels the path it tests
+    ++path_stats_[p.id].probes_sent;
+    return *n;
+}
+
+size_t Connection::write_close(std::span<std::byte> buf, PacketMeta& meta) {
+    wire::ClosePacket c;
+    c.common = peer_header(wire::PacketType::kClose);
+    c.reason = static_cast<uint32_t>(wire::CloseReason::kNormal);
+    auto n = wire::encode_close(c, buf);
+    if (!n) return 0;
+    meta = meta_for(tx_paths_[next_return_path()]);
+    return *n;
+}
+
+}  // namespace mroce::core

@@ -1,0 +1,298 @@
+#include "core/endpoint.h"
+
+#include <algorithm>
+
+#include "wire/ack.h"
+#include "wire/control.h"
+#include "wire/data.h"
+
+namespace mroce::core {
+
+Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed)
+    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")) {}
+
+Endpoint::~Endpoint() = default;
+
+size_t Endpoint::max_datagram_size() const { return wire::kDataHeaderSize + cfg_.max_payload; }
+
+Stream* Endpoint::stream_mut(uint32_t id) {
+    if (id == 0 || id > streams_.size()) return nullptr;
+    return streams_[id - 1].get();
+}
+const Stream* Endpoint::stream(uint32_t id) const {
+    if (id == 0 || id > streams_.size()) return nullptr;
+    return streams_[id - 1].get();
+}
+Connection* Endpoint::conn_mut(uint32_t id) {
+    auto it = conns_.find(id);
+    return it == conns_.end() ? nullptr : it->second.get();
+}
+const Connection* Endpoint::connection(uint32_t id) const {
+    auto it = conns_.find(id);
+    return it == conns_.end() ? nullptr : it->second.get();
+}
+uint32_t Endpoint::connection_to(const Address& peer) const {
+    auto it = by_peer_.find(peer);
+    return it == by_peer_.end() ? 0 : it->second;
+}
+
+Connection* Endpoint::new_connection(const Address& peer, Time now) {
+    if (conns_.size() >= cfg_.max_connections) {
+        ++stats_.connections_refused;
+        return nullptr;
+    }
+    // spec §4 [CONN-11]: connection ids are random, non-zero and unique on this endpoint.
+    uint32_t id;
+    do {
+        id = rng_.next_u32();
+    } while (id == 0 || conns_.count(id));
+    auto c = std::make_unique<Connection>(*this, id, peer, rng_.fork("conn").fork(
+                                                              std::to_string(id)), now);
+    rng_.next_u64();  // the next connection forks from a different state
+    Connection* raw = c.get();
+    conns_.emplace(id, std::move(c));
+    by_peer_[peer] = id;
+    return raw;
+}
+
+Result<uint32_t> Endpoint::create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
+                                         Time now) {
+    if (!memory_.pd_exists(pd) || remote_stream == 0) return Error::kInvalidArgument;
+    if (streams_.size() >= cfg_.max_streams) return Error::kExhausted;
+    Connection* c = conn_mut(connection_to(peer));
+    if (c && (c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)) {
+        // A failed connection is replaced by a fresh one for new streams.
+        by_peer_.erase(peer);
+        c = nullptr;
+    }
+    if (!c) {
+        c = new_connection(peer, now);
+        if (!c) return Error::kExhausted;
+        c->start_connect(now);
+    }
+    auto s = std::make_unique<Stream>();
+    s->id = static_cast<uint32_t>(streams_.size() + 1);
+    s->remote_id = remote_stream;
+    s->conn = c->id();
+    s->pd = pd;
+    s->ring.resize(cfg_.stream_window);
+    streams_.push_back(std::move(s));
+    Stream& st = *streams_.back();
+    c->attach_stream(st);
+    touched(*c, now);
+    return st.id;
+}
+
+Error Endpoint::post_send(uint32_t stream_id, const SendWr& wr, Time now) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    Connection* c = conn_mut(s->conn);
+    if (!c || s->failed || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)
+        return Error::kWrongState;
+    wire::Opcode op;
+    switch (wr.opcode) {
+        case WorkOpcode::kSend: op = wire::Opcode::kSend; break;
+        case WorkOpcode::kSendImm: op = wire::Opcode::kSendImm; break;
+        case WorkOpcode::kWrite: op = wire::Opcode::kWrite; break;
+        case WorkOpcode::kWriteImm: op = wire::Opcode::kWriteImm; break;
+        default: return Error::kInvalidArgument;
+    }
+    if (s->tx.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
+    const std::byte* src = nullptr;
+    if (wr.length > 0) {
+        auto r = memory_.check_local(wr.lkey, s->pd, wr.local_addr, wr.length, false);
+        if (!r) return r.error();
+        src = *r;
+    }
+    TxMessage m;
+    m.wr = wr;
+    m.src = src;
+    m.opcode = op;
+    s->tx.push_back(std::move(m));
+    c->stream_has_work(*s);
+    touched(*c, now);
+    return Error::kOk;
+}
+
+Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    Connection* c = conn_mut(s->conn);
+    if (!c || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)
+        return Error::kWrongState;
+    if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
+    std::byte* buf = nullptr;
+    if (wr.length > 0) {
+        auto r = memory_.check_local(wr.lkey, s->pd, wr.addr, wr.length, true);
+        if (!r) return r.error();
+        buf = *r;
+    }
+    s->posted.push_back(PostedRecv{wr, buf});
+    touched(*c, now);
+    return Error::kOk;
+}
+
+Error Endpoint::close_connection(uint32_t conn, Time now) {
+    Connection* c = conn_mut(conn);
+    if (!c) return Error::kNotFound;
+    c->close(now);
+    touched(*c, now);
+    return Error::kOk;
+}
+
+void Endpoint::count_decode_error(Error e) {
+    switch (e) {
+        case Error::kTruncated: ++stats_.truncated; break;
+        case Error::kBadVersion: ++stats_.bad_version; break;
+        case Error::kBadType: ++stats_.bad_type; break;
+        default: ++stats_.bad_length; break;
+    }
+}
+
+void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                                 Time now) {
+    auto h = wire::decode_hello(datagram);
+    if (!h) return count_decode_error(h.error());
+    // spec §4 [CONN-13]: the peer endpoint is its IP and the port its HELLO announces.
+    const Address peer = meta.src.with_port(h->endpoint_port);
+    Connection* c = conn_mut(connection_to(peer));
+    if (c && c->peer_conn_id() != 0 && h->src_token != 0 &&
+        c->state() == ConnState::kEstablished && c->peer_conn_id() != h->src_conn_id) {
+        // [CONN-14]: a HELLO with a new identity from a known peer means the peer
+        // restarted: the old connection fails and a new one answers.
+        c->fail(Status::kPeerDead, now);
+        touched(*c, now);
+        c = nullptr;
+    }
+    if (c && (c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)) c = nullptr;
+    if (!c) {
+        c = new_connection(peer, now);
+        if (!c) return;
+    }
+    c->on_hello(*h, now);
+    touched(*c, now);
+}
+
+void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                           Time now) {
+    ++stats_.datagrams_received;
+    auto common = wire::decode_common_header(datagram);
+    if (!common) return count_decode_error(common.error());
+    if (common->type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
+
+    Connection* c = conn_mut(common->dst_conn_id);
+    if (!c) {
+        ++stats_.unknown_connection;
+        return;
+    }
+    // spec §4 [CONN-4]: every packet but HELLO carries the receiver's token; a wrong
+    // token is counted and dropped, so off-path packets cannot touch the connection.
+    if (common->dst_token != c->token()) {
+        ++stats_.bad_token;
+        return;
+    }
+    switch (common->type) {
+        case wire::PacketType::kData: {
+            auto p = wire::decode_data(datagram);
+            if (!p) return count_decode_error(p.error());
+            c->on_data(*p, meta, now);
+            break;
+        }
+        case wire::PacketType::kAck: {
+            auto a = wire::decode_ack(datagram);
+            if (!a) return count_decode_error(a.error());
+            c->on_ack(*a, now);
+            break;
+        }
+        case wire::PacketType::kNack: {
+            auto n = wire::decode_nack(datagram);
+            if (!n) return count_decode_error(n.error());
+            c->on_nack(*n, now);
+            break;
+        }
+        case wire::PacketType::kHelloAck: {
+            auto h = wire::decode_hello(datagram);
+            if (!h) return count_decode_error(h.error());
+            c->on_hello(*h, now);
+            break;
+        }
+        case wire::PacketType::kProbe: {
+            auto p = wire::decode_probe(datagram);
+            if (!p) return count_decode_error(p.error());
+            c->on_probe(*p, now);
+            break;
+        }
+        case wire::PacketType::kClose: {
+            auto p = wire::decode_close(datagram);
+            if (!p) return count_decode_error(p.error());
+            c->on_close(now);
+            break;
+        }
+        case wire::PacketType::kHello: break;  // handled above
+    }
+    touched(*c, now);
+}
+
+void Endpoint::touched(Connection& c, Time now, bool may_send) {
+    if (may_send && c.has_work(now)) {
+        bool& flag = in_ready_[c.id()];
+        if (!flag) {
+            flag = true;
+            ready_.push_back(c.id());
+        }
+    }
+    const Time d = c.next_deadline();
+    Time& armed = armed_[c.id()];
+    if (d != armed) {
+        armed = d;
+        if (d != kNever) timers_.push(TimerEntry{d, c.id()});
+    }
+}
+
+void Endpoint::on_timeout(Time now) {
+    while (!timers_.empty() && timers_.top().at <= now) {
+        const TimerEntry e = timers_.top();
+        timers_.pop();
+        auto it = armed_.find(e.conn);
+        if (it == armed_.end() || it->second != e.at) continue;  // stale entry
+        it->second = kNever;
+        Connection* c = conn_mut(e.conn);
+        if (!c) continue;
+        c->on_timeout(now);
+        touched(*c, now);
+    }
+}
+
+Time Endpoint::next_deadline() const {
+    // Stale heap entries may be earlier than the real deadline; an early on_timeout is
+    // harmless and pops them.
+    return timers_.empty() ? kNever : timers_.top().at;
+}
+
+size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    while (!ready_.empty()) {
+        const uint32_t id = ready_.front();
+        ready_.pop_front();
+        in_ready_[id] = false;
+        Connection* c = conn_mut(id);
+        if (!c) continue;
+        const size_t n = c->produce(buf, meta, now);
+        // Re-queue at the back if it has more (round-robin). A connection that produced
+        // nothing waits for the event that unblocks it, so this loop cannot spin.
+        touched(*c, now, n > 0);
+        if (n > 0) {
+            meta.src.ip = local_.ip;
+            return n;
+        }
+    }
+    return 0;
+}
+
+std::optional<Event> Endpoint::poll_event() {
+    if (events_.empty()) return std::nullopt;
+    Event e = events_.front();
+    events_.pop_front();
+    return e;
+}
+
+}  // namespace mroce::core

@@ -1,0 +1,119 @@
+// core/endpoint.h — the MetaRoCE protocol engine of one endpoint (one UDP port).
+//
+// Implements core::Engine: fed datagrams and time, it emits datagrams, deadlines and
+// events. It owns the memory table, the connections (one per peer endpoint) and the
+// streams (one per QP). Single-threaded: every method is called from the driver's thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.h"
+#include "core/connection.h"
+#include "core/engine.h"
+#include "core/memory.h"
+#include "core/stats.h"
+#include "core/stream.h"
+#include "core/work.h"
+#include "util/address.h"
+#include "util/rng.h"
+
+namespace mroce::core {
+
+class Endpoint final : public Engine {
+public:
+    // local: this endpoint's IP and UDP port (local.port should equal cfg.port). seed
+    // feeds every random choice (tokens, ISNs, source ports, keys).
+    Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed);
+    ~Endpoint() override;
+
+    const EndpointConfig& config() const { return cfg_; }
+    const Address& local_address() const { return local_; }
+
+    // Memory (spec §8). Errors as MemoryTable.
+    uint32_t alloc_pd() { return memory_.alloc_pd(); }
+    Result<MemoryKeys> register_memory(uint32_t pd, void* addr, uint64_t len, uint32_t access) {
+        return memory_.register_region(pd, addr, len, access);
+    }
+    Error deregister_memory(uint32_t key) { return memory_.deregister(key); }
+
+    // create_stream makes a stream (a QP) in `pd` towards the endpoint at `peer` and
+    // binds it to the connection with that peer, creating the connection (and starting
+    // its handshake) if this is the first stream towards it [CONN-10]. remote_stream is
+    // the peer's id for its side (exchanged out of band, like a QP number).
+    // Errors: kInvalidArgument (unknown pd, remote_stream 0), kExhausted (caps).
+    Result<uint32_t> create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
+                                   Time now);
+
+    // post_send queues a SEND/SEND_IMM/WRITE/WRITE_IMM on a stream. The local buffer is
+    // checked now (lkey, PD, bounds). Errors: kNotFound (stream), kInvalidArgument
+    // (opcode), kAccessDenied (local buffer), kWrongState (stream or connection failed),
+    // kExhausted (over max_outstanding_wrs).
+    Error post_send(uint32_t stream, const SendWr& wr, Time now);
+    // post_recv queues a receive buffer for incoming SEND/SEND_IMM/WRITE_IMM. Errors as
+    // post_send.
+    Error post_recv(uint32_t stream, const RecvWr& wr, Time now);
+
+    // close_connection sends CLOSE and flushes every outstanding work request.
+    Error close_connection(uint32_t conn, Time now);
+
+    // Lookups for drivers, tools and tests (nullptr / 0 when unknown).
+    const Connection* connection(uint32_t id) const;
+    uint32_t connection_to(const Address& peer) const;
+    const Stream* stream(uint32_t id) const;
+    const EndpointStats& stats() const { return stats_; }
+    size_t num_connections() const { return conns_.size(); }
+
+    // core::Engine
+    void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                     Time now) override;
+    void on_timeout(Time now) override;
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
+    Time next_deadline() const override;
+    std::optional<Event> poll_event() override;
+    size_t max_datagram_size() const override;
+
+private:
+    friend class Connection;
+
+    Stream* stream_mut(uint32_t id);
+    Connection* conn_mut(uint32_t id);
+    Connection* new_connection(const Address& peer, Time now);
+    void emit(const Event& e) { events_.push_back(e); }
+    // touched re-evaluates a connection after any change: ready list and timer heap.
+    void touched(Connection& c, Time now, bool may_send = true);
+    void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                           Time now);
+    void count_decode_error(Error e);
+
+    EndpointConfig cfg_;
+    Address local_;
+    Rng rng_;
+    MemoryTable memory_;
+    EndpointStats stats_;
+
+    std::unordered_map<uint32_t, std::unique_ptr<Connection>> conns_;
+    std::unordered_map<Address, uint32_t, AddressHash> by_peer_;
+    std::vector<std::unique_ptr<Stream>> streams_;  // index = id - 1
+
+    // Connections with something to send, round-robin; a flag set avoids duplicates.
+    std::deque<uint32_t> ready_;
+    std::unordered_map<uint32_t, bool> in_ready_;
+    // [CONN-15] timers scale: a min-heap of (deadline, connection); stale entries are
+    // skipped by comparing with the connection's armed deadline.
+    struct TimerEntry {
+        Time at;
+        uint32_t conn;
+        bool operator>(const TimerEntry& o) const { return at > o.at; }
+    };
+    std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
+    std::unordered_map<uint32_t, Time> armed_;
+    std::deque<Event> events_;
+};
+
+}  // namespace mroce::core

@@ -1,0 +1,75 @@
+// core/memory.h — protection domains, memory regions and the key checks every placement
+// goes through. Ownership of registered memory is described in docs/ownership.md: the
+// application owns the bytes and must keep them alive until deregister_memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "util/result.h"
+#include "util/rng.h"
+
+namespace mroce::core {
+
+// Access flags, bit-compatible with ibv_access_flags for the values we share.
+namespace access {
+inline constexpr uint32_t kLocalWrite = 1u << 0;
+inline constexpr uint32_t kRemoteWrite = 1u << 1;
+inline constexpr uint32_t kRemoteRead = 1u << 2;
+inline constexpr uint32_t kRemoteAtomic = 1u << 3;
+}  // namespace access
+
+struct MemoryKeys {
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+};
+
+struct MemoryRegion {
+    uint32_t pd = 0;
+    std::byte* base = nullptr;
+    uint64_t length = 0;
+    uint32_t access = 0;
+    uint32_t key = 0;  // lkey == rkey == key; index in the low 24 bits, random tag above
+    bool live = false;
+};
+
+// MemoryTable holds every MR of one endpoint. Keys are (index << 8 | random tag) so a
+// stale or guessed key fails the tag check instead of hitting another region.
+class MemoryTable {
+public:
+    explicit MemoryTable(Rng rng) : rng_(rng) {}
+
+    uint32_t alloc_pd() { return ++next_pd_; }
+    bool pd_exists(uint32_t pd) const { return pd != 0 && pd <= next_pd_; }
+
+    // register_region: base/length must be non-null/non-zero unless length == 0.
+    // Errors: kInvalidArgument (unknown pd, null base), kExhausted (over max_regions).
+    Result<MemoryKeys> register_region(uint32_t pd, void* base, uint64_t length, uint32_t access);
+    // deregister: Errors: kNotFound.
+    Error deregister(uint32_t key);
+
+    // check_remote: the memory at [addr, addr+len) under rkey, in pd, with `needed` access.
+    // Returns a pointer to addr. Errors: kAccessDenied (unknown key, wrong pd, missing
+    // flag, out of bounds — spec [PLACE-4]).
+    Result<std::byte*> check_remote(uint32_t rkey, uint32_t pd, uint64_t addr, uint64_t len,
+                                    uint32_t needed) const;
+    // check_local: the same for an lkey used in a local work request; local access needs
+    // kLocalWrite only when the engine writes into the buffer (receives).
+    Result<std::byte*> check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len,
+                                   bool write) const;
+
+    static constexpr size_t kMaxRegions = 1u << 24;
+
+private:
+    const MemoryRegion* find(uint32_t key) const;
+    Result<std::byte*> check(const MemoryRegion* mr, uint32_t pd, uint64_t addr,
+                             uint64_t len) const;
+
+    Rng rng_;
+    uint32_t next_pd_ = 0;
+    std::vector<MemoryRegion> regions_;
+    std::vector<uint32_t> free_;
+};
+
+}  // namespace mroce::core

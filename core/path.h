@@ -1,0 +1,80 @@
+// core/path.h — one path of a connection (spec §5): a UDP source port with its own PSN
+// space, window, RTT estimate and health; plus the receiver-side state of the peer's path
+// with the same id.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rx_window.h"
+#include "core/stats.h"
+#include "util/time.h"
+
+namespace mroce::core {
+
+enum class PathState : uint8_t {
+    kActive,   // carries data
+    kSuspect,  // a timeout without answer: carries no new data until an ACK arrives
+    kFailed,   // [PATH-3] re-rolled, probed on the new generation until it answers
+};
+
+// TxRecord: what the packet with one PSN carried.
+struct TxRecord {
+    enum class State : uint8_t { kFree, kInFlight, kAcked, kLost };
+    State state = State::kFree;
+    bool is_retx = false;
+    uint32_t stream = 0;
+    uint32_t msg_seq = 0;
+    uint32_t seg = 0;
+    uint32_t bytes = 0;
+    Time sent;
+};
+
+struct TxPath {
+    uint16_t id = 0;
+    uint16_t src_port = 0;
+    uint16_t local_port = 0;  // NIC port / plane
+    uint8_t gen = 0;
+    PathState state = PathState::kActive;
+
+    // [PATH-5] PSN window: records for [base, next_psn); next_psn - base <= kSackBits.
+    uint32_t next_psn = 0;
+    uint32_t base = 0;
+    uint32_t highest_acked = 0;   // highest PSN acknowledged in this generation
+    bool any_acked = false;
+    std::vector<TxRecord> ring;   // power-of-two size, indexed psn & (size - 1)
+    uint32_t in_flight_pkts = 0;
+    uint64_t in_flight_bytes = 0;
+
+    // RTT ([LOSS-4]) and timers
+    Duration srtt{0};
+    Duration rttvar{0};
+    bool has_rtt = false;
+    uint32_t backoff = 0;          // consecutive timeouts without an ACK
+    Time pto_deadline = kNever;
+    Time reorder_deadline = kNever;
+    uint32_t reorder_limit = 0;    // holes below this PSN are lost at reorder_deadline
+    Time probe_deadline = kNever;  // failed path: next PROBE
+    bool probe_pending = false;    // a PROBE should go out now
+    uint32_t last_ce = 0;          // last ecn_ce_count echoed
+    uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
+
+    TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }
+    uint32_t span() const { return next_psn - base; }
+};
+
+struct RxPath {
+    uint8_t gen = 0;
+    bool seen = false;
+    RxWindow window;
+    uint32_t ce_count = 0;
+    uint32_t unacked = 0;
+    bool ack_queued = false;
+    Time ack_deadline = kNever;
+    uint32_t last_ts = 0;       // timestamp of the packet that will be echoed
+    Time last_rx_time;
+    bool probe_reply = false;
+    uint32_t probe_psn = 0;
+};
+
+}  // namespace mroce::core

@@ -1,0 +1,70 @@
+// core/stats.h — counters as plain integer structs (STYLE §8). They only grow; obs/
+// exports them. Every drop has a reason and a counter.
+#pragma once
+
+#include <cstdint>
+
+namespace mroce::core {
+
+struct PathStats {
+    // sender side (this endpoint's path)
+    uint64_t packets_sent = 0;
+    uint64_t bytes_sent = 0;
+    uint64_t retransmits_sent = 0;      // retransmissions that left on this path
+    uint64_t lost_by_sack = 0;          // declared lost here after the reorder window
+    uint64_t lost_by_timeout = 0;       // declared lost here by a timeout or path failure
+    uint64_t spurious_retransmits = 0;  // declared lost, then acknowledged after all
+    uint64_t sack_holes = 0;            // holes first seen in an ACK
+    uint64_t timeouts = 0;
+    uint64_t probes_sent = 0;
+    uint64_t acks_received = 0;
+    uint64_t ecn_echoed = 0;            // CE marks the peer reported for this path
+    uint64_t failures = 0;
+    uint64_t rerolls = 0;
+    uint64_t recoveries = 0;
+    // receiver side (the peer's path with the same id)
+    uint64_t packets_received = 0;
+    uint64_t bytes_received = 0;
+    uint64_t duplicate_psns = 0;
+    uint64_t ecn_marks = 0;             // CE-marked DATA received
+    uint64_t acks_sent = 0;
+    uint64_t psns_skipped = 0;          // advanced over by the sender's psn_floor
+};
+
+struct ConnectionStats {
+    uint64_t messages_sent = 0;
+    uint64_t messages_received = 0;
+    uint64_t retransmits = 0;           // all reasons
+    uint64_t retransmits_sack = 0;
+    uint64_t retransmits_timeout = 0;
+    uint64_t retransmits_path_failure = 0;
+    uint64_t retransmits_rnr = 0;
+    uint64_t duplicate_segments = 0;    // segment already placed (not yet completed)
+    uint64_t stale_duplicates = 0;      // message already completed: dropped, never written
+    uint64_t stale_generation = 0;      // DATA of an old path generation
+    uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped
+    uint64_t malformed = 0;             // inconsistent with earlier packets or the handshake
+    uint64_t unknown_stream = 0;
+    uint64_t access_errors = 0;         // rkey/PD/flags/bounds failures on our memory
+    uint64_t rnr_nacks_sent = 0;
+    uint64_t nacks_sent = 0;
+    uint64_t nacks_received = 0;
+    uint64_t hello_sent = 0;
+    uint64_t probes_received = 0;
+    uint64_t path_failures = 0;
+    uint64_t path_rerolls = 0;
+};
+
+struct EndpointStats {
+    uint64_t datagrams_received = 0;
+    uint64_t truncated = 0;
+    uint64_t bad_version = 0;
+    uint64_t bad_type = 0;
+    uint64_t bad_length = 0;
+    uint64_t unknown_connection = 0;
+    uint64_t bad_token = 0;
+    uint64_t wrong_state = 0;
+    uint64_t connections_refused = 0;  // over max_connections
+};
+
+}  // namespace mroce::core

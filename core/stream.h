@@ -1,0 +1,90 @@
+// core/stream.h — one ordered stream (one QP) on a connection: the messages it sends and
+// the receives posted for what it receives (spec §8).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "core/work.h"
+#include "util/time.h"
+#include "wire/data.h"
+
+namespace mroce::core {
+
+// TxMessage is a posted send work request being transmitted.
+struct TxMessage {
+    SendWr wr;
+    const std::byte* src = nullptr;  // resolved local buffer
+    wire::Opcode opcode = wire::Opcode::kSend;
+    uint32_t msg_seq = 0;
+    uint32_t recv_seq = 0;
+    uint32_t nseg = 0;
+    uint32_t next_new_seg = 0;    // first segment never sent
+    uint32_t path_acked = 0;      // segments acknowledged at path level
+    std::vector<uint64_t> acked;  // bit per segment (path level)
+    std::vector<uint8_t> retries; // per segment
+    bool done = false;            // delivered (stream ack) or failed
+    Status status = Status::kSuccess;
+    uint32_t stream_probes = 0;   // [STREAM-5] consecutive delivery-timer expiries
+    uint32_t rnr_retries = 0;
+    bool rnr_wait = false;        // a resend after the RNR delay is scheduled
+    Time delivery_deadline = kNever;  // [STREAM-5] the armed delivery timer, if any
+    bool started() const { return !acked.empty(); }
+
+    bool seg_acked(uint32_t s) const { return (acked[s / 64] >> (s % 64)) & 1; }
+    void set_acked(uint32_t s) { acked[s / 64] |= uint64_t{1} << (s % 64); }
+};
+
+// RxMessage is the receiver's state of one message of a stream that has not yet been
+// delivered in order.
+struct RxMessage {
+    bool active = false;
+    bool complete = false;
+    uint32_t msg_seq = 0;
+    wire::Opcode opcode = wire::Opcode::kSend;
+    uint32_t msg_len = 0;
+    uint32_t recv_seq = 0;
+    uint32_t imm = 0;
+    uint32_t rkey = 0;
+    uint64_t remote_addr = 0;
+    uint32_t nseg = 0;
+    uint32_t received = 0;
+    std::byte* target = nullptr;  // where byte 0 of the message goes
+    std::vector<uint64_t> seen;   // bit per segment; capacity is reused across messages
+};
+
+struct PostedRecv {
+    RecvWr wr;
+    std::byte* buf = nullptr;
+};
+
+struct Stream {
+    uint32_t id = 0;         // local id; the peer addresses it as DATA.stream_id
+    uint32_t remote_id = 0;  // the peer's id, used as DATA.stream_id when sending
+    uint32_t conn = 0;       // local connection id
+    uint32_t pd = 0;
+    bool seq_ready = false;  // sequence spaces known (after the handshake)
+    bool failed = false;     // requester side hit an error: flushes, sends nothing more
+
+    // requester (send) side
+    std::deque<TxMessage> tx;   // posted, not yet completed; front is the oldest
+    size_t send_cursor = 0;     // index in tx of the first message with unsent segments
+    uint32_t next_msg_seq = 0;
+    uint32_t next_recv_seq = 0;
+    bool in_ready_list = false;
+    Time blocked_until = kNever; // RNR wait ([PLACE-6]); kNever when not blocked
+
+    // responder (receive) side
+    std::deque<PostedRecv> posted;
+    uint32_t posted_front_seq = 0;  // recv_seq of posted.front()
+    uint32_t delivered_seq = 0;     // every msg_seq before this is delivered
+    std::vector<RxMessage> ring;    // stream_window slots, indexed msg_seq % size
+    bool rx_failed = false;         // [ERR-3] a message failed; later ones are refused
+    uint32_t rx_fail_seq = 0;
+    uint8_t rx_fail_reason = 0;
+    bool stream_ack_pending = false;
+};
+
+}  // namespace mroce::core

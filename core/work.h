@@ -1,0 +1,30 @@
+// core/work.h — work requests as the engine receives them. Buffers are named by address
+// and key and checked against the memory table when posted (docs/ownership.md).
+#pragma once
+
+#include <cstdint>
+
+#include "core/event.h"
+
+namespace mroce::core {
+
+struct SendWr {
+    uint64_t wr_id = 0;
+    WorkOpcode opcode = WorkOpcode::kSend;  // kSend, kSendImm, kWrite or kWriteImm
+    uint64_t local_addr = 0;
+    uint32_t length = 0;
+    uint32_t lkey = 0;
+    uint64_t remote_addr = 0;  // kWrite, kWriteImm
+    uint32_t rkey = 0;         // kWrite, kWriteImm
+    uint32_t imm = 0;          // kSendImm, kWriteImm
+    bool signaled = true;      // false: no completion on success
+};
+
+struct RecvWr {
+    uint64_t wr_id = 0;
+    uint64_t addr = 0;
+    uint32_t length = 0;
+    uint32_t lkey = 0;
+};
+
+}  // namespace mroce::core
