@@ -72,19 +72,18 @@ PacketMeta Connection::meta_for(const TxPath& path) const {
     return m;
 }
 
-// next_return_path picks the path for a control packet: round-robin over paths that are
-// not failed, so a dead return route loses only a share of ACKs ([ACK-13]).
+// next_return_path picks the path for a control packet: a seeded random choice among the
+// paths that are not failed ([ACK-13]). Random, not round-robin: ACKs arrive in path
+// order, and a round-robin return choice would lock each forward path to one return route,
+// so one dead return route could starve a healthy forward path of every ACK.
 uint16_t Connection::next_return_path() {
     const uint16_t n = num_paths();
+    const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
     for (uint16_t i = 0; i < n; ++i) {
-        const uint16_t p = static_cast<uint16_t>((return_rr_ + i) % n);
-        if (tx_paths_[p].state != PathState::kFailed) {
-            return_rr_ = static_cast<uint16_t>((p + 1) % n);
-            return p;
-        }
+        const uint16_t p = static_cast<uint16_t>((start + i) % n);
+        if (tx_paths_[p].state != PathState::kFailed) return p;
     }
-    return_rr_ = static_cast<uint16_t>((return_rr_ + 1) % n);
-    return return_rr_;
+    return start;
 }
 
 size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type) {
@@ -265,13 +264,18 @@ Time Connection::next_deadline() const {
     Time d = kNever;
     if (state_ == ConnState::kConnecting) d = hello_deadline_;
     if (state_ != ConnState::kEstablished) return d;
-    for (const TxPath& p : tx_paths_)
-        d = std::min({d, p.pto_deadline, p.reorder_deadline, p.probe_deadline});
-    for (const RxPath& rp : rx_paths_) d = std::min(d, rp.ack_deadline);
+    for (const TxPath& p : tx_paths_) {
+        if (p.pto_deadline < d) d = p.pto_deadline;
+        if (p.reorder_deadline < d) d = p.reorder_deadline;
+        if (p.probe_deadline < d) d = p.probe_deadline;
+    }
+    for (const RxPath& rp : rx_paths_)
+        if (rp.ack_deadline < d) d = rp.ack_deadline;
     if (!delivery_timers_.empty()) d = std::min(d, delivery_timers_.front().at);
     if (!rnr_timers_.empty()) d = std::min(d, rnr_timers_.front().at);
-    if (last_progress_ != kNever && outstanding_data())
-        d = std::min(d, last_progress_ + cfg_.peer_dead_timeout);
+    if (last_progress_ != kNever && last_progress_ + cfg_.peer_dead_timeout < d &&
+        outstanding_data())
+        d = last_progress_ + cfg_.peer_dead_timeout;
     return d;
 }
 

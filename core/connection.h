@@ -78,6 +78,11 @@ public:
     // oldest per stream) or kFlushed (the rest). [ERR-1]
     void fail(Status why, Time now);
 
+    // Scheduling state owned by the Endpoint (its ready list and timer heap), kept here
+    // so the hot path needs no hash lookups.
+    bool in_ready = false;
+    Time armed_deadline = kNever;
+
 private:
     enum class LossReason : uint8_t { kSack, kTimeout, kPathFailure };
 
@@ -165,7 +170,6 @@ private:
     std::vector<RxPath> rx_paths_;
     std::vector<PathStats> path_stats_;
     uint16_t rr_path_ = 0;      // round-robin cursor for new data
-    uint16_t return_rr_ = 0;    // round-robin cursor for ACK return paths [ACK-13]
 
     std::vector<uint32_t> streams_;          // local stream ids on this connection
     std::unordered_map<uint32_t, uint32_t> by_remote_;  // peer's stream id -> local id

@@ -234,17 +234,13 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
 }
 
 void Endpoint::touched(Connection& c, Time now, bool may_send) {
-    if (may_send && c.has_work(now)) {
-        bool& flag = in_ready_[c.id()];
-        if (!flag) {
-            flag = true;
-            ready_.push_back(c.id());
-        }
+    if (may_send && !c.in_ready && c.has_work(now)) {
+        c.in_ready = true;
+        ready_.push_back(c.id());
     }
     const Time d = c.next_deadline();
-    Time& armed = armed_[c.id()];
-    if (d != armed) {
-        armed = d;
+    if (d != c.armed_deadline) {
+        c.armed_deadline = d;
         if (d != kNever) timers_.push(TimerEntry{d, c.id()});
     }
 }
@@ -253,11 +249,9 @@ void Endpoint::on_timeout(Time now) {
     while (!timers_.empty() && timers_.top().at <= now) {
         const TimerEntry e = timers_.top();
         timers_.pop();
-        auto it = armed_.find(e.conn);
-        if (it == armed_.end() || it->second != e.at) continue;  // stale entry
-        it->second = kNever;
         Connection* c = conn_mut(e.conn);
-        if (!c) continue;
+        if (!c || c->armed_deadline != e.at) continue;  // stale entry
+        c->armed_deadline = kNever;
         c->on_timeout(now);
         touched(*c, now);
     }
@@ -273,9 +267,9 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
     while (!ready_.empty()) {
         const uint32_t id = ready_.front();
         ready_.pop_front();
-        in_ready_[id] = false;
         Connection* c = conn_mut(id);
         if (!c) continue;
+        c->in_ready = false;
         const size_t n = c->produce(buf, meta, now);
         // Re-queue at the back if it has more (round-robin). A connection that produced
         // nothing waits for the event that unblocks it, so this loop cannot spin.

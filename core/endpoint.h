@@ -101,18 +101,17 @@ private:
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;
     std::vector<std::unique_ptr<Stream>> streams_;  // index = id - 1
 
-    // Connections with something to send, round-robin; a flag set avoids duplicates.
+    // Connections with something to send, round-robin; Connection::in_ready avoids
+    // duplicates.
     std::deque<uint32_t> ready_;
-    std::unordered_map<uint32_t, bool> in_ready_;
     // [CONN-15] timers scale: a min-heap of (deadline, connection); stale entries are
-    // skipped by comparing with the connection's armed deadline.
+    // skipped by comparing with Connection::armed_deadline.
     struct TimerEntry {
         Time at;
         uint32_t conn;
         bool operator>(const TimerEntry& o) const { return at > o.at; }
     };
     std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
-    std::unordered_map<uint32_t, Time> armed_;
     std::deque<Event> events_;
 };
 

@@ -2,6 +2,7 @@
 // bitmap of what arrived above it (spec §6 [ACK-10]).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -58,18 +59,30 @@ public:
 
     // to_wire renders the bitmap in ACK wire order ([ACK-2]).
     void to_wire(wire::Sack& out) const {
-        for (uint32_t byte = 0; byte < kBits / 8; ++byte) {
-            const uint8_t v = static_cast<uint8_t>(words_[byte / 8] >> ((byte % 8) * 8));
-            // wire: bit i of this byte-group is mask 0x80 >> i, ours is 1 << i: reverse.
-            out.bytes[byte] = reverse_bits(v);
+        for (uint32_t w = 0; w < 4; ++w) {
+            uint64_t v = words_[w];
+            if (v == 0) {  // the common case: no gap
+                std::fill_n(out.bytes.begin() + w * 8, 8, uint8_t{0});
+                continue;
+            }
+            // wire: bit i of a byte is mask 0x80 >> i, ours is 1 << i: reverse each byte.
+            for (uint32_t k = 0; k < 8; ++k, v >>= 8)
+                out.bytes[w * 8 + k] = reverse_bits(static_cast<uint8_t>(v));
         }
     }
 
 private:
     static uint8_t reverse_bits(uint8_t b) {
-        b = static_cast<uint8_t>((b & 0xF0) >> 4 | (b & 0x0F) << 4);
-        b = static_cast<uint8_t>((b & 0xCC) >> 2 | (b & 0x33) << 2);
-        return static_cast<uint8_t>((b & 0xAA) >> 1 | (b & 0x55) << 1);
+        static constexpr auto kTable = [] {
+            std::array<uint8_t, 256> t{};
+            for (unsigned i = 0; i < 256; ++i) {
+                unsigned r = 0;
+                for (unsigned k = 0; k < 8; ++k) r |= ((i >> k) & 1u) << (7 - k);
+                t[i] = static_cast<uint8_t>(r);
+            }
+            return t;
+        }();
+        return kTable[b];
     }
     void advance_contiguous() {
         // Count trailing ones of the whole 256-bit word, then shift them out.

@@ -11,6 +11,9 @@
 #include <cstring>
 #include <span>
 
+// The byte swaps below assume a little-endian host; a big-endian port changes only them.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire/buffer.h assumes little-endian");
+
 namespace mroce::wire {
 
 class Reader {
@@ -43,10 +46,15 @@ private:
             fail();
             return 0;
         }
-        uint64_t v = 0;
-        for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(in_[pos_ + i]);
+        const std::byte* p = in_.data() + pos_;
         pos_ += n;
-        return v;
+        // Fixed-width loads compile to one load and one byte swap (hot path: every packet).
+        switch (n) {
+            case 1: return static_cast<uint8_t>(*p);
+            case 2: { uint16_t v; std::memcpy(&v, p, 2); return __builtin_bswap16(v); }
+            case 4: { uint32_t v; std::memcpy(&v, p, 4); return __builtin_bswap32(v); }
+            default: { uint64_t v; std::memcpy(&v, p, 8); return __builtin_bswap64(v); }
+        }
     }
     void fail() { ok_ = false; }
 
@@ -89,9 +97,14 @@ private:
             ok_ = false;
             return;
         }
-        for (size_t i = 0; i < n; ++i)
-            out_[pos_ + i] = static_cast<std::byte>(v >> (8 * (n - 1 - i)));
+        std::byte* p = out_.data() + pos_;
         pos_ += n;
+        switch (n) {
+            case 1: *p = static_cast<std::byte>(v); return;
+            case 2: { const uint16_t b = __builtin_bswap16(static_cast<uint16_t>(v)); std::memcpy(p, &b, 2); return; }
+            case 4: { const uint32_t b = __builtin_bswap32(static_cast<uint32_t>(v)); std::memcpy(p, &b, 4); return; }
+            default: { const uint64_t b = __builtin_bswap64(v); std::memcpy(p, &b, 8); return; }
+        }
     }
 
     std::span<std::byte> out_;
