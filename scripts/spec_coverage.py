@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""spec_coverage.py — which requirement ids of the spec are cited by code and by tests.
+
+A requirement id is `[PREFIX-N]` (e.g. `[ACK-11]`, `[WIRE-3]`). The script collects:
+
+  defined   ids at a definition site in docs/spec.md and docs/spec-behaviour.md: the id in
+            bold (`**[ACK-11]**`, the convention of spec §1.2), or the id opening the first
+            cell of a table row (`| [ACK-11] |`). Other mentions are references. Fenced
+            code blocks and HTML comments are skipped.
+  code      ids cited in comments of the source files under core wire cc sim api datapath
+            tools (and obs baselines verbs when they exist), test files excluded.
+  tests     ids cited anywhere in test files: *_test.* in any module, and everything under
+            tests/ and fuzz/.
+
+It prints, most serious first:
+  ERROR    ids cited in code but not defined                              (exit status 1)
+  ERROR    ids defined more than once                                     (exit status 1)
+  WARNING  ids cited in tests but not defined
+  WARNING  ids referenced in the spec but not defined
+  INFO     ids defined but cited nowhere in code
+  WARNING  ids (defined or cited in code) that no test cites
+
+Usage: scripts/spec_coverage.py [--root DIR] [--sites] [--strict]
+  --root DIR  repository root (default: the repository this script lives in)
+  --sites     print where each undefined id is cited (file:line), not just the first site
+  --strict    exit 1 on warnings too
+Exit status: 0 clean (warnings allowed unless --strict), 1 errors, 2 bad usage.
+
+docs/spec-behaviour.md holds sections 4-10 until it is appended to docs/spec.md. Delete it
+when it is merged, or every id in it is reported as defined twice.
+
+Python 3 standard library only.
+"""
+
+import argparse
+import pathlib
+import re
+import sys
+
+SPEC_FILES = ("docs/spec.md", "docs/spec-behaviour.md")
+CODE_DIRS = ("core", "wire", "cc", "sim", "api", "datapath", "tools", "obs", "baselines", "verbs")
+TEST_DIRS = ("tests", "fuzz")
+# Modules whose *_test.* files count as tests (code dirs plus util and bench).
+TEST_FILE_DIRS = CODE_DIRS + ("util", "bench")
+
+C_SUFFIXES = {".h", ".hh", ".hpp", ".c", ".cc", ".cpp", ".cxx", ".inc"}
+HASH_SUFFIXES = {".py", ".sh", ".cmake", ".toml", ".yaml", ".yml"}
+SKIP_DIR_NAMES = {"corpus", "__pycache__"}
+
+ID = r"[A-Z][A-Z0-9]*(?:-[A-Z][A-Z0-9]*)*-[0-9]+"
+ID_RE = re.compile(r"\[(" + ID + r")\]")
+BOLD_DEF_RE = re.compile(r"\*\*\[(" + ID + r")\]\*\*")
+TABLE_DEF_RE = re.compile(r"^\s*\|\s*(?:\*\*)?`?\[?(" + ID + r")\]?`?(?:\*\*)?\s*\|")
+
+
+def id_key(ident):
+    """Sort key: prefix, then number as an integer (ACK-2 before ACK-10)."""
+    prefix, _, number = ident.rpartition("-")
+    return (prefix, int(number))
+
+
+# ---------------------------------------------------------------------------------------
+# Spec documents
+
+
+def markdown_lines(text):
+    """Yields (line number, line) outside fenced code blocks and HTML comments."""
+    in_fence = False
+    in_comment = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not in_comment and stripped.startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        visible = ""
+        rest = line
+        while rest:
+            if in_comment:
+                end = rest.find("-->")
+                if end < 0:
+                    rest = ""
+                else:
+                    in_comment = False
+                    rest = rest[end + 3:]
+            else:
+                start = rest.find("<!--")
+                if start < 0:
+                    visible += rest
+                    rest = ""
+                else:
+                    visible += rest[:start]
+                    in_comment = True
+                    rest = rest[start + 4:]
+        yield number, visible
+
+
+def scan_spec(root):
+    """Returns (definitions, references, present files).
+
+    definitions: id -> list of "file:line"; references: id -> list of "file:line".
+    """
+    definitions, references, present = {}, {}, []
+    for rel in SPEC_FILES:
+        path = root / rel
+        if not path.is_file():
+            continue
+        present.append(rel)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for number, line in markdown_lines(text):
+            site = f"{rel}:{number}"
+            defined_here = set(BOLD_DEF_RE.findall(line))
+            table = TABLE_DEF_RE.match(line)
+            if table:
+                defined_here.add(table.group(1))
+            for ident in defined_here:
+                definitions.setdefault(ident, []).append(site)
+            for ident in ID_RE.findall(line):
+                if ident not in defined_here:
+                    references.setdefault(ident, []).append(site)
+    return definitions, references, present
+
+
+# ---------------------------------------------------------------------------------------
+# Source files
+
+
+def c_comments(text):
+    """Yields (line number, comment text) for every // and /* */ comment of C/C++ source,
+    skipping string and character literals (raw strings included)."""
+    i, n, line = 0, len(text), 1
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            yield line, text[i + 2:end]
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end
+            body = text[i + 2:end]
+            for offset, part in enumerate(body.split("\n")):
+                yield line + offset, part
+            line += body.count("\n")
+            i = end + 2
+        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            open_paren = text.find("(", i + 2)
+            if open_paren < 0:
+                i += 1
+                continue
+            delimiter = text[i + 2:open_paren]
+            close = text.find(")" + delimiter + '"', open_paren + 1)
+            close = n if close < 0 else close
+            line += text.count("\n", i, close)
+            i = close + len(delimiter) + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+
+
+def hash_comments(text):
+    """Yields (line number, text) for '#' comments and, for Python, whole lines: docstrings
+    and comments both document Python, so every line is searched."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        yield number, line
+
+
+def is_test_file(rel):
+    name = rel.name
+    return re.match(r".*_test\.[A-Za-z0-9]+$", name) is not None
+
+
+def source_files(root, top_dirs):
+    for top in top_dirs:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            if not path.is_file() or any(part in SKIP_DIR_NAMES for part in path.parts):
+                continue
+            if path.suffix in C_SUFFIXES or path.suffix in HASH_SUFFIXES or path.name == "CMakeLists.txt":
+                yield path
+
+
+def cited_ids(path, whole_text):
+    """Yields (id, line) cited in the file: in comments, or anywhere when whole_text."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if whole_text:
+        lines = enumerate(text.splitlines(), start=1)
+    elif path.suffix in C_SUFFIXES:
+        lines = c_comments(text)
+    else:
+        lines = hash_comments(text)
+    for number, line in lines:
+        for ident in ID_RE.findall(line):
+            yield ident, number
+
+
+def scan_sources(root):
+    """Returns (code citations, test citations, files scanned): id -> list of "file:line"."""
+    code, tests = {}, {}
+    seen = set()
+    files = 0
+    for path in source_files(root, TEST_DIRS):
+        seen.add(path)
+        files += 1
+        rel = path.relative_to(root)
+        for ident, number in cited_ids(path, whole_text=True):
+            tests.setdefault(ident, []).append(f"{rel}:{number}")
+    for path in source_files(root, TEST_FILE_DIRS):
+        if path in seen:
+            continue
+        files += 1
+        rel = path.relative_to(root)
+        if is_test_file(rel):
+            for ident, number in cited_ids(path, whole_text=True):
+                tests.setdefault(ident, []).append(f"{rel}:{number}")
+        elif rel.parts[0] in CODE_DIRS:
+            for ident, number in cited_ids(path, whole_text=False):
+                code.setdefault(ident, []).append(f"{rel}:{number}")
+    return code, tests, files
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+
+def print_ids(title, ids, sites=None, all_sites=False, width=100):
+    print(f"{title} ({len(ids)}):")
+    if not ids:
+        print("  (none)")
+        return
+    if sites is None:
+        line = " "
+        for ident in ids:
+            if len(line) + len(ident) + 1 > width:
+                print(line)
+                line = " "
+            line += " " + ident
+        print(line)
+        return
+    for ident in ids:
+        where = sites.get(ident, [])
+        if all_sites:
+            shown = ", ".join(where)
+        else:
+            shown = where[0] if where else ""
+            if len(where) > 1:
+                shown += f" (+{len(where) - 1} more)"
+        print(f"  {ident:<12} {shown}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_root = pathlib.Path(__file__).resolve().parents[1]
+    parser.add_argument("--root", type=pathlib.Path, default=default_root,
+                        help="repository root (default: %(default)s)")
+    parser.add_argument("--sites", action="store_true",
+                        help="list every citation site of each undefined id")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    args = parser.parse_args()
+    root = args.root.resolve()
+    if not root.is_dir():
+        print(f"spec_coverage: no such directory: {root}", file=sys.stderr)
+        return 2
+
+    definitions, references, present = scan_spec(root)
+    code, tests, files = scan_sources(root)
+    defined = set(definitions)
+
+    missing = [f for f in SPEC_FILES if f not in present]
+    print(f"spec files: {', '.join(present) if present else '(none)'}"
+          + (f"; missing: {', '.join(missing)}" if missing else ""))
+    print(f"defined ids: {len(defined)}; cited in code: {len(code)}; cited in tests: {len(tests)}"
+          f" ({files} source files scanned)")
+    print()
+
+    undefined_in_code = sorted(set(code) - defined, key=id_key)
+    duplicates = sorted((i for i, s in definitions.items() if len(s) > 1), key=id_key)
+    undefined_in_tests = sorted(set(tests) - defined - set(code), key=id_key)
+    undefined_refs = sorted(set(references) - defined, key=id_key)
+    uncited = sorted(defined - set(code), key=id_key)
+    untested = sorted((defined | set(code)) - set(tests), key=id_key)
+
+    errors = 0
+    warnings = 0
+    print_ids("ERROR: cited in code but not defined in the spec", undefined_in_code, code,
+              args.sites)
+    errors += len(undefined_in_code)
+    print()
+    print_ids("ERROR: defined more than once", duplicates, definitions, all_sites=True)
+    errors += len(duplicates)
+    print()
+    print_ids("WARNING: cited in tests but not defined in the spec", undefined_in_tests, tests,
+              args.sites)
+    warnings += len(undefined_in_tests)
+    print()
+    print_ids("WARNING: referenced in the spec but not defined", undefined_refs, references,
+              args.sites)
+    warnings += len(undefined_refs)
+    print()
+    print_ids("INFO: defined but cited nowhere in code", uncited)
+    print()
+    print_ids("WARNING: no test cites", untested)
+    warnings += len(untested)
+    print()
+    print(f"spec_coverage: {errors} error(s), {warnings} warning(s)")
+    if errors or (args.strict and warnings):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
