@@ -57,6 +57,9 @@ Result<AckPacket> decode_ack(std::span<const std::byte> datagram) {
     if (!r.ok()) return Error::kTruncated;
     // spec §3.3 [ACK-5]: never trust the count; cap it and check it against the length.
     if (a.stream_count > kMaxAckStreams) return Error::kBadLength;
+    // spec §3.3 [ACK-1]: the entries fill the rest of the datagram exactly; a datagram
+    // shorter or longer than stream_count entries disagrees with its count.
+    if (r.remaining() != size_t{a.stream_count} * kAckStreamEntrySize) return Error::kBadLength;
     for (uint16_t i = 0; i < a.stream_count; ++i) {
         a.streams[i].stream_id = r.u32();
         a.streams[i].delivered_seq = r.u32();

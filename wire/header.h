@@ -46,7 +46,7 @@ inline constexpr size_t kCommonHeaderSize = 16;
 // Errors: kTruncated, kBadVersion [WIRE-3], kBadType [WIRE-4].
 Result<CommonHeader> decode_common_header(std::span<const std::byte> datagram);
 
-// peek_type returns the type byte without validating the rest (for dispatch and counters).
+// is_known_type reports whether t is a packet type of this version [WIRE-2].
 inline bool is_known_type(uint8_t t) { return t >= 1 && t <= 7; }
 
 }  // namespace mroce::wire
