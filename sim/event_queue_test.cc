@@ -1,0 +1,224 @@
+#include "sim/event_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "sim/test_seed.h"
+
+namespace mroce::sim {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(SimTime, ConvertsToCoreTimeRoundingDown) {
+    EXPECT_EQ(to_core_time(sim_time_from_ps(0)), time_from_ns(0));
+    EXPECT_EQ(to_core_time(sim_time_from_ps(999)), time_from_ns(0));
+    EXPECT_EQ(to_core_time(sim_time_from_ps(1000)), time_from_ns(1));
+    EXPECT_EQ(to_core_time(sim_time_from_ps(123'456'789)), time_from_ns(123'456));
+    EXPECT_EQ(to_core_time(sim_time_from_ps(-1)), time_from_ns(-1));
+    EXPECT_EQ(to_core_time(kSimForever), kNever);
+
+    EXPECT_EQ(from_core_time(time_from_ns(7)), sim_time_from_ps(7000));
+    EXPECT_EQ(from_core_time(kNever), kSimForever);
+    EXPECT_EQ(from_core_time(time_from_ns(INT64_MAX / 2)), kSimForever);  // saturates
+    EXPECT_EQ(SimTime{} + SimDuration{2us}, sim_time_from_ps(2'000'000));
+}
+
+TEST(Sim, TiesRunInInsertionOrder) {
+    Sim sim(1);
+    std::vector<int> order;
+    sim.schedule_at(sim_time_from_ps(10), [&] { order.push_back(3); });
+    sim.schedule_at(sim_time_from_ps(5), [&] { order.push_back(1); });
+    sim.schedule_at(sim_time_from_ps(10), [&] { order.push_back(4); });
+    sim.schedule_at(sim_time_from_ps(5), [&] {
+        order.push_back(2);
+        // Scheduled for "now" while other events at t=5/10 are queued: runs after the
+        // ones already queued for t=5, before t=10.
+        sim.schedule_in(SimDuration{0}, [&] { order.push_back(25); });
+        sim.schedule_at(sim_time_from_ps(10), [&] { order.push_back(5); });
+    });
+    sim.schedule_at(sim_time_from_ps(5), [&] { order.push_back(21); });
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    EXPECT_EQ(order, (std::vector<int>{1, 2, 21, 25, 3, 4, 5}));
+    EXPECT_EQ(sim.now(), sim_time_from_ps(10));
+}
+
+TEST(Sim, ManySameTimeEventsKeepInsertionOrder) {
+    Sim sim(1);
+    std::vector<int> order;
+    for (int i = 0; i < 5000; ++i)
+        sim.schedule_at(SimTime{} + 1us, [&order, i] { order.push_back(i); });
+    sim.run_until({});
+    ASSERT_EQ(order.size(), 5000u);
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(order[i], i);
+}
+
+TEST(Sim, CancelIsCheapAndExact) {
+    Sim sim(1);
+    std::vector<char> order;
+    EventHandle a = sim.schedule_in(1ns, [&] { order.push_back('a'); });
+    EventHandle b = sim.schedule_in(2ns, [&] { order.push_back('b'); });
+    EventHandle c = sim.schedule_in(3ns, [&] { order.push_back('c'); });
+    EXPECT_TRUE(sim.pending(b));
+    EXPECT_TRUE(sim.cancel(b));
+    EXPECT_FALSE(sim.pending(b));
+    EXPECT_FALSE(sim.cancel(b));  // twice
+    EXPECT_FALSE(sim.cancel(EventHandle{}));
+    EXPECT_EQ(sim.pending_events(), 2u);
+    sim.run_until({});
+    EXPECT_EQ(order, (std::vector<char>{'a', 'c'}));
+    EXPECT_FALSE(sim.cancel(a));  // already ran
+    EXPECT_FALSE(sim.pending(c));
+
+    // A slot reused by a new event is not cancelled through the old handle.
+    EventHandle d = sim.schedule_in(1ns, [&] { order.push_back('d'); });
+    EXPECT_FALSE(sim.cancel(a));
+    EXPECT_FALSE(sim.cancel(b));
+    EXPECT_TRUE(sim.pending(d));
+    sim.run_until({});
+    EXPECT_EQ(order.back(), 'd');
+}
+
+TEST(Sim, EventCancellingItselfOrALaterOne) {
+    Sim sim(1);
+    EventHandle self, later;
+    int ran_later = 0;
+    bool self_cancel_result = true;
+    self = sim.schedule_in(1ns, [&] {
+        self_cancel_result = sim.cancel(self);  // running: no longer pending
+        EXPECT_TRUE(sim.cancel(later));
+    });
+    later = sim.schedule_in(2ns, [&] { ++ran_later; });
+    sim.run_until({});
+    EXPECT_FALSE(self_cancel_result);
+    EXPECT_EQ(ran_later, 0);
+}
+
+TEST(Sim, MassCancellationKeepsOrder) {
+    const uint64_t seed = testing::test_seed(11);
+    SCOPED_TRACE(testing::seed_note(seed));
+    Sim sim(seed);
+    Rng rng = sim.fork_rng("test");
+    std::vector<EventHandle> handles;
+    std::vector<int64_t> ran;
+    std::vector<bool> cancelled(20000);
+    for (int i = 0; i < 20000; ++i) {
+        const int64_t t = static_cast<int64_t>(rng.uniform(1'000'000));
+        handles.push_back(sim.schedule_at(sim_time_from_ps(t),
+                                          [&ran, &sim] { ran.push_back(to_ps(sim.now())); }));
+    }
+    size_t kept = 0;
+    for (int i = 0; i < 20000; ++i) {
+        if (rng.uniform(10) != 0) {
+            ASSERT_TRUE(sim.cancel(handles[i]));
+            cancelled[i] = true;
+        } else {
+            ++kept;
+        }
+    }
+    EXPECT_EQ(sim.pending_events(), kept);
+    sim.run_until({});
+    ASSERT_EQ(ran.size(), kept);
+    EXPECT_TRUE(std::is_sorted(ran.begin(), ran.end()));
+}
+
+TEST(Sim, RunUntilStopReasons) {
+    Sim sim(1);
+    int count = 0;
+    for (int i = 1; i <= 10; ++i) sim.schedule_at(SimTime{} + i * 1us, [&] { ++count; });
+
+    // Predicate already true: nothing runs.
+    RunResult r = sim.run_until([&] { return true; });
+    EXPECT_EQ(r.reason, StopReason::kPredicate);
+    EXPECT_EQ(r.events, 0u);
+
+    r = sim.run_until([&] { return count == 3; });
+    EXPECT_EQ(r.reason, StopReason::kPredicate);
+    EXPECT_EQ(r.events, 3u);
+    EXPECT_EQ(sim.now(), SimTime{} + 3us);
+
+    // The limit is inclusive; now() moves to the limit.
+    r = sim.run_until({}, SimTime{} + 5us);
+    EXPECT_EQ(r.reason, StopReason::kTimeLimit);
+    EXPECT_EQ(count, 5);
+    r = sim.run_until({}, SimTime{} + 5500ns);
+    EXPECT_EQ(r.reason, StopReason::kTimeLimit);
+    EXPECT_EQ(r.events, 0u);
+    EXPECT_EQ(sim.now(), SimTime{} + 5500ns);
+
+    r = sim.run_until({}, kSimForever, 2);
+    EXPECT_EQ(r.reason, StopReason::kBudget);
+    EXPECT_EQ(r.events, 2u);
+    EXPECT_EQ(count, 7);
+
+    r = sim.run_for(1ms);
+    EXPECT_EQ(r.reason, StopReason::kQueueEmpty);
+    EXPECT_EQ(count, 10);
+    EXPECT_EQ(sim.now(), SimTime{} + 10us);  // empty queue: time stays at the last event
+    EXPECT_EQ(to_string(StopReason::kBudget), std::string("event budget exhausted"));
+}
+
+TEST(Sim, BudgetStopsALivelock) {
+    Sim sim(1);
+    std::function<void()> again = [&] { sim.schedule_in(SimDuration{0}, again); };
+    sim.schedule_in(SimDuration{0}, again);
+    RunResult r = sim.run_until({}, kSimForever, 1000);
+    EXPECT_EQ(r.reason, StopReason::kBudget);
+    EXPECT_EQ(sim.now(), SimTime{});
+}
+
+TEST(Sim, CallbacksMayOwnMoveOnlyAndLargeState) {
+    Sim sim(1);
+    int sum = 0;
+    auto owned = std::make_unique<int>(40);
+    sim.schedule_in(1ns, [&sum, p = std::move(owned)] { sum += *p; });
+    std::array<int64_t, 32> big{};  // 256 bytes: does not fit inline, goes to the heap
+    big[31] = 2;
+    struct Big {
+        std::array<int64_t, 32> a;
+        void operator()() {}
+    };
+    static_assert(!Callback::fits_inline<Big>());
+    sim.schedule_in(2ns, [big, &sum] { sum += static_cast<int>(big[31]); });
+    // Pending callbacks that own resources are destroyed with the Sim; ASan checks it.
+    auto never = std::make_unique<int>(1);
+    sim.schedule_in(1s, [p = std::move(never)] {});
+    sim.run_until({}, SimTime{} + 1ms);
+    EXPECT_EQ(sum, 42);
+    EXPECT_EQ(sim.pending_events(), 1u);
+}
+
+TEST(Sim, PendingPacketsAreReturnedWhenTheSimDies) {
+    auto sim = std::make_unique<Sim>(1);
+    PacketPtr p = sim->packets().acquire();
+    p->bytes.resize(100);
+    sim->schedule_in(1us, [q = std::move(p)] {});
+    EXPECT_EQ(sim->packets().outstanding(), 1u);
+    sim.reset();  // must not leak or touch freed memory (ASan)
+}
+
+TEST(Sim, SimsAreIndependentAndForkedStreamsDependOnlyOnSeedAndLabel) {
+    Sim a(5), b(5), c(6);
+    EXPECT_EQ(a.fork_rng("x").next_u64(), b.fork_rng("x").next_u64());
+    EXPECT_NE(a.fork_rng("x").next_u64(), a.fork_rng("y").next_u64());
+    EXPECT_NE(a.fork_rng("x").next_u64(), c.fork_rng("x").next_u64());
+    int na = 0, nb = 0;
+    a.schedule_in(1us, [&] { ++na; });
+    b.schedule_in(2us, [&] { ++nb; });
+    a.run_until({});
+    EXPECT_EQ(na, 1);
+    EXPECT_EQ(nb, 0);
+    EXPECT_EQ(b.now(), SimTime{});
+}
+
+TEST(Sim, StartTimeIsConfigurable) {
+    Sim sim(1, SimTime{} + 1us);
+    EXPECT_EQ(sim.now(), SimTime{} + 1us);
+    EXPECT_EQ(to_core_time(sim.now()), time_from_ns(1000));
+}
+
+}  // namespace
+}  // namespace mroce::sim

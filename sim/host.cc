@@ -1,0 +1,149 @@
+#include "sim/host.h"
+
+#include <algorithm>
+
+#include "sim/link.h"
+
+namespace mroce::sim {
+
+Host::Host(Sim& sim, uint32_t index, uint32_t ipv4, const HostConfig& config, PacketSink* uplink)
+    : sim_(sim),
+      index_(index),
+      address_(Address::ipv4(ipv4, config.udp_port)),
+      config_(config),
+      uplink_(uplink) {
+    MROCE_DCHECK(config.line_rate_bps > 0);
+}
+
+Host::~Host() {
+    sim_.cancel(nic_event_);
+    sim_.cancel(timer_event_);
+    sim_.cancel(kick_event_);
+}
+
+void Host::attach(core::Engine* engine) {
+    sim_.cancel(timer_event_);
+    sim_.cancel(kick_event_);
+    timer_event_ = {};
+    armed_deadline_ = kNever;
+    last_timeout_ = Time::min();
+    engine_ = engine;
+    if (!engine_) return;
+    tx_buf_.resize(engine_->max_datagram_size());
+    kick_event_ = sim_.schedule_in(SimDuration{0}, [this] {
+        kick_event_ = {};
+        kick();
+    });
+}
+
+void Host::kick() {
+    if (engine_) after_engine_call();
+}
+
+void Host::after_engine_call() {
+    drain_events();
+    pump_transmit();
+    drain_events();  // poll_transmit may have produced events too
+    rearm_timer();
+}
+
+void Host::drain_events() {
+    if (!engine_) return;
+    while (auto event = engine_->poll_event()) {
+        ++stats_.events;
+        if (event_callback_) {
+            event_callback_(*event);
+            if (!engine_) return;  // the callback detached the engine
+        } else {
+            events_.push_back(*event);
+        }
+    }
+}
+
+void Host::pump_transmit() {
+    if (!engine_ || nic_busy()) return;
+    if (tx_buf_.size() < engine_->max_datagram_size()) tx_buf_.resize(engine_->max_datagram_size());
+    PacketMeta meta{};
+    ++stats_.polls;
+    const size_t n = engine_->poll_transmit(tx_buf_, meta, core_now());
+    if (n == 0) {
+        ++stats_.empty_polls;
+        return;
+    }
+    MROCE_DCHECK(n <= tx_buf_.size());
+    PacketPtr packet = sim_.packets().acquire();
+    packet->bytes.assign(tx_buf_.begin(),
+                         tx_buf_.begin() + static_cast<ptrdiff_t>(std::min(n, tx_buf_.size())));
+    // The host owns its IP: the engine chooses only the source port (the path).
+    meta.src.ip = address_.ip;
+    if (meta.src.port == 0) meta.src.port = config_.udp_port;
+    packet->meta = meta;
+    ++stats_.tx_packets;
+    stats_.tx_bytes += packet->size();
+    nic_packet_ = std::move(packet);
+    nic_event_ = sim_.schedule_in(serialization_time(nic_packet_->size(), config_.line_rate_bps),
+                                  [this] { on_nic_done(); });
+}
+
+void Host::on_nic_done() {
+    nic_event_ = {};
+    PacketPtr packet = std::move(nic_packet_);
+    packet->sent_at = sim_.now();
+    uplink_->receive(std::move(packet));
+    if (engine_) after_engine_call();  // the NIC is idle: poll for the next datagram
+}
+
+void Host::rearm_timer() {
+    const Time deadline = engine_ ? engine_->next_deadline() : kNever;
+    if (deadline == armed_deadline_ && (deadline == kNever || sim_.pending(timer_event_))) return;
+    sim_.cancel(timer_event_);
+    timer_event_ = {};
+    armed_deadline_ = deadline;
+    if (deadline == kNever) return;
+    Time at = deadline;
+    if (deadline <= last_timeout_) {
+        // on_timeout(last_timeout_) already ran every timer due by then, so another call
+        // for the same instant cannot help. Either the engine waits to send (a pacing
+        // deadline while the NIC is busy: the NIC's completion polls it, no timer needed)
+        // or it did not advance its deadline although it was polled; then give it the
+        // next nanosecond, so time moves on and a broken engine cannot spin in place.
+        if (nic_busy()) return;
+        ++stats_.stale_deadlines;
+        at = last_timeout_ + Duration{1};
+    }
+    ++stats_.timer_arms;
+    timer_event_ =
+        sim_.schedule_at(std::max(from_core_time(at), sim_.now()), [this] { on_timer(); });
+}
+
+void Host::on_timer() {
+    timer_event_ = {};
+    armed_deadline_ = kNever;
+    if (!engine_) return;
+    last_timeout_ = core_now();
+    ++stats_.timeouts;
+    engine_->on_timeout(last_timeout_);
+    after_engine_call();
+}
+
+void Host::receive(PacketPtr packet) {
+    if (rx_tap_) rx_tap_(*packet, *this);
+    if (!engine_) {
+        ++stats_.rx_dropped_no_engine;
+        return;
+    }
+    if (packet->meta.dst.port != config_.udp_port) {
+        ++stats_.rx_dropped_wrong_port;
+        return;
+    }
+    ++stats_.rx_packets;
+    stats_.rx_bytes += packet->size();
+    // meta.src is the remote sender's address and source port, meta.dst ours, meta.ecn as
+    // marked on the way: the orientation the sender's NIC stamped is already the rx one.
+    PacketMeta meta = packet->meta;
+    meta.local_port = 0;  // one NIC port per host for now
+    engine_->on_datagram(packet->bytes, meta, core_now());
+    after_engine_call();
+}
+
+}  // namespace mroce::sim

@@ -1,0 +1,388 @@
+// Tests of the host driver: two hosts, scripted core::Engine implementations, 8 routes.
+#include "sim/host.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sim/network.h"
+#include "sim/test_seed.h"
+
+namespace mroce::sim {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::seed_note;
+using testing::test_seed;
+
+// ScriptedEngine sends `count` datagrams of `size` bytes to `peer`, datagram i from UDP
+// source port base_port + i (so each may take another route), optionally paced `pace`
+// apart through its deadline; fires scripted timers; records everything it is told.
+class ScriptedEngine final : public core::Engine {
+  public:
+    struct Options {
+        Address peer;
+        uint32_t count = 0;
+        size_t size = 1000;
+        uint16_t base_port = 49152;
+        Duration pace{0};
+        std::vector<Time> timers;            // extra deadlines, ascending
+        bool event_per_datagram = false;     // emit one completion per datagram received
+        std::optional<Time> stuck_deadline;  // misbehave: always report this deadline
+        bool full_payload = true;            // fill and check every byte (else the seq only)
+    };
+    struct Rx {
+        Time at;
+        PacketMeta meta;
+        uint32_t seq;
+        size_t size;
+        bool payload_ok;
+    };
+
+    explicit ScriptedEngine(Options o) : o_(std::move(o)) {}
+
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& meta, Time now) override {
+        ++calls;
+        Rx rx{now, meta, 0, d.size(), d.size() >= 4};
+        if (rx.payload_ok) {
+            for (int i = 0; i < 4; ++i) rx.seq = rx.seq << 8 | std::to_integer<uint32_t>(d[i]);
+            for (size_t i = 4; o_.full_payload && i < d.size(); ++i)
+                rx.payload_ok &= d[i] == static_cast<std::byte>((rx.seq + i) & 0xff);
+        }
+        received.push_back(rx);
+        if (o_.event_per_datagram) {
+            core::Event e;
+            e.kind = core::EventKind::kCompletion;
+            e.peer = meta.src;
+            e.completion.wr_id = rx.seq;
+            pending_events_.push_back(e);
+        }
+    }
+
+    void on_timeout(Time now) override {
+        ++calls;
+        timeouts.push_back(now);
+        while (!o_.timers.empty() && o_.timers.front() <= now) o_.timers.erase(o_.timers.begin());
+    }
+
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        ++polls;
+        if (sent_ >= o_.count || now < release_) return 0;
+        EXPECT_GE(buf.size(), o_.size);
+        const uint32_t seq = sent_++;
+        for (int i = 0; i < 4; ++i) buf[i] = static_cast<std::byte>(seq >> (24 - 8 * i));
+        for (size_t i = 4; o_.full_payload && i < o_.size; ++i)
+            buf[i] = static_cast<std::byte>((seq + i) & 0xff);
+        meta.dst = o_.peer;
+        meta.src.port = static_cast<uint16_t>(o_.base_port + seq);
+        meta.ecn = ecn::kEct0;
+        sent_at.push_back(now);
+        if (o_.pace > Duration{0}) release_ = now + o_.pace;
+        return o_.size;
+    }
+
+    Time next_deadline() const override {
+        if (o_.stuck_deadline) return *o_.stuck_deadline;
+        Time d = o_.timers.empty() ? kNever : o_.timers.front();
+        if (sent_ < o_.count && o_.pace > Duration{0}) d = std::min(d, release_);
+        return d;
+    }
+
+    std::optional<core::Event> poll_event() override {
+        if (pending_events_.empty()) return std::nullopt;
+        core::Event e = pending_events_.front();
+        pending_events_.erase(pending_events_.begin());
+        return e;
+    }
+
+    size_t max_datagram_size() const override { return 1500; }
+
+    // allow_more lets the engine send n more datagrams (work posted from outside).
+    void allow_more(uint32_t n) { o_.count += n; }
+    uint32_t sent() const { return sent_; }
+
+    std::vector<Rx> received;
+    std::vector<Time> sent_at;
+    std::vector<Time> timeouts;
+    uint64_t polls = 0;
+    uint64_t calls = 0;  // on_datagram + on_timeout
+
+  private:
+    Options o_;
+    uint32_t sent_ = 0;
+    Time release_ = Time::min();
+    std::vector<core::Event> pending_events_;
+};
+
+Time at_ns(int64_t ns) { return time_from_ns(ns); }
+
+NetworkConfig exact_network(uint64_t nic_bps, uint64_t link_bps, SimDuration delay) {
+    NetworkConfig c;
+    c.routes = 8;
+    c.host.line_rate_bps = nic_bps;
+    c.link.rate_bps = link_bps;
+    c.link.delay = delay;
+    c.link.jitter_max = SimDuration{0};
+    return c;
+}
+
+TEST(Host, DeliversSerialisesAtLineRateAndDoesNotSpin) {
+    Sim sim(1);
+    // 1000 B: 800 ns on the 10 Gbit/s NIC, 80 ns on a 100 Gbit/s route, 1 us delay.
+    Network net(sim, exact_network(10'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    const uint32_t n = 16;
+    ScriptedEngine ea({.peer = b.address(), .count = n});
+    ScriptedEngine eb({.peer = a.address()});
+    a.attach(&ea);
+    b.attach(&eb);
+    std::vector<uint32_t> routes;
+    net.set_tap([&](const Packet& p, const Host&) { routes.push_back(p.route); });
+
+    const RunResult r = sim.run_until({});
+    EXPECT_EQ(r.reason, StopReason::kQueueEmpty);  // nothing left: no host spins
+    ASSERT_EQ(eb.received.size(), n);
+    for (uint32_t i = 0; i < n; ++i) {
+        const auto& rx = eb.received[i];
+        EXPECT_EQ(rx.seq, i);
+        EXPECT_TRUE(rx.payload_ok);
+        EXPECT_EQ(rx.size, 1000u);
+        EXPECT_EQ(ea.sent_at[i], at_ns(800 * i));            // polled as soon as the NIC is idle
+        EXPECT_EQ(rx.at, at_ns(800 * (i + 1) + 80 + 1000));  // NIC + route + propagation
+        EXPECT_EQ(rx.meta.src, a.address().with_port(static_cast<uint16_t>(49152 + i)));
+        EXPECT_EQ(rx.meta.dst, b.address());
+        EXPECT_EQ(rx.meta.ecn, ecn::kEct0);
+        EXPECT_EQ(routes[i], net.route_of(a, b, static_cast<uint16_t>(49152 + i), 4797));
+    }
+    EXPECT_GE(std::set<uint32_t>(routes.begin(), routes.end()).size(), 4u);  // sprayed
+    EXPECT_EQ(net.route_stats(a, b).delivered_packets, n);
+
+    EXPECT_EQ(a.stats().tx_packets, n);
+    EXPECT_EQ(a.stats().tx_bytes, n * 1000u);
+    EXPECT_EQ(b.stats().rx_packets, n);
+    // One poll per idle NIC plus the final empty one; the receiver is polled once per
+    // datagram and once at attach, all empty. No timers were ever needed.
+    EXPECT_EQ(a.stats().polls, n + 1);
+    EXPECT_EQ(a.stats().empty_polls, 1u);
+    EXPECT_EQ(b.stats().polls, n + 1);
+    EXPECT_EQ(b.stats().empty_polls, n + 1);
+    EXPECT_EQ(a.stats().timer_arms + b.stats().timer_arms, 0u);
+    EXPECT_EQ(a.stats().timeouts + b.stats().timeouts, 0u);
+
+    // Work posted from outside starts with a kick.
+    ea.allow_more(2);
+    a.kick();
+    sim.run_until({});
+    EXPECT_EQ(eb.received.size(), n + 2);
+}
+
+TEST(Host, TimersFireAtTheirDeadlinesOnce) {
+    Sim sim(1);
+    Network net(sim, exact_network(100'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    const std::vector<Time> deadlines = {at_ns(5000), at_ns(7000), at_ns(7001), at_ns(12000)};
+    ScriptedEngine e({.timers = deadlines});
+    a.attach(&e);
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    EXPECT_EQ(e.timeouts, deadlines);
+    EXPECT_EQ(a.stats().timeouts, 4u);
+    EXPECT_EQ(a.stats().timer_arms, 4u);  // armed once per new deadline, not per call
+    EXPECT_EQ(a.stats().stale_deadlines, 0u);
+    EXPECT_EQ(sim.now(), SimTime{} + 12us);
+    EXPECT_EQ(a.armed_deadline(), kNever);
+}
+
+TEST(Host, PacingThroughTheDeadline) {
+    Sim sim(1);
+    Network net(sim, exact_network(100'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 5, .pace = 3us});
+    ScriptedEngine eb({});
+    a.attach(&ea);
+    b.attach(&eb);
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    ASSERT_EQ(eb.received.size(), 5u);
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(ea.sent_at[i], at_ns(3000 * i));
+        EXPECT_EQ(eb.received[i].at, at_ns(3000 * i + 80 + 80 + 1000));
+    }
+    EXPECT_EQ(a.stats().timeouts, 4u);
+    EXPECT_EQ(a.stats().stale_deadlines, 0u);
+}
+
+TEST(Host, PacingFasterThanTheNicIsLimitedByTheNic) {
+    Sim sim(1);
+    Network net(sim, exact_network(10'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 20, .pace = 100ns});
+    ScriptedEngine eb({});
+    a.attach(&ea);
+    b.attach(&eb);
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    ASSERT_EQ(ea.sent_at.size(), 20u);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(ea.sent_at[i], at_ns(800 * i));
+    EXPECT_EQ(a.stats().stale_deadlines, 0u);
+    // The pacing deadline passes while the NIC is busy: at most one timeout per packet,
+    // and no timer is armed for an instant the engine was already told about.
+    EXPECT_LE(a.stats().timeouts, 20u);
+}
+
+TEST(Host, AnEngineThatNeverAdvancesItsDeadlineCannotSpinInPlace) {
+    Sim sim(1);
+    Network net(sim);
+    Host& a = net.add_host();
+    ScriptedEngine e({.stuck_deadline = at_ns(0)});
+    a.attach(&e);
+    const RunResult r = sim.run_until({}, SimTime{} + 1us, 100'000);
+    EXPECT_EQ(r.reason, StopReason::kTimeLimit);  // time moves on; the budget is not hit
+    // At most one on_timeout per nanosecond of engine time.
+    EXPECT_GE(a.stats().timeouts, 1000u);
+    EXPECT_LE(a.stats().timeouts, 1001u);
+    EXPECT_GE(a.stats().stale_deadlines, 999u);
+    for (size_t i = 1; i < e.timeouts.size(); ++i) ASSERT_GT(e.timeouts[i], e.timeouts[i - 1]);
+}
+
+TEST(Host, EventsGoToTheCallbackWhichMayCallTheEngine) {
+    Sim sim(1);
+    Network net(sim, exact_network(100'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    const uint32_t n = 10;
+    ScriptedEngine ea({.peer = b.address(), .count = n, .event_per_datagram = true});
+    ScriptedEngine eb({.peer = a.address(), .event_per_datagram = true});
+    a.attach(&ea);
+    b.attach(&eb);
+    // b answers every datagram with one of its own, posted from its event callback.
+    std::vector<uint64_t> b_events;
+    b.set_event_callback([&](const core::Event& ev) {
+        b_events.push_back(ev.completion.wr_id);
+        EXPECT_EQ(ev.peer.port, 49152 + ev.completion.wr_id);
+        b.with_engine([](core::Engine& e) { static_cast<ScriptedEngine&>(e).allow_more(1); });
+    });
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    EXPECT_EQ(b_events.size(), n);
+    EXPECT_TRUE(b.events().empty());
+    EXPECT_EQ(eb.sent(), n);
+    EXPECT_EQ(ea.received.size(), n);
+    // a has no callback: its events are stored, oldest first.
+    ASSERT_EQ(a.events().size(), n);
+    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(a.events()[i].completion.wr_id, i);
+    EXPECT_EQ(a.stats().events, n);
+}
+
+TEST(Host, EcnMarksReachTheEngine) {
+    Sim sim(1);
+    NetworkConfig c = exact_network(100'000'000'000, 100'000'000'000, 1us);
+    c.link.ecn_threshold_bytes = 0;  // mark every ECT packet
+    Network net(sim, c);
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 8});
+    ScriptedEngine eb({});
+    a.attach(&ea);
+    b.attach(&eb);
+    sim.run_until({});
+    ASSERT_EQ(eb.received.size(), 8u);
+    for (const auto& rx : eb.received) EXPECT_EQ(rx.meta.ecn, ecn::kCe);
+    EXPECT_EQ(net.route_stats(a, b).ecn_marked, 8u);
+}
+
+TEST(Host, WrongPortAndDetachedEngineDropAndCount) {
+    Sim sim(1);
+    Network net(sim, exact_network(100'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address().with_port(1234), .count = 3});
+    ScriptedEngine eb({});
+    a.attach(&ea);
+    b.attach(&eb);
+    sim.run_until({});
+    EXPECT_EQ(b.stats().rx_dropped_wrong_port, 3u);
+    EXPECT_TRUE(eb.received.empty());
+
+    ScriptedEngine ea2({.peer = b.address(), .count = 3});
+    a.attach(&ea2);
+    b.attach(nullptr);
+    sim.run_until({});
+    EXPECT_EQ(b.stats().rx_dropped_no_engine, 3u);
+    EXPECT_EQ(eb.calls, 0u);
+}
+
+// A lossy, jittery, reordering two-way run; returns every delivery as seen by a tap.
+std::vector<std::tuple<int64_t, uint16_t, uint64_t, bool, uint32_t>> lossy_run(uint64_t seed) {
+    Sim sim(seed);
+    NetworkConfig c;  // default jitter on
+    c.link.loss_probability = 0.05;
+    c.link.reorder_probability = 0.02;
+    c.link.duplicate_probability = 0.02;
+    c.link.rate_bps = 25'000'000'000;
+    Network net(sim, c);
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    net.link(a, b, 1).config().delay = 3us;
+    net.link(a, b, 5).config().burst_loss =
+        GilbertElliott{.p_good_to_bad = 0.1, .p_bad_to_good = 0.3};
+    ScriptedEngine ea({.peer = b.address(), .count = 500});
+    ScriptedEngine eb({.peer = a.address(), .count = 500, .base_port = 30000});
+    a.attach(&ea);
+    b.attach(&eb);
+    std::vector<std::tuple<int64_t, uint16_t, uint64_t, bool, uint32_t>> log;
+    net.set_tap([&](const Packet& p, const Host&) {
+        log.emplace_back(to_ps(sim.now()), p.meta.src.port, p.id, p.duplicate, p.route);
+    });
+    EXPECT_EQ(sim.run_until({}).reason, StopReason::kQueueEmpty);
+    return log;
+}
+
+TEST(Host, SameSeedSameRun) {
+    const uint64_t seed = test_seed(1234);
+    SCOPED_TRACE(seed_note(seed));
+    const auto first = lossy_run(seed);
+    EXPECT_GT(first.size(), 800u);
+    EXPECT_LT(first.size(), 1000u);  // some were lost
+    EXPECT_EQ(first, lossy_run(seed));
+    EXPECT_NE(first, lossy_run(seed + 1));
+}
+
+TEST(Host, ThroughputAndEventRate) {
+    // Not a benchmark (see README for Release numbers), but a smoke test that a bulk
+    // run keeps the NIC busy back to back, with the events/second it achieved printed.
+    Sim sim(1);
+    NetworkConfig c;
+    c.link.rate_bps = 100'000'000'000;
+    c.host.line_rate_bps = 100'000'000'000;
+    Network net(sim, c);
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    const uint32_t n = 20'000;
+    ScriptedEngine ea({.peer = b.address(), .count = n, .size = 1000, .full_payload = false});
+    ScriptedEngine eb(
+        {.peer = a.address(), .count = n, .size = 1000, .base_port = 30000, .full_payload = false});
+    a.attach(&ea);
+    b.attach(&eb);
+    const auto start = std::chrono::steady_clock::now();
+    const RunResult r = sim.run_until({});
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.reason, StopReason::kQueueEmpty);
+    EXPECT_EQ(ea.received.size(), n);
+    EXPECT_EQ(eb.received.size(), n);
+    // Back to back at 100 Gbit/s: 1000 B every 80 ns.
+    EXPECT_EQ(ea.sent_at.back(), at_ns(80 * (n - 1)));
+    std::printf("[   PERF   ] %llu events in %.3f s: %.2f M events/s, %.2f M packets/s\n",
+                static_cast<unsigned long long>(r.events), secs, r.events / secs / 1e6,
+                2.0 * n / secs / 1e6);
+    EXPECT_EQ(sim.packets().outstanding(), 0u);
+    EXPECT_LE(sim.packets().allocated(), 64u);  // packets are recycled, not allocated
+}
+
+}  // namespace
+}  // namespace mroce::sim

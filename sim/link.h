@@ -1,0 +1,184 @@
+// sim/link.h — a unidirectional link: FIFO egress queue (drop-tail, optional ECN marking),
+// a serialiser at a fixed rate, a propagation delay, and seeded impairments.
+//
+//   receive() ──► [ queue: drop-tail at capacity, ECN mark at enqueue ] ──► serialiser
+//                                                                              │ rate
+//        wire decisions when the last bit leaves: blackhole, pattern,          ▼
+//        Bernoulli, Gilbert-Elliott loss; reorder; duplicate; delayed copy ─► pipe (delay
+//        + jitter, FIFO) ─► sink.receive()       late packets ─► late heap ─► sink
+//
+// A link never reorders packets on its own: jitter is clamped so the pipe stays FIFO, as
+// one ECMP route is. Only the reorder and delayed-duplicate impairments (and, across
+// routes, different delays) reorder. Losses are decided when the packet has been
+// serialised, so a lost packet still used queue space and link time, as on a real wire.
+//
+// Every random impairment draws from its own stream forked from the Sim's seed with the
+// link's name, so turning one on never changes the sequence another one sees.
+// Threading: single-threaded, like the Sim it belongs to.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/event_queue.h"
+#include "sim/packet.h"
+
+namespace mroce::sim {
+
+// serialization_time is how long `bytes` take at rate_bps, rounded up to a picosecond.
+// rate_bps == 0 means an infinitely fast link (0 ps).
+SimDuration serialization_time(uint64_t bytes, uint64_t rate_bps);
+
+// A time window [from, until). until == kSimForever means "from `from` on, forever".
+struct TimeWindow {
+    SimTime from{};
+    SimTime until = kSimForever;
+    bool contains(SimTime t) const { return from <= t && t < until; }
+};
+
+// Gilbert-Elliott burst loss. Per packet on the wire: in the bad state the packet is lost
+// with probability loss_in_bad; then the state moves good->bad with p_good_to_bad or
+// bad->good with p_bad_to_good. Mean loss rate = loss_in_bad * p_gb / (p_gb + p_bg); mean
+// bad-state run = 1 / p_bad_to_good packets.
+struct GilbertElliott {
+    double p_good_to_bad = 0;
+    double p_bad_to_good = 1;
+    double loss_in_bad = 1;
+};
+
+// Deterministic drops by index of the packet on the wire (0 = the first packet this link
+// serialised; packets dropped by a full queue are not counted).
+struct DropPattern {
+    std::vector<uint64_t> indices;  // drop these packet indices (any order)
+    uint64_t mask = 0;              // bit i set: drop packet index i (i < 64)
+    bool mask_repeats = false;      // apply the mask to every block of 64 packets
+    bool empty() const { return indices.empty() && mask == 0; }
+};
+
+struct LinkConfig {
+    uint64_t rate_bps = 100'000'000'000;  // serialisation rate; 0 = infinite (no queueing)
+    SimDuration delay = std::chrono::microseconds(1);  // propagation delay
+    uint64_t queue_capacity_bytes = 1 << 20;  // drop-tail: occupancy + size > capacity drops
+    // ECN: mark CE on an ECT packet when the occupancy it finds at enqueue >= threshold.
+    std::optional<uint64_t> ecn_threshold_bytes;
+
+    // Small uniform random extra delay in [0, jitter_max] on every packet, on by default
+    // so that equal-time arrivals from independent sources do not phase-lock (quiche's
+    // random delays). 1 ns is below a 64-byte serialisation at 100 Gbit/s, so it neither
+    // reorders nor changes throughput. Set 0 for exact-timing tests.
+    SimDuration jitter_max = std::chrono::nanoseconds(1);
+
+    double loss_probability = 0;  // Bernoulli loss per packet on the wire
+    std::optional<GilbertElliott> burst_loss;
+    DropPattern drop_pattern;
+    std::optional<TimeWindow> blackhole;  // drop every packet leaving the queue in window
+
+    double duplicate_probability = 0;       // a copy is delivered right after the original
+    double late_duplicate_probability = 0;  // a copy arrives late_duplicate_delay later
+    SimDuration late_duplicate_delay = std::chrono::microseconds(100);
+    double reorder_probability = 0;  // the packet gets reorder_delay extra delay,
+    SimDuration reorder_delay = std::chrono::microseconds(10);  // so later ones overtake it
+};
+
+enum class DropReason : uint8_t {
+    kQueueFull,
+    kRandomLoss,
+    kBurstLoss,
+    kPattern,
+    kBlackhole,
+};
+inline constexpr size_t kDropReasonCount = 5;
+const char* to_string(DropReason r);
+
+// Counters only grow. Conservation: offered + duplicated + late_duplicated
+//   == delivered + sum(dropped) + in_flight().
+struct LinkStats {
+    uint64_t offered_packets = 0;
+    uint64_t offered_bytes = 0;
+    uint64_t delivered_packets = 0;  // every copy handed to the sink, duplicates included
+    uint64_t delivered_bytes = 0;
+    uint64_t dropped_packets[kDropReasonCount] = {};
+    uint64_t dropped_bytes = 0;
+    uint64_t duplicated = 0;       // immediate copies made
+    uint64_t late_duplicated = 0;  // delayed copies made
+    uint64_t reordered = 0;        // packets given the reorder delay
+    uint64_t ecn_marked = 0;       // ECT packets set to CE here
+    uint64_t max_queue_bytes = 0;
+
+    uint64_t dropped(DropReason r) const { return dropped_packets[static_cast<size_t>(r)]; }
+    uint64_t dropped_total() const;
+};
+
+class Link final : public PacketSink {
+  public:
+    // Link forwards to sink (not owned, may be set later; must outlive the link's events).
+    // name labels the link's random streams and must be unique within the Sim.
+    Link(Sim& sim, const LinkConfig& config, std::string name, PacketSink* sink = nullptr);
+    ~Link() override;  // cancels the link's pending events; queued packets are freed
+    Link(const Link&) = delete;
+    Link& operator=(const Link&) = delete;
+
+    // receive offers a packet to the link at sim.now(). Takes ownership.
+    void receive(PacketPtr packet) override;
+
+    // config may be changed at any time (e.g. blackhole a route mid-run, raise its loss);
+    // changes apply to packets serialised (or, for the queue, offered) afterwards.
+    LinkConfig& config() { return config_; }
+    const LinkConfig& config() const { return config_; }
+    void set_sink(PacketSink* sink) { sink_ = sink; }
+
+    const LinkStats& stats() const { return stats_; }
+    const std::string& name() const { return name_; }
+    uint64_t queue_bytes() const { return queue_bytes_; }  // includes the packet in service
+    size_t in_flight() const;  // queued, in service, or propagating (incl. late copies)
+
+  private:
+    struct Late {
+        SimTime arrival;
+        uint64_t seq;
+        PacketPtr packet;
+    };
+
+    void start_service();
+    void on_serialized();
+    void put_on_wire(PacketPtr packet);
+    std::optional<DropReason> wire_drop_decision();
+    void drop(const Packet& p, DropReason why);
+    void pipe_push(SimTime arrival, PacketPtr packet);
+    void on_pipe_head();
+    void late_push(SimTime arrival, PacketPtr packet);
+    void on_late_head();
+    void deliver(PacketPtr packet);
+
+    Sim& sim_;
+    LinkConfig config_;
+    std::string name_;
+    PacketSink* sink_;
+    LinkStats stats_;
+
+    Rng loss_rng_, burst_rng_, jitter_rng_, duplicate_rng_, late_duplicate_rng_, reorder_rng_;
+    bool burst_bad_ = false;
+    uint64_t wire_index_ = 0;
+
+    std::deque<PacketPtr> queue_;  // front is in service while service_event_ is pending
+    uint64_t queue_bytes_ = 0;
+    EventHandle service_event_;
+
+    struct InPipe {
+        SimTime arrival;
+        PacketPtr packet;
+    };
+    std::deque<InPipe> pipe_;  // arrivals non-decreasing: one event for the head only
+    SimTime last_pipe_arrival_{};
+    EventHandle pipe_event_;
+
+    std::vector<Late> late_;  // min-heap on (arrival, seq); one event for the head only
+    uint64_t late_seq_ = 0;
+    EventHandle late_event_;
+    SimTime late_event_time_ = kSimForever;
+};
+
+}  // namespace mroce::sim

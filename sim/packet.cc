@@ -1,0 +1,54 @@
+#include "sim/packet.h"
+
+#include "util/check.h"
+
+namespace mroce::sim {
+
+PacketPool::~PacketPool() {
+    // A packet still owned elsewhere would return into freed memory: the owner outlived
+    // the Sim. That is a bug in the test or component, not a runtime condition.
+    MROCE_DCHECK(outstanding_ == 0);
+    for (Packet* p : free_) delete p;
+}
+
+PacketPtr PacketPool::acquire() {
+    PacketPtr p = take();
+    p->id = next_id_++;
+    return p;
+}
+
+PacketPtr PacketPool::take() {
+    Packet* p;
+    if (free_.empty()) {
+        p = new Packet();
+        ++allocated_;
+    } else {
+        p = free_.back();
+        free_.pop_back();
+    }
+    ++outstanding_;
+    return PacketPtr(p, PacketReturn{this});
+}
+
+PacketPtr PacketPool::clone(const Packet& original) {
+    PacketPtr copy = take();  // a copy consumes no id: ids count original packets
+    copy->bytes.assign(original.bytes.begin(), original.bytes.end());
+    copy->meta = original.meta;
+    copy->id = original.id;
+    copy->route = original.route;
+    copy->sent_at = original.sent_at;
+    copy->duplicate = true;
+    return copy;
+}
+
+void PacketPool::release(Packet* p) {
+    p->bytes.clear();  // keeps capacity: the next user of this packet does not allocate
+    p->meta = PacketMeta{};
+    p->route = kNoRoute;
+    p->duplicate = false;
+    p->sent_at = SimTime{};
+    --outstanding_;
+    free_.push_back(p);
+}
+
+}  // namespace mroce::sim

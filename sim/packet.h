@@ -1,0 +1,86 @@
+// sim/packet.h — a packet in flight in the simulator, its pool, and the sink interface.
+//
+// A simulated packet is the real datagram (the exact bytes an engine produced, parsed by
+// the real wire/ on arrival) plus its PacketMeta. Packets are recycled through a
+// PacketPool so that, once warmed up, moving a packet through hosts and links allocates
+// nothing: the byte vector keeps its capacity across uses.
+//
+// Ownership: a packet is owned by exactly one PacketPtr at a time (a link queue, an event
+// callback, a host). Destroying the PacketPtr returns the packet to its pool.
+// Threading: one simulation is single-threaded; nothing here is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sim/sim_time.h"
+#include "util/packet_meta.h"
+
+namespace mroce::sim {
+
+inline constexpr uint32_t kNoRoute = UINT32_MAX;
+
+struct Packet {
+    std::vector<std::byte> bytes;  // the UDP payload, exactly as the sender's engine wrote it
+    PacketMeta meta;               // src/dst as sent; ecn as marked so far on the way
+    uint64_t id = 0;               // unique per pool (per Sim); a duplicate keeps the id
+    uint32_t route = kNoRoute;     // ECMP route index chosen by the fabric, for taps/tests
+    bool duplicate = false;        // true for copies made by a duplication impairment
+    SimTime sent_at{};             // when the sender's NIC finished serialising it
+
+    size_t size() const { return bytes.size(); }
+};
+
+class PacketPool;
+
+struct PacketReturn {
+    PacketPool* pool = nullptr;
+    void operator()(Packet* p) const;
+};
+
+// PacketPtr owns one pooled packet; its destructor returns the packet to the pool.
+using PacketPtr = std::unique_ptr<Packet, PacketReturn>;
+
+// PacketPool hands out packets and takes them back. It must outlive every PacketPtr it
+// issued (Sim owns one and destroys it after its pending events; see event_queue.h).
+class PacketPool {
+  public:
+    PacketPool() = default;
+    PacketPool(const PacketPool&) = delete;
+    PacketPool& operator=(const PacketPool&) = delete;
+    ~PacketPool();
+
+    // acquire returns an empty packet (no bytes, default meta) with a fresh id.
+    PacketPtr acquire();
+
+    // clone returns a copy of p (bytes, meta, id, route, sent_at) marked duplicate.
+    PacketPtr clone(const Packet& p);
+
+    size_t outstanding() const { return outstanding_; }  // packets currently owned by users
+    size_t allocated() const { return allocated_; }      // packets ever created (pool size)
+
+  private:
+    friend struct PacketReturn;
+    PacketPtr take();  // a recycled or new packet, id not set
+    void release(Packet* p);
+
+    std::vector<Packet*> free_;
+    uint64_t next_id_ = 1;
+    size_t outstanding_ = 0;
+    size_t allocated_ = 0;
+};
+
+inline void PacketReturn::operator()(Packet* p) const { pool->release(p); }
+
+// PacketSink is anything a packet can be handed to: a link, a host, the fabric (later a
+// switch port). receive takes ownership. It may be called from inside an event callback
+// and must not run the simulation recursively.
+class PacketSink {
+  public:
+    virtual ~PacketSink() = default;
+    virtual void receive(PacketPtr packet) = 0;
+};
+
+}  // namespace mroce::sim
