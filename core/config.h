@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "util/time.h"
+#include "wire/control.h"
 #include "wire/header.h"
 
 namespace mroce::core {
@@ -37,8 +39,7 @@ struct EndpointConfig {
     Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission
     uint32_t handshake_retries = 8;
 
-    // spec §8: per-stream receive window in messages and RNR wait.
-    uint32_t stream_window = 128;       // [STREAM-3]
+    // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)
     uint32_t rnr_delay_us = 100;        // [PLACE-6]
     uint32_t rnr_retry = 7;             // 7 = forever, as in verbs
 
@@ -51,5 +52,30 @@ struct EndpointConfig {
     // wraparound.
     uint32_t forced_isn = 0;
 };
+
+// config_error names the first invalid setting in one line, or returns "" when the config
+// is usable. Endpoint requires a valid config; drivers check it first and print this.
+inline std::string config_error(const EndpointConfig& c) {
+    if (c.num_paths < 1 || c.num_paths > wire::kMaxPaths)
+        return "num_paths must be 1.." + std::to_string(wire::kMaxPaths);
+    if (c.num_local_ports < 1) return "num_local_ports must be at least 1";
+    if (c.max_payload < wire::kMinMaxPayload || c.max_payload > wire::kMaxMaxPayload)
+        return "max_payload must be " + std::to_string(wire::kMinMaxPayload) + ".." +
+               std::to_string(wire::kMaxMaxPayload) + " bytes";
+    if (c.window_bytes_per_path < c.max_payload)
+        return "window_bytes_per_path must hold at least one max_payload packet";
+    if (c.ack_every < 1) return "ack_every must be at least 1";
+    if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
+    if (c.retry_limit < 1 || c.retry_limit > 255) return "retry_limit must be 1..255";
+    if (c.min_pto <= Duration::zero() || c.max_pto < c.min_pto)
+        return "min_pto must be positive and no larger than max_pto";
+    if (c.initial_rtt <= Duration::zero()) return "initial_rtt must be positive";
+    if (c.max_ack_delay < Duration::zero()) return "max_ack_delay must not be negative";
+    if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
+    if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
+    if (c.max_connections < 1 || c.max_streams < 1 || c.max_outstanding_wrs < 1)
+        return "resource caps must be at least 1";
+    return "";
+}
 
 }  // namespace mroce::core

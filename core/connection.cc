@@ -169,31 +169,33 @@ void Connection::stream_has_work(Stream& s) {
 
 void Connection::close(Time now) {
     if (state_ == ConnState::kClosed) return;
-    if (peer_known_) close_pending_ = true;
-    fail(Status::kFlushed, now);
-    state_ = ConnState::kClosed;
+    // [CONN-8]: CLOSE is sent once (best effort); a peer that misses it finds out through
+    // its own timers.
+    if (peer_known_ && state_ == ConnState::kEstablished) close_pending_ = true;
+    end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
 
 void Connection::on_close(Time now) {
     // [CONN-8]: the peer closed; everything outstanding is flushed.
     if (state_ == ConnState::kClosed) return;
-    fail(Status::kFlushed, now);
-    state_ = ConnState::kClosed;
-    Event e;
-    e.kind = EventKind::kConnectionClosed;
-    e.connection = id_;
-    e.peer = peer_;
-    ep_.emit(e);
+    end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
 
 void Connection::fail(Status why, Time now) {
+    end(ConnState::kFailed, EventKind::kConnectionFailed, why, now);
+}
+
+// end moves the connection to a final state: every outstanding work request completes
+// ([ERR-1]: the oldest of each stream with `why`, the rest kFlushed), every timer stops,
+// and one event tells the application.
+void Connection::end(ConnState final_state, EventKind kind, Status why, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
     (void)now;
-    state_ = ConnState::kFailed;
+    state_ = final_state;
     for (uint32_t sid : streams_) {
         Stream* s = ep_.stream_mut(sid);
-        if (s) fail_stream(*s, why);
         if (!s) continue;
+        fail_stream(*s, why);
         while (!s->posted.empty()) {
             Event e;
             e.kind = EventKind::kCompletion;
@@ -212,10 +214,14 @@ void Connection::fail(Status why, Time now) {
         p.pto_deadline = p.reorder_deadline = p.probe_deadline = kNever;
         p.probe_pending = false;
     }
+    for (RxPath& rp : rx_paths_) rp.ack_deadline = kNever;
+    ack_queue_.clear();
+    nacks_.clear();
     hello_pending_ = false;
+    hello_ack_pending_ = false;
     hello_deadline_ = kNever;
     Event e;
-    e.kind = EventKind::kConnectionFailed;
+    e.kind = kind;
     e.connection = id_;
     e.status = why;
     e.peer = peer_;
@@ -223,9 +229,7 @@ void Connection::fail(Status why, Time now) {
 }
 
 bool Connection::outstanding_data() const {
-    for (const TxPath& p : tx_paths_)
-        if (p.in_flight_pkts > 0) return true;
-    return !retx_.empty() || !delivery_timers_.empty();
+    return in_flight_total_ > 0 || !retx_.empty() || !delivery_timers_.empty();
 }
 
 void Connection::on_timeout(Time now) {
@@ -252,8 +256,8 @@ void Connection::on_timeout(Time now) {
             queue_ack(i);
         }
     }
-    if (!delivery_timers_.empty() && delivery_timers_.front().at <= now) stream_timer_expired(now);
-    if (!rnr_timers_.empty() && rnr_timers_.front().at <= now) rnr_timer_expired(now);
+    if (!delivery_timers_.empty() && delivery_timers_.top().at <= now) stream_timer_expired(now);
+    if (!rnr_timers_.empty() && rnr_timers_.top().at <= now) rnr_timer_expired(now);
     // [ERR-2]: no ACK on any path for peer_dead_timeout while data is outstanding.
     if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
         now - last_progress_ >= cfg_.peer_dead_timeout)
@@ -271,8 +275,8 @@ Time Connection::next_deadline() const {
     }
     for (const RxPath& rp : rx_paths_)
         if (rp.ack_deadline < d) d = rp.ack_deadline;
-    if (!delivery_timers_.empty()) d = std::min(d, delivery_timers_.front().at);
-    if (!rnr_timers_.empty()) d = std::min(d, rnr_timers_.front().at);
+    if (!delivery_timers_.empty()) d = std::min(d, delivery_timers_.top().at);
+    if (!rnr_timers_.empty()) d = std::min(d, rnr_timers_.top().at);
     if (last_progress_ != kNever && last_progress_ + cfg_.peer_dead_timeout < d &&
         outstanding_data())
         d = last_progress_ + cfg_.peer_dead_timeout;

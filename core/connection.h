@@ -8,7 +8,9 @@
 // loss detection, retransmission, path health).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <memory>
 #include <span>
@@ -64,6 +66,7 @@ public:
 
     // Work from the application (via Endpoint).
     void attach_stream(Stream& s);
+    bool bound_to_remote(uint32_t remote_stream) const { return by_remote_.count(remote_stream) != 0; }
     void stream_has_work(Stream& s);
     void close(Time now);
 
@@ -87,6 +90,7 @@ private:
     enum class LossReason : uint8_t { kSack, kTimeout, kPathFailure };
 
     // connection.cc
+    void end(ConnState final_state, EventKind kind, Status why, Time now);
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
     wire::CommonHeader peer_header(wire::PacketType type) const;
@@ -98,7 +102,7 @@ private:
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
     TxPath* pick_new_data_path(uint32_t bytes);
-    TxPath* pick_retx_path(uint32_t bytes, uint16_t avoid);
+    TxPath* pick_retx_path(uint32_t bytes);
     bool path_can_send(const TxPath& p, uint32_t bytes) const;
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
@@ -184,10 +188,31 @@ private:
     struct Timed {
         Time at;
         uint32_t stream, msg_seq;
+        bool operator>(const Timed& o) const { return at > o.at; }
     };
-    std::deque<Timed> delivery_timers_;      // [STREAM-5] path-acked, awaiting delivery
-    std::deque<Timed> rnr_timers_;           // [PLACE-6] RNR waits
+    // TimedQueue is a min-heap of per-message timers; an entry is re-checked against the
+    // message when it fires, so stale entries cost nothing but a pop.
+    class TimedQueue {
+    public:
+        void push(const Timed& t) {
+            heap_.push_back(t);
+            std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
+        }
+        bool empty() const { return heap_.empty(); }
+        const Timed& top() const { return heap_.front(); }
+        void pop() {
+            std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+            heap_.pop_back();
+        }
+        void clear() { heap_.clear(); }
+
+    private:
+        std::vector<Timed> heap_;
+    };
+    TimedQueue delivery_timers_;             // [STREAM-5] path-acked, awaiting delivery
+    TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
+    uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     bool outstanding_data() const;
 
     ConnectionStats stats_;

@@ -29,9 +29,13 @@ Duration Connection::reorder_window(const TxPath& path) const {
 }
 
 Duration Connection::delivery_timeout() const {
+    // The probe goes on a usable path, so a failed or backed-off path must not stretch it.
     Duration worst = cfg_.min_pto;
-    for (const TxPath& p : tx_paths_) worst = std::max(worst, pto(p));
-    return worst;
+    for (const TxPath& p : tx_paths_) {
+        if (p.state != PathState::kActive || !p.has_rtt) continue;
+        worst = std::max(worst, p.srtt + 4 * p.rttvar + cfg_.max_ack_delay);
+    }
+    return std::min(worst, cfg_.max_pto);
 }
 
 void Connection::arm_pto(TxPath& path, Time now) {
@@ -41,7 +45,10 @@ void Connection::arm_pto(TxPath& path, Time now) {
 }
 
 void Connection::on_ack(const wire::AckPacket& a, Time now) {
-    if (state_ != ConnState::kEstablished) return;
+    if (state_ != ConnState::kEstablished) {
+        ++stats_.wrong_state;
+        return;
+    }
     if (a.path_id >= num_paths()) {
         ++stats_.malformed;
         return;
@@ -147,6 +154,7 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
     TxRecord& r = path.rec(psn);
     if (r.state == TxRecord::State::kInFlight) {
         --path.in_flight_pkts;
+        --in_flight_total_;
         path.in_flight_bytes -= r.bytes;
         bytes_acked += r.bytes;
         path.loss_score -= path.loss_score >> 6;  // losses are forgotten as packets get through
@@ -180,7 +188,7 @@ void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, 
         // [STREAM-5]: every segment reached the peer; completion waits for the stream's
         // delivery report. If it does not come, the message is probed again.
         m->delivery_deadline = now + delivery_timeout();
-        delivery_timers_.push_back(Timed{m->delivery_deadline, s->id, m->msg_seq});
+        delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
     }
 }
 
@@ -189,6 +197,7 @@ void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time n
     if (r.state != TxRecord::State::kInFlight) return;
     r.state = TxRecord::State::kLost;
     --path.in_flight_pkts;
+    --in_flight_total_;
     path.in_flight_bytes -= r.bytes;
     path.loss_score += 1024;
     PathStats& ps = path_stats_[path.id];
@@ -278,12 +287,18 @@ void Connection::fail_path(TxPath& path, Time now) {
     // [PATH-4]: re-roll: a new source port (a new ECMP route) and a new generation whose
     // PSNs restart at the isn, so nothing in flight on the old route can look lost.
     const uint16_t old_port = path.src_port;
+    auto taken = [&](uint16_t port) {
+        if (port == old_port) return true;
+        for (const TxPath& o : tx_paths_)
+            if (&o != &path && o.src_port == port) return true;
+        return false;
+    };
     do path.src_port = static_cast<uint16_t>(49152 + rng_.uniform(65536 - 49152));
-    while (path.src_port == old_port);
+    while (taken(path.src_port));
     ++path.gen;
     std::fill(path.ring.begin(), path.ring.end(), TxRecord{});
     path.next_psn = path.base = isn_;
-    path.in_flight_pkts = 0;
+    MROCE_DCHECK(path.in_flight_pkts == 0);  // declare_all_lost took every one
     path.in_flight_bytes = 0;
     path.any_acked = false;
     path.last_ce = 0;
@@ -374,9 +389,9 @@ void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
 }
 
 void Connection::stream_timer_expired(Time now) {
-    while (!delivery_timers_.empty() && delivery_timers_.front().at <= now) {
-        const Timed t = delivery_timers_.front();
-        delivery_timers_.pop_front();
+    while (!delivery_timers_.empty() && delivery_timers_.top().at <= now) {
+        const Timed t = delivery_timers_.top();
+        delivery_timers_.pop();
         Stream* s = ep_.stream_mut(t.stream);
         TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
         if (!m || m->done || m->delivery_deadline != t.at) continue;
@@ -392,7 +407,7 @@ void Connection::stream_timer_expired(Time now) {
         }
         if (earlier_missing) {
             m->delivery_deadline = now + delivery_timeout();
-            delivery_timers_.push_back(Timed{m->delivery_deadline, s->id, m->msg_seq});
+            delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
             continue;
         }
         // [STREAM-5]: re-send the last segment as a probe: the receiver answers with its
@@ -404,7 +419,10 @@ void Connection::stream_timer_expired(Time now) {
 }
 
 void Connection::on_nack(const wire::NackPacket& n, Time now) {
-    if (state_ != ConnState::kEstablished) return;
+    if (state_ != ConnState::kEstablished) {
+        ++stats_.wrong_state;
+        return;
+    }
     ++stats_.nacks_received;
     Stream* s = stream_by_remote(n.stream_id);
     TxMessage* m = s && !s->failed ? find_tx(*s, n.msg_seq) : nullptr;
@@ -423,16 +441,16 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
             m->rnr_wait = true;
             const Duration wait = std::chrono::microseconds(
                 std::clamp<uint32_t>(n.detail, cfg_.rnr_delay_us, 1'000'000));
-            rnr_timers_.push_back(Timed{now + wait, s->id, m->msg_seq});
+            rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
             return;
         }
     }
 }
 
 void Connection::rnr_timer_expired(Time now) {
-    while (!rnr_timers_.empty() && rnr_timers_.front().at <= now) {
-        const Timed t = rnr_timers_.front();
-        rnr_timers_.pop_front();
+    while (!rnr_timers_.empty() && rnr_timers_.top().at <= now) {
+        const Timed t = rnr_timers_.top();
+        rnr_timers_.pop();
         Stream* s = ep_.stream_mut(t.stream);
         TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
         if (!m || m->done) continue;

@@ -25,7 +25,10 @@ Connection::RxGen Connection::rx_generation(RxPath& rp, uint8_t gen) {
 
 void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now) {
     const wire::DataHeader& h = p.hdr;
-    if (state_ != ConnState::kEstablished) return;
+    if (state_ != ConnState::kEstablished) {
+        ++stats_.wrong_state;  // e.g. DATA overtook the HELLO_ACK; the sender retransmits
+        return;
+    }
     if (h.path_id >= rx_paths_.size()) {
         ++stats_.malformed;
         return;
@@ -77,6 +80,12 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     (void)now;
     const wire::DataHeader& h = p.hdr;
     if (!s.seq_ready) return;
+    // [STREAM-6]: a retransmission (a delivery probe among them) is always answered with
+    // the stream's delivery state, whatever becomes of its payload.
+    if ((h.flags & wire::data_flag::kRetx) && !s.stream_ack_pending) {
+        s.stream_ack_pending = true;
+        stream_acks_.push_back(s.id);
+    }
     if (s.rx_failed && seq_ge(h.msg_seq, s.rx_fail_seq)) {
         queue_nack(h, static_cast<wire::NackReason>(s.rx_fail_reason), 0);
         return;
@@ -241,7 +250,10 @@ void Connection::queue_ack(uint16_t rx_path) {
 void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail) {
     // A flood of bad packets cannot grow the queue without bound.
     static constexpr size_t kMaxQueuedNacks = 64;
-    if (nacks_.size() >= kMaxQueuedNacks) return;
+    if (nacks_.size() >= kMaxQueuedNacks) {
+        ++stats_.nacks_dropped;
+        return;
+    }
     wire::NackPacket n;
     n.common = peer_header(wire::PacketType::kNack);
     n.reason = reason;

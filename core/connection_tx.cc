@@ -128,9 +128,8 @@ TxPath* Connection::pick_new_data_path(uint32_t bytes) {
 
 // [LOSS-6]: a retransmission goes to the usable path with the lowest recent loss score,
 // then the lowest smoothed RTT; the path that just lost the packet scores worst.
-TxPath* Connection::pick_retx_path(uint32_t bytes, uint16_t avoid) {
+TxPath* Connection::pick_retx_path(uint32_t bytes) {
     TxPath* best = nullptr;
-    (void)avoid;
     for (TxPath& p : tx_paths_) {
         if (!path_can_send(p, bytes)) continue;
         if (!best || p.loss_score < best->loss_score ||
@@ -149,7 +148,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             retx_.pop_front();
             continue;
         }
-        TxPath* p = pick_retx_path(segment_bytes(*m, r.seg), 0);
+        TxPath* p = pick_retx_path(segment_bytes(*m, r.seg));
         if (!p) return 0;
         retx_.pop_front();
         return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
@@ -165,9 +164,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         }
         TxMessage& m = s->tx[s->send_cursor];
         if (!m.started()) {
-            // [STREAM-3]: at most stream_window messages of a stream are in flight.
+            // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
             const uint32_t front = s->tx.front().started() ? s->tx.front().msg_seq : s->next_msg_seq;
-            if (seq_diff(s->next_msg_seq, front) >= static_cast<int32_t>(cfg_.stream_window)) {
+            if (seq_diff(s->next_msg_seq, front) >= static_cast<int32_t>(kStreamWindow)) {
                 s->in_ready_list = false;  // re-added when the front completes
                 continue;
             }
@@ -203,6 +202,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     TxRecord& rec = path.rec(psn);
     rec = TxRecord{TxRecord::State::kInFlight, retx, s.id, m.msg_seq, seg, bytes, now};
     ++path.in_flight_pkts;
+    ++in_flight_total_;
     path.in_flight_bytes += bytes;
 
     wire::DataHeader h;

@@ -9,7 +9,9 @@
 namespace mroce::core {
 
 Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed)
-    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")) {}
+    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")) {
+    MROCE_DCHECK(config_error(cfg).empty());
+}
 
 Endpoint::~Endpoint() = default;
 
@@ -70,12 +72,14 @@ Result<uint32_t> Endpoint::create_stream(uint32_t pd, const Address& peer, uint3
         if (!c) return Error::kExhausted;
         c->start_connect(now);
     }
+    // [STREAM-1]: one local stream per peer stream on a connection.
+    if (c->bound_to_remote(remote_stream)) return Error::kInvalidArgument;
     auto s = std::make_unique<Stream>();
     s->id = static_cast<uint32_t>(streams_.size() + 1);
     s->remote_id = remote_stream;
     s->conn = c->id();
     s->pd = pd;
-    s->ring.resize(cfg_.stream_window);
+    s->ring.resize(kStreamWindow);
     streams_.push_back(std::move(s));
     Stream& st = *streams_.back();
     c->attach_stream(st);

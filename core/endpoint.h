@@ -28,7 +28,8 @@ namespace mroce::core {
 class Endpoint final : public Engine {
 public:
     // local: this endpoint's IP and UDP port (local.port should equal cfg.port). seed
-    // feeds every random choice (tokens, ISNs, source ports, keys).
+    // feeds every random choice (tokens, ISNs, source ports, keys). cfg must be valid:
+    // check it with config_error() first.
     Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed);
     ~Endpoint() override;
 
@@ -46,7 +47,8 @@ public:
     // binds it to the connection with that peer, creating the connection (and starting
     // its handshake) if this is the first stream towards it [CONN-10]. remote_stream is
     // the peer's id for its side (exchanged out of band, like a QP number).
-    // Errors: kInvalidArgument (unknown pd, remote_stream 0), kExhausted (caps).
+    // Errors: kInvalidArgument (unknown pd, remote_stream 0 or already bound on that
+    // connection), kExhausted (caps).
     Result<uint32_t> create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
                                    Time now);
 

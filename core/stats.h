@@ -45,6 +45,8 @@ struct ConnectionStats {
     uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped
     uint64_t malformed = 0;             // inconsistent with earlier packets or the handshake
     uint64_t unknown_stream = 0;
+    uint64_t wrong_state = 0;           // arrived before establishment or after the end
+    uint64_t nacks_dropped = 0;         // NACK queue full (a flood of bad packets)
     uint64_t access_errors = 0;         // rkey/PD/flags/bounds failures on our memory
     uint64_t rnr_nacks_sent = 0;
     uint64_t nacks_sent = 0;
@@ -63,7 +65,6 @@ struct EndpointStats {
     uint64_t bad_length = 0;
     uint64_t unknown_connection = 0;
     uint64_t bad_token = 0;
-    uint64_t wrong_state = 0;
     uint64_t connections_refused = 0;  // over max_connections
 };
 

@@ -13,6 +13,12 @@
 
 namespace mroce::core {
 
+// spec §8 [STREAM-3]: messages of one stream in flight, and receive slots per stream. A
+// protocol constant, not a setting: both ends must agree, and slots are indexed
+// msg_seq % kStreamWindow, which needs a power of two to survive the 2^32 wrap.
+inline constexpr uint32_t kStreamWindow = 128;
+static_assert((kStreamWindow & (kStreamWindow - 1)) == 0, "kStreamWindow must be a power of two");
+
 // TxMessage is a posted send work request being transmitted.
 struct TxMessage {
     SendWr wr;
@@ -80,7 +86,7 @@ struct Stream {
     std::deque<PostedRecv> posted;
     uint32_t posted_front_seq = 0;  // recv_seq of posted.front()
     uint32_t delivered_seq = 0;     // every msg_seq before this is delivered
-    std::vector<RxMessage> ring;    // stream_window slots, indexed msg_seq % size
+    std::vector<RxMessage> ring;    // kStreamWindow slots, indexed msg_seq % size
     bool rx_failed = false;         // [ERR-3] a message failed; later ones are refused
     uint32_t rx_fail_seq = 0;
     uint8_t rx_fail_reason = 0;

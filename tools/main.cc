@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "tools/demo.h"
 #include "util/version.h"
 #include "wire/header.h"
 
@@ -9,12 +10,16 @@ int main(int argc, char** argv) {
     CLI::App app{"mroce — MetaRoCE transport tools"};
     bool version = false;
     app.add_flag("--version", version, "print the library and wire protocol versions");
+    mroce::tools::register_demo(app);
     app.require_subcommand(0, 1);
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
     if (version || app.get_subcommands().empty()) {
         fmt::print("mroce {} (wire protocol version {})\n", MROCE_VERSION_STRING,
                    mroce::wire::kProtocolVersion);
-        return 0;
     }
     return 0;
 }

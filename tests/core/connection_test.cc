@@ -1,0 +1,328 @@
+// tests/core/connection_test.cc — connection lifecycle and path health (spec §4, §5, §10)
+// on the in-process network: handshake losses, simultaneous open, tokens, path failure and
+// re-roll, dead return routes, a dead peer, CLOSE, access errors and RNR.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/core/harness.h"
+#include "wire/data.h"
+
+namespace mroce::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+sim::NetworkConfig small_net() {
+    sim::NetworkConfig nc;
+    nc.routes = 8;
+    nc.link.rate_bps = 10'000'000'000;
+    nc.link.delay = 2us;
+    nc.host.line_rate_bps = 10'000'000'000;
+    return nc;
+}
+
+// One WRITE stream A->B of `messages` messages of `len` bytes, with bookkeeping.
+struct WriteFlow {
+    WriteFlow(Pair& p, uint32_t messages, uint32_t len) : pair(p), n(messages) {
+        src.resize(len);
+        for (uint32_t i = 0; i < len; ++i) src[i] = pattern_byte(1, 0, i);
+        dst.assign(len, std::byte{0});
+        const Time t = p.now();
+        pa = p.a->alloc_pd();
+        pb = p.b->alloc_pd();
+        ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
+        kb = *p.b->register_memory(pb, dst.data(), len,
+                                   core::access::kLocalWrite | core::access::kRemoteWrite);
+        sa = *p.a->create_stream(pa, p.host_b().address(), 1, t);
+        sb = *p.b->create_stream(pb, p.host_a().address(), 1, t);
+        p.host_a().set_event_callback([this](const core::Event& e) { events.push_back(e); });
+    }
+    void post_all(uint32_t rkey_override = 0) {
+        for (uint32_t i = 0; i < n; ++i) {
+            core::SendWr wr;
+            wr.wr_id = i;
+            wr.opcode = core::WorkOpcode::kWrite;
+            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+            wr.length = static_cast<uint32_t>(src.size());
+            wr.lkey = ka.lkey;
+            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+            wr.rkey = rkey_override ? rkey_override : kb.rkey;
+            EXPECT_EQ(pair.a->post_send(sa, wr, pair.now()), Error::kOk);
+        }
+        pair.host_a().kick();
+    }
+    size_t completions(core::Status st) const {
+        size_t c = 0;
+        for (const auto& e : events)
+            c += e.kind == core::EventKind::kCompletion && e.completion.status == st;
+        return c;
+    }
+    size_t count(core::EventKind k) const {
+        size_t c = 0;
+        for (const auto& e : events) c += e.kind == k;
+        return c;
+    }
+    size_t all_completions() const { return count(core::EventKind::kCompletion); }
+    const core::Connection& conn_a() const {
+        return *pair.a->connection(pair.a->connection_to(pair.host_b().address()));
+    }
+    uint64_t path_sum(uint64_t core::PathStats::*field) const {
+        uint64_t s = 0;
+        for (uint16_t p = 0; p < conn_a().num_paths(); ++p) s += conn_a().path_stats(p).*field;
+        return s;
+    }
+
+    Pair& pair;
+    uint32_t n;
+    std::vector<std::byte> src, dst;
+    uint32_t pa = 0, pb = 0, sa = 0, sb = 0;
+    core::MemoryKeys ka, kb;
+    std::vector<core::Event> events;
+};
+
+bool run(Pair& p, const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    p.sim.run_until(done, p.sim.now() + limit, 20'000'000);
+    return done();
+}
+
+// [CONN-12] lost HELLOs are retransmitted with backoff until one gets through.
+TEST(Connection, LostHelloIsRetransmitted) {
+    core::EndpointConfig cfg;
+    Pair p(11, small_net(), cfg, cfg);
+    for (uint32_t r = 0; r < 8; ++r)
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{sim::SimTime{}, sim::SimTime{} + 2500us};
+    WriteFlow f(p, 4, 64 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 4; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 4u);
+    EXPECT_GE(f.conn_a().stats().hello_sent, 3u);  // 1 ms, then 2 ms backoff
+    EXPECT_EQ(f.dst, f.src);
+}
+
+// [CONN-7] both sides open at once: one connection each, data both ways.
+TEST(Connection, SimultaneousOpen) {
+    core::EndpointConfig cfg;
+    Pair p(12, small_net(), cfg, cfg);
+    std::vector<std::byte> a_buf(4096, std::byte{1}), b_buf(4096, std::byte{2});
+    std::vector<std::byte> a_dst(4096), b_dst(4096);
+    const Time t = p.now();
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    auto ka = *p.a->register_memory(pa, a_buf.data(), 4096, core::access::kLocalWrite);
+    auto kad = *p.a->register_memory(pa, a_dst.data(), 4096,
+                                     core::access::kLocalWrite | core::access::kRemoteWrite);
+    auto kb = *p.b->register_memory(pb, b_buf.data(), 4096, core::access::kLocalWrite);
+    auto kbd = *p.b->register_memory(pb, b_dst.data(), 4096,
+                                     core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, t);
+    const uint32_t sb = *p.b->create_stream(pb, p.host_a().address(), 1, t);
+    auto write = [&](core::Endpoint& e, uint32_t s, std::vector<std::byte>& src, uint32_t lkey,
+                     std::vector<std::byte>& dst, uint32_t rkey) {
+        core::SendWr wr;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = 4096;
+        wr.lkey = lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = rkey;
+        EXPECT_EQ(e.post_send(s, wr, t), Error::kOk);
+    };
+    write(*p.a, sa, a_buf, ka.lkey, b_dst, kbd.rkey);
+    write(*p.b, sb, b_buf, kb.lkey, a_dst, kad.rkey);
+    int done = 0;
+    p.host_a().set_event_callback([&](const core::Event& e) { done += e.kind == core::EventKind::kCompletion; });
+    p.host_b().set_event_callback([&](const core::Event& e) { done += e.kind == core::EventKind::kCompletion; });
+    p.host_a().kick();
+    p.host_b().kick();
+    ASSERT_TRUE(run(p, [&] { return done == 2; }, 50ms));
+    EXPECT_EQ(p.a->num_connections(), 1u);
+    EXPECT_EQ(p.b->num_connections(), 1u);
+    EXPECT_EQ(a_dst, b_buf);
+    EXPECT_EQ(b_dst, a_buf);
+}
+
+// [CONN-4] a packet with a wrong token is counted and dropped without effect.
+TEST(Connection, WrongTokenIsDropped) {
+    core::EndpointConfig cfg;
+    Pair p(13, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    const uint32_t conn_b = p.b->connection_to(p.host_a().address());
+    const core::Connection& cb = *p.b->connection(conn_b);
+    wire::DataHeader h;
+    h.common.dst_conn_id = conn_b;
+    h.common.dst_token = cb.token() ^ 1;  // off by one bit
+    h.opcode = wire::Opcode::kWrite;
+    h.flags = wire::data_flag::kLast;
+    h.payload_len = 8;
+    h.msg_len = 8;
+    h.stream_id = f.sb;
+    h.rkey = f.kb.rkey;
+    h.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
+    std::vector<std::byte> pkt(wire::kDataHeaderSize + 8, std::byte{0x66});
+    ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+    const auto before = f.dst;
+    PacketMeta m;
+    m.src = p.host_a().address().with_port(50000);
+    m.dst = p.host_b().address();
+    p.b->on_datagram(pkt, m, p.now());
+    EXPECT_EQ(p.b->stats().bad_token, 1u);
+    EXPECT_EQ(f.dst, before);
+    EXPECT_EQ(cb.stats().malformed, 0u);
+}
+
+// [PATH-3] [PATH-4] a route that dies fails its path, which is re-rolled; the
+// application sees no error and every byte arrives.
+TEST(Connection, DeadRouteFailsPathAndRerolls) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(14, small_net(), cfg, cfg);
+    for (uint32_t r : {2u, 5u})
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{sim::SimTime{} + 300us, sim::kSimForever};
+    WriteFlow f(p, 40, 256 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
+    EXPECT_EQ(f.count(core::EventKind::kConnectionFailed), 0u);
+    EXPECT_GE(f.count(core::EventKind::kPathFailed), 1u);
+    EXPECT_GE(f.path_sum(&core::PathStats::rerolls), 1u);
+    EXPECT_EQ(f.dst, f.src);
+}
+
+// [ACK-13] a dead return route loses a share of ACKs but fails no forward path.
+TEST(Connection, DeadReturnRouteDoesNotFailForwardPaths) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(15, small_net(), cfg, cfg);
+    p.net.link(p.host_b(), p.host_a(), 3).config().blackhole =
+        sim::TimeWindow{sim::SimTime{} + 100us, sim::kSimForever};
+    WriteFlow f(p, 40, 256 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
+    EXPECT_EQ(f.path_sum(&core::PathStats::failures), 0u);
+    EXPECT_EQ(f.dst, f.src);
+}
+
+// [ERR-2] [ERR-1] a peer that vanishes surfaces as error completions, never a hang.
+TEST(Connection, DeadPeerFailsEveryWorkRequest) {
+    core::EndpointConfig cfg;
+    cfg.peer_dead_timeout = 20ms;
+    cfg.max_payload = 1024;
+    Pair p(16, small_net(), cfg, cfg);
+    for (uint32_t r = 0; r < 8; ++r)
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{sim::SimTime{} + 200us, sim::kSimForever};
+    WriteFlow f(p, 30, 256 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 30; }, 2000ms));
+    EXPECT_EQ(f.count(core::EventKind::kConnectionFailed), 1u);
+    EXPECT_EQ(f.completions(core::Status::kSuccess) + f.completions(core::Status::kFlushed) +
+                  f.completions(core::Status::kPeerDead) +
+                  f.completions(core::Status::kRetryExceeded),
+              30u);
+    EXPECT_LT(f.completions(core::Status::kSuccess), 30u);
+}
+
+// [CONN-8] CLOSE tears the connection down on both sides and flushes what is outstanding.
+TEST(Connection, CloseFlushesBothSides) {
+    core::EndpointConfig cfg;
+    Pair p(17, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    bool b_closed = false;
+    p.host_b().set_event_callback([&](const core::Event& e) {
+        b_closed |= e.kind == core::EventKind::kConnectionClosed;
+    });
+    const uint32_t ca = p.a->connection_to(p.host_b().address());
+    p.host_a().with_engine([&](core::Engine&) { EXPECT_EQ(p.a->close_connection(ca, p.now()), Error::kOk); });
+    ASSERT_TRUE(run(p, [&] { return b_closed; }, 50ms));
+    EXPECT_EQ(p.b->connection(p.b->connection_to(p.host_a().address()))->state(),
+              core::ConnState::kClosed);
+}
+
+// [PLACE-4] [ERR-3] a WRITE with a bad rkey fails with a remote access error.
+TEST(Connection, BadRkeyGivesRemoteAccessError) {
+    core::EndpointConfig cfg;
+    Pair p(18, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all(f.kb.rkey ^ 0x10);
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kRemoteAccess), 1u);
+    EXPECT_TRUE(std::all_of(f.dst.begin(), f.dst.end(), [](std::byte b) { return b == std::byte{0}; }));
+}
+
+// [PLACE-6] a SEND with no receive posted is NACKed RNR and retried until one is posted.
+TEST(Connection, SendWaitsForReceive) {
+    core::EndpointConfig cfg;
+    Pair p(19, small_net(), cfg, cfg);
+    WriteFlow f(p, 0, 8192);
+    core::SendWr wr;
+    wr.wr_id = 77;
+    wr.opcode = core::WorkOpcode::kSendImm;
+    wr.imm = 0xfeedbeef;
+    wr.local_addr = reinterpret_cast<uint64_t>(f.src.data());
+    wr.length = 8192;
+    wr.lkey = f.ka.lkey;
+    ASSERT_EQ(p.a->post_send(f.sa, wr, p.now()), Error::kOk);
+    p.host_a().kick();
+    p.sim.run_for(2ms);
+    EXPECT_GE(p.b->connection(p.b->connection_to(p.host_a().address()))->stats().rnr_nacks_sent, 1u);
+    EXPECT_EQ(f.all_completions(), 0u);
+    std::vector<core::Event> b_events;
+    p.host_b().set_event_callback([&](const core::Event& e) { b_events.push_back(e); });
+    p.host_b().with_engine([&](core::Engine&) {
+        core::RecvWr r{5, reinterpret_cast<uint64_t>(f.dst.data()), 8192, f.kb.lkey};
+        EXPECT_EQ(p.b->post_recv(f.sb, r, p.now()), Error::kOk);
+    });
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && !b_events.empty(); }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    ASSERT_EQ(b_events.size(), 1u);
+    EXPECT_EQ(b_events[0].completion.wr_id, 5u);
+    EXPECT_TRUE(b_events[0].completion.has_imm);
+    EXPECT_EQ(b_events[0].completion.imm, 0xfeedbeefu);
+    EXPECT_EQ(f.dst, f.src);
+}
+
+// [DATA-3] a zero-length SEND is one empty packet and still consumes a receive.
+TEST(Connection, ZeroLengthSend) {
+    core::EndpointConfig cfg;
+    Pair p(20, small_net(), cfg, cfg);
+    WriteFlow f(p, 0, 64);
+    std::vector<core::Event> b_events;
+    p.host_b().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kCompletion) b_events.push_back(e);
+    });
+    core::RecvWr r{9, reinterpret_cast<uint64_t>(f.dst.data()), 64, f.kb.lkey};
+    ASSERT_EQ(p.b->post_recv(f.sb, r, p.now()), Error::kOk);
+    core::SendWr wr;
+    wr.wr_id = 1;
+    wr.opcode = core::WorkOpcode::kSend;
+    ASSERT_EQ(p.a->post_send(f.sa, wr, p.now()), Error::kOk);
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && b_events.size() == 1; }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(b_events[0].completion.wr_id, 9u);
+    EXPECT_EQ(b_events[0].completion.byte_len, 0u);
+}
+
+// [STREAM-1] a peer stream id binds to one local stream per connection.
+TEST(Connection, RemoteStreamBindsOnce) {
+    core::EndpointConfig cfg;
+    Pair p(21, small_net(), cfg, cfg);
+    const uint32_t pd = p.a->alloc_pd();
+    ASSERT_TRUE(p.a->create_stream(pd, p.host_b().address(), 5, p.now()).ok());
+    EXPECT_EQ(p.a->create_stream(pd, p.host_b().address(), 5, p.now()).error(),
+              Error::kInvalidArgument);
+    EXPECT_EQ(p.a->create_stream(pd, p.host_b().address(), 0, p.now()).error(),
+              Error::kInvalidArgument);
+    EXPECT_EQ(p.a->create_stream(pd + 1, p.host_b().address(), 6, p.now()).error(),
+              Error::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mroce::test
