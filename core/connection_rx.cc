@@ -80,7 +80,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     (void)now;
     const wire::DataHeader& h = p.hdr;
     if (!s.seq_ready) return;
-    // [STREAM-6]: a retransmission (a delivery probe among them) is always answered with
+    // [STREAM-9]: a retransmission (a delivery probe among them) is always answered with
     // the stream's delivery state, whatever becomes of its payload.
     if ((h.flags & wire::data_flag::kRetx) && !s.stream_ack_pending) {
         s.stream_ack_pending = true;

@@ -3,7 +3,7 @@
 
 A requirement id is `[PREFIX-N]` (e.g. `[ACK-11]`, `[WIRE-3]`). The script collects:
 
-  defined   ids at a definition site in docs/spec.md and docs/spec-behaviour.md: the id in
+  defined   ids at a definition site in docs/spec.md: the id in
             bold (`**[ACK-11]**`, the convention of spec §1.2), or the id opening the first
             cell of a table row (`| [ACK-11] |`). Other mentions are references. Fenced
             code blocks and HTML comments are skipped.
@@ -26,9 +26,6 @@ Usage: scripts/spec_coverage.py [--root DIR] [--sites] [--strict]
   --strict    exit 1 on warnings too
 Exit status: 0 clean (warnings allowed unless --strict), 1 errors, 2 bad usage.
 
-docs/spec-behaviour.md holds sections 4-10 until it is appended to docs/spec.md. Delete it
-when it is merged, or every id in it is reported as defined twice.
-
 Python 3 standard library only.
 """
 
@@ -37,7 +34,7 @@ import pathlib
 import re
 import sys
 
-SPEC_FILES = ("docs/spec.md", "docs/spec-behaviour.md")
+SPEC_FILES = ("docs/spec.md",)
 CODE_DIRS = ("core", "wire", "cc", "sim", "api", "datapath", "tools", "obs", "baselines", "verbs")
 TEST_DIRS = ("tests", "fuzz")
 # Modules whose *_test.* files count as tests (code dirs plus util and bench).
