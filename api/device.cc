@@ -1,0 +1,398 @@
+// api/device.cc — Device, ProtectionDomain, MemoryRegion, CompletionQueue and QueuePair
+// over one core::Endpoint, one UdpDatapath and one Driver.
+//
+// Locks, always taken in this order: the driver lock (inside Driver), the engine lock
+// (DeviceState::engine_mu: the Endpoint and the queue pair table), then leaf locks (a CQ's
+// mutex, events_mu). Posting takes only the engine lock; polling a CQ only its own.
+#include "api/device.h"
+
+#include <arpa/inet.h>
+#include <sys/random.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "core/endpoint.h"
+
+namespace mroce::api {
+
+namespace detail {
+
+struct CqState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Completion> queue;
+    size_t waiters = 0;
+
+    void push(const Completion& c) {
+        std::lock_guard<std::mutex> g(mu);
+        queue.push_back(c);
+        if (waiters) cv.notify_all();
+    }
+};
+
+// QpRecord is the engine-lock-guarded state of one queue pair.
+struct QpRecord {
+    uint32_t pd = 0;
+    bool connected = false;
+    std::vector<RecvWr> early_recvs;  // posted before connect
+    std::shared_ptr<CqState> send_cq, recv_cq;
+};
+
+struct DeviceState {
+    DeviceConfig cfg;
+    Address local;
+
+    // The engine lock guards everything down to `connections`.
+    std::mutex engine_mu;
+    std::unique_ptr<core::Endpoint> endpoint;
+    bool closed = false;
+    std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
+    uint32_t engine_streams = 0;    // streams created in the endpoint (ids 1..n)
+    uint32_t next_number = 1;       // next queue pair number never handed out
+    std::set<uint32_t> free_numbers; // numbers of queue pairs destroyed before connect
+    std::set<uint32_t> connections;  // connection ids to close at shutdown
+    uint64_t completions_unrouted = 0;
+
+    std::mutex events_mu;
+    std::deque<Event> events;
+    uint64_t events_dropped = 0;
+
+    std::unique_ptr<datapath::UdpDatapath> dp;
+    std::unique_ptr<Driver> driver;
+    datapath::UdpStats final_udp_stats;  // after shutdown
+
+    // on_event routes one engine event; called by the driver with engine_mu held.
+    void on_event(const Event& e) {
+        if (e.kind == EventKind::kCompletion) {
+            const Completion& c = e.completion;
+            auto it = qps.find(c.stream);
+            if (it == qps.end()) {
+                ++completions_unrouted;
+                return;
+            }
+            const bool responder =
+                c.opcode == WorkOpcode::kRecv || c.opcode == WorkOpcode::kRecvWriteImm;
+            (responder ? it->second.recv_cq : it->second.send_cq)->push(c);
+            return;
+        }
+        if (e.kind == EventKind::kConnectionUp) connections.insert(e.connection);
+        std::lock_guard<std::mutex> g(events_mu);
+        if (events.size() >= Device::kMaxEvents) {
+            events.pop_front();
+            ++events_dropped;
+        }
+        events.push_back(e);
+    }
+
+    Time now() const { return dp->now(); }
+
+    // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
+    void shutdown() {
+        driver->stop_thread();
+        {
+            std::lock_guard<std::mutex> g(engine_mu);
+            closed = true;
+            const Time t = now();
+            for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
+        }
+        driver->notify();
+        // A few passes transmit the CLOSE packets; more is best effort.
+        for (int i = 0; i < 4; ++i) (void)driver->run_once();
+        driver->with_datapath([&](datapath::Datapath&) { final_udp_stats = dp->stats(); });
+        driver->close();
+        dp.reset();
+    }
+};
+
+}  // namespace detail
+
+using detail::CqState;
+using detail::DeviceState;
+using detail::QpRecord;
+
+// ---------------------------------------------------------------------------------------
+// Device
+
+Device::Device(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
+
+Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::string* error) {
+    // The endpoint requires a valid config (core/config.h).
+    if (const std::string why = core::config_error(cfg.endpoint); !why.empty()) {
+        if (error) *error = "device: " + why;
+        return Error::kInvalidArgument;
+    }
+    auto st = std::make_shared<DeviceState>();
+    st->cfg = cfg;
+    auto dp = datapath::UdpDatapath::open(cfg.local, cfg.udp, error);
+    if (!dp) return dp.error();
+    st->dp = std::move(dp).value();
+    st->local = st->dp->local_address();
+
+    uint64_t seed = 0;
+    if (cfg.seed) {
+        seed = *cfg.seed;
+    } else if (::getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) {
+        if (error) *error = "device: getrandom failed";
+        return Error::kIo;
+    }
+    core::EndpointConfig ecfg = cfg.endpoint;
+    ecfg.port = st->local.port;
+    st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed);
+
+    DeviceState* raw = st.get();
+    DriverConfig dcfg;
+    dcfg.spin = cfg.spin;
+    auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
+                                 [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
+    if (!driver) return driver.error();
+    st->driver = std::move(driver).value();
+    if (cfg.progress == ProgressMode::kThread) {
+        const Error e = st->driver->start_thread();
+        if (e != Error::kOk) {
+            if (error) *error = "device: cannot start the progress thread";
+            return e;
+        }
+    }
+    return std::unique_ptr<Device>(new Device(std::move(st)));
+}
+
+Device::~Device() { state_->shutdown(); }
+
+Address Device::local_address() const { return state_->local; }
+ProgressMode Device::mode() const { return state_->cfg.progress; }
+
+std::unique_ptr<ProtectionDomain> Device::alloc_pd() {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    return std::unique_ptr<ProtectionDomain>(
+        new ProtectionDomain(state_, state_->endpoint->alloc_pd()));
+}
+
+std::unique_ptr<CompletionQueue> Device::create_cq() {
+    return std::unique_ptr<CompletionQueue>(
+        new CompletionQueue(state_, std::make_shared<CqState>()));
+}
+
+bool Device::progress() { return state_->driver->run_once(); }
+
+size_t Device::poll_events(std::span<Event> out) {
+    std::lock_guard<std::mutex> g(state_->events_mu);
+    size_t n = 0;
+    while (n < out.size() && !state_->events.empty()) {
+        out[n++] = state_->events.front();
+        state_->events.pop_front();
+    }
+    return n;
+}
+
+DeviceStats Device::stats() const {
+    DeviceStats s;
+    s.driver = state_->driver->stats();
+    s.udp = state_->final_udp_stats;
+    state_->driver->with_datapath([&](datapath::Datapath&) { s.udp = state_->dp->stats(); });
+    {
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        s.completions_unrouted = state_->completions_unrouted;
+    }
+    std::lock_guard<std::mutex> g(state_->events_mu);
+    s.events_dropped = state_->events_dropped;
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// ProtectionDomain and MemoryRegion
+
+ProtectionDomain::~ProtectionDomain() = default;
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::register_memory(void* addr, size_t length,
+                                                                        uint32_t access_flags) {
+    if (!addr && length > 0) return Error::kInvalidArgument;
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    auto keys = state_->endpoint->register_memory(pd_, addr, length, access_flags);
+    if (!keys) return keys.error();
+    return std::unique_ptr<MemoryRegion>(new MemoryRegion(
+        state_, *keys, static_cast<std::byte*>(addr), length, access_flags));
+}
+
+MemoryRegion::~MemoryRegion() {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    (void)state_->endpoint->deregister_memory(keys_.lkey);
+}
+
+Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& send_cq,
+                                                               CompletionQueue& recv_cq) {
+    if (send_cq.state_ != state_ || recv_cq.state_ != state_) return Error::kInvalidArgument;
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    uint32_t number;
+    if (!state_->free_numbers.empty()) {
+        number = *state_->free_numbers.begin();
+        state_->free_numbers.erase(state_->free_numbers.begin());
+    } else {
+        number = state_->next_number++;
+    }
+    QpRecord& r = state_->qps[number];
+    r.pd = pd_;
+    r.send_cq = send_cq.cq_;
+    r.recv_cq = recv_cq.cq_;
+    return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_));
+}
+
+// ---------------------------------------------------------------------------------------
+// CompletionQueue
+
+CompletionQueue::~CompletionQueue() = default;
+
+size_t CompletionQueue::poll(std::span<Completion> out) {
+    std::lock_guard<std::mutex> g(cq_->mu);
+    size_t n = 0;
+    while (n < out.size() && !cq_->queue.empty()) {
+        out[n++] = cq_->queue.front();
+        cq_->queue.pop_front();
+    }
+    return n;
+}
+
+size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (state_->cfg.progress == ProgressMode::kManual) {
+        // Nobody else moves packets: drive the device while waiting, sleeping on its wake
+        // fds whenever a pass found nothing to do.
+        for (;;) {
+            if (size_t n = poll(out)) return n;
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) return 0;
+            if (!state_->driver->run_once())
+                state_->driver->wait(std::chrono::duration_cast<Duration>(deadline - now));
+        }
+    }
+    std::unique_lock<std::mutex> g(cq_->mu);
+    ++cq_->waiters;
+    cq_->cv.wait_until(g, deadline, [&] { return !cq_->queue.empty(); });
+    --cq_->waiters;
+    size_t n = 0;
+    while (n < out.size() && !cq_->queue.empty()) {
+        out[n++] = cq_->queue.front();
+        cq_->queue.pop_front();
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------
+// QueuePair
+
+QueuePair::~QueuePair() {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    auto it = state_->qps.find(number_);
+    if (it == state_->qps.end()) return;
+    if (!it->second.connected) state_->free_numbers.insert(number_);
+    state_->qps.erase(it);
+}
+
+bool QueuePair::connected() const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    auto it = state_->qps.find(number_);
+    return it != state_->qps.end() && it->second.connected;
+}
+
+Error QueuePair::connect(const Address& peer, uint32_t remote_number) {
+    if (remote_number == 0) return Error::kInvalidArgument;
+    {
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        DeviceState& st = *state_;
+        QpRecord& r = st.qps.at(number_);
+        if (st.closed || r.connected) return Error::kWrongState;
+        // The endpoint numbers streams 1, 2, ... in creation order; the number handed out
+        // at create_qp is the one this stream gets only if it is created next.
+        if (number_ != st.engine_streams + 1) return Error::kWrongState;
+        const Time now = st.now();
+        auto id = st.endpoint->create_stream(r.pd, peer, remote_number, now);
+        if (!id) return id.error();
+        MROCE_DCHECK(*id == number_);
+        ++st.engine_streams;
+        r.connected = true;
+        if (const uint32_t conn = st.endpoint->connection_to(peer)) st.connections.insert(conn);
+        for (const RecvWr& wr : r.early_recvs) {
+            const Error e = st.endpoint->post_recv(number_, wr, now);
+            if (e != Error::kOk) {
+                Completion c;
+                c.wr_id = wr.wr_id;
+                c.stream = number_;
+                c.status = e == Error::kAccessDenied ? Status::kLocalProtection
+                                                     : Status::kFlushed;
+                c.opcode = WorkOpcode::kRecv;
+                r.recv_cq->push(c);
+            }
+        }
+        r.early_recvs.clear();
+        r.early_recvs.shrink_to_fit();
+    }
+    state_->driver->notify();
+    return Error::kOk;
+}
+
+Error QueuePair::post_send(const SendWr& wr) {
+    {
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        DeviceState& st = *state_;
+        auto it = st.qps.find(number_);
+        if (st.closed || it == st.qps.end() || !it->second.connected) return Error::kWrongState;
+        const Error e = st.endpoint->post_send(number_, wr, st.now());
+        if (e != Error::kOk) return e;
+    }
+    state_->driver->notify();
+    return Error::kOk;
+}
+
+Error QueuePair::post_recv(const RecvWr& wr) {
+    {
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        DeviceState& st = *state_;
+        auto it = st.qps.find(number_);
+        if (st.closed || it == st.qps.end()) return Error::kWrongState;
+        if (!it->second.connected) {
+            if (it->second.early_recvs.size() >= st.cfg.endpoint.max_outstanding_wrs)
+                return Error::kExhausted;
+            it->second.early_recvs.push_back(wr);
+            return Error::kOk;
+        }
+        const Error e = st.endpoint->post_recv(number_, wr, st.now());
+        if (e != Error::kOk) return e;
+    }
+    state_->driver->notify();
+    return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------------------
+
+Result<Address> parse_address(std::string_view text) {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || colon + 1 >= text.size()) return Error::kInvalidArgument;
+    const std::string_view port_text = text.substr(colon + 1);
+    uint32_t port = 0;
+    for (char c : port_text) {
+        if (c < '0' || c > '9') return Error::kInvalidArgument;
+        port = port * 10 + static_cast<uint32_t>(c - '0');
+        if (port > 65535) return Error::kInvalidArgument;
+    }
+    std::string host(text.substr(0, colon));
+    Address a;
+    a.port = static_cast<uint16_t>(port);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+        in6_addr v6;
+        if (::inet_pton(AF_INET6, host.c_str(), &v6) != 1) return Error::kInvalidArgument;
+        std::memcpy(a.ip.data(), &v6, 16);
+        return a;
+    }
+    in_addr v4;
+    if (::inet_pton(AF_INET, host.c_str(), &v4) != 1) return Error::kInvalidArgument;
+    return Address::ipv4(ntohl(v4.s_addr), a.port);
+}
+
+}  // namespace mroce::api

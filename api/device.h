@@ -1,0 +1,271 @@
+// api/device.h — the native C++ API of mroce: a Device (one protocol endpoint on one UDP
+// datapath, plus the driver loop that runs them), protection domains, memory regions,
+// completion queues and queue pairs, in the shape of verbs (api/README.md).
+//
+//   auto dev = api::Device::open(cfg);                 // binds the UDP port, starts progress
+//   auto pd = (*dev)->alloc_pd();
+//   auto mr = pd->register_memory(buf, len, access::kLocalWrite | access::kRemoteWrite);
+//   auto cq = (*dev)->create_cq();
+//   auto qp = pd->create_qp(*cq, *cq);                 // qp->number() goes to the peer
+//   qp->connect(peer_address, peer_qp_number);         // both sides, before posting sends
+//   qp->post_recv(...); qp->post_send(...); cq->poll(completions);
+//
+// Errors are mroce::Error values or Result<T>; nothing throws across this API. Work
+// request completions report a core::Status. Threading: every method of every object may
+// be called from any application thread unless its comment says otherwise; the progress
+// model is in docs/design.md §10.
+//
+// Lifetimes: objects keep the device's internals alive, so they may be destroyed in any
+// order; a Device that is destroyed stops its progress, closes its connections and its
+// sockets, and every later post on its queue pairs fails with kWrongState. Memory rules are
+// the engine's (docs/ownership.md): registered memory must stay valid until every work
+// request that names it has completed; deregistering cancels nothing already posted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "api/driver.h"
+#include "core/config.h"
+#include "core/event.h"
+#include "core/memory.h"
+#include "core/work.h"
+#include "datapath/udp/udp_datapath.h"
+#include "util/address.h"
+#include "util/result.h"
+#include "util/time.h"
+
+namespace mroce::api {
+
+// The work request, completion and event types are the engine's own (core/work.h,
+// core/event.h): SendWr names its local buffer by address + lkey, and a WRITE its target by
+// remote address + rkey. Completion::stream is the local queue pair number.
+using core::Completion;
+using core::Event;
+using core::EventKind;
+using core::RecvWr;
+using core::SendWr;
+using core::Status;
+using core::WorkOpcode;
+namespace access = core::access;
+
+enum class ProgressMode : uint8_t {
+    kThread,  // a background progress thread per Device (the default)
+    kManual,  // the application calls Device::progress() (tests, single-threaded apps)
+};
+
+struct DeviceConfig {
+    // Local IP and endpoint UDP port. Port 0 picks an ephemeral port. A specific address is
+    // better than the wildcard: it is the source address of every packet.
+    Address local = Address::ipv4(0, wire::kDefaultPort);
+    // Protocol tunables; endpoint.port is overwritten with the port actually bound.
+    core::EndpointConfig endpoint;
+    // Seeds every random choice of the engine; by default drawn from getrandom(2).
+    std::optional<uint64_t> seed;
+    ProgressMode progress = ProgressMode::kThread;
+    // How long the progress thread polls after activity before it sleeps (DriverConfig).
+    Duration spin = std::chrono::microseconds(50);
+    datapath::UdpOptions udp;
+};
+
+// DeviceStats: counters of the driver loop and the datapath, plus the API's own drops.
+struct DeviceStats {
+    DriverStats driver;
+    datapath::UdpStats udp;
+    uint64_t completions_unrouted = 0;  // completion for a destroyed queue pair: dropped
+    uint64_t events_dropped = 0;        // connection/path events beyond kMaxEvents: dropped
+};
+
+class CompletionQueue;
+class MemoryRegion;
+class ProtectionDomain;
+class QueuePair;
+namespace detail {
+struct DeviceState;
+struct CqState;
+}  // namespace detail
+
+class Device {
+public:
+    // kMaxEvents is how many connection/path events wait for poll_events; older ones are
+    // dropped (and counted) beyond it.
+    static constexpr size_t kMaxEvents = 4096;
+
+    // open binds the datapath, creates the endpoint and, in thread mode, starts the
+    // progress thread. Errors: kIo (socket, bind, thread), kInvalidArgument (address, or
+    // an endpoint setting core::config_error rejects); `error`, when given, receives a
+    // one-line message naming the problem.
+    static Result<std::unique_ptr<Device>> open(const DeviceConfig& cfg,
+                                                std::string* error = nullptr);
+    // ~Device stops the progress thread, sends CLOSE on every connection (flushing their
+    // outstanding work requests with kFlushed) and closes the sockets. It must not run
+    // concurrently with other calls on this Device object itself.
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    // local_address is where peers reach this device (IP and the endpoint port bound).
+    Address local_address() const;
+    ProgressMode mode() const;
+
+    // alloc_pd creates a protection domain.
+    std::unique_ptr<ProtectionDomain> alloc_pd();
+    // create_cq creates a completion queue. Its size is bounded by the work requests posted
+    // to the queue pairs that report to it.
+    std::unique_ptr<CompletionQueue> create_cq();
+
+    // progress makes one pass of the driver loop: receive, timers, transmit, route events.
+    // Returns true if it moved a datagram or produced an event. Needed in manual mode;
+    // harmless in thread mode. Any thread; concurrent calls are serialised.
+    bool progress();
+
+    // poll_events moves up to out.size() connection and path events (kConnectionUp,
+    // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,
+    // into out; returns the count. Completions never appear here: they go to CQs.
+    size_t poll_events(std::span<Event> out);
+
+    DeviceStats stats() const;
+
+private:
+    explicit Device(std::shared_ptr<detail::DeviceState> state);
+    std::shared_ptr<detail::DeviceState> state_;
+};
+
+class ProtectionDomain {
+public:
+    // The engine has no way to free a protection domain yet; destroying it only drops the
+    // handle. Registered regions and queue pairs stay valid.
+    ~ProtectionDomain();
+    uint32_t id() const { return pd_; }
+
+    // register_memory registers [addr, addr + length) with the access flags (access::*).
+    // The memory stays owned by the caller and must outlive the region and every work
+    // request that names it. Errors: kInvalidArgument (null addr with length > 0),
+    // kExhausted (too many regions).
+    Result<std::unique_ptr<MemoryRegion>> register_memory(void* addr, size_t length,
+                                                          uint32_t access_flags);
+
+    // create_qp creates a queue pair in this domain whose requester completions go to
+    // send_cq and responder completions (receives) to recv_cq; both must belong to the
+    // same device. The queue pair gets its number now; it becomes a stream of the engine at
+    // connect(). Errors: kInvalidArgument (a CQ of another device), kWrongState (the
+    // device was destroyed).
+    Result<std::unique_ptr<QueuePair>> create_qp(CompletionQueue& send_cq,
+                                                 CompletionQueue& recv_cq);
+
+private:
+    friend class Device;
+    ProtectionDomain(std::shared_ptr<detail::DeviceState> state, uint32_t pd)
+        : state_(std::move(state)), pd_(pd) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    uint32_t pd_;
+};
+
+// MemoryRegion is a registered buffer. Its destructor deregisters it; work requests
+// already posted that name it are not cancelled (see the file comment).
+class MemoryRegion {
+public:
+    ~MemoryRegion();
+    MemoryRegion(const MemoryRegion&) = delete;
+    MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+    uint32_t lkey() const { return keys_.lkey; }
+    uint32_t rkey() const { return keys_.rkey; }
+    // addr is the region's first byte as the 64-bit address work requests use.
+    uint64_t addr() const { return reinterpret_cast<uint64_t>(data_); }
+    std::byte* data() const { return data_; }
+    size_t length() const { return length_; }
+    uint32_t access_flags() const { return access_; }
+
+private:
+    friend class ProtectionDomain;
+    MemoryRegion(std::shared_ptr<detail::DeviceState> state, core::MemoryKeys keys,
+                 std::byte* data, size_t length, uint32_t access)
+        : state_(std::move(state)), keys_(keys), data_(data), length_(length), access_(access) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    core::MemoryKeys keys_;
+    std::byte* data_;
+    size_t length_;
+    uint32_t access_;
+};
+
+class CompletionQueue {
+public:
+    ~CompletionQueue();
+    CompletionQueue(const CompletionQueue&) = delete;
+    CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+    // poll moves up to out.size() completions, oldest first, into out; returns the count.
+    // Completions of one queue pair and direction (send or receive) are in posting order.
+    // Takes only this CQ's lock, never the engine's.
+    size_t poll(std::span<Completion> out);
+    // wait is poll that waits up to `timeout` for at least one completion. In manual mode
+    // it drives the device's progress itself while it waits.
+    size_t wait(std::span<Completion> out, Duration timeout);
+
+private:
+    friend class Device;
+    friend class ProtectionDomain;
+    CompletionQueue(std::shared_ptr<detail::DeviceState> state,
+                    std::shared_ptr<detail::CqState> cq)
+        : state_(std::move(state)), cq_(std::move(cq)) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    std::shared_ptr<detail::CqState> cq_;
+};
+
+class QueuePair {
+public:
+    // ~QueuePair stops routing its completions. The engine cannot destroy a stream yet, so
+    // work requests still outstanding keep running and may still write into their buffers:
+    // wait for their completions (or destroy the Device) before freeing those buffers.
+    ~QueuePair();
+    QueuePair(const QueuePair&) = delete;
+    QueuePair& operator=(const QueuePair&) = delete;
+
+    // number is this queue pair's number, to give to the peer out of band; it is the
+    // stream id the peer's packets carry.
+    uint32_t number() const { return number_; }
+
+    // connect binds the queue pair to the queue pair `remote_number` of the device at
+    // `peer` (its local_address()), creating the connection and starting its handshake if
+    // it is the first towards that peer. Both sides must connect before either posts a
+    // send: a packet for a queue pair the peer has not connected yet is refused and fails
+    // the sender's queue pair (kRemoteInvalid). Receives posted before connect are handed
+    // to the engine now; one with a bad buffer completes with kLocalProtection.
+    // Queue pairs of a device must be connected in the order of their numbers (creation
+    // order): the engine numbers its streams itself, sequentially.
+    // Errors: kInvalidArgument (remote_number 0), kWrongState (already connected, a queue
+    // pair with a lower number is not connected yet, device closed), kExhausted (caps).
+    Error connect(const Address& peer, uint32_t remote_number);
+    bool connected() const;
+
+    // post_send queues a SEND, SEND_IMM, WRITE or WRITE_IMM. The local buffer is checked
+    // now. Errors: kWrongState (not connected, failed, device closed), kInvalidArgument
+    // (opcode), kAccessDenied (local buffer), kExhausted (too many outstanding).
+    Error post_send(const SendWr& wr);
+    // post_recv queues a receive buffer for SEND, SEND_IMM and WRITE_IMM. Before connect it
+    // is kept and handed over by connect. Errors as post_send.
+    Error post_recv(const RecvWr& wr);
+
+private:
+    friend class ProtectionDomain;
+    QueuePair(std::shared_ptr<detail::DeviceState> state, uint32_t pd, uint32_t number,
+              std::shared_ptr<detail::CqState> send_cq, std::shared_ptr<detail::CqState> recv_cq)
+        : state_(std::move(state)), pd_(pd), number_(number), send_cq_(std::move(send_cq)),
+          recv_cq_(std::move(recv_cq)) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    uint32_t pd_;
+    uint32_t number_;
+    std::shared_ptr<detail::CqState> send_cq_, recv_cq_;
+};
+
+// parse_address reads "a.b.c.d:port" or "[v6]:port" (the form Address::to_string
+// writes). Errors: kInvalidArgument.
+Result<Address> parse_address(std::string_view text);
+
+}  // namespace mroce::api

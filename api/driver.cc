@@ -1,0 +1,281 @@
+// api/driver.cc — see driver.h.
+#include "api/driver.h"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+
+namespace mroce::api {
+
+namespace {
+// While the datapath refuses packets (a full socket buffer), retry this often.
+constexpr Duration kBackPressureRetry = std::chrono::microseconds(20);
+// The longest single sleep; a sleeper re-checks its state at least this often.
+constexpr Duration kMaxSleep = std::chrono::seconds(1);
+
+std::string error_text(int err) {
+    const char* s = strerrordesc_np(err);
+    return s ? s : ("errno " + std::to_string(err));
+}
+}  // namespace
+
+Driver::Driver(core::Engine& engine, datapath::Datapath& dp, std::mutex& engine_mu, EventSink sink,
+               const DriverConfig& cfg)
+    : engine_(engine), dp_(dp), engine_mu_(engine_mu), sink_(std::move(sink)), cfg_(cfg) {}
+
+Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::Datapath& dp,
+                                               std::mutex& engine_mu, EventSink sink,
+                                               const DriverConfig& cfg, std::string* error) {
+    std::unique_ptr<Driver> d(new Driver(engine, dp, engine_mu, std::move(sink), cfg));
+    auto report = [&](const char* what) -> Result<std::unique_ptr<Driver>> {
+        if (error) *error = std::string("driver: ") + what + ": " + error_text(errno);
+        return Error::kIo;
+    };
+    d->event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (d->event_fd_ < 0) return report("eventfd");
+    d->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (d->epoll_fd_ < 0) return report("epoll_create1");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = d->event_fd_;
+    if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->event_fd_, &ev) != 0)
+        return report("epoll_ctl eventfd");
+    if (dp.wake_fd() >= 0) {
+        ev.data.fd = dp.wake_fd();
+        if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, dp.wake_fd(), &ev) != 0)
+            return report("epoll_ctl datapath");
+    }
+    {
+        std::lock_guard<std::mutex> g(engine_mu);
+        d->datagram_size_ = engine.max_datagram_size();
+        d->next_deadline_ns_.store(to_ns(engine.next_deadline()));
+    }
+    // Receive buffers take any datagram a peer with a larger payload size could send us
+    // before the handshake settles on the smaller one, up to a jumbo frame.
+    const size_t rx_size = std::max<size_t>(d->datagram_size_, 9216);
+    d->rx_arena_.resize(rx_size * kBatch);
+    d->tx_arena_.resize(d->datagram_size_ * kBatch);
+    d->rx_.resize(kBatch);
+    d->tx_.resize(kBatch);
+    for (size_t i = 0; i < kBatch; ++i)
+        d->rx_[i].buf = std::span<std::byte>(d->rx_arena_.data() + i * rx_size, rx_size);
+    return d;
+}
+
+Driver::~Driver() {
+    stop_thread();
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+Error Driver::start_thread() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (closed_ || thread_.joinable()) return Error::kWrongState;
+    }
+    stop_.store(false);
+    try {
+        thread_ = std::thread([this] { thread_main(); });
+    } catch (const std::system_error&) {
+        return Error::kIo;
+    }
+    return Error::kOk;
+}
+
+void Driver::stop_thread() {
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    const uint64_t one = 1;
+    (void)!::write(event_fd_, &one, sizeof(one));
+    thread_.join();
+}
+
+void Driver::close() {
+    stop_thread();
+    std::lock_guard<std::mutex> g(mu_);
+    closed_ = true;
+}
+
+void Driver::notify() {
+    // Pairs with wait(): with sequentially consistent order, either the sleeper sees
+    // work_pending_ before it sleeps, or we see sleeping_ and wake it.
+    work_pending_.store(true);
+    if (sleeping_.load()) {
+        const uint64_t one = 1;
+        (void)!::write(event_fd_, &one, sizeof(one));
+    }
+}
+
+void Driver::with_datapath(const std::function<void(datapath::Datapath&)>& fn) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!closed_) fn(dp_);
+}
+
+DriverStats Driver::stats() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return stats_;
+}
+
+bool Driver::run_once() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (closed_) return false;
+    return pass();
+}
+
+void Driver::flush_tx() {
+    auto r = dp_.send_batch(std::span<const datapath::TxPacket>(tx_.data() + tx_next_,
+                                                                tx_count_ - tx_next_));
+    if (!r) {
+        // The socket itself is unusable; the datagrams are lost and the engine's timers
+        // recover or fail the connection.
+        ++stats_.datapath_errors;
+        tx_next_ = tx_count_;
+        return;
+    }
+    stats_.datagrams_out += *r;
+    tx_next_ += *r;
+    if (tx_next_ < tx_count_) ++stats_.tx_retries;
+}
+
+bool Driver::pass() {
+    ++stats_.passes;
+    bool did = false;
+    if (tx_next_ < tx_count_) {
+        const size_t before = tx_next_;
+        flush_tx();
+        did = tx_next_ != before;
+    }
+    size_t nrx = 0;
+    if (auto r = dp_.recv_batch(rx_)) {
+        nrx = *r;
+    } else {
+        ++stats_.datapath_errors;
+    }
+    const bool posted = work_pending_.exchange(false);
+    const Time now = dp_.now();
+    const bool due = to_ns(now) >= next_deadline_ns_.load();
+    const bool can_poll = tx_next_ >= tx_count_;
+    if (nrx > 0 || posted || due) want_poll_ = true;
+    if (nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
+        if (did) ++stats_.busy_passes;
+        return did;
+    }
+    uint64_t events = 0;
+    {
+        std::lock_guard<std::mutex> g(engine_mu_);
+        for (size_t i = 0; i < nrx; ++i)
+            engine_.on_datagram(rx_[i].buf.first(rx_[i].len), rx_[i].meta, now);
+        if (engine_.next_deadline() <= now) {
+            engine_.on_timeout(now);
+            ++stats_.timeouts;
+            if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+        }
+        if (want_poll_ && can_poll) {
+            tx_count_ = tx_next_ = 0;
+            while (tx_count_ < kBatch) {
+                const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_,
+                                                datagram_size_);
+                datapath::TxPacket& p = tx_[tx_count_];
+                const size_t n = engine_.poll_transmit(slot, p.meta, now);
+                if (n == 0) break;
+                p.data = slot.first(n);
+                ++tx_count_;
+            }
+            // A full batch means the engine may have more; otherwise it is drained until
+            // the next input (a datagram, a timer or posted work).
+            want_poll_ = tx_count_ == kBatch;
+        }
+        while (auto e = engine_.poll_event()) {
+            sink_(*e);
+            ++events;
+        }
+        next_deadline_ns_.store(to_ns(engine_.next_deadline()));
+    }
+    stats_.datagrams_in += nrx;
+    stats_.events += events;
+    if (nrx > 0 || events > 0) did = true;
+    if (tx_next_ < tx_count_) {
+        // Group the batch by source port (stable, so each path stays in order): the
+        // datapath sends each run of one socket with one sendmmsg. Paths are independent
+        // routes, so the order between them carries no meaning.
+        for (size_t i = tx_next_ + 1; i < tx_count_; ++i) {
+            datapath::TxPacket p = tx_[i];
+            size_t j = i;
+            while (j > tx_next_ && tx_[j - 1].meta.src.port > p.meta.src.port) {
+                tx_[j] = tx_[j - 1];
+                --j;
+            }
+            tx_[j] = p;
+        }
+        flush_tx();
+        did = true;
+    }
+    if (did) ++stats_.busy_passes;
+    return did;
+}
+
+void Driver::wait(Duration max) {
+    Duration timeout = std::min(max, kMaxSleep);
+    {
+        // Once closed, only notify() can end the sleep early: the datapath is gone.
+        std::lock_guard<std::mutex> g(mu_);
+        if (!closed_) {
+            if (tx_next_ < tx_count_) timeout = std::min(timeout, kBackPressureRetry);
+            const int64_t deadline = next_deadline_ns_.load();
+            if (deadline != to_ns(kNever))
+                timeout = std::min(timeout, Duration{deadline - to_ns(dp_.now())});
+        }
+    }
+    if (timeout <= Duration::zero()) return;
+    sleeping_.store(true);
+    if (work_pending_.load() || stop_.load()) {
+        sleeping_.store(false);
+        return;
+    }
+    epoll_event evs[2];
+    const timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000),
+                      static_cast<long>(timeout.count() % 1'000'000'000)};
+    int n = ::epoll_pwait2(epoll_fd_, evs, 2, &ts, nullptr);
+    if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond resolution
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+        n = ::epoll_wait(epoll_fd_, evs, 2, static_cast<int>(ms));
+    }
+    sleeping_.store(false);
+    bool posted = false;
+    for (int i = 0; i < n; ++i) {
+        if (evs[i].data.fd == event_fd_) {
+            uint64_t v;
+            (void)!::read(event_fd_, &v, sizeof(v));
+            posted = true;
+        }
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    ++stats_.sleeps;
+    if (posted) ++stats_.wakeups_posted;
+}
+
+void Driver::thread_main() {
+    // Timers as short as the delayed-ACK bound (10 µs) need a fine sleep: the default
+    // timer slack of 50 µs would stretch every timed sleep.
+    (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    (void)::pthread_setname_np(::pthread_self(), "mroce-progress");
+    Time last_busy = dp_.now();
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (run_once()) {
+            last_busy = dp_.now();
+            continue;
+        }
+        if (dp_.now() - last_busy < cfg_.spin) continue;  // poll: each pass is a recvmmsg
+        wait(kMaxSleep);
+    }
+}
+
+}  // namespace mroce::api

@@ -1,0 +1,139 @@
+// api/driver.h — the driver loop: joins one protocol engine (core/engine.h) to one datapath
+// (datapath/datapath.h) and runs it, on a background progress thread or when asked
+// (docs/design.md §10 "Threading and progress model of api/").
+//
+// One pass (run_once): receive a batch from the datapath; under the engine lock feed it to
+// the engine, run due timers, collect up to a batch of datagrams from poll_transmit and
+// hand every event to the sink; then, outside the lock, send the batch. The engine lock is
+// shared with whoever posts work, so the engine only ever runs under it. The driver never
+// blocks while holding it: system calls happen outside.
+//
+// It depends only on the two interfaces, so the RoCEv2 baseline engine can reuse it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/engine.h"
+#include "datapath/datapath.h"
+#include "util/result.h"
+#include "util/time.h"
+
+namespace mroce::api {
+
+struct DriverConfig {
+    // How long the progress thread keeps polling after its last useful pass before it
+    // sleeps. Polling saves the wake-up of an idle CPU (tens of µs in a VM); it costs a core
+    // for that long after every burst. 0: sleep at once.
+    Duration spin = std::chrono::microseconds(50);
+};
+
+// DriverStats: counters of one driver. Read with Driver::stats().
+struct DriverStats {
+    uint64_t passes = 0;          // run_once calls
+    uint64_t busy_passes = 0;     // passes that moved a datagram or produced an event
+    uint64_t datagrams_in = 0;
+    uint64_t datagrams_out = 0;
+    uint64_t events = 0;
+    uint64_t timeouts = 0;        // engine on_timeout calls
+    uint64_t sleeps = 0;          // waits on the wake fds
+    uint64_t wakeups_posted = 0;  // sleeps ended early by posted work (eventfd)
+    uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
+    uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
+    uint64_t stuck_deadlines = 0; // the engine's deadline was still due after on_timeout
+                                  // (an engine bug: the driver would spin)
+};
+
+class Driver {
+public:
+    // EventSink receives every engine event, oldest first, with the engine lock held: it
+    // must not call back into the engine or take that lock.
+    using EventSink = std::function<void(const core::Event&)>;
+
+    // kBatch is the most datagrams moved per direction per pass.
+    static constexpr size_t kBatch = 32;
+
+    // create builds a driver over `engine` (guarded by `engine_mu`) and `datapath`; all
+    // three must outlive it. It does not start the thread. Errors: kIo (eventfd or epoll
+    // could not be created; `error` gets a one-line message).
+    static Result<std::unique_ptr<Driver>> create(core::Engine& engine, datapath::Datapath& dp,
+                                                  std::mutex& engine_mu, EventSink sink,
+                                                  const DriverConfig& cfg,
+                                                  std::string* error = nullptr);
+    ~Driver();
+    Driver(const Driver&) = delete;
+    Driver& operator=(const Driver&) = delete;
+
+    // start_thread runs the progress thread until stop_thread. Errors: kWrongState (already
+    // running or closed), kIo (the thread could not be created). Any thread but the
+    // progress thread itself.
+    Error start_thread();
+    // stop_thread asks the progress thread to finish its pass and joins it. Idempotent.
+    void stop_thread();
+    bool thread_running() const { return thread_.joinable(); }
+
+    // run_once makes one pass (see the file comment). Returns true if it moved a datagram or
+    // produced an event. Any thread; passes are serialised by the driver's own lock, which
+    // is taken before the engine lock.
+    bool run_once();
+    // wait sleeps until the datapath has data, work was posted (notify), the engine's next
+    // deadline, or `max`, whichever comes first. Any thread; used by the progress thread
+    // and by applications in manual mode.
+    void wait(Duration max);
+    // notify tells the driver that work was posted to the engine, so the next pass polls
+    // it for datagrams, and wakes a sleeping wait(). Any thread; call it after releasing
+    // the engine lock. Costs a write(2) only when someone is asleep.
+    void notify();
+
+    // close stops the thread and makes every later run_once/wait a no-op, so the datapath
+    // may be destroyed afterwards. Any thread but the progress thread.
+    void close();
+
+    // with_datapath runs fn on the datapath under the driver lock, unless closed.
+    void with_datapath(const std::function<void(datapath::Datapath&)>& fn);
+
+    DriverStats stats() const;
+
+private:
+    Driver(core::Engine& engine, datapath::Datapath& dp, std::mutex& engine_mu, EventSink sink,
+           const DriverConfig& cfg);
+    bool pass();          // driver lock held
+    void flush_tx();      // driver lock held
+    void thread_main();
+
+    core::Engine& engine_;
+    datapath::Datapath& dp_;
+    std::mutex& engine_mu_;
+    EventSink sink_;
+    DriverConfig cfg_;
+
+    int event_fd_ = -1;  // written by notify() to wake a sleeper
+    int epoll_fd_ = -1;  // over event_fd_ and the datapath's wake fd
+
+    std::atomic<bool> work_pending_{true};
+    std::atomic<bool> sleeping_{false};
+    std::atomic<bool> stop_{false};
+    std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
+    std::thread thread_;
+
+    // Everything below is guarded by mu_ (the driver lock).
+    mutable std::mutex mu_;
+    bool closed_ = false;
+    bool want_poll_ = true;  // the engine may have datagrams to send
+    size_t datagram_size_ = 0;
+    std::vector<std::byte> rx_arena_, tx_arena_;
+    std::vector<datapath::RxPacket> rx_;
+    std::vector<datapath::TxPacket> tx_;
+    size_t tx_count_ = 0;  // datagrams in tx_
+    size_t tx_next_ = 0;   // first one not yet accepted by the datapath
+    DriverStats stats_;
+};
+
+}  // namespace mroce::api

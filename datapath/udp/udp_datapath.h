@@ -1,0 +1,133 @@
+// datapath/udp/udp_datapath.h — the Linux UDP datapath: kernel sockets, batched with
+// recvmmsg/sendmmsg, ECN through IP_TOS / IP_RECVTOS (datapath/udp/README.md).
+//
+// One "endpoint" socket bound to the endpoint port receives everything (peers always
+// answer to the endpoint port). A path is a UDP source port (DESIGN.md "Paths and
+// planes"), so sending uses one socket per source port, created and bound lazily the first
+// time the engine uses that port and kept in a small map. No GSO/GRO yet.
+//
+// Threading: not thread-safe. One driver thread at a time calls every method (the api/
+// driver serialises them with its own lock).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "datapath/datapath.h"
+#include "util/address.h"
+#include "util/result.h"
+#include "util/time.h"
+
+namespace mroce::datapath {
+
+struct UdpOptions {
+    // SO_RCVBUF asked for the endpoint socket, in bytes. SO_RCVBUFFORCE is tried first (it
+    // works as root); otherwise the kernel caps the request at net.core.rmem_max.
+    int recv_buffer_bytes = 8 << 20;
+    // SO_SNDBUF asked for every socket, in bytes (capped at net.core.wmem_max).
+    int send_buffer_bytes = 1 << 20;
+    // Most per-path sockets kept open; the least recently used one is closed beyond this.
+    size_t max_path_sockets = 1024;
+    // How often recv_batch drains and discards what arrived on per-path sockets.
+    Duration drain_interval = std::chrono::milliseconds(10);
+    // After a source port failed to bind, packets for it are dropped without trying again
+    // for this long (so a taken port does not cost a socket()+bind() per packet).
+    Duration bind_retry_after = std::chrono::milliseconds(100);
+};
+
+// UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
+struct UdpStats {
+    uint64_t packets_sent = 0;
+    uint64_t bytes_sent = 0;
+    uint64_t packets_received = 0;
+    uint64_t bytes_received = 0;
+    uint64_t send_would_block = 0;     // send_batch stopped on back-pressure (EAGAIN/ENOBUFS)
+    uint64_t send_errors = 0;          // dropped: the kernel refused the packet (ENETUNREACH...)
+    uint64_t bind_failures = 0;        // dropped: the source port could not be bound
+    uint64_t receive_truncated = 0;    // dropped: datagram larger than the caller's buffer
+    uint64_t receive_errors = 0;       // recvmmsg failed with something other than EAGAIN
+    uint64_t path_sockets_opened = 0;
+    uint64_t path_sockets_evicted = 0;
+    uint64_t stray_drained = 0;        // datagrams that arrived on a per-path socket: discarded
+    uint64_t tos_changes = 0;          // IP_TOS / IPV6_TCLASS setsockopt calls
+};
+
+class UdpDatapath final : public Datapath {
+public:
+    // kMaxBatch is the most packets one recvmmsg/sendmmsg call moves.
+    static constexpr size_t kMaxBatch = 32;
+
+    // open binds the endpoint socket to `local` (IPv4, or IPv6 dual-stack when local is not
+    // IPv4-mapped). Port 0 picks an ephemeral port; local_address() reports the real one.
+    // Errors: kIo (socket, bind or epoll failed); kInvalidArgument (unusable address). When
+    // `error` is given it receives a one-line message such as
+    // "udp: bind 127.0.0.1:4797: Address already in use".
+    static Result<std::unique_ptr<UdpDatapath>> open(const Address& local,
+                                                      const UdpOptions& options = {},
+                                                      std::string* error = nullptr);
+    ~UdpDatapath() override;
+    UdpDatapath(const UdpDatapath&) = delete;
+    UdpDatapath& operator=(const UdpDatapath&) = delete;
+
+    // send_batch sends packets in order, each from the socket of meta.src.port (0 or the
+    // endpoint port: the endpoint socket), to meta.dst, with the ECN bits of meta.ecn.
+    // Returns how many were accepted: all of them unless a socket was full (EAGAIN), in
+    // which case the rest should be retried later. A packet the kernel refuses, or whose
+    // source port cannot be bound (taken by another socket), is counted (send_errors,
+    // bind_failures), dropped and counted as accepted: for the protocol it is a lost packet,
+    // and a path that keeps losing is re-rolled by the engine. Errors: kIo only when the
+    // socket itself is unusable (EBADF, ENOTSOCK, EFAULT).
+    Result<size_t> send_batch(std::span<const TxPacket> packets) override;
+    // recv_batch reads up to packets.size() datagrams from the endpoint socket without
+    // blocking; meta.src is the sender, meta.dst the local address, meta.ecn the ECN bits
+    // of the TOS / traffic-class byte. Datagrams longer than their buffer are dropped and
+    // counted. Every drain_interval it also discards what arrived on per-path sockets.
+    // Errors: kIo (recvmmsg failed with something other than EAGAIN/EINTR).
+    Result<size_t> recv_batch(std::span<RxPacket> packets) override;
+    // now reads CLOCK_MONOTONIC.
+    Time now() const override;
+    // wake_fd is an epoll fd over the endpoint socket: readable when recv_batch has data.
+    int wake_fd() const override { return epoll_fd_; }
+    Address local_address() const override { return local_; }
+
+    const UdpStats& stats() const { return stats_; }
+    // last_error is the message of the most recent counted failure ("" if none).
+    const std::string& last_error() const { return last_error_; }
+
+private:
+    struct Socket {
+        int fd = -1;
+        int tos = 0;           // the TOS / traffic class currently set on fd
+        uint64_t last_use = 0; // use counter value, for least-recently-used eviction
+        Time retry_after{};    // fd == -1: a failed bind, not retried before this
+    };
+
+    UdpDatapath(const Address& local, const UdpOptions& options);
+    Socket* socket_for(uint16_t src_port);
+    bool set_tos(Socket& s, uint8_t ecn);
+    void evict_one();
+    void drain_path_sockets();
+    void fail(std::string message);
+
+    Address local_;
+    UdpOptions opt_;
+    int family_ = 0;
+    int epoll_fd_ = -1;
+    Socket endpoint_;
+    std::unordered_map<uint16_t, Socket> paths_;
+    uint64_t use_counter_ = 0;
+    Time next_drain_{};
+    UdpStats stats_;
+    std::string last_error_;
+
+    // Scratch arrays for the batched system calls, allocated once.
+    struct Scratch;
+    std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace mroce::datapath

@@ -1,0 +1,559 @@
+// tests/api/loopback_test.cc — two api::Devices in one process over 127.0.0.1: handshake,
+// SEND/RECV (up to 1 MiB, every byte checked), RDMA WRITE and WRITE_WITH_IMM, completion
+// order, remote access errors, a dead peer, and both progress modes. Plumbing over real
+// sockets: bounds on time are generous and only guard against hangs (STYLE §6).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "api/device.h"
+#include "tests/api/test_util.h"
+
+namespace mroce::test {
+namespace {
+
+const bool kWatchdogInstalled = install_watchdog();
+
+using api::Completion;
+using api::ProgressMode;
+using api::Status;
+using api::WorkOpcode;
+namespace access = api::access;
+
+constexpr auto kTimeout = std::chrono::milliseconds(20'000);
+
+// pattern is the payload byte at `offset` of message `msg`.
+std::byte pattern(uint32_t msg, uint64_t offset) {
+    uint64_t x = (uint64_t{msg} << 40) ^ offset;
+    x *= 0x9e3779b97f4a7c15ULL;
+    return static_cast<std::byte>(x >> 56);
+}
+constexpr std::byte kSentinel{0xA5};
+
+const char* mode_name(ProgressMode m) { return m == ProgressMode::kThread ? "thread" : "manual"; }
+
+// Side is one device with a PD, one MR over `memory`, a send CQ, a receive CQ and a QP.
+struct Side {
+    std::unique_ptr<api::Device> dev;
+    std::unique_ptr<api::ProtectionDomain> pd;
+    std::vector<std::byte> memory;
+    std::unique_ptr<api::MemoryRegion> mr;
+    std::unique_ptr<api::CompletionQueue> send_cq, recv_cq;
+    std::unique_ptr<api::QueuePair> qp;
+
+    uint64_t addr(uint64_t offset) const { return mr->addr() + offset; }
+};
+
+api::DeviceConfig device_config(ProgressMode mode, uint64_t seed) {
+    api::DeviceConfig cfg;
+    cfg.local = loopback();
+    cfg.seed = seed;
+    cfg.progress = mode;
+    return cfg;
+}
+
+Side open_side(const api::DeviceConfig& cfg, size_t memory_bytes) {
+    Side s;
+    std::string why;
+    auto dev = api::Device::open(cfg, &why);
+    EXPECT_TRUE(dev.ok()) << why;
+    if (!dev.ok()) return s;
+    s.dev = std::move(dev).value();
+    s.pd = s.dev->alloc_pd();
+    s.memory.assign(memory_bytes, kSentinel);
+    auto mr = s.pd->register_memory(s.memory.data(), s.memory.size(),
+                                    access::kLocalWrite | access::kRemoteWrite);
+    EXPECT_TRUE(mr.ok());
+    s.mr = std::move(mr).value();
+    s.send_cq = s.dev->create_cq();
+    s.recv_cq = s.dev->create_cq();
+    auto qp = s.pd->create_qp(*s.send_cq, *s.recv_cq);
+    EXPECT_TRUE(qp.ok());
+    s.qp = std::move(qp).value();
+    return s;
+}
+
+class Loopback : public ::testing::TestWithParam<ProgressMode> {
+protected:
+    void SetUp() override {
+        seed_ = test_seed();
+        std::printf("seed %llu (replay: MROCE_SEED=%llu), %s progress\n",
+                    static_cast<unsigned long long>(seed_), static_cast<unsigned long long>(seed_),
+                    mode_name(GetParam()));
+    }
+
+    // open_pair opens both sides; connect_pair exchanges the QP numbers "out of band".
+    void open_pair(size_t memory_bytes, core::EndpointConfig ecfg = {}) {
+        auto cfg = device_config(GetParam(), seed_ * 2 + 1);
+        cfg.endpoint = ecfg;
+        a_ = open_side(cfg, memory_bytes);
+        cfg.seed = seed_ * 2 + 2;
+        b_ = open_side(cfg, memory_bytes);
+        ASSERT_TRUE(a_.qp && b_.qp);
+    }
+    void connect_pair() {
+        ASSERT_EQ(a_.qp->connect(b_.dev->local_address(), b_.qp->number()), Error::kOk);
+        ASSERT_EQ(b_.qp->connect(a_.dev->local_address(), a_.qp->number()), Error::kOk);
+        EXPECT_TRUE(a_.qp->connected());
+    }
+
+    // step lets both devices progress: in manual mode the test thread drives them.
+    void step() {
+        if (GetParam() == ProgressMode::kManual) {
+            const bool did = a_.dev->progress() | b_.dev->progress();
+            if (!did) std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    }
+
+    // collect polls `cq` until it has produced `n` completions (appended to out).
+    bool collect(api::CompletionQueue& cq, size_t n, std::vector<Completion>& out) {
+        const bool ok = eventually(
+            [&] {
+                Completion buf[16];
+                const size_t got = cq.poll(buf);
+                out.insert(out.end(), buf, buf + got);
+                return out.size() >= n;
+            },
+            kTimeout, [&] { step(); });
+        if (!ok) {
+            describe("A", a_);
+            describe("B", b_);
+        }
+        return ok;
+    }
+
+    // describe prints what a side's device saw, to diagnose a failure.
+    static void describe(const char* name, Side& s) {
+        if (!s.dev) return;
+        const api::DeviceStats st = s.dev->stats();
+        std::printf("%s %s: driver out %llu in %llu passes %llu sleeps %llu timeouts %llu; udp "
+                    "sent %llu received %llu bind failures %llu send errors %llu last error '%s'\n",
+                    name, s.dev->local_address().to_string().c_str(),
+                    static_cast<unsigned long long>(st.driver.datagrams_out),
+                    static_cast<unsigned long long>(st.driver.datagrams_in),
+                    static_cast<unsigned long long>(st.driver.passes),
+                    static_cast<unsigned long long>(st.driver.sleeps),
+                    static_cast<unsigned long long>(st.driver.timeouts),
+                    static_cast<unsigned long long>(st.udp.packets_sent),
+                    static_cast<unsigned long long>(st.udp.packets_received),
+                    static_cast<unsigned long long>(st.udp.bind_failures),
+                    static_cast<unsigned long long>(st.udp.send_errors), "");
+        api::Event e[32];
+        const size_t n = s.dev->poll_events(e);
+        for (size_t i = 0; i < n; ++i)
+            std::printf("  event kind %d conn %u path %u status %s peer %s\n",
+                        static_cast<int>(e[i].kind), e[i].connection, e[i].path,
+                        core::to_string(e[i].status), e[i].peer.to_string().c_str());
+    }
+
+    // wait_event waits for an event of `kind` on `dev` (other events are skipped).
+    bool wait_event(api::Device& dev, api::EventKind kind, api::Event* found = nullptr) {
+        return eventually(
+            [&] {
+                api::Event e[8];
+                const size_t n = dev.poll_events(e);
+                for (size_t i = 0; i < n; ++i)
+                    if (e[i].kind == kind) {
+                        if (found) *found = e[i];
+                        return true;
+                    }
+                return false;
+            },
+            kTimeout, [&] { step(); });
+    }
+
+    uint64_t seed_ = 1;
+    Side a_, b_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, Loopback,
+                         ::testing::Values(ProgressMode::kManual, ProgressMode::kThread),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+TEST_P(Loopback, HandshakeRaisesConnectionUpOnBothSides) {
+    open_pair(4096);
+    connect_pair();
+    api::Event e;
+    ASSERT_TRUE(wait_event(*a_.dev, api::EventKind::kConnectionUp, &e));
+    EXPECT_EQ(e.peer, b_.dev->local_address());
+    ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionUp, &e));
+    EXPECT_EQ(e.peer, a_.dev->local_address());
+}
+
+// SEND/RECV of messages from 0 bytes to 1 MiB (256 segments of 4 KiB): receive completions
+// in order with the right lengths, every byte at its place, send completions in order.
+TEST_P(Loopback, SendRecvUpToOneMebibyte) {
+    const std::vector<uint32_t> sizes = {1, 100, 0, 4096, 4097, 60000, 1 << 20};
+    uint64_t total = 0;
+    std::vector<uint64_t> offsets;
+    for (uint32_t s : sizes) {
+        offsets.push_back(total);
+        total += s;
+    }
+    open_pair(total);
+    // Receives posted before connect are handed over by connect.
+    for (size_t m = 0; m < sizes.size(); ++m)
+        ASSERT_EQ(b_.qp->post_recv({m, b_.addr(offsets[m]), sizes[m], b_.mr->lkey()}), Error::kOk);
+    connect_pair();
+    for (size_t m = 0; m < sizes.size(); ++m)
+        for (uint32_t i = 0; i < sizes[m]; ++i)
+            a_.memory[offsets[m] + i] = pattern(static_cast<uint32_t>(m), i);
+
+    // The small ones first, then the 1 MiB one alone, timed.
+    const size_t big = sizes.size() - 1;
+    for (size_t m = 0; m < big; ++m) {
+        api::SendWr wr;
+        wr.wr_id = 100 + m;
+        wr.opcode = WorkOpcode::kSend;
+        wr.local_addr = a_.addr(offsets[m]);
+        wr.length = sizes[m];
+        wr.lkey = a_.mr->lkey();
+        ASSERT_EQ(a_.qp->post_send(wr), Error::kOk);
+    }
+    std::vector<Completion> recvs, sends;
+    ASSERT_TRUE(collect(*b_.recv_cq, big, recvs)) << "got " << recvs.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    api::SendWr wr;
+    wr.wr_id = 100 + big;
+    wr.local_addr = a_.addr(offsets[big]);
+    wr.length = sizes[big];
+    wr.lkey = a_.mr->lkey();
+    ASSERT_EQ(a_.qp->post_send(wr), Error::kOk);
+    ASSERT_TRUE(collect(*b_.recv_cq, sizes.size(), recvs)) << "got " << recvs.size();
+    const auto t1 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(collect(*a_.send_cq, sizes.size(), sends)) << "got " << sends.size();
+    std::printf("1 MiB SEND over loopback (%s progress): %.3f ms\n", mode_name(GetParam()),
+                std::chrono::duration<double, std::milli>(t1 - t0).count());
+
+    ASSERT_EQ(recvs.size(), sizes.size());
+    for (size_t m = 0; m < sizes.size(); ++m) {
+        EXPECT_EQ(recvs[m].status, Status::kSuccess) << core::to_string(recvs[m].status);
+        EXPECT_EQ(recvs[m].wr_id, m);
+        EXPECT_EQ(recvs[m].opcode, WorkOpcode::kRecv);
+        EXPECT_EQ(recvs[m].byte_len, sizes[m]);
+        EXPECT_EQ(recvs[m].stream, b_.qp->number());
+        EXPECT_FALSE(recvs[m].has_imm);
+        EXPECT_EQ(sends[m].status, Status::kSuccess);
+        EXPECT_EQ(sends[m].wr_id, 100 + m);
+        EXPECT_EQ(sends[m].opcode, WorkOpcode::kSend);
+        for (uint32_t i = 0; i < sizes[m]; ++i)
+            if (b_.memory[offsets[m] + i] != pattern(static_cast<uint32_t>(m), i))
+                FAIL() << "message " << m << " byte " << i << " wrong";
+    }
+    const api::DeviceStats st = a_.dev->stats();
+    std::printf("A: %llu datagrams out, %llu in, %llu passes, %llu sleeps, %llu tx retries\n",
+                static_cast<unsigned long long>(st.driver.datagrams_out),
+                static_cast<unsigned long long>(st.driver.datagrams_in),
+                static_cast<unsigned long long>(st.driver.passes),
+                static_cast<unsigned long long>(st.driver.sleeps),
+                static_cast<unsigned long long>(st.driver.tx_retries));
+    EXPECT_GE(st.udp.packets_sent, 256u);
+    EXPECT_EQ(st.udp.send_errors, 0u);
+}
+
+// A stream of 1 MiB SENDs posted back to back: all complete in order, the last one's
+// bytes are checked, and the goodput is printed (a plumbing figure, not asserted).
+TEST_P(Loopback, StreamOfOneMebibyteSends) {
+    constexpr uint32_t kMsg = 1 << 20, kCount = 16;
+    open_pair(2 * kMsg);
+    connect_pair();
+    for (uint32_t i = 0; i < kMsg; ++i) a_.memory[i] = pattern(kCount - 1, i);
+    for (uint32_t m = 0; m < kCount; ++m)  // B's receives alternate between two buffers
+        ASSERT_EQ(b_.qp->post_recv({m, b_.addr((m % 2) * kMsg), kMsg, b_.mr->lkey()}), Error::kOk);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint32_t m = 0; m < kCount; ++m)
+        ASSERT_EQ(a_.qp->post_send({m, WorkOpcode::kSend, a_.addr(0), kMsg, a_.mr->lkey()}),
+                  Error::kOk);
+    std::vector<Completion> recvs, sends;
+    ASSERT_TRUE(collect(*b_.recv_cq, kCount, recvs)) << "got " << recvs.size();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(collect(*a_.send_cq, kCount, sends));
+    std::printf("%u x 1 MiB SEND (%s progress): %.1f ms, %.2f Gbit/s\n", kCount,
+                mode_name(GetParam()), s * 1e3, kCount * kMsg * 8.0 / s / 1e9);
+    for (uint32_t m = 0; m < kCount; ++m) {
+        EXPECT_EQ(recvs[m].wr_id, m);
+        EXPECT_EQ(recvs[m].status, Status::kSuccess);
+        EXPECT_EQ(sends[m].wr_id, m);
+        EXPECT_EQ(sends[m].status, Status::kSuccess);
+    }
+    const uint64_t last = ((kCount - 1) % 2) * kMsg;
+    for (uint32_t i = 0; i < kMsg; ++i)
+        if (b_.memory[last + i] != pattern(kCount - 1, i)) FAIL() << "byte " << i << " wrong";
+    const api::DeviceStats st = a_.dev->stats();
+    std::printf("A: %llu datagrams out, %llu passes, %llu sleeps; udp would-block %llu, "
+                "bind failures %llu; stuck deadlines %llu; B udp received %llu\n",
+                static_cast<unsigned long long>(st.driver.datagrams_out),
+                static_cast<unsigned long long>(st.driver.passes),
+                static_cast<unsigned long long>(st.driver.sleeps),
+                static_cast<unsigned long long>(st.udp.send_would_block),
+                static_cast<unsigned long long>(st.udp.bind_failures),
+                static_cast<unsigned long long>(st.driver.stuck_deadlines),
+                static_cast<unsigned long long>(b_.dev->stats().udp.packets_received));
+}
+
+// RDMA WRITE then WRITE_WITH_IMM: the immediate reaches B's receive completion, and when
+// it completes both writes' bytes are in place; A's completions come in posting order.
+TEST_P(Loopback, WriteAndWriteWithImmediate) {
+    constexpr uint32_t kLen = 200'000;
+    open_pair(2 * kLen);
+    connect_pair();
+    for (uint32_t i = 0; i < 2 * kLen; ++i) a_.memory[i] = pattern(i < kLen ? 1 : 2, i % kLen);
+    // WRITE_WITH_IMM consumes a receive; its buffer is not written, so it may be empty.
+    ASSERT_EQ(b_.qp->post_recv({7, 0, 0, 0}), Error::kOk);
+
+    api::SendWr w;
+    w.wr_id = 1;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = a_.addr(0);
+    w.length = kLen;
+    w.lkey = a_.mr->lkey();
+    w.remote_addr = b_.addr(0);
+    w.rkey = b_.mr->rkey();
+    ASSERT_EQ(a_.qp->post_send(w), Error::kOk);
+    w.wr_id = 2;
+    w.opcode = WorkOpcode::kWriteImm;
+    w.local_addr = a_.addr(kLen);
+    w.remote_addr = b_.addr(kLen);
+    w.imm = 0xdeadbeef;
+    ASSERT_EQ(a_.qp->post_send(w), Error::kOk);
+
+    std::vector<Completion> recvs, sends;
+    ASSERT_TRUE(collect(*b_.recv_cq, 1, recvs));
+    EXPECT_EQ(recvs[0].wr_id, 7u);
+    EXPECT_EQ(recvs[0].status, Status::kSuccess);
+    EXPECT_EQ(recvs[0].opcode, WorkOpcode::kRecvWriteImm);
+    EXPECT_TRUE(recvs[0].has_imm);
+    EXPECT_EQ(recvs[0].imm, 0xdeadbeefu);
+    EXPECT_EQ(recvs[0].byte_len, kLen);
+    for (uint32_t i = 0; i < 2 * kLen; ++i)
+        if (b_.memory[i] != pattern(i < kLen ? 1 : 2, i % kLen)) FAIL() << "byte " << i << " wrong";
+
+    ASSERT_TRUE(collect(*a_.send_cq, 2, sends));
+    EXPECT_EQ(sends[0].wr_id, 1u);
+    EXPECT_EQ(sends[0].opcode, WorkOpcode::kWrite);
+    EXPECT_EQ(sends[1].wr_id, 2u);
+    EXPECT_EQ(sends[1].opcode, WorkOpcode::kWriteImm);
+    for (const Completion& c : sends) EXPECT_EQ(c.status, Status::kSuccess);
+    // A plain WRITE consumes no receive: nothing else arrived at B.
+    Completion extra[1];
+    EXPECT_EQ(b_.recv_cq->poll(extra), 0u);
+}
+
+// [PLACE-4]: a WRITE with an rkey B never issued completes at A with a remote access
+// error, and B's memory is untouched.
+TEST_P(Loopback, WriteToBadRkeyIsARemoteAccessError) {
+    open_pair(8192);
+    connect_pair();
+    api::SendWr w;
+    w.wr_id = 9;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = a_.addr(0);
+    w.length = 5000;
+    w.lkey = a_.mr->lkey();
+    w.remote_addr = b_.addr(0);
+    w.rkey = b_.mr->rkey() ^ 0x5a;  // wrong tag
+    ASSERT_EQ(a_.qp->post_send(w), Error::kOk);
+    std::vector<Completion> sends;
+    ASSERT_TRUE(collect(*a_.send_cq, 1, sends));
+    EXPECT_EQ(sends[0].wr_id, 9u);
+    EXPECT_EQ(sends[0].status, Status::kRemoteAccess) << core::to_string(sends[0].status);
+    EXPECT_TRUE(std::all_of(b_.memory.begin(), b_.memory.end(),
+                            [](std::byte v) { return v == kSentinel; }));
+    // [ERR-1]: the QP is in error; later posts are refused.
+    EXPECT_EQ(a_.qp->post_send(w), Error::kWrongState);
+}
+
+// Destroying a device closes its connections: the peer's outstanding receives flush.
+TEST_P(Loopback, ClosingADeviceFlushesThePeer) {
+    open_pair(4096);
+    connect_pair();
+    // A sends CLOSE only once it knows its peer (the handshake completed on its side).
+    ASSERT_TRUE(wait_event(*a_.dev, api::EventKind::kConnectionUp));
+    ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionUp));
+    ASSERT_EQ(b_.qp->post_recv({5, b_.addr(0), 100, b_.mr->lkey()}), Error::kOk);
+    Side gone = std::move(a_);
+    gone.dev.reset();  // the QP, MR and CQs outlive their device
+    EXPECT_EQ(gone.qp->post_send({}), Error::kWrongState);
+    a_ = open_side(device_config(GetParam(), seed_), 16);  // keeps step() usable
+    std::vector<Completion> recvs;
+    ASSERT_TRUE(collect(*b_.recv_cq, 1, recvs));
+    EXPECT_EQ(recvs[0].wr_id, 5u);
+    EXPECT_EQ(recvs[0].status, Status::kFlushed);
+    ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionClosed));
+}
+
+// [CONN-12]: towards an address where nobody listens, the handshake gives up after its
+// retries and every work request completes with an error; nothing hangs.
+TEST_P(Loopback, DeadPeerFailsTheConnectionWithAnErrorCompletion) {
+    core::EndpointConfig ecfg;
+    ecfg.handshake_timeout = std::chrono::milliseconds(1);
+    ecfg.handshake_retries = 3;  // 1 + 2 + 4 + 8 ms
+    ecfg.peer_dead_timeout = std::chrono::milliseconds(50);
+    auto cfg = device_config(GetParam(), seed_);
+    cfg.endpoint = ecfg;
+    a_ = open_side(cfg, 4096);
+    ASSERT_TRUE(a_.qp);
+    // An address that was just free: bind, read the port, close.
+    Address nobody;
+    {
+        std::string why;
+        auto probe = datapath::UdpDatapath::open(loopback(), {}, &why);
+        ASSERT_TRUE(probe.ok()) << why;
+        nobody = (*probe)->local_address();
+    }
+    ASSERT_EQ(a_.qp->connect(nobody, 1), Error::kOk);
+    ASSERT_EQ(a_.qp->post_recv({1, a_.addr(0), 64, a_.mr->lkey()}), Error::kOk);
+    ASSERT_EQ(a_.qp->post_send({2, WorkOpcode::kSend, a_.addr(64), 64, a_.mr->lkey()}), Error::kOk);
+    ASSERT_EQ(a_.qp->post_send({3, WorkOpcode::kSend, a_.addr(128), 64, a_.mr->lkey()}), Error::kOk);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto manual_step = [&] {
+        if (GetParam() == ProgressMode::kManual)
+            a_.dev->progress();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+    };
+    std::vector<Completion> sends, recvs;
+    auto poll_both = [&] {
+        Completion buf[4];
+        size_t n = a_.send_cq->poll(buf);
+        sends.insert(sends.end(), buf, buf + n);
+        n = a_.recv_cq->poll(buf);
+        recvs.insert(recvs.end(), buf, buf + n);
+        return sends.size() >= 2 && recvs.size() >= 1;
+    };
+    ASSERT_TRUE(eventually(poll_both, kTimeout, manual_step));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("dead peer detected after %.1f ms\n", ms);
+    EXPECT_EQ(sends[0].wr_id, 2u);
+    EXPECT_EQ(sends[0].status, Status::kPeerDead) << core::to_string(sends[0].status);
+    EXPECT_EQ(sends[1].wr_id, 3u);
+    EXPECT_EQ(sends[1].status, Status::kFlushed);
+    EXPECT_EQ(recvs[0].wr_id, 1u);
+    EXPECT_EQ(recvs[0].status, Status::kFlushed);
+    api::Event e[8];
+    const size_t n = a_.dev->poll_events(e);
+    ASSERT_GE(n, 1u);
+    EXPECT_EQ(e[n - 1].kind, api::EventKind::kConnectionFailed);
+    EXPECT_EQ(e[n - 1].status, Status::kPeerDead);
+    EXPECT_EQ(a_.qp->post_send({4, WorkOpcode::kSend, a_.addr(0), 1, a_.mr->lkey()}),
+              Error::kWrongState);
+}
+
+// Receives posted before connect with a bad buffer complete with a local protection
+// error once connect hands them to the engine.
+TEST_P(Loopback, EarlyReceiveWithBadKeyCompletesWithAnError) {
+    open_pair(4096);
+    ASSERT_EQ(b_.qp->post_recv({1, b_.addr(0), 64, b_.mr->lkey() ^ 0x77}), Error::kOk);
+    connect_pair();
+    Completion c[2];
+    ASSERT_EQ(b_.recv_cq->poll(c), 1u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[0].status, Status::kLocalProtection);
+}
+
+TEST(Api, QueuePairsConnectInNumberOrder) {
+    auto cfg = device_config(ProgressMode::kManual, test_seed() + 5);
+    std::string why;
+    auto dev = api::Device::open(cfg, &why);
+    ASSERT_TRUE(dev.ok()) << why;
+    auto pd = (*dev)->alloc_pd();
+    auto cq = (*dev)->create_cq();
+    auto q1 = pd->create_qp(*cq, *cq);
+    auto q2 = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(q1.ok() && q2.ok());
+    EXPECT_EQ((*q1)->number(), 1u);
+    EXPECT_EQ((*q2)->number(), 2u);
+    const Address peer = loopback(9);  // never progressed: nothing is sent
+    EXPECT_EQ((*q2)->connect(peer, 1), Error::kWrongState);
+    EXPECT_EQ((*q1)->connect(peer, 0), Error::kInvalidArgument);
+    EXPECT_EQ((*q1)->post_send({}), Error::kWrongState);
+    // A QP destroyed before connect gives its number to the next one.
+    q1.value().reset();
+    auto q3 = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(q3.ok());
+    EXPECT_EQ((*q3)->number(), 1u);
+    EXPECT_EQ((*q3)->connect(peer, 1), Error::kOk);
+    EXPECT_EQ((*q3)->connect(peer, 1), Error::kWrongState);
+    EXPECT_EQ((*q2)->connect(peer, 2), Error::kOk);
+    // CQs of another device are refused.
+    auto other = api::Device::open(cfg, &why);
+    ASSERT_TRUE(other.ok()) << why;
+    auto foreign = (*other)->create_cq();
+    EXPECT_EQ(pd->create_qp(*foreign, *cq).error(), Error::kInvalidArgument);
+}
+
+TEST(Api, OpenRejectsAnInvalidConfigWithAMessage) {
+    auto cfg = device_config(ProgressMode::kManual, test_seed());
+    cfg.endpoint.num_paths = 0;
+    std::string why;
+    auto dev = api::Device::open(cfg, &why);
+    ASSERT_FALSE(dev.ok());
+    EXPECT_EQ(dev.error(), Error::kInvalidArgument);
+    EXPECT_EQ(why.rfind("device: num_paths must be", 0), 0u) << why;
+    // A taken port is reported by the datapath, in one line.
+    auto first = api::Device::open(device_config(ProgressMode::kManual, test_seed()), &why);
+    ASSERT_TRUE(first.ok()) << why;
+    cfg = device_config(ProgressMode::kManual, test_seed());
+    cfg.local = (*first)->local_address();
+    ASSERT_FALSE(api::Device::open(cfg, &why).ok());
+    EXPECT_EQ(why, "udp: bind " + cfg.local.to_string() + ": Address already in use");
+}
+
+TEST(Api, ParseAddress) {
+    auto a = api::parse_address("127.0.0.1:4797");
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(*a, Address::ipv4(0x7f000001, 4797));
+    auto b = api::parse_address("[::1]:80");
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->ip[15], 1);
+    EXPECT_FALSE(b->is_ipv4());
+    EXPECT_EQ(api::parse_address(a->to_string()).value(), *a);
+    EXPECT_FALSE(api::parse_address("127.0.0.1").ok());
+    EXPECT_FALSE(api::parse_address("127.0.0.1:65536").ok());
+    EXPECT_FALSE(api::parse_address("host:1").ok());
+}
+
+// An idle device in thread mode sleeps: after the handshake no timer is armed, so the
+// progress threads block in epoll and cost (almost) no CPU.
+TEST(Api, IdleThreadModeDeviceSleeps) {
+    std::string why;
+    auto cfg = device_config(ProgressMode::kThread, test_seed() + 11);
+    auto a = open_side(cfg, 64);
+    cfg.seed = test_seed() + 12;
+    auto b = open_side(cfg, 64);
+    ASSERT_TRUE(a.qp && b.qp);
+    ASSERT_EQ(a.qp->connect(b.dev->local_address(), b.qp->number()), Error::kOk);
+    ASSERT_EQ(b.qp->connect(a.dev->local_address(), a.qp->number()), Error::kOk);
+    ASSERT_TRUE(eventually(
+        [&] {
+            api::Event e[4];
+            return b.dev->poll_events(e) > 0;
+        },
+        kTimeout));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let delayed ACKs settle
+    auto cpu = [] {
+        rusage u;
+        ::getrusage(RUSAGE_SELF, &u);
+        return std::chrono::seconds(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+               std::chrono::microseconds(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    };
+    const auto sleeps0 = a.dev->stats().driver.sleeps;
+    const auto c0 = cpu();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto used = cpu() - c0;
+    std::printf("CPU used by two idle devices over 300 ms: %.2f ms\n",
+                std::chrono::duration<double, std::milli>(used).count());
+    EXPECT_LT(used, std::chrono::milliseconds(60));
+    EXPECT_LE(a.dev->stats().driver.sleeps - sleeps0, 5u);  // blocked, not waking up
+}
+
+}  // namespace
+}  // namespace mroce::test

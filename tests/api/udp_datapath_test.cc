@@ -1,0 +1,363 @@
+// tests/api/udp_datapath_test.cc — the Linux UDP datapath over loopback: addressing, ECN
+// bits on send and receive, batching, lazily bound source-port sockets, the wake fd and
+// error reporting. Plumbing only: no timing or loss assertions (STYLE §6).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "datapath/udp/udp_datapath.h"
+#include "tests/api/test_util.h"
+
+namespace mroce::test {
+namespace {
+
+using datapath::RxPacket;
+using datapath::TxPacket;
+using datapath::UdpDatapath;
+
+// RawSocket is a plain IPv4 UDP socket on 127.0.0.1, to look at what the datapath does
+// from the outside.
+struct RawSocket {
+    int fd = -1;
+    uint16_t port = 0;
+    explicit RawSocket(uint16_t want_port = 0) {
+        fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(want_port);
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+            ::close(fd);
+            fd = -1;
+            return;
+        }
+        socklen_t len = sizeof(a);
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+        port = ntohs(a.sin_port);
+    }
+    ~RawSocket() {
+        if (fd >= 0) ::close(fd);
+    }
+    Address address() const { return loopback(port); }
+    void send_to(const Address& to, const std::string& payload, int tos) {
+        ::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(to.ipv4_host_order());
+        a.sin_port = htons(to.port);
+        ASSERT_EQ(::sendto(fd, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&a),
+                           sizeof(a)),
+                  static_cast<ssize_t>(payload.size()));
+    }
+    // receive waits up to 2 s for one datagram; returns its payload, source port and TOS.
+    bool receive(std::string& payload, uint16_t& from_port, int& tos) {
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 2000) != 1) return false;
+        char buf[2048];
+        alignas(cmsghdr) char control[128];
+        sockaddr_in from{};
+        iovec iov{buf, sizeof(buf)};
+        msghdr h{};
+        h.msg_name = &from;
+        h.msg_namelen = sizeof(from);
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = control;
+        h.msg_controllen = sizeof(control);
+        const ssize_t n = ::recvmsg(fd, &h, 0);
+        if (n < 0) return false;
+        payload.assign(buf, static_cast<size_t>(n));
+        from_port = ntohs(from.sin_port);
+        tos = -1;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
+                tos = *reinterpret_cast<unsigned char*>(CMSG_DATA(c));
+        return true;
+    }
+};
+
+std::unique_ptr<UdpDatapath> open_loopback() {
+    std::string why;
+    auto dp = UdpDatapath::open(loopback(), {}, &why);
+    EXPECT_TRUE(dp.ok()) << why;
+    return dp.ok() ? std::move(dp).value() : nullptr;
+}
+
+std::span<const std::byte> bytes_of(const std::string& s) {
+    return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+// receive_some polls recv_batch for up to 2 s until at least `want` datagrams arrived.
+size_t receive_some(UdpDatapath& dp, std::vector<RxPacket>& rx, std::vector<std::vector<std::byte>>& bufs,
+                    size_t want) {
+    size_t got = 0;
+    std::vector<RxPacket> batch(UdpDatapath::kMaxBatch);
+    std::vector<std::vector<std::byte>> storage(UdpDatapath::kMaxBatch,
+                                                std::vector<std::byte>(2048));
+    eventually(
+        [&] {
+            for (size_t i = 0; i < batch.size(); ++i) batch[i].buf = storage[i];
+            auto r = dp.recv_batch(batch);
+            EXPECT_TRUE(r.ok());
+            for (size_t i = 0; r.ok() && i < *r; ++i) {
+                rx.push_back(batch[i]);
+                bufs.emplace_back(storage[i].begin(),
+                                  storage[i].begin() + static_cast<ptrdiff_t>(batch[i].len));
+                ++got;
+            }
+            return got >= want;
+        },
+        std::chrono::milliseconds(2000));
+    return got;
+}
+
+TEST(UdpDatapath, OpenReportsTheEphemeralPortAndAClearBindError) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    EXPECT_NE(dp->local_address().port, 0);
+    EXPECT_EQ(dp->local_address().ipv4_host_order(), 0x7f000001u);
+    EXPECT_GE(dp->wake_fd(), 0);
+    // The same port again: the one-line message names the address and the cause.
+    std::string why;
+    auto again = UdpDatapath::open(dp->local_address(), {}, &why);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error(), Error::kIo);
+    EXPECT_EQ(why, "udp: bind " + dp->local_address().to_string() + ": Address already in use");
+}
+
+TEST(UdpDatapath, ClockIsMonotonicNanoseconds) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    const Time a = dp->now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const Time b = dp->now();
+    EXPECT_GE(b - a, std::chrono::milliseconds(2));
+    EXPECT_LT(b - a, std::chrono::seconds(2));
+}
+
+// [UDP-5]: the datapath sends with the ECN bits the engine asked for (ECT(0)), from the
+// source port of the path, and reports the TOS byte of what it receives.
+TEST(UdpDatapath, SetsEct0OnSendAndReadsTheTosByteOnReceive) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    RawSocket peer;
+    ASSERT_GE(peer.fd, 0);
+
+    // Out: through the endpoint socket (source port = endpoint port) and through a lazily
+    // bound per-path socket.
+    const std::string hello = "ect0 from the endpoint port";
+    TxPacket p;
+    p.data = bytes_of(hello);
+    p.meta.src = dp->local_address();
+    p.meta.dst = peer.address();
+    p.meta.ecn = ecn::kEct0;
+    ASSERT_EQ(*dp->send_batch({&p, 1}), 1u);
+    std::string got;
+    uint16_t from = 0;
+    int tos = -1;
+    ASSERT_TRUE(peer.receive(got, from, tos));
+    EXPECT_EQ(got, hello);
+    EXPECT_EQ(from, dp->local_address().port);
+    EXPECT_EQ(tos & 0x3, ecn::kEct0);
+
+    RawSocket reserve;  // find a free port, then free it for the datapath to bind
+    const uint16_t path_port = reserve.port;
+    ::close(reserve.fd);
+    reserve.fd = -1;
+    p.meta.src.port = path_port;
+    ASSERT_EQ(*dp->send_batch({&p, 1}), 1u);
+    ASSERT_TRUE(peer.receive(got, from, tos));
+    EXPECT_EQ(from, path_port);
+    EXPECT_EQ(tos & 0x3, ecn::kEct0);
+    EXPECT_EQ(dp->stats().path_sockets_opened, 1u);
+
+    // In: every codepoint is reported as sent.
+    for (int codepoint : {ecn::kNotEct, ecn::kEct1, ecn::kEct0, ecn::kCe}) {
+        peer.send_to(dp->local_address(), "tos", codepoint);
+        std::vector<RxPacket> rx;
+        std::vector<std::vector<std::byte>> bufs;
+        ASSERT_EQ(receive_some(*dp, rx, bufs, 1), 1u);
+        EXPECT_EQ(rx[0].meta.ecn, codepoint);
+        EXPECT_EQ(rx[0].meta.src, peer.address());
+        EXPECT_EQ(rx[0].meta.dst, dp->local_address());
+        EXPECT_EQ(rx[0].len, 3u);
+    }
+}
+
+// The engine's view: a datagram sent through the datapath to itself on a path port comes
+// back with ECT(0), the path's source port and the local address as destination.
+TEST(UdpDatapath, SendsToItselfThroughAPathSocket) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    RawSocket reserve;
+    const uint16_t path_port = reserve.port;
+    ::close(reserve.fd);
+    reserve.fd = -1;
+
+    // A batch of 70 on one path (three sendmmsg runs), alternating ECN so the socket's TOS
+    // changes (and is cached) along the way.
+    std::vector<std::string> payloads;
+    for (int i = 0; i < 70; ++i) payloads.push_back("packet " + std::to_string(i));
+    std::vector<TxPacket> tx(payloads.size());
+    for (size_t i = 0; i < tx.size(); ++i) {
+        tx[i].data = bytes_of(payloads[i]);
+        tx[i].meta.src = dp->local_address().with_port(path_port);
+        tx[i].meta.dst = dp->local_address();
+        tx[i].meta.ecn = i < 40 ? ecn::kEct0 : ecn::kEct1;
+    }
+    auto sent = dp->send_batch(tx);
+    ASSERT_TRUE(sent.ok());
+    ASSERT_EQ(*sent, tx.size());
+    EXPECT_EQ(dp->stats().tos_changes, 2u);  // 0 -> ECT(0) -> ECT(1)
+
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(*dp, rx, bufs, tx.size()), tx.size());
+    for (size_t i = 0; i < rx.size(); ++i) {
+        // One socket, one route: loopback keeps the order.
+        const std::string got(reinterpret_cast<const char*>(bufs[i].data()), bufs[i].size());
+        EXPECT_EQ(got, payloads[i]);
+        EXPECT_EQ(rx[i].meta.ecn, i < 40 ? ecn::kEct0 : ecn::kEct1);
+        EXPECT_EQ(rx[i].meta.src.port, path_port);
+        EXPECT_EQ(rx[i].meta.dst, dp->local_address());
+    }
+    EXPECT_EQ(dp->stats().packets_sent, tx.size());
+    EXPECT_EQ(dp->stats().packets_received, tx.size());
+}
+
+// A source port taken by someone else: counted, reported, the packet dropped (the engine
+// sees a lossy path and re-rolls it); the other packets of the batch still go out.
+TEST(UdpDatapath, TakenSourcePortIsCountedAndDropped) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    RawSocket squatter;  // holds the port
+    RawSocket peer;
+    const std::string a = "dropped", b = "delivered";
+    std::array<TxPacket, 2> tx;
+    tx[0].data = bytes_of(a);
+    tx[0].meta.src = dp->local_address().with_port(squatter.port);
+    tx[0].meta.dst = peer.address();
+    tx[0].meta.ecn = ecn::kEct0;
+    tx[1] = tx[0];
+    tx[1].data = bytes_of(b);
+    tx[1].meta.src.port = dp->local_address().port;
+    auto sent = dp->send_batch(tx);
+    ASSERT_TRUE(sent.ok());
+    EXPECT_EQ(*sent, 2u);
+    EXPECT_EQ(dp->stats().bind_failures, 1u);
+    EXPECT_EQ(dp->last_error(), "udp: bind " + loopback(squatter.port).to_string() +
+                                    ": Address already in use");
+    std::string got;
+    uint16_t from;
+    int tos;
+    ASSERT_TRUE(peer.receive(got, from, tos));
+    EXPECT_EQ(got, b);
+    // Within bind_retry_after the port is not tried again: still counted per packet.
+    ASSERT_EQ(*dp->send_batch({tx.data(), 1}), 1u);
+    EXPECT_EQ(dp->stats().bind_failures, 2u);
+    EXPECT_EQ(dp->stats().path_sockets_opened, 0u);
+}
+
+TEST(UdpDatapath, WakeFdIsReadableWhenDataArrives) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    pollfd p{dp->wake_fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0);
+    RawSocket peer;
+    peer.send_to(dp->local_address(), "wake", 0);
+    p.revents = 0;
+    EXPECT_EQ(::poll(&p, 1, 2000), 1);
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(*dp, rx, bufs, 1), 1u);
+    p.revents = 0;
+    EXPECT_EQ(::poll(&p, 1, 0), 0);  // drained: not readable any more
+}
+
+TEST(UdpDatapath, OversizedDatagramIsDroppedAndCounted) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    RawSocket peer;
+    peer.send_to(dp->local_address(), std::string(1500, 'x'), 0);
+    peer.send_to(dp->local_address(), "fits", 0);
+    std::vector<RxPacket> batch(4);
+    std::vector<std::vector<std::byte>> storage(4, std::vector<std::byte>(64));
+    size_t got = 0;
+    ASSERT_TRUE(eventually(
+        [&] {
+            for (size_t i = 0; i < batch.size(); ++i) batch[i].buf = storage[i];
+            auto r = dp->recv_batch(batch);
+            if (r.ok() && *r > 0) {
+                EXPECT_EQ(batch[0].len, 4u);
+                got += *r;
+            }
+            return got >= 1;
+        },
+        std::chrono::milliseconds(2000)));
+    EXPECT_EQ(got, 1u);
+    EXPECT_EQ(dp->stats().receive_truncated, 1u);
+}
+
+TEST(UdpDatapath, StrayDatagramsOnPathSocketsAreDrained) {
+    datapath::UdpOptions opt;
+    opt.drain_interval = std::chrono::milliseconds(0);
+    std::string why;
+    auto r = UdpDatapath::open(loopback(), opt, &why);
+    ASSERT_TRUE(r.ok()) << why;
+    auto& dp = *r;
+    RawSocket reserve;
+    const uint16_t path_port = reserve.port;
+    ::close(reserve.fd);
+    reserve.fd = -1;
+    RawSocket peer;
+    const std::string x = "x";
+    TxPacket p;
+    p.data = bytes_of(x);
+    p.meta.src = dp->local_address().with_port(path_port);
+    p.meta.dst = peer.address();
+    ASSERT_EQ(*dp->send_batch({&p, 1}), 1u);
+    peer.send_to(loopback(path_port), "stray", 0);  // to the path socket, not the endpoint
+    std::vector<RxPacket> batch(1);
+    std::vector<std::byte> storage(64);
+    ASSERT_TRUE(eventually(
+        [&] {
+            batch[0].buf = storage;
+            EXPECT_EQ(*dp->recv_batch(batch), 0u);
+            return dp->stats().stray_drained == 1;
+        },
+        std::chrono::milliseconds(2000)));
+}
+
+TEST(UdpDatapath, Ipv6LoopbackWhenAvailable) {
+    Address v6;
+    v6.ip[15] = 1;  // ::1
+    std::string why;
+    auto r = UdpDatapath::open(v6, {}, &why);
+    if (!r.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << why;
+    auto& dp = *r;
+    EXPECT_FALSE(dp->local_address().is_ipv4());
+    const std::string msg = "over ipv6";
+    TxPacket p;
+    p.data = bytes_of(msg);
+    p.meta.src = dp->local_address().with_port(0);
+    p.meta.dst = dp->local_address();
+    p.meta.ecn = ecn::kEct0;
+    ASSERT_EQ(*dp->send_batch({&p, 1}), 1u);
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(*dp, rx, bufs, 1), 1u);
+    EXPECT_EQ(rx[0].meta.ecn, ecn::kEct0);
+    EXPECT_EQ(rx[0].meta.src, dp->local_address());
+}
+
+}  // namespace
+}  // namespace mroce::test
