@@ -84,6 +84,7 @@ public:
     // Scheduling state owned by the Endpoint (its ready list and timer heap), kept here
     // so the hot path needs no hash lookups.
     bool in_ready = false;
+    bool deadline_dirty = false;
     Time armed_deadline = kNever;
 
 private:

@@ -242,15 +242,31 @@ void Endpoint::touched(Connection& c, Time now, bool may_send) {
         c.in_ready = true;
         ready_.push_back(c.id());
     }
-    const Time d = c.next_deadline();
-    if (d != c.armed_deadline) {
-        c.armed_deadline = d;
-        if (d != kNever) timers_.push(TimerEntry{d, c.id()});
+    if (!c.deadline_dirty) {
+        c.deadline_dirty = true;
+        dirty_.push_back(c.id());
     }
 }
 
+void Endpoint::flush_deadlines() const {
+    for (uint32_t id : dirty_) {
+        auto it = conns_.find(id);
+        if (it == conns_.end()) continue;
+        Connection& c = *it->second;
+        c.deadline_dirty = false;
+        const Time d = c.next_deadline();
+        if (d != c.armed_deadline) {
+            c.armed_deadline = d;
+            if (d != kNever) timers_.push(TimerEntry{d, c.id()});
+        }
+    }
+    dirty_.clear();
+}
+
 void Endpoint::on_timeout(Time now) {
-    while (!timers_.empty() && timers_.top().at <= now) {
+    for (;;) {
+        flush_deadlines();
+        if (timers_.empty() || timers_.top().at > now) break;
         const TimerEntry e = timers_.top();
         timers_.pop();
         Connection* c = conn_mut(e.conn);
@@ -262,6 +278,7 @@ void Endpoint::on_timeout(Time now) {
 }
 
 Time Endpoint::next_deadline() const {
+    flush_deadlines();
     // Stale heap entries may be earlier than the real deadline; an early on_timeout is
     // harmless and pops them.
     return timers_.empty() ? kNever : timers_.top().at;

@@ -87,8 +87,10 @@ private:
     Connection* conn_mut(uint32_t id);
     Connection* new_connection(const Address& peer, Time now);
     void emit(const Event& e) { events_.push_back(e); }
-    // touched re-evaluates a connection after any change: ready list and timer heap.
+    // touched re-evaluates a connection after any change: the ready list now, its timer
+    // lazily (flush_deadlines), so a batch of packets costs one deadline computation.
     void touched(Connection& c, Time now, bool may_send = true);
+    void flush_deadlines() const;
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
     void count_decode_error(Error e);
@@ -113,7 +115,9 @@ private:
         uint32_t conn;
         bool operator>(const TimerEntry& o) const { return at > o.at; }
     };
-    std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
+    // mutable: next_deadline() is const for the driver but folds in pending recomputations.
+    mutable std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
+    mutable std::vector<uint32_t> dirty_;  // connections whose deadline may have changed
     std::deque<Event> events_;
 };
 

@@ -21,23 +21,4 @@ Result<CommonHeader> decode_common_header(std::span<const std::byte> datagram) {
     return h;
 }
 
-// write_common_header is shared by every encoder in this module.
-void write_common_header(Writer& w, const CommonHeader& h, PacketType type) {
-    w.u8(h.version);
-    w.u8(static_cast<uint8_t>(type));
-    w.u16(0);  // [WIRE-6]: reserved, sent as zero
-    w.u32(h.dst_conn_id);
-    w.u64(h.dst_token);
-}
-
-// decode_typed_header parses the common header and checks that it has the expected type.
-Result<CommonHeader> decode_typed_header(Reader& r, std::span<const std::byte> datagram,
-                                         PacketType type) {
-    auto h = decode_common_header(datagram);
-    if (!h) return h.error();
-    if (h->type != type) return Error::kBadType;
-    r.skip(kCommonHeaderSize);
-    return h;
-}
-
 }  // namespace mroce::wire
