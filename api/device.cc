@@ -53,9 +53,6 @@ struct DeviceState {
     std::unique_ptr<core::Endpoint> endpoint;
     bool closed = false;
     std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
-    uint32_t engine_streams = 0;    // streams created in the endpoint (ids 1..n)
-    uint32_t next_number = 1;       // next queue pair number never handed out
-    std::set<uint32_t> free_numbers; // numbers of queue pairs destroyed before connect
     std::set<uint32_t> connections;  // connection ids to close at shutdown
     uint64_t completions_unrouted = 0;
 
@@ -229,13 +226,11 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& 
     if (send_cq.state_ != state_ || recv_cq.state_ != state_) return Error::kInvalidArgument;
     std::lock_guard<std::mutex> g(state_->engine_mu);
     if (state_->closed) return Error::kWrongState;
-    uint32_t number;
-    if (!state_->free_numbers.empty()) {
-        number = *state_->free_numbers.begin();
-        state_->free_numbers.erase(state_->free_numbers.begin());
-    } else {
-        number = state_->next_number++;
-    }
+    // The engine reserves the stream now, so its id is the QP number to exchange out of
+    // band, and QPs may be connected in any order.
+    auto reserved = state_->endpoint->reserve_stream(pd_);
+    if (!reserved) return reserved.error();
+    const uint32_t number = *reserved;
     QpRecord& r = state_->qps[number];
     r.pd = pd_;
     r.send_cq = send_cq.cq_;
@@ -290,7 +285,6 @@ QueuePair::~QueuePair() {
     std::lock_guard<std::mutex> g(state_->engine_mu);
     auto it = state_->qps.find(number_);
     if (it == state_->qps.end()) return;
-    if (!it->second.connected) state_->free_numbers.insert(number_);
     state_->qps.erase(it);
 }
 
@@ -307,14 +301,9 @@ Error QueuePair::connect(const Address& peer, uint32_t remote_number) {
         DeviceState& st = *state_;
         QpRecord& r = st.qps.at(number_);
         if (st.closed || r.connected) return Error::kWrongState;
-        // The endpoint numbers streams 1, 2, ... in creation order; the number handed out
-        // at create_qp is the one this stream gets only if it is created next.
-        if (number_ != st.engine_streams + 1) return Error::kWrongState;
         const Time now = st.now();
-        auto id = st.endpoint->create_stream(r.pd, peer, remote_number, now);
-        if (!id) return id.error();
-        MROCE_DCHECK(*id == number_);
-        ++st.engine_streams;
+        if (Error e = st.endpoint->bind_stream(number_, peer, remote_number, now); e != Error::kOk)
+            return e;
         r.connected = true;
         if (const uint32_t conn = st.endpoint->connection_to(peer)) st.connections.insert(conn);
         for (const RecvWr& wr : r.early_recvs) {

@@ -229,7 +229,9 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
 }
 
 bool Connection::outstanding_data() const {
-    return in_flight_total_ > 0 || !retx_.empty() || !delivery_timers_.empty();
+    // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
+    // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).
+    return in_flight_total_ > 0 || !retx_.empty();
 }
 
 void Connection::on_timeout(Time now) {

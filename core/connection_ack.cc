@@ -376,6 +376,7 @@ void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
     (void)s;
     const uint32_t sent = m.next_new_seg;
     if (sent == 0) return;
+    if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
     const uint32_t first = whole ? 0 : sent - 1;
     for (uint32_t seg = first; seg < sent; ++seg) {
         if (m.seg_acked(seg)) {
@@ -385,7 +386,6 @@ void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
         retx_.push_back(SegRef{s.id, m.msg_seq, seg});
     }
     m.delivery_deadline = kNever;
-    (void)now;
 }
 
 void Connection::stream_timer_expired(Time now) {
@@ -395,6 +395,11 @@ void Connection::stream_timer_expired(Time now) {
         Stream* s = ep_.stream_mut(t.stream);
         TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
         if (!m || m->done || m->delivery_deadline != t.at) continue;
+        if (m->rnr_wait) {
+            // A resend is already scheduled after a NACK: no probe, no probe count.
+            m->delivery_deadline = kNever;
+            continue;
+        }
         // Delivery is reported in stream order, so it cannot come while an earlier message
         // is still missing segments: wait for that one instead of re-sending this one.
         bool earlier_missing = false;
@@ -429,7 +434,20 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
     if (!m || m->done) return;
     switch (n.reason) {
         case wire::NackReason::kRemoteAccess: return fail_stream(*s, Status::kRemoteAccess);
-        case wire::NackReason::kInvalidRequest: return fail_stream(*s, Status::kRemoteInvalid);
+        case wire::NackReason::kInvalidRequest: {
+            if (n.detail != wire::kNackDetailUnknownStream)
+                return fail_stream(*s, Status::kRemoteInvalid);
+            // [STREAM-8]: the peer's stream may not be bound yet: back off and resend.
+            if (m->rnr_wait) return;
+            if (++m->unknown_stream_retries > cfg_.retry_limit)
+                return fail_stream(*s, Status::kRemoteInvalid);
+            m->rnr_wait = true;
+            const uint32_t shift = std::min<uint32_t>(m->unknown_stream_retries - 1, 20);
+            const Duration wait = std::min<Duration>(
+                std::chrono::microseconds(uint64_t{cfg_.rnr_delay_us} << shift), 1s);
+            rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
+            return;
+        }
         case wire::NackReason::kReceiverNotReady:
         case wire::NackReason::kOutOfWindow:
         case wire::NackReason::kNoResources: {
@@ -455,6 +473,7 @@ void Connection::rnr_timer_expired(Time now) {
         TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
         if (!m || m->done) continue;
         m->rnr_wait = false;
+        m->stream_probes = 0;  // the NACK answered the probes: the peer is alive
         ++stats_.retransmits_rnr;
         resend_message(*s, *m, true, now);
     }

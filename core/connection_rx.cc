@@ -69,8 +69,8 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
     }
     Stream* s = ep_.stream_mut(h.stream_id);
     if (!s || s->conn != id_) {
-        ++stats_.unknown_stream;
-        queue_nack(h, wire::NackReason::kInvalidRequest, 0);
+        ++stats_.unknown_stream;  // [STREAM-8]
+        queue_nack(h, wire::NackReason::kInvalidRequest, wire::kNackDetailUnknownStream);
         return;
     }
     place(*s, p, now);

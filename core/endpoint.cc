@@ -57,34 +57,53 @@ Connection* Endpoint::new_connection(const Address& peer, Time now) {
     return raw;
 }
 
-Result<uint32_t> Endpoint::create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
-                                         Time now) {
-    if (!memory_.pd_exists(pd) || remote_stream == 0) return Error::kInvalidArgument;
+Result<uint32_t> Endpoint::reserve_stream(uint32_t pd) {
+    if (!memory_.pd_exists(pd)) return Error::kInvalidArgument;
     if (streams_.size() >= cfg_.max_streams) return Error::kExhausted;
+    auto s = std::make_unique<Stream>();
+    s->id = static_cast<uint32_t>(streams_.size() + 1);
+    s->pd = pd;
+    s->ring.resize(kStreamWindow);
+    streams_.push_back(std::move(s));
+    return streams_.back()->id;
+}
+
+Error Endpoint::bind_stream(uint32_t stream_id, const Address& peer, uint32_t remote_stream,
+                            Time now) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    if (s->conn != 0) return Error::kWrongState;
+    if (remote_stream == 0) return Error::kInvalidArgument;
     Connection* c = conn_mut(connection_to(peer));
     if (c && (c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)) {
         // A failed connection is replaced by a fresh one for new streams.
         by_peer_.erase(peer);
         c = nullptr;
     }
+    // [STREAM-1]: one local stream per peer stream on a connection.
+    if (c && c->bound_to_remote(remote_stream)) return Error::kInvalidArgument;
     if (!c) {
         c = new_connection(peer, now);
         if (!c) return Error::kExhausted;
         c->start_connect(now);
     }
-    // [STREAM-1]: one local stream per peer stream on a connection.
-    if (c->bound_to_remote(remote_stream)) return Error::kInvalidArgument;
-    auto s = std::make_unique<Stream>();
-    s->id = static_cast<uint32_t>(streams_.size() + 1);
     s->remote_id = remote_stream;
     s->conn = c->id();
-    s->pd = pd;
-    s->ring.resize(kStreamWindow);
-    streams_.push_back(std::move(s));
-    Stream& st = *streams_.back();
-    c->attach_stream(st);
+    c->attach_stream(*s);
     touched(*c, now);
-    return st.id;
+    return Error::kOk;
+}
+
+Result<uint32_t> Endpoint::create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
+                                         Time now) {
+    if (remote_stream == 0) return Error::kInvalidArgument;
+    auto id = reserve_stream(pd);
+    if (!id) return id;
+    if (Error e = bind_stream(*id, peer, remote_stream, now); e != Error::kOk) {
+        streams_.pop_back();  // the reservation just made is the last one
+        return e;
+    }
+    return id;
 }
 
 Error Endpoint::post_send(uint32_t stream_id, const SendWr& wr, Time now) {
@@ -122,7 +141,8 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     Stream* s = stream_mut(stream_id);
     if (!s) return Error::kNotFound;
     Connection* c = conn_mut(s->conn);
-    if (!c || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)
+    if (s->conn != 0 &&
+        (!c || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed))
         return Error::kWrongState;
     if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
     std::byte* buf = nullptr;
@@ -132,7 +152,7 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
         buf = *r;
     }
     s->posted.push_back(PostedRecv{wr, buf});
-    touched(*c, now);
+    if (c) touched(*c, now);
     return Error::kOk;
 }
 

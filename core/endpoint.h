@@ -51,6 +51,13 @@ public:
     // connection), kExhausted (caps).
     Result<uint32_t> create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream,
                                    Time now);
+    // reserve_stream makes an unbound stream in `pd` and returns its id (the "QP number"
+    // to exchange out of band); bind_stream later joins it to a peer as create_stream
+    // does. Receives may be posted before the bind; sends may not.
+    // Errors: reserve: kInvalidArgument (pd), kExhausted; bind: kNotFound (stream),
+    // kWrongState (already bound), kInvalidArgument / kExhausted as create_stream.
+    Result<uint32_t> reserve_stream(uint32_t pd);
+    Error bind_stream(uint32_t stream, const Address& peer, uint32_t remote_stream, Time now);
 
     // post_send queues a SEND/SEND_IMM/WRITE/WRITE_IMM on a stream. The local buffer is
     // checked now (lkey, PD, bounds). Errors: kNotFound (stream), kInvalidArgument

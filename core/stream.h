@@ -35,6 +35,7 @@ struct TxMessage {
     Status status = Status::kSuccess;
     uint32_t stream_probes = 0;   // [STREAM-5] consecutive delivery-timer expiries
     uint32_t rnr_retries = 0;
+    uint32_t unknown_stream_retries = 0;  // [STREAM-8]
     bool rnr_wait = false;        // a resend after the RNR delay is scheduled
     Time delivery_deadline = kNever;  // [STREAM-5] the armed delivery timer, if any
     bool started() const { return !acked.empty(); }

@@ -19,6 +19,9 @@ enum class NackReason : uint8_t {
     kNoResources = 5,
 };
 inline bool is_known_nack_reason(uint8_t r) { return r >= 1 && r <= 5; }
+// spec [NACK-4] [STREAM-8]: NACK(kInvalidRequest).detail for a stream the receiver does not
+// know (yet): the requester retries with backoff instead of failing at once.
+inline constexpr uint32_t kNackDetailUnknownStream = 1;
 
 // spec §3.4: NACK, 40 bytes.
 struct NackPacket {

@@ -310,6 +310,51 @@ TEST(Connection, ZeroLengthSend) {
     EXPECT_EQ(b_events[0].completion.byte_len, 0u);
 }
 
+// [STREAM-8] data for a stream the peer has not bound yet is retried with backoff until
+// the peer binds it; a stream that never appears fails with kRemoteInvalid, never a hang.
+TEST(Connection, UnboundPeerStreamIsRetriedThenFails) {
+    core::EndpointConfig cfg;
+    Pair p(22, small_net(), cfg, cfg);
+    std::vector<std::byte> src(8192, std::byte{7}), dst(8192);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    auto kb = *p.b->register_memory(pb, dst.data(), dst.size(),
+                                    core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t reserved_b = *p.b->reserve_stream(pb);  // B's QP number, not bound yet
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), reserved_b, p.now());
+    const uint32_t lost = *p.a->create_stream(pa, p.host_b().address(), 999, p.now());
+    std::vector<core::Event> ev;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kCompletion) ev.push_back(e);
+    });
+    for (uint32_t s : {sa, lost}) {
+        core::SendWr wr;
+        wr.wr_id = s;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = 8192;
+        wr.lkey = ka.lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = kb.rkey;
+        ASSERT_EQ(p.a->post_send(s, wr, p.now()), Error::kOk);
+    }
+    p.host_a().kick();
+    p.sim.run_for(3ms);
+    EXPECT_TRUE(ev.empty());
+    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    EXPECT_GE(cb.stats().unknown_stream, 2u);
+    p.host_b().with_engine([&](core::Engine&) {
+        EXPECT_EQ(p.b->bind_stream(reserved_b, p.host_a().address(), sa, p.now()), Error::kOk);
+    });
+    ASSERT_TRUE(run(p, [&] { return ev.size() == 2; }, 20000ms));
+    for (const auto& e : ev) {
+        const core::Status want = e.completion.wr_id == sa ? core::Status::kSuccess
+                                                            : core::Status::kRemoteInvalid;
+        EXPECT_EQ(e.completion.status, want) << "wr " << e.completion.wr_id;
+    }
+    EXPECT_EQ(dst, src);
+}
+
 // [STREAM-1] a peer stream id binds to one local stream per connection.
 TEST(Connection, RemoteStreamBindsOnce) {
     core::EndpointConfig cfg;
