@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# scripts/run-demo.sh — what `make run` shows. Runs `mroce demo` once the CLI has that
-# subcommand; until then, `mroce --version`.
+# scripts/run-demo.sh — what `make run` shows: the version, then `mroce demo` (a transfer
+# over the simulated lossy multipath network and one over loopback UDP).
 set -euo pipefail
 mroce=${1:-build/mroce}
-if "$mroce" --help | grep -qE '^ +demo( |$)'; then
-    exec "$mroce" demo
-fi
-exec "$mroce" --version
+"$mroce" --version
+echo
+exec "$mroce" demo
