@@ -66,7 +66,7 @@ inline std::string config_error(const EndpointConfig& c) {
         return "window_bytes_per_path must hold at least one max_payload packet";
     if (c.ack_every < 1) return "ack_every must be at least 1";
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
-    if (c.retry_limit < 1 || c.retry_limit > 255) return "retry_limit must be 1..255";
+    if (c.retry_limit < 1 || c.retry_limit > 1000) return "retry_limit must be 1..1000";
     if (c.min_pto <= Duration::zero() || c.max_pto < c.min_pto)
         return "min_pto must be positive and no larger than max_pto";
     if (c.initial_rtt <= Duration::zero()) return "initial_rtt must be positive";

@@ -170,15 +170,27 @@ void Connection::stream_has_work(Stream& s) {
 void Connection::close(Time now) {
     if (state_ == ConnState::kClosed) return;
     // [CONN-8]: CLOSE is sent once (best effort); a peer that misses it finds out through
-    // its own timers.
-    if (peer_known_ && state_ == ConnState::kEstablished) close_pending_ = true;
+    // its own timers. A failed connection can still be closed: it was flushed already.
+    if (peer_known_ && state_ != ConnState::kConnecting) close_pending_ = true;
+    if (state_ == ConnState::kFailed) return closed_after_failure();
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
 
 void Connection::on_close(Time now) {
     // [CONN-8]: the peer closed; everything outstanding is flushed.
     if (state_ == ConnState::kClosed) return;
+    if (state_ == ConnState::kFailed) return closed_after_failure();
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
+}
+
+void Connection::closed_after_failure() {
+    state_ = ConnState::kClosed;
+    Event e;
+    e.kind = EventKind::kConnectionClosed;
+    e.connection = id_;
+    e.status = Status::kFlushed;
+    e.peer = peer_;
+    ep_.emit(e);
 }
 
 void Connection::fail(Status why, Time now) {

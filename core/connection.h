@@ -92,6 +92,7 @@ private:
 
     // connection.cc
     void end(ConnState final_state, EventKind kind, Status why, Time now);
+    void closed_after_failure();
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
     wire::CommonHeader peer_header(wire::PacketType type) const;
@@ -143,6 +144,7 @@ private:
     void stream_timer_expired(Time now);
     void rnr_timer_expired(Time now);
     void resend_message(Stream& s, TxMessage& m, bool whole, Time now);
+    void resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32_t last, Time now);
 
     Endpoint& ep_;
     const EndpointConfig& cfg_;

@@ -229,7 +229,7 @@ void Connection::requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool c
         // [LOSS-7]: retry exhaustion fails the connection with a typed error.
         return fail(Status::kRetryExceeded, now);
     }
-    retx_.push_back(SegRef{stream, msg_seq, seg});
+    if (m->try_queue(seg)) retx_.push_back(SegRef{stream, msg_seq, seg});
 }
 
 void Connection::detect_holes(TxPath& path, Time now) {
@@ -295,7 +295,11 @@ void Connection::fail_path(TxPath& path, Time now) {
     };
     do path.src_port = static_cast<uint16_t>(49152 + rng_.uniform(65536 - 49152));
     while (taken(path.src_port));
-    ++path.gen;
+    // A path re-rolled again before any DATA went out in its generation keeps the
+    // generation: nothing of it can be in flight, and the 8-bit generation must not wrap
+    // while a route stays dead for a long time ([PATH-4]).
+    const bool carried_data = path.next_psn != isn_;
+    if (path.state != PathState::kFailed || carried_data) ++path.gen;
     std::fill(path.ring.begin(), path.ring.end(), TxRecord{});
     path.next_psn = path.base = isn_;
     MROCE_DCHECK(path.in_flight_pkts == 0);  // declare_all_lost took every one
@@ -319,8 +323,10 @@ void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
     // posted, say), so the whole message goes again.
     if (!s.tx.empty() && s.tx.front().started() && s.tx.front().msg_seq == delivered_seq) {
         TxMessage& f = s.tx.front();
-        if (!f.done && f.stream_probes > 0 && f.path_acked == f.nseg && !f.rnr_wait) {
+        if (!f.done && !f.rnr_wait &&
+            ((f.stream_probes > 0 && f.path_acked == f.nseg) || f.rnr_probing)) {
             f.stream_probes = 0;
+            f.rnr_probing = false;
             ++stats_.retransmits_timeout;
             resend_message(s, f, true, now);
         }
@@ -372,20 +378,28 @@ void Connection::fail_stream(Stream& s, Status why) {
     s.send_cursor = 0;
 }
 
-void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
-    (void)s;
+// resend_segments queues segments [first, last] of m (clamped to what was sent) again;
+// they no longer count as acknowledged at path level. Segments already queued stay queued
+// once ([LOSS-12]), so the retransmit queue is bounded by the segments outstanding.
+void Connection::resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32_t last,
+                                 Time now) {
     const uint32_t sent = m.next_new_seg;
     if (sent == 0) return;
+    last = std::min(last, sent - 1);
     if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
-    const uint32_t first = whole ? 0 : sent - 1;
-    for (uint32_t seg = first; seg < sent; ++seg) {
+    for (uint32_t seg = first; seg <= last; ++seg) {
         if (m.seg_acked(seg)) {
             m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
             --m.path_acked;
         }
-        retx_.push_back(SegRef{s.id, m.msg_seq, seg});
+        if (m.try_queue(seg)) retx_.push_back(SegRef{s.id, m.msg_seq, seg});
     }
     m.delivery_deadline = kNever;
+}
+
+void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {
+    if (m.next_new_seg == 0) return;
+    resend_segments(s, m, whole ? 0 : m.next_new_seg - 1, m.next_new_seg - 1, now);
 }
 
 void Connection::stream_timer_expired(Time now) {
@@ -442,6 +456,7 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
             if (++m->unknown_stream_retries > cfg_.retry_limit)
                 return fail_stream(*s, Status::kRemoteInvalid);
             m->rnr_wait = true;
+            m->rnr_probing = false;
             const uint32_t shift = std::min<uint32_t>(m->unknown_stream_retries - 1, 20);
             const Duration wait = std::min<Duration>(
                 std::chrono::microseconds(uint64_t{cfg_.rnr_delay_us} << shift), 1s);
@@ -457,6 +472,7 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
                 ++m->rnr_retries > cfg_.rnr_retry)
                 return fail_stream(*s, Status::kRnrRetryExceeded);
             m->rnr_wait = true;
+            m->rnr_probing = false;
             const Duration wait = std::chrono::microseconds(
                 std::clamp<uint32_t>(n.detail, cfg_.rnr_delay_us, 1'000'000));
             rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
@@ -475,7 +491,12 @@ void Connection::rnr_timer_expired(Time now) {
         m->rnr_wait = false;
         m->stream_probes = 0;  // the NACK answered the probes: the peer is alive
         ++stats_.retransmits_rnr;
-        resend_message(*s, *m, true, now);
+        // [PLACE-6]: one segment probes readiness; the responder answers a retransmission
+        // with its delivery state ([STREAM-9]) and, if still not ready, another NACK. A
+        // report without a NACK sends the rest (stream_delivered). Re-sending everything
+        // each time would let one unready stream fill the link and the queue.
+        m->rnr_probing = true;
+        resend_segments(*s, *m, 0, 0, now);
     }
 }
 

@@ -128,7 +128,14 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                 queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
                 return;
             }
-            const PostedRecv& pr = s.posted[static_cast<size_t>(idx)];
+            PostedRecv& pr = s.posted[static_cast<size_t>(idx)];
+            // [PLACE-14]: one message per receive. A second message naming a receive
+            // already claimed would keep a pointer into a buffer that completes with the
+            // first one; it is refused.
+            if (pr.claimed) {
+                ++stats_.malformed;
+                return refuse(s, h, wire::NackReason::kInvalidRequest);
+            }
             if (!wire::is_write(h.opcode)) {
                 // [PLACE-2]: a SEND longer than its receive buffer is an invalid request.
                 if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
@@ -146,6 +153,8 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             }
             target = *t;
         }
+        if (wire::consumes_receive(h.opcode))
+            s.posted[static_cast<size_t>(seq_diff(h.recv_seq, s.posted_front_seq))].claimed = true;
         slot.active = true;
         slot.complete = false;
         slot.msg_seq = h.msg_seq;
@@ -155,7 +164,8 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.imm = h.immediate;
         slot.rkey = h.rkey;
         slot.remote_addr = h.remote_addr;
-        slot.nseg = std::max<uint32_t>(1, (h.msg_len + segment_size_ - 1) / segment_size_);
+        slot.nseg = static_cast<uint32_t>(
+            std::max<uint64_t>(1, (uint64_t{h.msg_len} + segment_size_ - 1) / segment_size_));
         slot.received = 0;
         slot.seen.assign((slot.nseg + 63) / 64, 0);
         slot.target = target;

@@ -140,17 +140,22 @@ TxPath* Connection::pick_retx_path(uint32_t bytes) {
 }
 
 size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    // The Engine contract: buf holds max_datagram_size(). Checked before any state moves,
+    // so a short buffer can never lose a segment.
+    if (buf.size() < wire::kDataHeaderSize + segment_size_) return 0;
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
         TxMessage* m = s && !s->failed ? find_tx(*s, r.msg_seq) : nullptr;
         if (!m || m->done || m->seg_acked(r.seg)) {
+            if (m) m->unqueue(r.seg);
             retx_.pop_front();
             continue;
         }
         TxPath* p = pick_retx_path(segment_bytes(*m, r.seg));
         if (!p) return 0;
         retx_.pop_front();
+        m->unqueue(r.seg);
         return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
     }
     for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
@@ -172,8 +177,11 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             }
             m.msg_seq = s->next_msg_seq++;
             if (wire::consumes_receive(m.opcode)) m.recv_seq = s->next_recv_seq++;
-            m.nseg = std::max<uint32_t>(1, (m.wr.length + segment_size_ - 1) / segment_size_);
+            // 64-bit: a length near 2^32 must not wrap the segment count.
+            m.nseg = static_cast<uint32_t>(
+                std::max<uint64_t>(1, (uint64_t{m.wr.length} + segment_size_ - 1) / segment_size_));
             m.acked.assign((m.nseg + 63) / 64, 0);
+            m.queued.assign((m.nseg + 63) / 64, 0);
             m.retries.assign(m.nseg, 0);
         }
         TxPath* p = pick_new_data_path(segment_bytes(m, m.next_new_seg));
@@ -195,7 +203,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
 size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                                 std::span<std::byte> buf, PacketMeta& meta, Time now) {
     const uint32_t bytes = segment_bytes(m, seg);
-    if (buf.size() < wire::kDataHeaderSize + bytes) return 0;
+    MROCE_DCHECK(buf.size() >= wire::kDataHeaderSize + bytes);  // checked in produce_data
     if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
     make_room(path);
     const uint32_t psn = path.next_psn++;

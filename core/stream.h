@@ -30,17 +30,29 @@ struct TxMessage {
     uint32_t next_new_seg = 0;    // first segment never sent
     uint32_t path_acked = 0;      // segments acknowledged at path level
     std::vector<uint64_t> acked;  // bit per segment (path level)
-    std::vector<uint8_t> retries; // per segment
+    std::vector<uint16_t> retries; // per segment ([LOSS-7]; retry_limit <= 1000 fits)
+    std::vector<uint64_t> queued; // bit per segment: already in the retransmit queue
     bool done = false;            // delivered (stream ack) or failed
     Status status = Status::kSuccess;
     uint32_t stream_probes = 0;   // [STREAM-5] consecutive delivery-timer expiries
     uint32_t rnr_retries = 0;
     uint32_t unknown_stream_retries = 0;  // [STREAM-8]
     bool rnr_wait = false;        // a resend after the RNR delay is scheduled
+    bool rnr_probing = false;     // [PLACE-6] first segment re-sent after the wait
     Time delivery_deadline = kNever;  // [STREAM-5] the armed delivery timer, if any
     bool started() const { return !acked.empty(); }
 
     bool seg_acked(uint32_t s) const { return (acked[s / 64] >> (s % 64)) & 1; }
+    // try_queue marks segment s queued for retransmission; false if it already was, so the
+    // retransmit queue never holds a segment twice and stays bounded by the segments.
+    bool try_queue(uint32_t s) {
+        uint64_t& w = queued[s / 64];
+        const uint64_t bit = uint64_t{1} << (s % 64);
+        if (w & bit) return false;
+        w |= bit;
+        return true;
+    }
+    void unqueue(uint32_t s) { queued[s / 64] &= ~(uint64_t{1} << (s % 64)); }
     void set_acked(uint32_t s) { acked[s / 64] |= uint64_t{1} << (s % 64); }
 };
 
@@ -65,6 +77,7 @@ struct RxMessage {
 struct PostedRecv {
     RecvWr wr;
     std::byte* buf = nullptr;
+    bool claimed = false;  // [PLACE-14] a message slot targets this receive
 };
 
 struct Stream {

@@ -355,6 +355,114 @@ TEST(Connection, UnboundPeerStreamIsRetriedThenFails) {
     EXPECT_EQ(dst, src);
 }
 
+// [PLACE-14] a peer (past the token check) that aims two SENDs at one receive cannot make
+// the engine write into that receive's buffer after it completed: the second claim is
+// refused.
+TEST(Connection, TwoMessagesCannotClaimOneReceive) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 256;
+    cfg.forced_isn = 1000;  // msg_isn = 993, as Connection derives it in tests
+    Pair p(23, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 64);  // one WRITE: establishes the connection, uses path 0 only
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    std::vector<core::Event> b_events;
+    p.host_b().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kCompletion) b_events.push_back(e);
+    });
+    std::vector<std::byte> rbuf(512, kSentinel);
+    auto kr = *p.b->register_memory(f.pb, rbuf.data(), rbuf.size(), core::access::kLocalWrite);
+    core::RecvWr r{42, reinterpret_cast<uint64_t>(rbuf.data()), 512, kr.lkey};
+    ASSERT_EQ(p.b->post_recv(f.sb, r, p.now()), Error::kOk);
+    const uint32_t conn_b = p.b->connection_to(p.host_a().address());
+    const uint32_t msg_isn = cfg.forced_isn - 7;
+    auto inject = [&](uint32_t psn, uint32_t msg_seq, uint32_t msg_len, bool last) {
+        wire::DataHeader h;
+        h.common.dst_conn_id = conn_b;
+        h.common.dst_token = p.b->connection(conn_b)->token();
+        h.opcode = wire::Opcode::kSend;
+        h.flags = last ? wire::data_flag::kLast : 0;
+        h.path_id = 5;  // a path the real traffic did not use: its window starts at isn
+        h.payload_len = 256;
+        h.path_psn = psn;
+        h.psn_floor = cfg.forced_isn;
+        h.stream_id = f.sb;
+        h.msg_seq = msg_seq;
+        h.recv_seq = msg_isn;  // both name the one posted receive
+        h.msg_len = msg_len;
+        std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
+        ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        PacketMeta m;
+        m.src = p.host_a().address().with_port(50001);
+        m.dst = p.host_b().address();
+        p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, p.now()); });
+    };
+    // Segment 0 of message d+1 claims the receive, then message d names it too.
+    inject(cfg.forced_isn, msg_isn + 2, 512, false);
+    inject(cfg.forced_isn + 1, msg_isn + 1, 256, true);
+    // [PLACE-14] Whatever else happens, the second claim must not complete the receive while the
+    // first message still holds a pointer into it.
+    EXPECT_TRUE(b_events.empty());
+    EXPECT_GE(p.b->connection(conn_b)->stats().malformed, 1u);
+}
+
+// [PLACE-6] a large SEND waiting for a receive probes with one segment per RNR wait: it
+// neither fills the link nor stalls another stream of the same connection.
+TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(24, small_net(), cfg, cfg);
+    const uint32_t len = 2 << 20;
+    std::vector<std::byte> src(len), dst(len), wdst(len);
+    for (uint32_t i = 0; i < len; ++i) src[i] = pattern_byte(3, 0, i);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
+    auto kb = *p.b->register_memory(pb, dst.data(), len, core::access::kLocalWrite);
+    auto kw = *p.b->register_memory(pb, wdst.data(), len,
+                                    core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t s1 = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
+    const uint32_t s2 = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
+    const uint32_t r1 = *p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+    std::vector<core::Event> ev;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kCompletion) ev.push_back(e);
+    });
+    core::SendWr send;
+    send.wr_id = 1;
+    send.opcode = core::WorkOpcode::kSend;
+    send.local_addr = reinterpret_cast<uint64_t>(src.data());
+    send.length = len;
+    send.lkey = ka.lkey;
+    ASSERT_EQ(p.a->post_send(s1, send, p.now()), Error::kOk);
+    for (uint64_t i = 0; i < 4; ++i) {
+        core::SendWr w = send;
+        w.wr_id = 100 + i;
+        w.opcode = core::WorkOpcode::kWrite;
+        w.remote_addr = reinterpret_cast<uint64_t>(wdst.data());
+        w.rkey = kw.rkey;
+        ASSERT_EQ(p.a->post_send(s2, w, p.now()), Error::kOk);
+    }
+    p.host_a().kick();
+    // 4 x 2 MiB of WRITE at 10 Gbit/s is about 7 ms; the RNR'd SEND must not delay it much.
+    ASSERT_TRUE(run(p, [&] { return ev.size() == 4; }, 40ms));
+    for (const auto& e : ev) EXPECT_GE(e.completion.wr_id, 100u);
+    EXPECT_EQ(wdst, src);
+    // While it waits, the SEND sends about one segment per RNR delay, not the message.
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    const uint64_t sent_before = ca.stats().retransmits;
+    p.sim.run_for(5ms);
+    EXPECT_LT(ca.stats().retransmits - sent_before, 200u);
+    p.host_b().with_engine([&](core::Engine&) {
+        core::RecvWr r{7, reinterpret_cast<uint64_t>(dst.data()), len, kb.lkey};
+        EXPECT_EQ(p.b->post_recv(r1, r, p.now()), Error::kOk);
+    });
+    ASSERT_TRUE(run(p, [&] { return ev.size() == 5; }, 500ms));
+    EXPECT_EQ(ev.back().completion.wr_id, 1u);
+    EXPECT_EQ(ev.back().completion.status, core::Status::kSuccess);
+    EXPECT_EQ(dst, src);
+}
+
 // [STREAM-1] a peer stream id binds to one local stream per connection.
 TEST(Connection, RemoteStreamBindsOnce) {
     core::EndpointConfig cfg;
