@@ -44,7 +44,7 @@ struct EndpointConfig {
     uint32_t rnr_retry = 7;             // 7 = forever, as in verbs
 
     // Resource caps (spec §10 [ERR-5]).
-    uint32_t max_connections = 65536;
+    uint32_t max_connections = 65535;  // at most 65535: the slot is the id's low 16 bits
     uint32_t max_streams = 1u << 20;
     uint32_t max_outstanding_wrs = 1u << 16;  // per stream, send and receive each
 
@@ -73,8 +73,9 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.max_ack_delay < Duration::zero()) return "max_ack_delay must not be negative";
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
-    if (c.max_connections < 1 || c.max_streams < 1 || c.max_outstanding_wrs < 1)
-        return "resource caps must be at least 1";
+    if (c.max_connections < 1 || c.max_connections > 65535)
+        return "max_connections must be 1..65535";
+    if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";
     return "";
 }
 

@@ -25,13 +25,16 @@ const Stream* Endpoint::stream(uint32_t id) const {
     if (id == 0 || id > streams_.size()) return nullptr;
     return streams_[id - 1].get();
 }
+// Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
+// compare, and the random half still makes a stale or guessed id miss.
 Connection* Endpoint::conn_mut(uint32_t id) {
-    auto it = conns_.find(id);
-    return it == conns_.end() ? nullptr : it->second.get();
+    const uint32_t slot = (id & 0xFFFF) - 1;
+    if (slot >= conns_.size()) return nullptr;
+    Connection* c = conns_[slot].get();
+    return c && c->id() == id ? c : nullptr;
 }
 const Connection* Endpoint::connection(uint32_t id) const {
-    auto it = conns_.find(id);
-    return it == conns_.end() ? nullptr : it->second.get();
+    return const_cast<Endpoint*>(this)->conn_mut(id);
 }
 uint32_t Endpoint::connection_to(const Address& peer) const {
     auto it = by_peer_.find(peer);
@@ -43,16 +46,15 @@ Connection* Endpoint::new_connection(const Address& peer, Time now) {
         ++stats_.connections_refused;
         return nullptr;
     }
-    // spec §4 [CONN-11]: connection ids are random, non-zero and unique on this endpoint.
-    uint32_t id;
-    do {
-        id = rng_.next_u32();
-    } while (id == 0 || conns_.count(id));
+    // spec §4 [CONN-11]: connection ids are non-zero and unique on this endpoint; the
+    // high half is random.
+    const uint32_t slot = static_cast<uint32_t>(conns_.size());
+    const uint32_t id = (1 + static_cast<uint32_t>(rng_.uniform(0xFFFF))) << 16 | (slot + 1);
     auto c = std::make_unique<Connection>(*this, id, peer, rng_.fork("conn").fork(
                                                               std::to_string(id)), now);
     rng_.next_u64();  // the next connection forks from a different state
     Connection* raw = c.get();
-    conns_.emplace(id, std::move(c));
+    conns_.push_back(std::move(c));
     by_peer_[peer] = id;
     return raw;
 }
@@ -270,9 +272,9 @@ void Endpoint::touched(Connection& c, Time now, bool may_send) {
 
 void Endpoint::flush_deadlines() const {
     for (uint32_t id : dirty_) {
-        auto it = conns_.find(id);
-        if (it == conns_.end()) continue;
-        Connection& c = *it->second;
+        Connection* cp = const_cast<Endpoint*>(this)->conn_mut(id);
+        if (!cp) continue;
+        Connection& c = *cp;
         c.deadline_dirty = false;
         const Time d = c.next_deadline();
         if (d != c.armed_deadline) {

@@ -108,7 +108,7 @@ private:
     MemoryTable memory_;
     EndpointStats stats_;
 
-    std::unordered_map<uint32_t, std::unique_ptr<Connection>> conns_;
+    std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;
     std::vector<std::unique_ptr<Stream>> streams_;  // index = id - 1
 
