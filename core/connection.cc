@@ -138,11 +138,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
         if (!s || s->seq_ready) continue;
         attach_stream(*s);
     }
-    Event e;
-    e.kind = EventKind::kConnectionUp;
-    e.connection = id_;
-    e.peer = peer_;
-    ep_.emit(e);
+    emit_state(EventKind::kConnectionUp);
     (void)now;
 }
 
@@ -185,10 +181,15 @@ void Connection::on_close(Time now) {
 
 void Connection::closed_after_failure() {
     state_ = ConnState::kClosed;
+    emit_state(EventKind::kConnectionClosed, Status::kFlushed);
+}
+
+void Connection::emit_state(EventKind kind, Status why, uint16_t path) {
     Event e;
-    e.kind = EventKind::kConnectionClosed;
+    e.kind = kind;
     e.connection = id_;
-    e.status = Status::kFlushed;
+    e.status = why;
+    e.path = path;
     e.peer = peer_;
     ep_.emit(e);
 }
@@ -232,12 +233,7 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     hello_pending_ = false;
     hello_ack_pending_ = false;
     hello_deadline_ = kNever;
-    Event e;
-    e.kind = kind;
-    e.connection = id_;
-    e.status = why;
-    e.peer = peer_;
-    ep_.emit(e);
+    emit_state(kind, why);
 }
 
 bool Connection::outstanding_data() const {

@@ -92,6 +92,8 @@ private:
 
     // connection.cc
     void end(ConnState final_state, EventKind kind, Status why, Time now);
+    // emit_state reports a connection or path event (not a completion) to the application.
+    void emit_state(EventKind kind, Status why = Status::kSuccess, uint16_t path = 0);
     void closed_after_failure();
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
@@ -116,6 +118,7 @@ private:
     // connection_rx.cc
     void place(Stream& s, const wire::DataPacket& p, Time now);
     void deliver_in_order(Stream& s);
+    void report_delivery(Stream& s);
     void queue_ack(uint16_t rx_path);
     void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);

@@ -108,12 +108,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             if (path.state == PathState::kFailed) {
                 // [PATH-4]: the re-rolled path answered: back in service.
                 ++ps.recoveries;
-                Event e;
-                e.kind = EventKind::kPathRecovered;
-                e.connection = id_;
-                e.path = path.id;
-                e.peer = peer_;
-                ep_.emit(e);
+                emit_state(EventKind::kPathRecovered, Status::kSuccess, path.id);
             }
             path.state = PathState::kActive;
             path.probe_deadline = kNever;
@@ -273,12 +268,7 @@ void Connection::fail_path(TxPath& path, Time now) {
         // [PATH-3]: declared failed; everything outstanding moves to other paths at once.
         ++ps.failures;
         ++stats_.path_failures;
-        Event e;
-        e.kind = EventKind::kPathFailed;
-        e.connection = id_;
-        e.path = path.id;
-        e.peer = peer_;
-        ep_.emit(e);
+        emit_state(EventKind::kPathFailed, Status::kSuccess, path.id);
     } else {
         ++path.backoff;
     }

@@ -82,10 +82,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     if (!s.seq_ready) return;
     // [STREAM-9]: a retransmission (a delivery probe among them) is always answered with
     // the stream's delivery state, whatever becomes of its payload.
-    if ((h.flags & wire::data_flag::kRetx) && !s.stream_ack_pending) {
-        s.stream_ack_pending = true;
-        stream_acks_.push_back(s.id);
-    }
+    if (h.flags & wire::data_flag::kRetx) report_delivery(s);
     if (s.rx_failed && seq_ge(h.msg_seq, s.rx_fail_seq)) {
         queue_nack(h, static_cast<wire::NackReason>(s.rx_fail_reason), 0);
         return;
@@ -95,10 +92,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         // [STREAM-4]: the message already completed; its buffer may belong to the
         // application again. Drop without writing, and re-report delivery.
         ++stats_.stale_duplicates;
-        if (!s.stream_ack_pending) {
-            s.stream_ack_pending = true;
-            stream_acks_.push_back(s.id);
-        }
+        report_delivery(s);
         return;
     }
     if (static_cast<uint32_t>(ahead) >= s.ring.size()) {
@@ -232,10 +226,14 @@ void Connection::deliver_in_order(Stream& s) {
         ++s.delivered_seq;
         moved = true;
     }
-    if (moved && !s.stream_ack_pending) {
-        s.stream_ack_pending = true;
-        stream_acks_.push_back(s.id);
-    }
+    if (moved) report_delivery(s);
+}
+
+// report_delivery puts the stream's delivery state in the next ACKs ([ACK-14]), once.
+void Connection::report_delivery(Stream& s) {
+    if (s.stream_ack_pending) return;
+    s.stream_ack_pending = true;
+    stream_acks_.push_back(s.id);
 }
 
 void Connection::refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason) {
