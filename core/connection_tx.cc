@@ -236,7 +236,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         h.remote_addr = m.wr.remote_addr;
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
-    auto n = wire::encode_data_header(h, buf);
+    [[maybe_unused]] auto n = wire::encode_data_header(h, buf);
     MROCE_DCHECK(n.ok());
     if (bytes) std::memcpy(buf.data() + wire::kDataHeaderSize, m.src + h.offset, bytes);
     meta = meta_for(path);
