@@ -86,7 +86,9 @@ bool run(Pair& p, const std::function<bool()>& done, std::chrono::milliseconds l
     return done();
 }
 
-// [CONN-12] lost HELLOs are retransmitted with backoff until one gets through.
+// [CONN-12] [CONN-1] lost HELLOs are retransmitted with backoff until one gets through;
+// [CONN-17] the responder creates its connection from the HELLO; [STREAM-6] work posted
+// while Connecting goes out once established.
 TEST(Connection, LostHelloIsRetransmitted) {
     core::EndpointConfig cfg;
     Pair p(11, small_net(), cfg, cfg);
@@ -101,7 +103,7 @@ TEST(Connection, LostHelloIsRetransmitted) {
     EXPECT_EQ(f.dst, f.src);
 }
 
-// [CONN-7] both sides open at once: one connection each, data both ways.
+// [CONN-7] [CONN-16] [CONN-10] both sides open at once: one connection each, data both ways.
 TEST(Connection, SimultaneousOpen) {
     core::EndpointConfig cfg;
     Pair p(12, small_net(), cfg, cfg);
@@ -142,7 +144,7 @@ TEST(Connection, SimultaneousOpen) {
     EXPECT_EQ(b_dst, a_buf);
 }
 
-// [CONN-4] a packet with a wrong token is counted and dropped without effect.
+// [CONN-4] [ERR-7] a packet with a wrong token is counted and dropped without effect.
 TEST(Connection, WrongTokenIsDropped) {
     core::EndpointConfig cfg;
     Pair p(13, small_net(), cfg, cfg);
@@ -173,8 +175,8 @@ TEST(Connection, WrongTokenIsDropped) {
     EXPECT_EQ(cb.stats().malformed, 0u);
 }
 
-// [PATH-3] [PATH-4] a route that dies fails its path, which is re-rolled; the
-// application sees no error and every byte arrives.
+// [PATH-3] [PATH-4] [PATH-8] [LOSS-8] a route that dies fails its path, which is re-rolled;
+// its packets go to other paths, the application sees no error and every byte arrives.
 TEST(Connection, DeadRouteFailsPathAndRerolls) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
@@ -207,7 +209,8 @@ TEST(Connection, DeadReturnRouteDoesNotFailForwardPaths) {
     EXPECT_EQ(f.dst, f.src);
 }
 
-// [ERR-2] [ERR-1] a peer that vanishes surfaces as error completions, never a hang.
+// [ERR-2] [ERR-1] [ERR-4] a peer that vanishes surfaces as typed error completions, never
+// a hang.
 TEST(Connection, DeadPeerFailsEveryWorkRequest) {
     core::EndpointConfig cfg;
     cfg.peer_dead_timeout = 20ms;
@@ -227,7 +230,7 @@ TEST(Connection, DeadPeerFailsEveryWorkRequest) {
     EXPECT_LT(f.completions(core::Status::kSuccess), 30u);
 }
 
-// [CONN-8] CLOSE tears the connection down on both sides and flushes what is outstanding.
+// [CONN-8] [CONN-21] CLOSE tears the connection down on both sides.
 TEST(Connection, CloseFlushesBothSides) {
     core::EndpointConfig cfg;
     Pair p(17, small_net(), cfg, cfg);
@@ -243,9 +246,11 @@ TEST(Connection, CloseFlushesBothSides) {
     ASSERT_TRUE(run(p, [&] { return b_closed; }, 50ms));
     EXPECT_EQ(p.b->connection(p.b->connection_to(p.host_a().address()))->state(),
               core::ConnState::kClosed);
+    EXPECT_EQ(f.count(core::EventKind::kConnectionClosed), 1u);  // the closing side too
+    EXPECT_EQ(f.count(core::EventKind::kConnectionFailed), 0u);
 }
 
-// [PLACE-4] [ERR-3] a WRITE with a bad rkey fails with a remote access error.
+// [PLACE-4] [ERR-3] [ERR-8] a WRITE with a bad rkey fails with a remote access error.
 TEST(Connection, BadRkeyGivesRemoteAccessError) {
     core::EndpointConfig cfg;
     Pair p(18, small_net(), cfg, cfg);
@@ -256,7 +261,8 @@ TEST(Connection, BadRkeyGivesRemoteAccessError) {
     EXPECT_TRUE(std::all_of(f.dst.begin(), f.dst.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
-// [PLACE-6] a SEND with no receive posted is NACKed RNR and retried until one is posted.
+// [PLACE-6] [PLACE-8] [PLACE-10] a SEND with no receive posted is NACKed RNR and retried
+// until one is posted; it then consumes that receive, completed once with its immediate.
 TEST(Connection, SendWaitsForReceive) {
     core::EndpointConfig cfg;
     Pair p(19, small_net(), cfg, cfg);
@@ -288,7 +294,7 @@ TEST(Connection, SendWaitsForReceive) {
     EXPECT_EQ(f.dst, f.src);
 }
 
-// [DATA-3] a zero-length SEND is one empty packet and still consumes a receive.
+// [DATA-3] [PLACE-8] a zero-length SEND is one empty packet and still consumes a receive.
 TEST(Connection, ZeroLengthSend) {
     core::EndpointConfig cfg;
     Pair p(20, small_net(), cfg, cfg);
@@ -406,7 +412,7 @@ TEST(Connection, TwoMessagesCannotClaimOneReceive) {
     EXPECT_GE(p.b->connection(conn_b)->stats().malformed, 1u);
 }
 
-// [PLACE-6] a large SEND waiting for a receive probes with one segment per RNR wait: it
+// [PLACE-6] [LOSS-12] a large SEND waiting for a receive probes with one segment per RNR wait: it
 // neither fills the link nor stalls another stream of the same connection.
 TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
     core::EndpointConfig cfg;
@@ -463,7 +469,8 @@ TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
     EXPECT_EQ(dst, src);
 }
 
-// [STREAM-1] a peer stream id binds to one local stream per connection.
+// [STREAM-1] [ERR-6] a peer stream id binds to one local stream per connection; errors
+// come back from the call.
 TEST(Connection, RemoteStreamBindsOnce) {
     core::EndpointConfig cfg;
     Pair p(21, small_net(), cfg, cfg);

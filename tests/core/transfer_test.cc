@@ -243,7 +243,9 @@ TEST(Transfer, LosslessEightPathsSixteenStreams) {
 // Exercised and checked here (every byte placed, completions once and in order, no write
 // after completion, no hang): SACK and the sliding window [ACK-10] [PATH-5] [PATH-6],
 // generations [PATH-7], ACK rules [ACK-11] [ACK-12] [ACK-14], loss detection and
-// retransmission [LOSS-1] [LOSS-2] [LOSS-4] [LOSS-5] [LOSS-6], stream windows and
+// retransmission [LOSS-1] [LOSS-2] [LOSS-4] [LOSS-5] [LOSS-6] [LOSS-8] [LOSS-9], path
+// spreading [PATH-9] [PATH-10], requester completion by stream entries [PLACE-11]
+// [PLACE-9], stream windows and
 // delivery [STREAM-2] [STREAM-3] [STREAM-5] [STREAM-9], placement [PLACE-1] [PLACE-3]
 // [PLACE-5], segmentation [DATA-4].
 TEST(Transfer, PropertySweep) {
