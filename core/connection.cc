@@ -227,6 +227,7 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
         p.pto_deadline = p.reorder_deadline = p.probe_deadline = kNever;
         p.probe_pending = false;
     }
+    probes_pending_ = 0;
     for (RxPath& rp : rx_paths_) rp.ack_deadline = kNever;
     ack_queue_.clear();
     nacks_.clear();

@@ -219,6 +219,11 @@ private:
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
+    uint32_t probes_pending_ = 0;            // paths with probe_pending set
+    void request_probe(TxPath& p) {
+        if (!p.probe_pending) ++probes_pending_;
+        p.probe_pending = true;
+    }
     bool outstanding_data() const;
 
     ConnectionStats stats_;

@@ -1,6 +1,7 @@
 // core/connection_ack.cc — the sending half's feedback: ACK processing, loss detection,
 // retransmission, path health and completions (spec §5, §7, §8, §10).
 #include <algorithm>
+#include <cstring>
 
 #include "core/connection.h"
 #include "core/endpoint.h"
@@ -67,6 +68,14 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         uint32_t highest = a.cum_psn;
         bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
         for (uint32_t byte = 0; byte < a.sack.bytes.size(); ++byte) {
+            if (byte % 8 == 0) {  // skip empty 64-bit groups at once: SACK is mostly zero
+                uint64_t group;
+                std::memcpy(&group, a.sack.bytes.data() + byte, 8);
+                if (group == 0) {
+                    byte += 7;
+                    continue;
+                }
+            }
             const uint8_t v = a.sack.bytes[byte];
             if (!v) continue;
             for (uint32_t b = 0; b < 8; ++b) {
@@ -258,7 +267,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
         path.state = PathState::kSuspect;
     }
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
-    path.probe_pending = true;
+    request_probe(path);
     path.pto_deadline = now + pto(path);
 }
 
@@ -301,7 +310,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     path.state = PathState::kFailed;
     ++ps.rerolls;
     ++stats_.path_rerolls;
-    path.probe_pending = true;
+    request_probe(path);
     path.probe_deadline = now + pto(path);
 }
 

@@ -44,8 +44,9 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
         rx_paths_[p].ack_queued = false;
         if (size_t n = write_ack(p, buf, meta, now)) return n;
     }
-    for (TxPath& p : tx_paths_)
-        if (p.probe_pending) return write_probe(p, buf, meta, now);
+    if (probes_pending_ > 0)
+        for (TxPath& p : tx_paths_)
+            if (p.probe_pending) return write_probe(p, buf, meta, now);
     return produce_data(buf, meta, now);
 }
 
@@ -55,8 +56,7 @@ bool Connection::has_work(Time now) const {
     if (close_pending_) return true;
     if (state_ != ConnState::kEstablished) return false;
     if (hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty()) return true;
-    for (const TxPath& p : tx_paths_)
-        if (p.probe_pending) return true;
+    if (probes_pending_ > 0) return true;
     if (retx_.empty() && ready_streams_.empty()) return false;
     for (const TxPath& p : tx_paths_)
         if (path_can_send(p, segment_size_)) return true;
@@ -255,6 +255,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
 
 size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {
     p.probe_pending = false;
+    --probes_pending_;
     wire::ProbePacket pr;
     pr.common = peer_header(wire::PacketType::kProbe);
     pr.path_id = p.id;

@@ -29,6 +29,10 @@ public:
         const int32_t d = seq_diff(psn, cum_);
         if (d <= 0) return Mark::kBelowWindow;
         if (d > static_cast<int32_t>(kBits)) return Mark::kAboveWindow;
+        if (d == 1 && !has_gap()) {  // in order with nothing above: the common case
+            ++cum_;
+            return Mark::kNew;
+        }
         const uint32_t bit = static_cast<uint32_t>(d - 1);
         uint64_t& w = words_[bit / 64];
         const uint64_t m = uint64_t{1} << (bit % 64);
