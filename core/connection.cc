@@ -53,6 +53,7 @@ void Connection::start_connect(Time now) {
     hello_pending_ = true;
     hello_tries_ = 0;
     hello_deadline_ = now + cfg_.handshake_timeout;
+    note_deadline(hello_deadline_);
 }
 
 wire::CommonHeader Connection::peer_header(wire::PacketType type) const {
@@ -234,6 +235,7 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     hello_pending_ = false;
     hello_ack_pending_ = false;
     hello_deadline_ = kNever;
+    cached_deadline_ = exact_deadline();
     emit_state(kind, why);
 }
 
@@ -244,12 +246,18 @@ bool Connection::outstanding_data() const {
 }
 
 void Connection::on_timeout(Time now) {
+    run_timers(now);
+    cached_deadline_ = exact_deadline();
+}
+
+void Connection::run_timers(Time now) {
     if (state_ == ConnState::kConnecting && hello_deadline_ <= now) {
         // [CONN-12]: HELLO is retransmitted with exponential backoff, then the
         // connection fails with kPeerDead.
         if (++hello_tries_ > cfg_.handshake_retries) return fail(Status::kPeerDead, now);
         hello_pending_ = true;
         hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 16u));
+        note_deadline(hello_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;
     for (TxPath& p : tx_paths_) {
@@ -276,6 +284,11 @@ void Connection::on_timeout(Time now) {
 }
 
 Time Connection::next_deadline() const {
+    MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
+    return cached_deadline_;
+}
+
+Time Connection::exact_deadline() const {
     Time d = kNever;
     if (state_ == ConnState::kConnecting) d = hello_deadline_;
     if (state_ != ConnState::kEstablished) return d;

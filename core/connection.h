@@ -75,6 +75,9 @@ public:
     bool has_work(Time now) const;
 
     void on_timeout(Time now);
+    // next_deadline is a lower bound of the earliest timer: exact after on_timeout, and
+    // only ever moved earlier by note_deadline in between. An early call to on_timeout is
+    // harmless (nothing is due yet) and makes it exact again.
     Time next_deadline() const;
 
     // fail ends the connection: every outstanding work request completes with `why` (the
@@ -91,6 +94,7 @@ private:
     enum class LossReason : uint8_t { kSack, kTimeout, kPathFailure };
 
     // connection.cc
+    void run_timers(Time now);
     void end(ConnState final_state, EventKind kind, Status why, Time now);
     // emit_state reports a connection or path event (not a completion) to the application.
     void emit_state(EventKind kind, Status why = Status::kSuccess, uint16_t path = 0);
@@ -220,6 +224,12 @@ private:
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
+    Time cached_deadline_ = kNever;          // see next_deadline
+    // note_deadline must follow every assignment of a timer to a real time.
+    void note_deadline(Time t) {
+        if (t < cached_deadline_) cached_deadline_ = t;
+    }
+    Time exact_deadline() const;
     void request_probe(TxPath& p) {
         if (!p.probe_pending) ++probes_pending_;
         p.probe_pending = true;

@@ -43,6 +43,7 @@ void Connection::arm_pto(TxPath& path, Time now) {
     path.pto_deadline = (path.in_flight_pkts > 0 || path.state == PathState::kSuspect)
                             ? now + pto(path)
                             : kNever;
+    note_deadline(path.pto_deadline);
 }
 
 void Connection::on_ack(const wire::AckPacket& a, Time now) {
@@ -142,6 +143,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                 ps.sack_holes += holes;
                 path.reorder_limit = path.highest_acked;
                 path.reorder_deadline = now + reorder_window(path);
+                note_deadline(path.reorder_deadline);
             }
         }
         advance_base(path);
@@ -193,6 +195,7 @@ void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, 
         // delivery report. If it does not come, the message is probed again.
         m->delivery_deadline = now + delivery_timeout();
         delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
+        note_deadline(m->delivery_deadline);
     }
 }
 
@@ -247,6 +250,7 @@ void Connection::detect_holes(TxPath& path, Time now) {
         if (path.rec(psn).state == TxRecord::State::kInFlight) {
             path.reorder_limit = path.highest_acked;
             path.reorder_deadline = now + reorder_window(path);
+            note_deadline(path.reorder_deadline);
             break;
         }
     }
@@ -269,6 +273,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
     request_probe(path);
     path.pto_deadline = now + pto(path);
+    note_deadline(path.pto_deadline);
 }
 
 void Connection::fail_path(TxPath& path, Time now) {
@@ -312,6 +317,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     ++stats_.path_rerolls;
     request_probe(path);
     path.probe_deadline = now + pto(path);
+    note_deadline(path.probe_deadline);
 }
 
 void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
@@ -385,7 +391,10 @@ void Connection::resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32
     const uint32_t sent = m.next_new_seg;
     if (sent == 0) return;
     last = std::min(last, sent - 1);
-    if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
+    if (!outstanding_data()) {
+        last_progress_ = now;  // [ERR-2] the dead-peer clock starts
+        note_deadline(now + cfg_.peer_dead_timeout);
+    }
     for (uint32_t seg = first; seg <= last; ++seg) {
         if (m.seg_acked(seg)) {
             m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
@@ -426,6 +435,7 @@ void Connection::stream_timer_expired(Time now) {
         if (earlier_missing) {
             m->delivery_deadline = now + delivery_timeout();
             delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
+            note_deadline(m->delivery_deadline);
             continue;
         }
         // [STREAM-5]: re-send the last segment as a probe: the receiver answers with its
@@ -460,6 +470,7 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
             const Duration wait = std::min<Duration>(
                 std::chrono::microseconds(uint64_t{cfg_.rnr_delay_us} << shift), 1s);
             rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
+            note_deadline(now + wait);
             return;
         }
         case wire::NackReason::kReceiverNotReady:
@@ -475,6 +486,7 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
             const Duration wait = std::chrono::microseconds(
                 std::clamp<uint32_t>(n.detail, cfg_.rnr_delay_us, 1'000'000));
             rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
+            note_deadline(now + wait);
             return;
         }
     }

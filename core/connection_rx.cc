@@ -62,8 +62,10 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         if ((h.flags & wire::data_flag::kAckNow) || mark != RxWindow::Mark::kNew ||
             rp.window.has_gap() || rp.unacked >= cfg_.ack_every)
             queue_ack(h.path_id);
-        else if (rp.ack_deadline == kNever)
+        else if (rp.ack_deadline == kNever) {
             rp.ack_deadline = now + cfg_.max_ack_delay;
+            note_deadline(rp.ack_deadline);
+        }
     } else {
         ++stats_.stale_generation;
     }

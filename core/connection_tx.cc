@@ -204,7 +204,10 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
                                 std::span<std::byte> buf, PacketMeta& meta, Time now) {
     const uint32_t bytes = segment_bytes(m, seg);
     MROCE_DCHECK(buf.size() >= wire::kDataHeaderSize + bytes);  // checked in produce_data
-    if (!outstanding_data()) last_progress_ = now;  // [ERR-2] the dead-peer clock starts
+    if (!outstanding_data()) {
+        last_progress_ = now;  // [ERR-2] the dead-peer clock starts
+        note_deadline(now + cfg_.peer_dead_timeout);
+    }
     make_room(path);
     const uint32_t psn = path.next_psn++;
     TxRecord& rec = path.rec(psn);

@@ -27,6 +27,14 @@ inline void bug_once(std::atomic<unsigned>& counter, const char* id, const char*
     ((cond) ? (void)0 : ::mroce::detail::dcheck_fail(#cond, __FILE__, __LINE__))
 #endif
 
+// MROCE_SLOW_DCHECK(cond): like MROCE_DCHECK but only in unoptimised (debug, sanitizer)
+// builds, for checks that cost as much as the code they check.
+#if defined(NDEBUG)
+#define MROCE_SLOW_DCHECK(cond) ((void)0)
+#else
+#define MROCE_SLOW_DCHECK(cond) MROCE_DCHECK(cond)
+#endif
+
 #define MROCE_BUG(id)                                                          \
     do {                                                                       \
         static std::atomic<unsigned> mroce_bug_count_{0};                      \
