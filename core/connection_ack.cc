@@ -132,6 +132,9 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         path.last_ce = a.ecn_ce_count;
         if (bytes_acked) cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.srtt, now);
         cc_->on_rate_hint(a.rate_hint_mbps, now);
+        // Acknowledged records at the bottom go first, so the hole scan below starts at
+        // the first unresolved PSN (in the loss-free steady state it scans nothing).
+        advance_base(path);
         // [LOSS-1]: in-flight PSNs below the highest acknowledged one are holes; they are
         // lost once the reorder window has passed.
         if (path.any_acked && path.reorder_deadline == kNever) {
@@ -146,7 +149,6 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                 note_deadline(path.reorder_deadline);
             }
         }
-        advance_base(path);
         arm_pto(path, now);
     }
     for (uint16_t i = 0; i < a.stream_count; ++i) {
