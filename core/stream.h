@@ -94,7 +94,6 @@ struct Stream {
     uint32_t next_msg_seq = 0;
     uint32_t next_recv_seq = 0;
     bool in_ready_list = false;
-    Time blocked_until = kNever; // RNR wait ([PLACE-6]); kNever when not blocked
 
     // responder (receive) side
     std::deque<PostedRecv> posted;
