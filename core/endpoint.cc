@@ -219,13 +219,13 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
     }
     switch (common->type) {
         case wire::PacketType::kData: {
-            auto p = wire::decode_data(datagram);
+            auto p = wire::decode_data(datagram, *common);
             if (!p) return count_decode_error(p.error());
             c->on_data(*p, meta, now);
             break;
         }
         case wire::PacketType::kAck: {
-            auto a = wire::decode_ack(datagram);
+            auto a = wire::decode_ack(datagram, *common);
             if (!a) return count_decode_error(a.error());
             c->on_ack(*a, now);
             break;

@@ -37,11 +37,18 @@ Result<size_t> encode_ack(const AckPacket& a, std::span<std::byte> out) {
 }
 
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram) {
-    Reader r(datagram);
-    auto common = decode_typed_header(r, datagram, PacketType::kAck);
+    auto common = decode_common_header(datagram);
     if (!common) return common.error();
+    if (common->type != PacketType::kAck) return Error::kBadType;
+    return decode_ack(datagram, *common);
+}
+
+Result<AckPacket> decode_ack(std::span<const std::byte> datagram, const CommonHeader& common) {
+    MROCE_DCHECK(common.type == PacketType::kAck && datagram.size() >= kCommonHeaderSize);
+    Reader r(datagram);
+    r.skip(kCommonHeaderSize);
     AckPacket a;
-    a.common = *common;
+    a.common = common;
     a.path_id = r.u16();
     a.path_gen = r.u8();
     a.flags = r.u8();

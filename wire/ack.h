@@ -63,5 +63,7 @@ Result<size_t> encode_ack(const AckPacket& ack, std::span<std::byte> out);
 // decode_ack. Errors: kTruncated, kBadVersion, kBadType, kBadLength (count over cap or
 // not matching the datagram length).
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram);
+// decode_ack with the common header already decoded by the caller (see decode_data).
+Result<AckPacket> decode_ack(std::span<const std::byte> datagram, const CommonHeader& common);
 
 }  // namespace mroce::wire

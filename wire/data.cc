@@ -32,12 +32,19 @@ Result<size_t> encode_data_header(const DataHeader& h, std::span<std::byte> out)
 }
 
 Result<DataPacket> decode_data(std::span<const std::byte> datagram) {
-    Reader r(datagram);
-    auto common = decode_typed_header(r, datagram, PacketType::kData);
+    auto common = decode_common_header(datagram);
     if (!common) return common.error();
+    if (common->type != PacketType::kData) return Error::kBadType;
+    return decode_data(datagram, *common);
+}
+
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common) {
+    MROCE_DCHECK(common.type == PacketType::kData && datagram.size() >= kCommonHeaderSize);
+    Reader r(datagram);
+    r.skip(kCommonHeaderSize);
     DataPacket p;
     DataHeader& h = p.hdr;
-    h.common = *common;
+    h.common = common;
     const uint8_t opcode = r.u8();
     h.flags = r.u8();
     h.path_id = r.u16();

@@ -74,5 +74,8 @@ Result<size_t> encode_data_header(const DataHeader& hdr, std::span<std::byte> ou
 // after the header, offset + payload_len <= msg_len, and the LAST flag is set exactly
 // when the payload ends the message. Errors: kTruncated, kBadVersion, kBadType, kBadLength.
 Result<DataPacket> decode_data(std::span<const std::byte> datagram);
+// decode_data with the common header already decoded by the caller (who dispatched on its
+// type): the same checks on the rest, without decoding the first 16 bytes twice.
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common);
 
 }  // namespace mroce::wire
