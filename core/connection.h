@@ -118,6 +118,12 @@ private:
     size_t write_close(std::span<std::byte> buf, PacketMeta& meta);
     uint32_t segment_bytes(const TxMessage& m, uint32_t seg) const;
     TxMessage* find_tx(Stream& s, uint32_t msg_seq);
+    // live_tx: the message msg_seq of stream s if both still need work (the stream has not
+    // failed, the message is posted, started and not done), else nullptr.
+    TxMessage* live_tx(Stream* s, uint32_t msg_seq) {
+        TxMessage* m = s && !s->failed ? find_tx(*s, msg_seq) : nullptr;
+        return m && !m->done ? m : nullptr;
+    }
 
     // connection_rx.cc
     void place(Stream& s, const wire::DataPacket& p, Time now);

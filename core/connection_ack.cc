@@ -232,8 +232,8 @@ void Connection::requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool c
                          Time now) {
     if (state_ != ConnState::kEstablished) return;
     Stream* s = ep_.stream_mut(stream);
-    TxMessage* m = s && !s->failed ? find_tx(*s, msg_seq) : nullptr;
-    if (!m || m->done || m->seg_acked(seg)) return;
+    TxMessage* m = live_tx(s, msg_seq);
+    if (!m || m->seg_acked(seg)) return;
     if (count_retry && ++m->retries[seg] > cfg_.retry_limit) {
         // [LOSS-7]: retry exhaustion fails the connection with a typed error.
         return fail(Status::kRetryExceeded, now);
@@ -417,8 +417,8 @@ void Connection::stream_timer_expired(Time now) {
         const Timed t = delivery_timers_.top();
         delivery_timers_.pop();
         Stream* s = ep_.stream_mut(t.stream);
-        TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
-        if (!m || m->done || m->delivery_deadline != t.at) continue;
+        TxMessage* m = live_tx(s, t.msg_seq);
+        if (!m || m->delivery_deadline != t.at) continue;
         if (m->rnr_wait) {
             // A resend is already scheduled after a NACK: no probe, no probe count.
             m->delivery_deadline = kNever;
@@ -455,8 +455,8 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
     }
     ++stats_.nacks_received;
     Stream* s = stream_by_remote(n.stream_id);
-    TxMessage* m = s && !s->failed ? find_tx(*s, n.msg_seq) : nullptr;
-    if (!m || m->done) return;
+    TxMessage* m = live_tx(s, n.msg_seq);
+    if (!m) return;
     switch (n.reason) {
         case wire::NackReason::kRemoteAccess: return fail_stream(*s, Status::kRemoteAccess);
         case wire::NackReason::kInvalidRequest: {
@@ -499,8 +499,8 @@ void Connection::rnr_timer_expired(Time now) {
         const Timed t = rnr_timers_.top();
         rnr_timers_.pop();
         Stream* s = ep_.stream_mut(t.stream);
-        TxMessage* m = s && !s->failed ? find_tx(*s, t.msg_seq) : nullptr;
-        if (!m || m->done) continue;
+        TxMessage* m = live_tx(s, t.msg_seq);
+        if (!m) continue;
         m->rnr_wait = false;
         m->stream_probes = 0;  // the NACK answered the probes: the peer is alive
         ++stats_.retransmits_rnr;

@@ -146,8 +146,8 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
-        TxMessage* m = s && !s->failed ? find_tx(*s, r.msg_seq) : nullptr;
-        if (!m || m->done || m->seg_acked(r.seg)) {
+        TxMessage* m = live_tx(s, r.msg_seq);
+        if (!m || m->seg_acked(r.seg)) {
             if (m) m->unqueue(r.seg);
             retx_.pop_front();
             continue;

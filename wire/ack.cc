@@ -37,9 +37,9 @@ Result<size_t> encode_ack(const AckPacket& a, std::span<std::byte> out) {
 }
 
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram) {
-    auto common = decode_common_header(datagram);
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kAck);
     if (!common) return common.error();
-    if (common->type != PacketType::kAck) return Error::kBadType;
     return decode_ack(datagram, *common);
 }
 

@@ -32,9 +32,9 @@ Result<size_t> encode_data_header(const DataHeader& h, std::span<std::byte> out)
 }
 
 Result<DataPacket> decode_data(std::span<const std::byte> datagram) {
-    auto common = decode_common_header(datagram);
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kData);
     if (!common) return common.error();
-    if (common->type != PacketType::kData) return Error::kBadType;
     return decode_data(datagram, *common);
 }
 
