@@ -120,19 +120,37 @@ Error Endpoint::post_send(uint32_t stream_id, const SendWr& wr, Time now) {
         case WorkOpcode::kSendImm: op = wire::Opcode::kSendImm; break;
         case WorkOpcode::kWrite: op = wire::Opcode::kWrite; break;
         case WorkOpcode::kWriteImm: op = wire::Opcode::kWriteImm; break;
+        case WorkOpcode::kRead: op = wire::Opcode::kReadRequest; break;
+        case WorkOpcode::kAtomicFetchAdd: op = wire::Opcode::kAtomicFetchAdd; break;
+        case WorkOpcode::kAtomicCompareSwap: op = wire::Opcode::kAtomicCompareSwap; break;
         default: return Error::kInvalidArgument;
     }
+    const bool atomic = op == wire::Opcode::kAtomicFetchAdd || op == wire::Opcode::kAtomicCompareSwap;
+    // [PLACE-17]: an atomic works on exactly 8 bytes.
+    if (atomic && wr.length != 8) return Error::kInvalidArgument;
     if (s->tx.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
-    const std::byte* src = nullptr;
-    if (wr.length > 0) {
-        auto r = memory_.check_local(wr.lkey, s->pd, wr.local_addr, wr.length, false);
-        if (!r) return r.error();
-        src = *r;
-    }
     TxMessage m;
     m.wr = wr;
-    m.src = src;
     m.opcode = op;
+    m.msg_len = wr.length;
+    if (wr.length > 0) {
+        // READ and atomics write their answer into the local buffer: LOCAL_WRITE.
+        auto r = memory_.check_local(wr.lkey, s->pd, wr.local_addr, wr.length, is_request(op));
+        if (!r) return r.error();
+        if (is_request(op))
+            m.dst = *r;
+        else
+            m.src = *r;
+    }
+    if (op == wire::Opcode::kReadRequest) {
+        m.msg_len = wire::kReadRequestBodySize;
+        wire::encode_read_request(wr.length, std::span(m.body).first<wire::kReadRequestBodySize>());
+    } else if (atomic) {
+        m.msg_len = wire::kAtomicRequestBodySize;
+        const wire::AtomicRequestBody b{op == wire::Opcode::kAtomicCompareSwap ? wr.swap : wr.compare_add,
+                                        op == wire::Opcode::kAtomicCompareSwap ? wr.compare_add : 0};
+        wire::encode_atomic_request(b, std::span(m.body).first<wire::kAtomicRequestBodySize>());
+    }
     s->tx.push_back(std::move(m));
     c->stream_has_work(*s);
     touched(*c, now);
@@ -143,8 +161,8 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     Stream* s = stream_mut(stream_id);
     if (!s) return Error::kNotFound;
     Connection* c = conn_mut(s->conn);
-    if (s->conn != 0 &&
-        (!c || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed))
+    if (s->failed || (s->conn != 0 && (!c || c->state() == ConnState::kFailed ||
+                                       c->state() == ConnState::kClosed)))
         return Error::kWrongState;
     if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
     std::byte* buf = nullptr;

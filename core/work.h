@@ -10,14 +10,17 @@ namespace mroce::core {
 
 struct SendWr {
     uint64_t wr_id = 0;
-    WorkOpcode opcode = WorkOpcode::kSend;  // kSend, kSendImm, kWrite or kWriteImm
-    uint64_t local_addr = 0;
-    uint32_t length = 0;
+    WorkOpcode opcode = WorkOpcode::kSend;  // any but kRecv / kRecvWriteImm
+    uint64_t local_addr = 0;   // source; for kRead and atomics the destination
+    uint32_t length = 0;       // atomics: 8
     uint32_t lkey = 0;
-    uint64_t remote_addr = 0;  // kWrite, kWriteImm
-    uint32_t rkey = 0;         // kWrite, kWriteImm
+    uint64_t remote_addr = 0;  // kWrite, kWriteImm, kRead, atomics (8-byte aligned)
+    uint32_t rkey = 0;         // kWrite, kWriteImm, kRead, atomics
     uint32_t imm = 0;          // kSendImm, kWriteImm
     bool signaled = true;      // false: no completion on success
+    uint64_t compare_add = 0;  // kAtomicFetchAdd: the addend; kAtomicCompareSwap: compare
+    uint64_t swap = 0;         // kAtomicCompareSwap: the new value
+    bool fence = false;        // [PLACE-21] start only after earlier READs/atomics complete
 };
 
 struct RecvWr {
