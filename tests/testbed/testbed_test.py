@@ -34,6 +34,7 @@ CLONE_NEWNET = 0x40000000
 SO_RCVBUFFORCE = 33
 DPORT = 9000
 PAYLOAD = 1000
+MAX_PAYLOAD = 8972  # fills the 9000-byte MTU
 PLANES = 4
 ECT0 = 2
 # Losses not caused by the testbed (socket or backlog overflow on a busy machine) must stay
@@ -137,6 +138,34 @@ class Traffic:
             s.close()
         self.rx.close()
 
+    def throughput(self, ports, seconds, size):
+        """Unpaced: a forked receiver (CPU 1) counts while this process sends (CPU 0).
+        Returns (sent, received) datagrams."""
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.sched_setaffinity(0, {1})
+            stats = {}
+            self.rx.settimeout(None)
+            self.rx.recvmsg(MAX_PAYLOAD, 64)  # the first datagram starts the count
+            self._drain(stats, 1.0)
+            os.write(write_end, str(1 + sum(e["rx"] for e in stats.values())).encode())
+            os._exit(0)
+        os.close(write_end)
+        os.sched_setaffinity(0, {0})
+        payload = bytes(size)
+        sent = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for port in ports:
+                self.tx[port].sendto(payload, self.destination)
+            sent += len(ports)
+        received = int(os.read(read_end, 64).decode() or 0)
+        os.waitpid(child, 0)
+        os.close(read_end)
+        os.sched_setaffinity(0, set(range(os.cpu_count())))
+        return sent, received
+
     def set_tos(self, tos):
         for s in self.tx.values():
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
@@ -147,7 +176,7 @@ class Traffic:
         flags = 0 if timeout > 0 else socket.MSG_DONTWAIT
         while True:
             try:
-                _, ancillary, _, (_, port) = self.rx.recvmsg(PAYLOAD + 100, 64, flags)
+                _, ancillary, _, (_, port) = self.rx.recvmsg(MAX_PAYLOAD, 64, flags)
             except (BlockingIOError, socket.timeout):
                 return
             tos = next((data[0] for level, kind, data in ancillary
@@ -157,10 +186,10 @@ class Traffic:
             entry["ce"] += (tos & 3) == 3
             entry["ect0"] += (tos & 3) == 2
 
-    def send(self, ports, count, gap=0.0):
+    def send(self, ports, count, gap=0.0, size=PAYLOAD):
         """Sends `count` datagrams from each port, round-robin; returns per-port stats."""
         stats = {port: {"tx": 0, "rx": 0, "ce": 0, "ect0": 0} for port in ports}
-        payload = bytes(PAYLOAD)
+        payload = bytes(size)
         for _ in range(count):
             for port in ports:
                 self.tx[port].sendto(payload, self.destination)
@@ -288,6 +317,40 @@ def test_ecn(testbed, traffic, ports):
         testbed.run("ecn", "off")
 
 
+def measure(testbed, traffic, planes, ports):
+    """Prints the numbers docs/testbed.md quotes; asserts nothing."""
+    per_plane = lambda chosen: [[planes[p] for p in chosen].count(k) for k in range(PLANES)]
+    print(f"measure: ports per plane, 16 ports {per_plane(ports[:16])}, "
+          f"256 ports {per_plane(ports)}")
+    for pct, which in (("5", "1"), ("1", "all")):
+        testbed.run("loss", which, pct)
+        before = testbed.counters()
+        stats = traffic.send(ports, 400)
+        seen = delta(testbed.counters(), before)
+        testbed.run("loss", "all", "0")
+        chosen = ports if which == "all" else [p for p in ports if planes[p] == 1]
+        got = totals(stats, chosen)
+        drops = sum(seen[f"p{k}"]["loss_drops"] for k in range(PLANES))
+        print(f"measure: loss {which} {pct}%: {got['tx'] - got['rx']}/{got['tx']} = "
+              f"{(got['tx'] - got['rx']) / got['tx']:.3%} lost on the affected ports "
+              f"(eBPF drops {drops})")
+    testbed.run("ecn", "200mbit", "30000", "150000", "0.2")
+    traffic.set_tos(ECT0)
+    before = testbed.counters()
+    busy = totals(traffic.send(ports[:16], 1250), ports[:16])
+    seen = delta(testbed.counters(), before)["h1"]
+    traffic.set_tos(0)
+    testbed.run("ecn", "off")
+    print(f"measure: ecn 200mbit 30000 150000 0.2, unpaced ECT(0) 1000 B: {busy['ce']}/"
+          f"{busy['rx']} = {busy['ce'] / busy['rx']:.1%} of received CE, "
+          f"{busy['tx'] - busy['rx']}/{busy['tx']} dropped (queue drops {seen['queue_drops']})")
+    for size in (1000, MAX_PAYLOAD):
+        sent, received = traffic.throughput(ports[:16], 3.0, size)
+        print(f"measure: throughput 16 ports, {size} B, 3 s: sent {sent / 3e6:.3f} Mpps, "
+              f"received {received / 3e6:.3f} Mpps = {received * size * 8 / 3e9:.2f} Gbit/s "
+              f"payload ({1 - received / sent:.2%} lost)")
+
+
 def test_down(testbed):
     testbed.run("down")
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -321,6 +384,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--testbed", required=True, help="path of scripts/testbed")
     parser.add_argument("--seed", type=int, default=None, help="replay a run's port choice")
+    parser.add_argument("--measure", action="store_true",
+                        help="print spread, loss, CE and throughput figures instead of testing")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"testbed_test: seed {seed} (replay with --seed {seed})")
@@ -338,6 +403,9 @@ def main():
         print(testbed.run("status"), end="")
         planes = testbed.planes_of(ports)
         traffic = Traffic(testbed.prefix, ports, NetnsSockets())
+        if args.measure:
+            measure(testbed, traffic, planes, ports)
+            return 0
         test_spread(testbed, traffic, planes, ports)
         test_loss(testbed, traffic, planes, ports)
         test_plane_down(testbed, traffic, planes, ports)
