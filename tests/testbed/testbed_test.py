@@ -75,9 +75,10 @@ class Testbed:
         return {name: element["counters"]
                 for name, element in json.loads(self.run("status", "--json")).items()}
 
-    def planes_of(self, ports):
+    def planes_of(self, ports, src=0, dst=1):
         planes = {}
-        for line in self.run("plane-of", "0", "1", str(DPORT), *map(str, ports)).splitlines():
+        for line in self.run("plane-of", str(src), str(dst), str(DPORT),
+                             *map(str, ports)).splitlines():
             port, plane = line.split()
             planes[int(port)] = int(plane)
         check(sorted(planes) == sorted(ports), "plane-of did not answer for every port")
@@ -109,28 +110,32 @@ class NetnsSockets:
             raise Failure(f"setns back: {os.strerror(ctypes.get_errno())}")
 
 
-class Traffic:
-    """Host 0 sends to host 1 from one socket per source port; host 1 counts per port."""
+def host_addr(host):
+    return f"198.18.0.{host + 1}"  # docs/testbed.md
 
-    def __init__(self, prefix, ports, sockets):
-        sockets.enter(f"{prefix}-h0")
+
+class Traffic:
+    """Host src sends to host dst from one socket per source port; dst counts per port."""
+
+    def __init__(self, prefix, ports, sockets, src=0, dst=1):
+        sockets.enter(f"{prefix}-h{src}")
         try:
             self.tx = {}
             for port in ports:
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                s.bind(("198.18.0.1", port))
+                s.bind((host_addr(src), port))
                 self.tx[port] = s
         finally:
             sockets.leave()
-        sockets.enter(f"{prefix}-h1")
+        self.destination = (host_addr(dst), DPORT)
+        sockets.enter(f"{prefix}-h{dst}")
         try:
             self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self.rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
             self.rx.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-            self.rx.bind(("198.18.0.2", DPORT))
+            self.rx.bind(self.destination)
         finally:
             sockets.leave()
-        self.destination = ("198.18.0.2", DPORT)
 
     def close(self):
         """Closes every socket: an open socket keeps its namespace alive after `down`."""
@@ -258,9 +263,21 @@ def test_loss(testbed, traffic, planes, ports):
           f"(eBPF {drops}/{counted}); other ports lost {rest_lost}/{rest['tx']}")
 
 
-def test_plane_down(testbed, traffic, planes, ports):
+def test_plane_down(testbed, traffic, planes, ports, sockets):
+    # The reverse direction (host 1 -> host 0) hashes with host 1's own ECMP.
+    back = Traffic(testbed.prefix, ports, sockets, src=1, dst=0)
+    back_planes = testbed.planes_of(ports, src=1, dst=0)
     testbed.run("plane-down", "2")
     stats = traffic.send(ports, 20)
+    try:
+        back_stats = back.send(ports, 5)
+    finally:
+        back.close()
+    back_dead = [p for p in ports if back_planes[p] == 2]
+    check(back_dead and totals(back_stats, back_dead)["rx"] == 0,
+          "plane-down: packets crossed the dead plane from host 1 to host 0")
+    check(all(back_stats[p]["rx"] > 0 for p in ports if back_planes[p] != 2),
+          "plane-down: a live port from host 1 to host 0 got nothing")
     check(testbed.planes_of(ports) == planes, "plane-down: the kernel rehashed some ports")
     link = subprocess.run(["ip", "-n", f"{testbed.prefix}-h0", "-o", "link", "show", "up2"],
                           capture_output=True, text=True).stdout
@@ -278,7 +295,8 @@ def test_plane_down(testbed, traffic, planes, ports):
     stats = traffic.send(ports, 20)
     check(all(stats[p]["rx"] > 0 for p in ports), "plane-up: a port still gets nothing")
     print(f"plane-down: {len(dead)} ports on plane 2 got 0 of {dead_tx}, "
-          f"others {live['rx']}/{live['tx']}; plane-up restored all {len(ports)} ports")
+          f"others {live['rx']}/{live['tx']} (reverse: {len(back_dead)} ports got 0); "
+          f"plane-up restored all {len(ports)} ports")
 
 
 def test_ecn(testbed, traffic, ports):
@@ -403,13 +421,14 @@ def main():
         testbed.run("up", "--hosts", "2", "--planes", str(PLANES))
         print(testbed.run("status"), end="")
         planes = testbed.planes_of(ports)
-        traffic = Traffic(testbed.prefix, ports, NetnsSockets())
+        sockets = NetnsSockets()
+        traffic = Traffic(testbed.prefix, ports, sockets)
         if args.measure:
             measure(testbed, traffic, planes, ports)
             return 0
         test_spread(testbed, traffic, planes, ports)
         test_loss(testbed, traffic, planes, ports)
-        test_plane_down(testbed, traffic, planes, ports)
+        test_plane_down(testbed, traffic, planes, ports, sockets)
         test_ecn(testbed, traffic, ports)
         print(testbed.run("status"), end="")
         traffic.close()
