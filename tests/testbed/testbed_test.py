@@ -32,6 +32,8 @@ import time
 SKIP = 77
 CLONE_NEWNET = 0x40000000
 SO_RCVBUFFORCE = 33
+SOL_UDP = 17
+UDP_SEGMENT = 103
 DPORT = 9000
 PAYLOAD = 1000
 MAX_PAYLOAD = 8972  # fills the 9000-byte MTU
@@ -143,8 +145,9 @@ class Traffic:
             s.close()
         self.rx.close()
 
-    def throughput(self, ports, seconds, size):
-        """Unpaced: a forked receiver (CPU 1) counts while this process sends (CPU 0).
+    def throughput(self, ports, seconds, size, segments=1):
+        """Unpaced: a forked receiver (CPU 1) counts while this process sends (CPU 0), with
+        UDP GSO of `segments` datagrams per send when > 1 (cut at the host's uplink).
         Returns (sent, received) datagrams."""
         read_end, write_end = os.pipe()
         child = os.fork()
@@ -158,13 +161,17 @@ class Traffic:
             os._exit(0)
         os.close(write_end)
         os.sched_setaffinity(0, {0})
-        payload = bytes(size)
+        for port in ports:
+            self.tx[port].setsockopt(SOL_UDP, UDP_SEGMENT, size if segments > 1 else 0)
+        payload = bytes(size * segments)
         sent = 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             for port in ports:
                 self.tx[port].sendto(payload, self.destination)
-            sent += len(ports)
+            sent += len(ports) * segments
+        for port in ports:
+            self.tx[port].setsockopt(SOL_UDP, UDP_SEGMENT, 0)
         received = int(os.read(read_end, 64).decode() or 0)
         os.waitpid(child, 0)
         os.close(read_end)
@@ -363,9 +370,10 @@ def measure(testbed, traffic, planes, ports):
     print(f"measure: ecn 50mbit 30000 150000 0.2, unpaced ECT(0) 1000 B: {busy['ce']}/"
           f"{busy['rx']} = {busy['ce'] / busy['rx']:.1%} of received CE, "
           f"{busy['tx'] - busy['rx']}/{busy['tx']} dropped (queue drops {seen['queue_drops']})")
-    for size in (1000, MAX_PAYLOAD):
-        sent, received = traffic.throughput(ports[:16], 3.0, size)
-        print(f"measure: throughput 16 ports, {size} B, 3 s: sent {sent / 3e6:.3f} Mpps, "
+    for size, segments in ((1000, 1), (MAX_PAYLOAD, 1), (1000, 64), (MAX_PAYLOAD, 7)):
+        sent, received = traffic.throughput(ports[:16], 3.0, size, segments)
+        print(f"measure: throughput 16 ports, {size} B x {segments} per send, 3 s: "
+              f"sent {sent / 3e6:.3f} Mpps, "
               f"received {received / 3e6:.3f} Mpps = {received * size * 8 / 3e9:.2f} Gbit/s "
               f"payload ({1 - received / sent:.2%} lost)")
 
@@ -389,6 +397,8 @@ def preconditions():
             raise Skip(f"missing tool '{tool}' (run scripts/install-deps.sh)")
     if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
         raise Skip("cannot create network namespaces")
+    if not os.path.isdir("/sys/fs/bpf"):
+        raise Skip("no /sys/fs/bpf to pin the tc eBPF maps in")
     probe = subprocess.run(["bpftool", "-j", "feature", "probe", "kernel"],
                            capture_output=True, text=True)
     try:
