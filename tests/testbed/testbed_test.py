@@ -24,6 +24,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -395,8 +396,11 @@ def preconditions():
     for tool in ("ip", "tc", "nsenter", "unshare", "bpftool", "clang", "ethtool"):
         if shutil.which(tool) is None:
             raise Skip(f"missing tool '{tool}' (run scripts/install-deps.sh)")
-    if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
-        raise Skip("cannot create network namespaces")
+    # A throwaway namespace with a veth pair: needs CAP_SYS_ADMIN, CAP_NET_ADMIN and veth.
+    probe = subprocess.run(["unshare", "--net", "ip", "link", "add", "probe0", "type", "veth",
+                            "peer", "name", "probe1"], capture_output=True)
+    if probe.returncode != 0:
+        raise Skip("cannot create network namespaces with veth pairs (CAP_NET_ADMIN?)")
     if not os.path.isdir("/sys/fs/bpf"):
         raise Skip("no /sys/fs/bpf to pin the tc eBPF maps in")
     probe = subprocess.run(["bpftool", "-j", "feature", "probe", "kernel"],
@@ -416,6 +420,8 @@ def main():
     parser.add_argument("--measure", action="store_true",
                         help="print spread, loss, CE and throughput figures instead of testing")
     args = parser.parse_args()
+    # ctest's timeout and Ctrl-C must still reach the `finally` that removes the testbed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"testbed_test: seed {seed} (replay with --seed {seed})")
     try:
