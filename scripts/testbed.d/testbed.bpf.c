@@ -11,6 +11,7 @@
 // plane keeps its neighbour entries and the kernel never notices (no rehash).
 //
 // Randomness comes from bpf_get_prandom_u32: the testbed is not a deterministic test tool.
+// docs/testbed.md describes the topology and the commands.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
