@@ -11,6 +11,7 @@ the eBPF counters:
              overloaded one; Not-ECT is dropped there, never marked
   plane-down `plane-down 2` blackholes exactly plane 2's ports, routes do not change;
              `plane-up 2` restores them
+  bad input  one error line naming the problem, nothing changed
   down       leaves no namespace, link or pinned map with the prefix
 Exits 77 (ctest SKIP_RETURN_CODE) with a one-line reason when the machine cannot run it (not
 root, no network namespaces, no tc eBPF, missing tools).
@@ -379,6 +380,23 @@ def measure(testbed, traffic, planes, ports):
               f"payload ({1 - received / sent:.2%} lost)")
 
 
+def test_bad_input(testbed):
+    """Bad arguments get one line naming the problem and change nothing."""
+    cases = [(["loss", "7", "5"], "plane"), (["loss", "1", "150"], "150"),
+             (["ecn", "fast", "1", "2", "0.1"], "fast"), (["ecn", "1mbit", "1", "2", "3"], "PMAX"),
+             (["plane-down", "x"], "plane"), (["up", "--hosts", "1"], "--hosts"),
+             (["plane-of", "0", "1", "9000", "70000"], "70000"), (["frob"], "frob")]
+    for args, named in cases:
+        result = subprocess.run([testbed.path, *args], env=testbed.env, capture_output=True,
+                                text=True)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode != 0 and len(lines) == 1 and named in lines[0],
+              f"bad input: 'testbed {' '.join(args)}' gave rc {result.returncode}, "
+              f"stderr {result.stderr!r}")
+    check(f"{testbed.prefix}-h1" in testbed.run("status"), "bad input: the testbed went away")
+    print(f"bad input: {len(cases)} bad commands each gave one error line and changed nothing")
+
+
 def test_down(testbed):
     testbed.run("down")
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -446,6 +464,7 @@ def main():
         test_loss(testbed, traffic, planes, ports)
         test_plane_down(testbed, traffic, planes, ports, sockets)
         test_ecn(testbed, traffic, ports)
+        test_bad_input(testbed)
         print(testbed.run("status"), end="")
         traffic.close()
         traffic = None
