@@ -43,7 +43,7 @@ struct EndpointConfig {
     uint32_t rnr_delay_us = 100;        // [PLACE-6]
     uint32_t rnr_retry = 7;             // 7 = forever, as in verbs
 
-    // spec §8.4 [PLACE-20]: READs and atomics per stream. The requester keeps at most
+    // spec §8.1 [PLACE-20]: READs and atomics per stream. The requester keeps at most
     // max_rd_atomic unanswered and queues the rest; the responder holds at most
     // max_dest_rd_atomic answers not yet acknowledged, and runs a further request only when
     // one is. Larger than max_rd_atomic by default because a responder frees an answer a

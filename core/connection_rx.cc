@@ -168,6 +168,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.target = target;
         slot.read_len = read_len;
         slot.answers = answers;
+        slot.held.clear();
     } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
                slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
@@ -198,11 +199,22 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                 std::memcpy(slot.target, &v, sizeof v);
             }
         } else if (slot.target) {
-            std::memcpy(slot.target + h.offset, p.payload.data(), h.payload_len);
+            if (seg + 1 == slot.nseg && slot.received + 1 < slot.nseg) {
+                // [PLACE-12]: the last segment came early: held until the rest is in place.
+                slot.held.assign(p.payload.begin(), p.payload.end());
+                ++stats_.held_last_segments;
+            } else {
+                std::memcpy(slot.target + h.offset, p.payload.data(), h.payload_len);
+            }
         }
     }
     word |= bit;
     if (++slot.received == slot.nseg) {
+        if (!slot.held.empty()) {
+            std::memcpy(slot.target + size_t{slot.nseg - 1} * segment_size_, slot.held.data(),
+                        slot.held.size());
+            slot.held = std::vector<std::byte>();  // rare: give the memory back
+        }
         slot.complete = true;
         if (slot.answers) answer_placed(s, slot.remote_addr, now);
         deliver_in_order(s);
@@ -217,7 +229,7 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
     const wire::DataHeader& h = p.hdr;
     const bool read = h.opcode == wire::Opcode::kReadRequest;
     const uint32_t body = read ? wire::kReadRequestBodySize : wire::kAtomicRequestBodySize;
-    if (h.msg_len != body || h.payload_len != body) {  // [DATA-5]
+    if (h.msg_len != body || h.payload_len != body) {  // [DATA-8]
         ++stats_.malformed;
         refuse(s, h, wire::NackReason::kInvalidRequest);
         return false;

@@ -28,8 +28,8 @@ enum class WorkOpcode : uint8_t {
     kWriteImm,
     kRecv,
     kRecvWriteImm,
-    kRead,                // spec §8.4: remote memory into the local buffer
-    kAtomicFetchAdd,      // spec §8.5: 8 bytes, the old value into the local buffer
+    kRead,                // spec §8.1: remote memory into the local buffer
+    kAtomicFetchAdd,      // spec §8.1: 8 bytes, the old value into the local buffer
     kAtomicCompareSwap,
 };
 

@@ -40,6 +40,7 @@ struct ConnectionStats {
     uint64_t retransmits_path_failure = 0;
     uint64_t retransmits_rnr = 0;
     uint64_t duplicate_segments = 0;    // segment already placed (not yet completed)
+    uint64_t held_last_segments = 0;    // [PLACE-12] last segment arrived early, written last
     uint64_t stale_duplicates = 0;      // message already completed: dropped, never written
     uint64_t stale_generation = 0;      // DATA of an old path generation
     uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped

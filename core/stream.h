@@ -28,7 +28,7 @@ inline bool is_request(wire::Opcode op) {
 inline bool is_response(wire::Opcode op) {
     return op == wire::Opcode::kReadResponse || op == wire::Opcode::kAtomicResponse;
 }
-// The largest body [DATA-5] a message carries inside itself.
+// The largest body [DATA-8] a message carries inside itself.
 inline constexpr uint32_t kMaxBody = wire::kAtomicRequestBodySize;
 
 // TxMessage is a message being transmitted: a posted send work request, or (internal) the
@@ -101,6 +101,7 @@ struct RxMessage {
     bool answers = false;   // a response whose request waits for it
     std::array<std::byte, kMaxBody> body{};
     std::vector<uint64_t> seen;   // bit per segment; capacity is reused across messages
+    std::vector<std::byte> held;  // [PLACE-12] an early last segment, written last
 };
 
 struct PostedRecv {

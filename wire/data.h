@@ -60,7 +60,7 @@ struct DataHeader {
 };
 inline constexpr size_t kDataHeaderSize = 72;
 
-// spec §3.2 [DATA-5]: the payload of a READ request, of an atomic request and of an atomic
+// spec §3.2 [DATA-8]: the payload of a READ request, of an atomic request and of an atomic
 // response is a fixed-size body.
 inline constexpr size_t kReadRequestBodySize = 8;     // u32 length, u32 reserved (zero)
 inline constexpr size_t kAtomicRequestBodySize = 16;  // u64 swap-or-add, u64 compare

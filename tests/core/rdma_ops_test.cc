@@ -1,5 +1,5 @@
 // tests/core/rdma_ops_test.cc — READ, atomics, their limits, FENCE and stream errors
-// (spec §8.4–8.6, §10.2) between two real endpoints on the in-process lossy network.
+// (spec §8.1, [PLACE-12], §10.2) between two real endpoints on the in-process lossy network.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -303,7 +303,84 @@ TEST(RdmaOps, AccessErrorFailsOnlyItsStream) {
     EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
 }
 
-// [PLACE-17]: a misaligned atomic is an invalid request; atomics need 8 bytes locally.
+// [PLACE-12]: last packet last. Over heavily reordering paths, after every simulated
+// event, any WRITE target whose last byte has arrived already holds the whole message.
+TEST(RdmaOps, LastPacketLandsLast) {
+    sim::NetworkConfig nc = lossy_net(0.02);
+    nc.link.reorder_probability = 0.3;
+    nc.link.reorder_delay = 5us;
+    Pair p(10, nc, {}, {});
+    constexpr uint32_t kMsgs = 40, kLen = 64 * 1024 + 100;
+    std::vector<std::byte> src(kLen), dst(size_t{kMsgs} * kLen, std::byte{0});
+    for (uint32_t i = 0; i < kLen; ++i) src[i] = pattern_byte(3, 0, i) | std::byte{1};  // never 0
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAll);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
+    (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    size_t completions = 0;
+    p.host_a().set_event_callback([&](const core::Event& e) { completions += e.kind == core::EventKind::kCompletion; });
+    for (uint32_t m = 0; m < kMsgs; ++m) {
+        core::SendWr w;
+        w.wr_id = m;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = reinterpret_cast<uint64_t>(src.data());
+        w.length = kLen;
+        w.lkey = ka.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(dst.data() + size_t{m} * kLen);
+        w.rkey = kb.rkey;
+        ASSERT_EQ(p.a->post_send(sa, w, p.now()), Error::kOk);
+    }
+    p.host_a().kick();
+    std::vector<bool> seen_last(kMsgs, false);
+    size_t violations = 0;
+    auto check = [&] {
+        for (uint32_t m = 0; m < kMsgs; ++m) {
+            if (seen_last[m]) continue;
+            const std::byte* d = dst.data() + size_t{m} * kLen;
+            if (d[kLen - 1] == std::byte{0}) continue;
+            seen_last[m] = true;
+            violations += std::memcmp(d, src.data(), kLen) != 0;
+        }
+        return completions == kMsgs;
+    };
+    p.sim.run_until(check, p.sim.now() + 1s, 50'000'000);
+    ASSERT_EQ(completions, kMsgs);
+    EXPECT_EQ(violations, 0u);
+    const auto& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    EXPECT_GT(cb.stats().held_last_segments, 0u) << "no last segment came early: the test proves nothing";
+}
+
+// [PROBE-3] [LOSS-5]: the lone packet of a message lost at a path's tail is found by the
+// reply to the first timeout's probe, not by a second timeout: one timeout, a SACK-style
+// loss, and the path never goes Suspect.
+TEST(RdmaOps, ProbeReplyRevealsLoneTailLoss) {
+    core::EndpointConfig cfg;
+    cfg.num_paths = 1;
+    Fixture f(12, 0, cfg, cfg);
+    const uint32_t sa = f.stream(1).first;
+    f.post(sa, f.read(1, 0, 0, 100));  // establishes, and gives the path an RTT
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
+    f.p.sim.run_for(1ms);  // let every ACK settle
+    // Drop the next packet on each route from A: only one carries A's lone DATA.
+    for (uint32_t r = 0; r < 8; ++r) {
+        sim::Link& l = f.p.net.link(f.p.host_a(), f.p.host_b(), r);
+        l.config().drop_pattern.indices = {l.stats().offered_packets};
+    }
+    f.post(sa, f.atomic(2, WorkOpcode::kAtomicFetchAdd, 64, 0, 5));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }));
+    EXPECT_EQ(f.a.done[1].status, Status::kSuccess);
+    uint64_t dropped = 0;
+    for (uint32_t r = 0; r < 8; ++r)
+        dropped += f.p.net.link(f.p.host_a(), f.p.host_b(), r).stats().dropped(sim::DropReason::kPattern);
+    EXPECT_EQ(dropped, 1u);
+    const core::PathStats& ps = f.conn_a().path_stats(0);
+    EXPECT_EQ(ps.timeouts, 1u);
+    EXPECT_EQ(ps.lost_by_sack, 1u);
+    EXPECT_EQ(ps.lost_by_timeout, 0u);
+}
+
+// [PLACE-13] [PLACE-17]: a misaligned atomic is an invalid request; atomics need 8 bytes locally.
 TEST(RdmaOps, AtomicChecks) {
     Fixture f(8, 0);
     const uint32_t sa = f.stream(1).first;
