@@ -329,14 +329,13 @@ void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
     // [STREAM-5]: the receiver answered a delivery probe and still lacks exactly the
     // message we think it has whole: it dropped some of its segments (no receive was
     // posted, say), so the whole message goes again.
-    if (!s.tx.empty() && s.tx.front().started() && s.tx.front().msg_seq == delivered_seq) {
-        TxMessage& f = s.tx.front();
-        if (!f.done && !f.rnr_wait &&
-            ((f.stream_probes > 0 && f.path_acked == f.nseg) || f.rnr_probing)) {
-            f.stream_probes = 0;
-            f.rnr_probing = false;
+    if (TxMessage* f = find_tx(s, delivered_seq)) {
+        if (!f->done && !f->rnr_wait &&
+            ((f->stream_probes > 0 && f->path_acked == f->nseg) || f->rnr_probing)) {
+            f->stream_probes = 0;
+            f->rnr_probing = false;
             ++stats_.retransmits_timeout;
-            resend_message(s, f, true, now);
+            resend_message(s, *f, true, now);
         }
     }
     if (seq_gt(delivered_seq, s.acked_seq)) {
@@ -480,17 +479,13 @@ void Connection::stream_timer_expired(Time now) {
             m->delivery_deadline = kNever;
             continue;
         }
-        // Delivery is reported in stream order, so it cannot come while an earlier message
-        // is still missing segments: wait for that one instead of re-sending this one.
-        bool earlier_missing = false;
-        for (const TxMessage& e : s->tx) {
-            if (&e == m) break;
-            if (!e.done && e.path_acked < e.nseg) {
-                earlier_missing = true;
-                break;
-            }
+        if (seq_lt(m->msg_seq, s->acked_seq)) {
+            m->delivery_deadline = kNever;  // delivered; completion waits for earlier ones
+            continue;
         }
-        if (earlier_missing) {
+        // Delivery is reported in stream order: only the first message not yet reported
+        // delivered is probed; a later one waits for it.
+        if (seq_gt(m->msg_seq, s->acked_seq)) {
             m->delivery_deadline = now + delivery_timeout();
             delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
             note_deadline(m->delivery_deadline);
