@@ -51,6 +51,9 @@ struct EndpointConfig {
     uint32_t max_rd_atomic = 16;
     uint32_t max_dest_rd_atomic = 64;
 
+    // spec [PLACE-23]: the largest inline send.
+    uint32_t max_inline_data = 256;
+
     // Resource caps (spec §10 [ERR-5]).
     uint32_t max_connections = 65535;  // at most 65535: the slot is the id's low 16 bits
     uint32_t max_streams = 1u << 20;

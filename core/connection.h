@@ -134,7 +134,9 @@ private:
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
     bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
                         uint32_t& read_len);
-    std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers);
+    std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
+                               const Piece*& sg, uint32_t& nsg);
+    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
     void answer_placed(Stream& s, uint64_t request_seq, Time now);
     void execute_request(Stream& s, const RxMessage& slot);
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);

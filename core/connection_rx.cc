@@ -107,12 +107,14 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     RxMessage& slot = s.ring[h.msg_seq % s.ring.size()];
     if (!slot.active) {
         std::byte* target = nullptr;
+        const Piece* sg = nullptr;
+        uint32_t nsg = 0;
         uint32_t read_len = 0;
         bool answers = false;
         if (is_request(h.opcode)) {
             if (!accept_request(s, p, target, read_len)) return;
         } else if (is_response(h.opcode)) {
-            target = response_target(s, h, answers);
+            target = response_target(s, h, answers, sg, nsg);
         } else if (wire::consumes_receive(h.opcode)) {
             const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
             if (idx < 0) {
@@ -137,6 +139,10 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                 // [PLACE-2]: a SEND longer than its receive buffer is an invalid request.
                 if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
                 target = pr.buf;
+                if (!pr.sg.empty()) {
+                    sg = pr.sg.data();
+                    nsg = static_cast<uint32_t>(pr.sg.size());
+                }
             }
         }
         if (wire::is_write(h.opcode)) {
@@ -166,6 +172,8 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.received = 0;
         slot.seen.assign((slot.nseg + 63) / 64, 0);
         slot.target = target;
+        slot.sg = sg;
+        slot.nsg = nsg;
         slot.read_len = read_len;
         slot.answers = answers;
         slot.held.clear();
@@ -198,27 +206,37 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                     p.payload.first<wire::kAtomicResponseBodySize>());
                 std::memcpy(slot.target, &v, sizeof v);
             }
-        } else if (slot.target) {
+        } else if (slot.target || slot.sg) {
             if (seg + 1 == slot.nseg && slot.received + 1 < slot.nseg) {
                 // [PLACE-12]: the last segment came early: held until the rest is in place.
                 slot.held.assign(p.payload.begin(), p.payload.end());
                 ++stats_.held_last_segments;
             } else {
-                std::memcpy(slot.target + h.offset, p.payload.data(), h.payload_len);
+                write_payload(slot, h.offset, p.payload.data(), h.payload_len);
             }
         }
     }
     word |= bit;
     if (++slot.received == slot.nseg) {
         if (!slot.held.empty()) {
-            std::memcpy(slot.target + size_t{slot.nseg - 1} * segment_size_, slot.held.data(),
-                        slot.held.size());
+            write_payload(slot, size_t{slot.nseg - 1} * segment_size_, slot.held.data(),
+                          slot.held.size());
             slot.held = std::vector<std::byte>();  // rare: give the memory back
         }
         slot.complete = true;
         if (slot.answers) answer_placed(s, slot.remote_addr, now);
         deliver_in_order(s);
     }
+}
+
+// write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
+// scatter list ([PLACE-22]).
+void Connection::write_payload(const RxMessage& slot, uint64_t off, const std::byte* data,
+                               size_t n) {
+    if (slot.sg)
+        copy_to_pieces(slot.sg, slot.nsg, off, data, n);
+    else
+        std::memcpy(slot.target + off, data, n);
 }
 
 // accept_request checks the first (only) DATA of a READ or atomic request before any
@@ -259,7 +277,8 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
 // request it names ([PLACE-16]), if that request still waits for exactly this answer.
 // Otherwise (the request was flushed, or the peer is confused) the response is accepted
 // into the stream with nowhere to write, so the stream's order still moves on.
-std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers) {
+std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers,
+                                       const Piece*& sg, uint32_t& nsg) {
     TxMessage* m = (h.remote_addr >> 32) == 0
                        ? live_tx(&s, static_cast<uint32_t>(h.remote_addr))
                        : nullptr;
@@ -275,6 +294,8 @@ std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, boo
         return nullptr;
     }
     answers = true;
+    sg = m->sg.empty() ? nullptr : m->sg.data();
+    nsg = static_cast<uint32_t>(m->sg.size());
     return m->dst;
 }
 

@@ -260,6 +260,8 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
                                       access::kRemoteRead)) {
             ++stats_.read_source_gone;
             std::memset(out, 0, bytes);
+        } else if (!m.sg.empty() && !is_request(m.opcode)) {  // a READ's list is its destination
+            copy_from_pieces(m.sg.data(), m.sg.size(), h.offset, out, bytes);  // [PLACE-22]
         } else {
             std::memcpy(out, m.payload() + h.offset, bytes);
         }

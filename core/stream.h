@@ -2,9 +2,11 @@
 // the receives posted for what it receives (spec §8).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <vector>
 
@@ -19,6 +21,39 @@ namespace mroce::core {
 // msg_seq % kStreamWindow, which needs a power of two to survive the 2^32 wrap.
 inline constexpr uint32_t kStreamWindow = 128;
 static_assert((kStreamWindow & (kStreamWindow - 1)) == 0, "kStreamWindow must be a power of two");
+
+// Piece is one resolved piece of a scatter/gather list.
+struct Piece {
+    std::byte* p = nullptr;
+    uint32_t len = 0;
+};
+// copy_to_pieces writes n bytes at byte offset off of the list [sg, sg + nsg).
+inline void copy_to_pieces(const Piece* sg, size_t nsg, uint64_t off, const std::byte* src, size_t n) {
+    for (size_t i = 0; i < nsg && n > 0; ++i) {
+        if (off >= sg[i].len) {
+            off -= sg[i].len;
+            continue;
+        }
+        const size_t k = std::min<size_t>(n, sg[i].len - off);
+        std::memcpy(sg[i].p + off, src, k);
+        src += k;
+        n -= k;
+        off = 0;
+    }
+}
+inline void copy_from_pieces(const Piece* sg, size_t nsg, uint64_t off, std::byte* dst, size_t n) {
+    for (size_t i = 0; i < nsg && n > 0; ++i) {
+        if (off >= sg[i].len) {
+            off -= sg[i].len;
+            continue;
+        }
+        const size_t k = std::min<size_t>(n, sg[i].len - off);
+        std::memcpy(dst, sg[i].p + off, k);
+        dst += k;
+        n -= k;
+        off = 0;
+    }
+}
 
 // is_request: READ and atomics, answered by a response message from the responder.
 inline bool is_request(wire::Opcode op) {
@@ -43,6 +78,10 @@ struct TxMessage {
     bool resp_done = false;          // READ/atomic: the whole answer has been placed
     uint32_t resp_to = 0;            // response: msg_seq of the request it answers
     std::array<std::byte, kMaxBody> body{};  // request or atomic response body
+    // A local buffer of several pieces (src for sends, dst for READ), else empty; and the
+    // copy of an inline send's bytes (src points into it).
+    std::vector<Piece> sg;
+    std::vector<std::byte> inline_bytes;
     uint32_t msg_seq = 0;
     uint32_t recv_seq = 0;
     uint32_t nseg = 0;
@@ -97,6 +136,8 @@ struct RxMessage {
     // checked remote memory they name; a response to a request that no longer waits
     // (flushed) has none: its bytes are dropped, its place in the stream still counts.
     std::byte* target = nullptr;
+    const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive or READ buffer)
+    uint32_t nsg = 0;
     uint32_t read_len = 0;  // READ request: bytes asked for
     bool answers = false;   // a response whose request waits for it
     std::array<std::byte, kMaxBody> body{};
@@ -105,8 +146,9 @@ struct RxMessage {
 };
 
 struct PostedRecv {
-    RecvWr wr;
+    RecvWr wr;                // wr.length is the total of every piece
     std::byte* buf = nullptr;
+    std::vector<Piece> sg;    // several pieces, else empty and buf is the buffer
     bool claimed = false;  // [PLACE-14] a message slot targets this receive
 };
 

@@ -170,12 +170,38 @@ Outcome run_mix(uint64_t seed) {
                     const size_t buf = mb.take(op.len + 16);
                     recv_b[s].push_back({buf, op.len + 16});
                     core::RecvWr rw{recv_b[s].size() - 1, mb.addr(buf), op.len + 16, mb.keys.lkey};
+                    std::array<core::Sge, 2> halves;
+                    if (r.uniform(3) == 0) {  // a scatter list of two adjacent pieces
+                        const uint32_t cut = static_cast<uint32_t>(r.uniform(op.len + 17));
+                        halves = {core::Sge{rw.addr, cut, rw.lkey},
+                                  core::Sge{rw.addr + cut, op.len + 16 - cut, rw.lkey}};
+                        rw.sg_list = halves.data();
+                        rw.num_sge = 2;
+                    }
                     if (p.b->post_recv(sb[s], rw, p.now()) != Error::kOk) out.fail("post_recv B");
                     if (op.opcode == WorkOpcode::kSend || op.opcode == WorkOpcode::kSendImm)
                         op.dst = buf;
                 }
             }
             wr.length = op.len;
+            // [PLACE-22] [PLACE-23]: some buffers go as a list of adjacent pieces cut at
+            // random points, some small sends inline.
+            std::array<core::Sge, 3> pieces;
+            const bool is_atomic = op.opcode == WorkOpcode::kAtomicFetchAdd ||
+                                   op.opcode == WorkOpcode::kAtomicCompareSwap;
+            if (!is_atomic && op.len > 2 && r.uniform(3) == 0) {
+                uint32_t cut1 = static_cast<uint32_t>(1 + r.uniform(op.len - 1));
+                uint32_t cut2 = static_cast<uint32_t>(1 + r.uniform(op.len - 1));
+                if (cut1 > cut2) std::swap(cut1, cut2);
+                const uint64_t base = wr.local_addr;
+                pieces = {core::Sge{base, cut1, wr.lkey}, core::Sge{base + cut1, cut2 - cut1, wr.lkey},
+                          core::Sge{base + cut2, op.len - cut2, wr.lkey}};
+                wr.sg_list = pieces.data();
+                wr.num_sge = 3;
+            } else if (!is_atomic && op.opcode != WorkOpcode::kRead && op.len <= 256 &&
+                       r.uniform(2) == 0) {
+                wr.inline_data = true;
+            }
             if (p.a->post_send(sa[s], wr, p.now()) != Error::kOk) out.fail("post_send A");
             plan_a[s].push_back(op);
         }

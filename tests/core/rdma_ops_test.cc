@@ -380,6 +380,114 @@ TEST(RdmaOps, ProbeReplyRevealsLoneTailLoss) {
     EXPECT_EQ(ps.lost_by_timeout, 0u);
 }
 
+// [PLACE-22]: gather lists on SEND, WRITE and READ buffers and scatter lists on receives,
+// pieces of odd sizes that straddle segment boundaries, over a lossy reordering network.
+TEST(RdmaOps, ScatterGather) {
+    Fixture f(13, 0.05);
+    const uint32_t sa = f.stream(1).first, sb = 1;
+    for (size_t i = 0; i < 200'000; ++i) f.a.mem[i] = pattern_byte(4, 1, i);
+    for (size_t i = 0; i < 200'000; ++i) f.b.mem[500'000 + i] = pattern_byte(4, 2, i);
+    // The gather list: three pieces, the middle one crossing several 4 KiB segments.
+    const core::Sge gather[] = {{f.a.addr(100), 5000, f.a.keys.lkey},
+                                {f.a.addr(20'000), 13'333, f.a.keys.lkey},
+                                {f.a.addr(60'000), 1, f.a.keys.lkey}};
+    std::vector<std::byte> expect;
+    for (const auto& g : gather)
+        expect.insert(expect.end(), f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0)),
+                      f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0) + g.length));
+    const uint32_t total = static_cast<uint32_t>(expect.size());
+    // SEND gathered, received into a scatter list of four pieces (the last one larger).
+    const core::Sge scatter[] = {{f.b.addr(0), 7, f.b.keys.lkey},
+                                 {f.b.addr(1000), 9000, f.b.keys.lkey},
+                                 {f.b.addr(20'000), 0, f.b.keys.lkey},
+                                 {f.b.addr(30'000), 20'000, f.b.keys.lkey}};
+    core::RecvWr rw;
+    rw.wr_id = 5;
+    rw.sg_list = scatter;
+    rw.num_sge = 4;
+    ASSERT_EQ(f.p.b->post_recv(sb, rw, f.p.now()), Error::kOk);
+    core::SendWr send;
+    send.wr_id = 1;
+    send.opcode = WorkOpcode::kSend;
+    send.sg_list = gather;
+    send.num_sge = 3;
+    f.post(sa, send);
+    // WRITE gathered into one remote range.
+    core::SendWr write = send;
+    write.wr_id = 2;
+    write.opcode = WorkOpcode::kWrite;
+    write.remote_addr = f.b.addr(300'000);
+    write.rkey = f.b.keys.rkey;
+    f.post(sa, write);
+    // READ one remote range into a scatter list.
+    const core::Sge rd[] = {{f.a.addr(700'000), 3, f.a.keys.lkey},
+                            {f.a.addr(710'000), 40'000, f.a.keys.lkey},
+                            {f.a.addr(760'000), 4097, f.a.keys.lkey}};
+    core::SendWr read;
+    read.wr_id = 3;
+    read.opcode = WorkOpcode::kRead;
+    read.sg_list = rd;
+    read.num_sge = 3;
+    read.remote_addr = f.b.addr(500'000);
+    read.rkey = f.b.keys.rkey;
+    f.post(sa, read);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 3 && f.b.done.size() == 1; }));
+    for (const auto& c : f.a.done) EXPECT_EQ(c.status, Status::kSuccess);
+    EXPECT_EQ(f.a.done[0].byte_len, total);
+    EXPECT_EQ(f.a.done[2].byte_len, 3u + 40'000 + 4097);
+    ASSERT_EQ(f.b.done[0].status, Status::kSuccess);
+    EXPECT_EQ(f.b.done[0].byte_len, total);
+    std::vector<std::byte> got;
+    for (const auto& g : scatter)
+        got.insert(got.end(), f.b.mem.begin() + static_cast<long>(g.addr - f.b.addr(0)),
+                   f.b.mem.begin() + static_cast<long>(g.addr - f.b.addr(0) + g.length));
+    got.resize(total);
+    EXPECT_EQ(got, expect);
+    EXPECT_EQ(std::memcmp(f.b.mem.data() + 300'000, expect.data(), total), 0);
+    std::vector<std::byte> read_back;
+    for (const auto& g : rd)
+        read_back.insert(read_back.end(), f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0)),
+                         f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0) + g.length));
+    EXPECT_EQ(std::memcmp(read_back.data(), f.b.mem.data() + 500'000, read_back.size()), 0);
+    // Limits: more than kMaxSge pieces, or a piece outside the region, is refused at post.
+    std::vector<core::Sge> many(core::kMaxSge + 1, gather[0]);
+    send.sg_list = many.data();
+    send.num_sge = static_cast<uint32_t>(many.size());
+    EXPECT_EQ(f.p.a->post_send(sa, send, f.p.now()), Error::kInvalidArgument);
+    const core::Sge outside[] = {gather[0], {f.a.addr(f.a.mem.size() - 4), 8, f.a.keys.lkey}};
+    send.sg_list = outside;
+    send.num_sge = 2;
+    EXPECT_EQ(f.p.a->post_send(sa, send, f.p.now()), Error::kAccessDenied);
+}
+
+// [PLACE-23]: an inline SEND copies its bytes when posted: the buffer may change at once,
+// and no lkey is needed; more than max_inline_data bytes, or an inline READ, is refused.
+TEST(RdmaOps, InlineSend) {
+    Fixture f(14, 0.02);
+    const uint32_t sa = f.stream(1).first;
+    std::vector<std::byte> scratch(200, std::byte{0x5a});
+    core::RecvWr rw{9, f.b.addr(0), 256, f.b.keys.lkey};
+    ASSERT_EQ(f.p.b->post_recv(1, rw, f.p.now()), Error::kOk);
+    core::SendWr w;
+    w.wr_id = 1;
+    w.opcode = WorkOpcode::kSend;
+    w.local_addr = reinterpret_cast<uint64_t>(scratch.data());  // not registered at all
+    w.length = 200;
+    w.inline_data = true;
+    f.post(sa, w);
+    std::fill(scratch.begin(), scratch.end(), std::byte{0});  // reused before it is sent
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1 && f.b.done.size() == 1; }));
+    EXPECT_EQ(f.a.done[0].status, Status::kSuccess);
+    EXPECT_EQ(f.b.done[0].byte_len, 200u);
+    EXPECT_TRUE(std::all_of(f.b.mem.begin(), f.b.mem.begin() + 200,
+                            [](std::byte x) { return x == std::byte{0x5a}; }));
+    w.length = 257;
+    EXPECT_EQ(f.p.a->post_send(sa, w, f.p.now()), Error::kInvalidArgument);
+    core::SendWr r = f.read(2, 0, 0, 8);
+    r.inline_data = true;
+    EXPECT_EQ(f.p.a->post_send(sa, r, f.p.now()), Error::kInvalidArgument);
+}
+
 // [PLACE-13] [PLACE-17]: a misaligned atomic is an invalid request; atomics need 8 bytes locally.
 TEST(RdmaOps, AtomicChecks) {
     Fixture f(8, 0);
