@@ -62,6 +62,9 @@ void RoceEngine::place(QueuePair& q, const Decoded& d, uint64_t psn, Time now) {
     // A SEND takes its receive at the first packet, a WRITE with immediate at its last.
     if (((is_send(op) && is_first(op)) || (is_write(op) && has_imm(op))) && q.rq.empty()) {
         respond(q, Response::kRnrNak, psn);
+        // Like a NAK'd gap: what follows is dropped silently until psn comes again.
+        q.nak_outstanding = true;
+        q.highest_ooo_since_nak = psn;
         return;
     }
     if (is_first(op)) {
@@ -130,8 +133,10 @@ void RoceEngine::place(QueuePair& q, const Decoded& d, uint64_t psn, Time now) {
 }
 
 void RoceEngine::respond(QueuePair& q, Response r, uint64_t psn) {
-    // A pending NAK already acknowledges everything before it; an ACK never replaces it.
-    if (r == Response::kAck && q.response != Response::kNone && q.response != Response::kAck)
+    // Responses rank kAck < kNakSequence < kRnrNak < fatal NAKs: a pending NAK already
+    // acknowledges everything before it, and a later gap must not hide an RNR or fatal
+    // NAK that has not left yet.
+    if (q.response != Response::kNone && static_cast<uint8_t>(r) < static_cast<uint8_t>(q.response))
         return;
     q.response = r;
     q.response_psn = psn;

@@ -59,7 +59,8 @@ struct RxPost {
     std::byte* dst = nullptr;
 };
 
-// What the responder owes the requester: nothing, an ACK, or a NAK of some kind.
+// What the responder owes the requester: nothing, an ACK, or a NAK of some kind, in
+// rising precedence (RoceEngine::respond keeps the highest pending one).
 enum class Response : uint8_t { kNone, kAck, kNakSequence, kRnrNak, kNakInvalid, kNakAccess };
 
 struct QueuePair {
