@@ -159,7 +159,9 @@ Result<Decoded> decode(std::span<const std::byte> datagram) {
     if (has_imm(b.opcode)) d.h.imm = r.u32();
     if (!r.ok() || r.remaining() < kIcrcSize) return Error::kTruncated;
     const size_t body = r.remaining() - kIcrcSize;  // payload + pad
-    if (b.pad_count > body) return Error::kBadLength;
+    // PadCnt pads the payload to a multiple of 4 bytes (IBTA §9.2), so the two together
+    // always are one.
+    if (b.pad_count > body || body % 4 != 0) return Error::kBadLength;
     d.payload = datagram.subspan(r.pos(), body - b.pad_count);
     return d;
 }

@@ -138,8 +138,8 @@ Result<size_t> encode(const Headers& h, std::span<const std::byte> payload, std:
 
 // decode parses one UDP payload. Errors: kTruncated (shorter than the opcode's headers
 // and ICRC), kBadType (opcode not supported, unknown AETH syndrome), kBadVersion
-// (TVer != 0), kBadLength (pad count larger than the payload, bytes after a fixed-size
-// ACK or CNP, a pad count on a packet without payload).
+// (TVer != 0), kBadLength (pad count larger than the payload, payload + pad not a
+// multiple of 4, bytes after a fixed-size ACK or CNP, a pad count on an ACK or CNP).
 Result<Decoded> decode(std::span<const std::byte> datagram);
 
 // psn_unwrap maps a 24-bit PSN to the 64-bit counter nearest to reference (within

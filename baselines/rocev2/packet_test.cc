@@ -166,6 +166,14 @@ TEST(RocePacket, MalformedInputIsRejectedWithItsReason) {
     v = join(kWriteOnlyImm);
     v[1] = std::byte{0x30};  // pad count 3 on a packet without payload
     EXPECT_EQ(decode(v).error(), Error::kBadLength);
+    v = join(kWriteOnlyImm);
+    v.insert(v.begin() + 32, 3, std::byte{7});  // 3 payload bytes but pad count 0
+    EXPECT_EQ(decode(v).error(), Error::kBadLength);
+    v[1] = std::byte{0x90};  // pad count 1: payload 2 + pad 1 is still not a multiple of 4
+    EXPECT_EQ(decode(v).error(), Error::kBadLength);
+    v[1] = std::byte{0x80};
+    v.insert(v.begin() + 32, std::byte{7});  // 4 payload bytes, pad 0: fine
+    EXPECT_TRUE(decode(v).ok());
     v = join(kNakSeq);
     v[1] = std::byte{0x10};  // pad count on an ACK
     EXPECT_EQ(decode(v).error(), Error::kBadLength);
