@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,16 @@ namespace {
 constexpr uint32_t kWindow = 64;           // W, packets
 constexpr uint32_t kPayload = 1024;        // bytes per packet
 constexpr uint32_t kPacketsPerMessage = 100;
-constexpr uint32_t kMessages = 400;        // 40000 packets, 40 MB per run
+#ifdef NDEBUG
+// 40000 packets per run: the model's error from sampling is then a few percent.
+constexpr uint32_t kMessages = 400;
+constexpr bool kCheckModel = true;
+#else
+// Unoptimised (sanitizer) builds run a 10x shorter transfer for memory checking only:
+// too few losses for the statistics, so the bounds are checked in optimised builds.
+constexpr uint32_t kMessages = 40;
+constexpr bool kCheckModel = false;
+#endif
 constexpr uint64_t kBytes = uint64_t{kPayload} * kPacketsPerMessage * kMessages;
 
 constexpr auto kOneWayDelay = std::chrono::microseconds(50);
@@ -58,7 +68,7 @@ sim::NetworkConfig network(size_t datagram_bytes) {
 // Goodput is measured in the steady state, between the requester completions of message
 // kSkip and message kMessages - kSkip: the model has no start-up and no end, and the end
 // is special (a lost last packet has no successor to reveal it; see total_seconds).
-constexpr uint32_t kSkip = 16;
+constexpr uint32_t kSkip = kMessages / 25;
 constexpr double kSteadyBytes = double{kPayload} * kPacketsPerMessage * (kMessages - 2 * kSkip);
 
 struct Outcome {
@@ -68,6 +78,15 @@ struct Outcome {
     uint64_t lost = 0;  // packets the link dropped
     std::string failure;
 };
+
+// fill gives every 8 bytes of the source its own random value (cheap even unoptimised).
+void fill(std::vector<std::byte>& buf, uint64_t seed) {
+    Rng rng(seed);
+    for (size_t i = 0; i + 8 <= buf.size(); i += 8) {
+        const uint64_t v = rng.next_u64();
+        std::memcpy(buf.data() + i, &v, 8);
+    }
+}
 
 template <class Engine>
 std::vector<core::SendWr> writes(Engine& a, Engine& b, std::vector<std::byte>& src,
@@ -131,7 +150,7 @@ Outcome run_roce(uint64_t seed, double loss) {
     cfg.retransmit_timeout = std::chrono::microseconds(200);
     RocePair pair(seed, network(rocev2::encoded_size(rocev2::Opcode::kWriteMiddle, kPayload)), cfg);
     std::vector<std::byte> src(kBytes), dst(kBytes);
-    for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(1, 0, i);
+    fill(src, seed);
     const std::vector<core::SendWr> wrs = writes(*pair.a, *pair.b, src, dst);
     const uint32_t qa = *pair.a->reserve_stream(1), qb = *pair.b->reserve_stream(1);
     EXPECT_EQ(pair.a->bind_stream(qa, pair.host_b().address(), qb, pair.now()), Error::kOk);
@@ -150,7 +169,7 @@ Outcome run_metaroce(uint64_t seed, double loss) {
     const size_t datagram = core::Endpoint(cfg, Address{}, 0).max_datagram_size();
     Pair pair(seed, network(datagram), cfg, cfg);
     std::vector<std::byte> src(kBytes), dst(kBytes);
-    for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(1, 0, i);
+    fill(src, seed);
     const std::vector<core::SendWr> wrs = writes(*pair.a, *pair.b, src, dst);
     const uint32_t qa = *pair.a->create_stream(1, pair.host_b().address(), 1, pair.now());
     EXPECT_TRUE(pair.b->create_stream(1, pair.host_a().address(), 1, pair.now()).ok());
@@ -200,6 +219,7 @@ TEST_P(LossModel, GoBackNAndSelectiveRepeatMatchTheirModels) {
                 (unsigned long long)meta.retransmits, kSteadyBytes * 8 / roce0.seconds / 1e9,
                 kSteadyBytes * 8 / meta0.seconds / 1e9, roce0.total_seconds / roce.total_seconds,
                 meta0.total_seconds / meta.total_seconds);
+    if (!kCheckModel) GTEST_SKIP() << "statistical bounds are checked in optimised builds only";
     EXPECT_GT(roce.lost, 0u);
     EXPECT_GT(meta.lost, 0u);
     EXPECT_NEAR(roce_ratio / gbn_model, 1.0, 0.10) << "RoCEv2 go-back-N vs (1-p)/(1+(W-1)p)";
