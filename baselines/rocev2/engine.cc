@@ -183,9 +183,13 @@ void RoceEngine::on_datagram(std::span<const std::byte> datagram, const PacketMe
 
 void RoceEngine::on_timeout(Time now) {
     last_now_ = now;
-    for (auto& p : qps_) {
-        QueuePair& q = *p;
-        if (qp_deadline(q) > now) continue;
+    flush_deadlines();
+    while (!timers_.empty() && timers_.top().at <= now) {
+        const TimerEntry e = timers_.top();
+        timers_.pop();
+        QueuePair& q = *qp_mut(e.qpn);
+        if (e.at != q.armed_deadline) continue;  // stale
+        q.armed_deadline = kNever;  // touched() below computes and arms the exact one
         if (q.ack_deadline <= now) {
             q.ack_deadline = kNever;
             if (q.unacked > 0) respond(q, Response::kAck, q.epsn - 1);
@@ -238,7 +242,10 @@ bool RoceEngine::has_work(const QueuePair& q) const {
 }
 
 void RoceEngine::touched(QueuePair& q) {
-    deadline_dirty_ = true;
+    if (!q.deadline_dirty) {
+        q.deadline_dirty = true;
+        dirty_.push_back(q.qpn);
+    }
     if (!q.in_ready && has_work(q)) {
         q.in_ready = true;
         ready_.push_back(q.qpn);
@@ -254,13 +261,25 @@ Time RoceEngine::qp_deadline(const QueuePair& q) const {
     return t;
 }
 
-Time RoceEngine::next_deadline() const {
-    if (deadline_dirty_) {
-        cached_deadline_ = kNever;
-        for (const auto& q : qps_) cached_deadline_ = std::min(cached_deadline_, qp_deadline(*q));
-        deadline_dirty_ = false;
+void RoceEngine::flush_deadlines() const {
+    for (const uint32_t qpn : dirty_) {
+        QueuePair& q = *qps_[qpn - kFirstQpn];
+        q.deadline_dirty = false;
+        const Time t = qp_deadline(q);
+        if (t < q.armed_deadline) {
+            q.armed_deadline = t;
+            timers_.push(TimerEntry{t, qpn});
+        }
     }
-    return cached_deadline_;
+    dirty_.clear();
+}
+
+Time RoceEngine::next_deadline() const {
+    flush_deadlines();
+    while (!timers_.empty() &&
+           timers_.top().at != qps_[timers_.top().qpn - kFirstQpn]->armed_deadline)
+        timers_.pop();
+    return timers_.empty() ? kNever : timers_.top().at;
 }
 
 std::optional<core::Event> RoceEngine::poll_event() {

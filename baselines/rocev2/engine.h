@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <vector>
 
 #include "baselines/rocev2/config.h"
@@ -127,10 +128,21 @@ private:
     std::vector<std::unique_ptr<QueuePair>> qps_;  // index = qpn - kFirstQpn
     std::deque<uint32_t> ready_;                   // QPs that may have something to send
     std::deque<core::Event> events_;
-    // next_deadline() is a scan over the QPs, cached until something changes.
     Time last_now_{};  // the latest `now` handed in (to tell future pacing times from past)
-    mutable Time cached_deadline_ = kNever;
-    mutable bool deadline_dirty_ = true;
+    // Timers scale with the QPs that are due, not with all QPs: a min-heap of (deadline,
+    // QP). QueuePair::armed_deadline is a lower bound of the QP's deadline: a later
+    // deadline keeps the old entry, which then fires early and re-arms (cheap); an earlier
+    // one pushes a new entry. Entries not equal to armed_deadline are stale and skipped.
+    // Deadlines are recomputed lazily for the QPs touched since (dirty_), so a batch of
+    // packets costs one computation per QP. mutable: next_deadline() is const.
+    struct TimerEntry {
+        Time at;
+        uint32_t qpn;
+        bool operator>(const TimerEntry& o) const { return at > o.at; }
+    };
+    void flush_deadlines() const;
+    mutable std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
+    mutable std::vector<uint32_t> dirty_;
 
     static constexpr uint32_t kFirstQpn = 2;  // QP0 and QP1 are IB's management QPs
 };

@@ -108,6 +108,8 @@ struct QueuePair {
     CnpLimiter cnp_limiter;
 
     bool in_ready = false;
+    bool deadline_dirty = false;  // in RoceEngine::dirty_
+    Time armed_deadline = kNever; // its entry in RoceEngine::timers_ (a lower bound)
     QpStats stats;
 };
 
