@@ -285,7 +285,9 @@ QueuePair::~QueuePair() {
     std::lock_guard<std::mutex> g(state_->engine_mu);
     auto it = state_->qps.find(number_);
     if (it == state_->qps.end()) return;
-    state_->qps.erase(it);
+    state_->qps.erase(it);  // first: the flush completions below go nowhere
+    // The stream ends at once, busy or not: nothing of it runs or writes again.
+    if (!state_->closed) (void)state_->endpoint->destroy_stream(number_, state_->now());
 }
 
 bool QueuePair::connected() const {

@@ -220,9 +220,9 @@ private:
 
 class QueuePair {
 public:
-    // ~QueuePair stops routing its completions. The engine cannot destroy a stream yet, so
-    // work requests still outstanding keep running and may still write into their buffers:
-    // wait for their completions (or destroy the Device) before freeing those buffers.
+    // ~QueuePair ends the queue pair at once, busy or not: its outstanding work requests
+    // are dropped (their completions are not reported) and nothing writes into their
+    // buffers afterwards, so they may be freed as soon as it returns.
     ~QueuePair();
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;

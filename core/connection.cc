@@ -156,6 +156,13 @@ void Connection::attach_stream(Stream& s) {
     if (!s.tx.empty()) stream_has_work(s);
 }
 
+void Connection::detach_stream(Stream& s) {
+    fail_stream(s, Status::kFlushed);
+    streams_.erase(std::remove(streams_.begin(), streams_.end(), s.id), streams_.end());
+    auto it = by_remote_.find(s.remote_id);
+    if (it != by_remote_.end() && it->second == s.id) by_remote_.erase(it);
+}
+
 void Connection::stream_has_work(Stream& s) {
     if (!s.seq_ready) return;
     if (!s.in_ready_list && s.send_cursor < s.tx.size() && !s.failed) {

@@ -66,6 +66,8 @@ public:
 
     // Work from the application (via Endpoint).
     void attach_stream(Stream& s);
+    // detach_stream flushes a stream's work and forgets it (Endpoint::destroy_stream).
+    void detach_stream(Stream& s);
     bool bound_to_remote(uint32_t remote_stream) const { return by_remote_.count(remote_stream) != 0; }
     void stream_has_work(Stream& s);
     void close(Time now);

@@ -238,6 +238,27 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     return Error::kOk;
 }
 
+Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    Connection* c = s->conn ? conn_mut(s->conn) : nullptr;
+    if (c) {
+        c->detach_stream(*s);
+        touched(*c, now);
+    } else {
+        for (const PostedRecv& pr : s->posted) {
+            Event e;
+            e.kind = EventKind::kCompletion;
+            e.completion = Completion{pr.wr.wr_id, s->id, Status::kFlushed, WorkOpcode::kRecv, 0, false, 0};
+            emit(e);
+        }
+    }
+    // Queued references to it (ready lists, retransmissions, timers, stream reports) are
+    // by id and find nothing from now on; ids are never reused, so none can find another.
+    streams_[stream_id - 1].reset();
+    return Error::kOk;
+}
+
 Error Endpoint::close_connection(uint32_t conn, Time now) {
     Connection* c = conn_mut(conn);
     if (!c) return Error::kNotFound;

@@ -69,6 +69,13 @@ public:
     // post_send; a stream in error takes no receives (kWrongState).
     Error post_recv(uint32_t stream, const RecvWr& wr, Time now);
 
+    // destroy_stream ends a stream at once, busy or not ([STREAM-10]): every outstanding
+    // work request and posted receive completes with kFlushed (reported now, before any
+    // other event of it), nothing of it is sent or written again, and its id is never
+    // reused. The peer's later messages for it are refused as for an unknown stream.
+    // Errors: kNotFound.
+    Error destroy_stream(uint32_t stream, Time now);
+
     // close_connection sends CLOSE and flushes every outstanding work request.
     Error close_connection(uint32_t conn, Time now);
 

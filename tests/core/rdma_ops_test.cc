@@ -488,6 +488,60 @@ TEST(RdmaOps, InlineSend) {
     EXPECT_EQ(f.p.a->post_send(sa, r, f.p.now()), Error::kInvalidArgument);
 }
 
+// [STREAM-10]: destroying a busy stream flushes its work at once; afterwards nothing writes
+// into its buffers, its id is not reused, the other stream keeps going, and the peer's
+// messages for it are refused.
+TEST(RdmaOps, DestroyBusyStream) {
+    Fixture f(15, 0.05);
+    const uint32_t s1 = f.stream(1).first;
+    const uint32_t s2 = f.stream(2).first;
+    for (size_t i = 0; i < 400'000; ++i) f.b.mem[i] = pattern_byte(6, 0, i);
+    core::RecvWr rw{50, f.a.addr(900'000), 4096, f.a.keys.lkey};
+    ASSERT_EQ(f.p.a->post_recv(s1, rw, f.p.now()), Error::kOk);
+    f.post(s1, f.read(1, 0, 0, 300'000));  // big: still running when destroyed
+    for (uint64_t i = 0; i < 5; ++i) f.post(s2, f.read(10 + i, 500'000 + i * 1000, 0, 1000));
+    f.p.sim.run_for(30us);  // started, not finished
+    auto on = [&](uint32_t s) {
+        std::vector<core::Completion> v;
+        for (const auto& c : f.a.done)
+            if (c.stream == s) v.push_back(c);
+        return v;
+    };
+    ASSERT_TRUE(on(s1).empty());
+    ASSERT_EQ(f.p.a->destroy_stream(s1, f.p.now()), Error::kOk);
+    f.p.host_a().kick();  // the host hands the queued events over
+    f.p.sim.run_for(1ns);
+    ASSERT_EQ(on(s1).size(), 2u);  // reported at once
+    for (const auto& c : on(s1)) EXPECT_EQ(c.status, Status::kFlushed);
+    // From here on, nothing may touch the destroyed stream's buffers.
+    std::fill(f.a.mem.begin(), f.a.mem.begin() + 300'000, std::byte{0xEE});
+    std::fill(f.a.mem.begin() + 900'000, f.a.mem.begin() + 904'096, std::byte{0xEE});
+    // The peer sends on its side of the destroyed stream: refused, its stream fails.
+    core::SendWr w;
+    w.wr_id = 99;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = f.b.addr(0);
+    w.length = 100;
+    w.lkey = f.b.keys.lkey;
+    w.remote_addr = f.a.addr(0);
+    w.rkey = f.a.keys.rkey;
+    ASSERT_EQ(f.p.b->post_send(1, w, f.p.now()), Error::kOk);
+    f.p.host_b().kick();
+    // The refusal is retried with backoff ([STREAM-8]) for a few simulated seconds.
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 7 && f.b.done.size() == 1; }, 10000ms));
+    ASSERT_EQ(on(s2).size(), 5u);
+    for (const auto& c : on(s2)) EXPECT_EQ(c.status, Status::kSuccess);
+    EXPECT_EQ(f.b.done[0].status, Status::kRemoteInvalid);
+    f.p.sim.run_for(5ms);
+    EXPECT_TRUE(std::all_of(f.a.mem.begin(), f.a.mem.begin() + 300'000,
+                            [](std::byte x) { return x == std::byte{0xEE}; }));
+    EXPECT_TRUE(std::all_of(f.a.mem.begin() + 900'000, f.a.mem.begin() + 904'096,
+                            [](std::byte x) { return x == std::byte{0xEE}; }));
+    EXPECT_EQ(f.p.a->post_send(s1, f.read(2, 0, 0, 8), f.p.now()), Error::kNotFound);
+    EXPECT_EQ(f.p.a->destroy_stream(s1, f.p.now()), Error::kNotFound);
+    EXPECT_GT(*f.p.a->reserve_stream(f.a.pd), s2);  // ids are never reused
+}
+
 // [PLACE-13] [PLACE-17]: a misaligned atomic is an invalid request; atomics need 8 bytes locally.
 TEST(RdmaOps, AtomicChecks) {
     Fixture f(8, 0);
