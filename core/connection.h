@@ -139,6 +139,8 @@ private:
     std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                const Piece*& sg, uint32_t& nsg);
     void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
+    void take_srq_receive(Stream& s, uint32_t msg_seq);
+    void complete_srq_receive(Stream& s, const RxMessage& slot);
     void answer_placed(Stream& s, uint64_t request_seq, Time now);
     void execute_request(Stream& s, const RxMessage& slot);
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);

@@ -424,6 +424,14 @@ void Connection::fail_stream(Stream& s, Status why) {
         s.posted.pop_front();
         ++s.posted_front_seq;
     }
+    for (const auto& [seq, pr] : s.srq_claimed) {  // [PLACE-24] taken, never delivered
+        Event e;
+        e.kind = EventKind::kCompletion;
+        e.connection = id_;
+        e.completion = Completion{pr.wr.wr_id, s.id, Status::kFlushed, WorkOpcode::kRecv, 0, false, 0};
+        ep_.emit(e);
+    }
+    s.srq_claimed.clear();
     if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
     s.rx_failed = true;
     s.rx_fail_seq = s.delivered_seq;

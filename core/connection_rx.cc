@@ -115,6 +115,23 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             if (!accept_request(s, p, target, read_len)) return;
         } else if (is_response(h.opcode)) {
             target = response_target(s, h, answers, sg, nsg);
+        } else if (wire::consumes_receive(h.opcode) && s.srq != 0) {
+            // [PLACE-24]: the message takes the SRQ's oldest receive, in arrival order.
+            Srq* q = ep_.srq_mut(s.srq);
+            if (!q || q->posted.empty()) {
+                ++stats_.rnr_nacks_sent;
+                queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
+                return;
+            }
+            const PostedRecv& pr = q->posted.front();
+            if (!wire::is_write(h.opcode)) {
+                if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
+                target = pr.buf;
+                if (!pr.sg.empty()) {
+                    sg = pr.sg.data();
+                    nsg = static_cast<uint32_t>(pr.sg.size());
+                }
+            }
         } else if (wire::consumes_receive(h.opcode)) {
             const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
             if (idx < 0) {
@@ -156,7 +173,9 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             }
             target = *t;
         }
-        if (wire::consumes_receive(h.opcode))
+        if (wire::consumes_receive(h.opcode) && s.srq != 0)
+            take_srq_receive(s, h.msg_seq);  // every check passed: now it is consumed
+        else if (wire::consumes_receive(h.opcode))
             s.posted[static_cast<size_t>(seq_diff(h.recv_seq, s.posted_front_seq))].claimed = true;
         slot.active = true;
         slot.complete = false;
@@ -227,6 +246,43 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         if (slot.answers) answer_placed(s, slot.remote_addr, now);
         deliver_in_order(s);
     }
+}
+
+// take_srq_receive moves the SRQ's oldest receive to the stream, for message msg_seq
+// ([PLACE-24]), and raises the SRQ's limit event if that leaves too few.
+void Connection::take_srq_receive(Stream& s, uint32_t msg_seq) {
+    Srq* q = ep_.srq_mut(s.srq);
+    s.srq_claimed.emplace_back(msg_seq, std::move(q->posted.front()));
+    q->posted.pop_front();
+    if (q->limit > 0 && q->posted.size() < q->limit) {
+        q->limit = 0;  // one event per arming, as verbs does
+        Event e;
+        e.kind = EventKind::kSrqLimit;
+        e.connection = id_;
+        e.srq = q->id;
+        ep_.emit(e);
+    }
+}
+
+// complete_srq_receive reports the receive a delivered message took from the SRQ.
+void Connection::complete_srq_receive(Stream& s, const RxMessage& slot) {
+    auto it = std::find_if(s.srq_claimed.begin(), s.srq_claimed.end(),
+                           [&](const auto& c) { return c.first == slot.msg_seq; });
+    MROCE_DCHECK(it != s.srq_claimed.end());  // taken when its first DATA was accepted
+    if (it == s.srq_claimed.end()) return;
+    Event e;
+    e.kind = EventKind::kCompletion;
+    e.connection = id_;
+    e.completion.wr_id = it->second.wr.wr_id;
+    e.completion.stream = s.id;
+    e.completion.status = Status::kSuccess;
+    e.completion.opcode =
+        slot.opcode == wire::Opcode::kWriteImm ? WorkOpcode::kRecvWriteImm : WorkOpcode::kRecv;
+    e.completion.byte_len = slot.msg_len;
+    e.completion.has_imm = wire::has_immediate(slot.opcode);
+    e.completion.imm = slot.imm;
+    ep_.emit(e);
+    s.srq_claimed.erase(it);
 }
 
 // write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
@@ -357,7 +413,9 @@ void Connection::deliver_in_order(Stream& s) {
             ++stats_.requests_deferred;
             break;
         }
-        if (wire::consumes_receive(slot.opcode)) {
+        if (wire::consumes_receive(slot.opcode) && s.srq != 0) {
+            complete_srq_receive(s, slot);
+        } else if (wire::consumes_receive(slot.opcode)) {
             // [PLACE-5]: receives are consumed strictly in order.
             if (s.posted.empty() || slot.recv_seq != s.posted_front_seq) {
                 ++stats_.malformed;

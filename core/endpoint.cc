@@ -225,6 +225,7 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     if (s->failed || (s->conn != 0 && (!c || c->state() == ConnState::kFailed ||
                                        c->state() == ConnState::kClosed)))
         return Error::kWrongState;
+    if (s->srq != 0) return Error::kInvalidArgument;  // its receives come from the SRQ
     if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
     PostedRecv pr;
     pr.wr = wr;
@@ -236,6 +237,62 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     s->posted.push_back(std::move(pr));
     if (c) touched(*c, now);
     return Error::kOk;
+}
+
+Result<uint32_t> Endpoint::create_srq(uint32_t pd) {
+    if (!memory_.pd_exists(pd)) return Error::kInvalidArgument;
+    if (srqs_.size() >= cfg_.max_streams) return Error::kExhausted;
+    auto q = std::make_unique<Srq>();
+    q->id = static_cast<uint32_t>(srqs_.size() + 1);
+    q->pd = pd;
+    srqs_.push_back(std::move(q));
+    return srqs_.back()->id;
+}
+
+Error Endpoint::use_srq(uint32_t stream_id, uint32_t srq) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    Srq* q = srq_mut(srq);
+    if (!q || q->pd != s->pd) return Error::kInvalidArgument;
+    if (s->conn != 0 || !s->posted.empty() || s->srq != 0) return Error::kWrongState;
+    s->srq = srq;
+    ++q->users;
+    return Error::kOk;
+}
+
+Error Endpoint::post_srq_recv(uint32_t srq, const RecvWr& wr) {
+    Srq* q = srq_mut(srq);
+    if (!q) return Error::kNotFound;
+    if (q->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
+    PostedRecv pr;
+    pr.wr = wr;
+    pr.wr.sg_list = nullptr;
+    if (Error e = resolve_local(q->pd, wr.addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge, true,
+                                pr.sg, pr.buf, pr.wr.length);
+        e != Error::kOk)
+        return e;
+    q->posted.push_back(std::move(pr));
+    // A stream whose message met an empty SRQ retries after its RNR wait; nothing to wake.
+    return Error::kOk;
+}
+
+Error Endpoint::arm_srq_limit(uint32_t srq, uint32_t limit) {
+    Srq* q = srq_mut(srq);
+    if (!q) return Error::kNotFound;
+    q->limit = limit;
+    return Error::kOk;
+}
+
+Error Endpoint::destroy_srq(uint32_t srq) {
+    Srq* q = srq_mut(srq);
+    if (!q) return Error::kNotFound;
+    if (q->users > 0) return Error::kWrongState;
+    srqs_[srq - 1].reset();
+    return Error::kOk;
+}
+
+size_t Endpoint::srq_size(uint32_t srq) const {
+    return srq == 0 || srq > srqs_.size() || !srqs_[srq - 1] ? 0 : srqs_[srq - 1]->posted.size();
 }
 
 Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
@@ -253,6 +310,7 @@ Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
             emit(e);
         }
     }
+    if (Srq* q = srq_mut(s->srq)) --q->users;
     // Queued references to it (ready lists, retransmissions, timers, stream reports) are
     // by id and find nothing from now on; ids are never reused, so none can find another.
     streams_[stream_id - 1].reset();

@@ -69,6 +69,19 @@ public:
     // post_send; a stream in error takes no receives (kWrongState).
     Error post_recv(uint32_t stream, const RecvWr& wr, Time now);
 
+    // Shared receive queues (spec [PLACE-24]). create_srq makes one in `pd`; use_srq makes
+    // a stream take its receives from it (before the stream is bound and while it has no
+    // receives of its own); post_srq_recv queues a receive (checked as post_recv);
+    // arm_srq_limit asks for one kSrqLimit event when fewer than `limit` receives remain;
+    // destroy_srq frees one no stream uses. Errors: kInvalidArgument (pd, srq), kNotFound,
+    // kWrongState (stream bound or has receives; SRQ in use), kExhausted, kAccessDenied.
+    Result<uint32_t> create_srq(uint32_t pd);
+    Error use_srq(uint32_t stream, uint32_t srq);
+    Error post_srq_recv(uint32_t srq, const RecvWr& wr);
+    Error arm_srq_limit(uint32_t srq, uint32_t limit);
+    Error destroy_srq(uint32_t srq);
+    size_t srq_size(uint32_t srq) const;
+
     // destroy_stream ends a stream at once, busy or not ([STREAM-10]): every outstanding
     // work request and posted receive completes with kFlushed (reported now, before any
     // other event of it), nothing of it is sent or written again, and its id is never
@@ -99,6 +112,9 @@ private:
     friend class Connection;
 
     Stream* stream_mut(uint32_t id);
+    Srq* srq_mut(uint32_t id) {
+        return id == 0 || id > srqs_.size() ? nullptr : srqs_[id - 1].get();
+    }
     Connection* conn_mut(uint32_t id);
     Connection* new_connection(const Address& peer, Time now);
     void emit(const Event& e) { events_.push_back(e); }
@@ -122,6 +138,7 @@ private:
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;
     std::vector<std::unique_ptr<Stream>> streams_;  // index = id - 1
+    std::vector<std::unique_ptr<Srq>> srqs_;        // index = id - 1; ids never reused
 
     // Connections with something to send, round-robin; Connection::in_ready avoids
     // duplicates.

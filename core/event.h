@@ -52,6 +52,7 @@ enum class EventKind : uint8_t {
     kConnectionClosed,
     kPathFailed,
     kPathRecovered,
+    kSrqLimit,  // [PLACE-24] a shared receive queue fell below its armed limit
 };
 
 struct Event {
@@ -60,6 +61,7 @@ struct Event {
     uint16_t path = 0;        // for path events
     Status status = Status::kSuccess;  // for kConnectionFailed: why
     Address peer;
+    uint32_t srq = 0;         // for kSrqLimit
     Completion completion;    // for kCompletion
 };
 

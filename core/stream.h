@@ -152,6 +152,16 @@ struct PostedRecv {
     bool claimed = false;  // [PLACE-14] a message slot targets this receive
 };
 
+// Srq is a shared receive queue ([PLACE-24]): receives that any of its streams' messages
+// take, in the order the messages arrive.
+struct Srq {
+    uint32_t id = 0;
+    uint32_t pd = 0;
+    std::deque<PostedRecv> posted;
+    uint32_t limit = 0;   // armed when > 0: an event when posted.size() drops below it
+    uint32_t users = 0;   // streams using it
+};
+
 struct Stream {
     uint32_t id = 0;         // local id; the peer addresses it as DATA.stream_id
     uint32_t remote_id = 0;  // the peer's id, used as DATA.stream_id when sending
@@ -180,6 +190,9 @@ struct Stream {
     uint8_t rx_fail_reason = 0;
     bool stream_ack_pending = false;
     uint32_t dest_rd = 0;           // requests accepted, answer not yet acknowledged [PLACE-20]
+    uint32_t srq = 0;               // [PLACE-24] receives come from this SRQ, not `posted`
+    // Receives taken from the SRQ by messages not yet delivered, by msg_seq.
+    std::vector<std::pair<uint32_t, PostedRecv>> srq_claimed;
 };
 
 }  // namespace mroce::core
