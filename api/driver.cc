@@ -58,15 +58,9 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
         d->datagram_size_ = engine.max_datagram_size();
         d->next_deadline_ns_.store(to_ns(engine.next_deadline()));
     }
-    // Receive buffers take any datagram a peer with a larger payload size could send us
-    // before the handshake settles on the smaller one, up to a jumbo frame.
-    const size_t rx_size = std::max<size_t>(d->datagram_size_, 9216);
-    d->rx_arena_.resize(rx_size * kBatch);
     d->tx_arena_.resize(d->datagram_size_ * kBatch);
     d->rx_.resize(kBatch);
     d->tx_.resize(kBatch);
-    for (size_t i = 0; i < kBatch; ++i)
-        d->rx_[i].buf = std::span<std::byte>(d->rx_arena_.data() + i * rx_size, rx_size);
     return d;
 }
 
@@ -172,7 +166,7 @@ bool Driver::pass() {
     {
         std::lock_guard<std::mutex> g(engine_mu_);
         for (size_t i = 0; i < nrx; ++i)
-            engine_.on_datagram(rx_[i].buf.first(rx_[i].len), rx_[i].meta, now);
+            engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
         if (engine_.next_deadline() <= now) {
             engine_.on_timeout(now);
             ++stats_.timeouts;
