@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "tools/demo.h"
+#include "tools/perf.h"
 #include "util/version.h"
 #include "wire/header.h"
 
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
     bool version = false;
     app.add_flag("--version", version, "print the library and wire protocol versions");
     mroce::tools::register_demo(app);
+    mroce::tools::register_perf(app);
     app.require_subcommand(0, 1);
     try {
         app.parse(argc, argv);
