@@ -288,7 +288,8 @@ void register_perf(CLI::App& app) {
     auto no_offload = std::make_shared<bool>(false);
     cmd->add_flag("--no-offload", *no_offload, "do not use UDP GSO/GRO");
     cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
-    cmd->callback([o, verb, lat, no_offload] {
+    // CLI11 writes into these when it parses, so the callback keeps them alive.
+    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag] {
         o->offload = !*no_offload;
         o->verb = *perf::parse_verb(*verb);
         o->mode = *lat ? perf::Mode::kLatency : perf::Mode::kBandwidth;

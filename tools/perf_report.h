@@ -18,7 +18,7 @@ namespace mroce::tools::perf {
 
 // bw_result: perftest's BW keys for `iterations` messages of `size` bytes (per queue pair
 // times qps = messages), moved in `seconds`. `completion_ns` are the completion times (ns
-// from the start, in order); BW_peak is the best rate over a tenth of them. Bandwidths are
+// from the start, in order); BW_peak is the best rate over any tenth of the run's time. Bandwidths are
 // in the table's unit: MB/sec (2^20 bytes) or, with report_gbits, Gb/sec (10^9 bits).
 Json bw_result(const Options& o, uint32_t size, uint64_t messages, uint64_t bytes, double seconds,
                const std::vector<int64_t>& completion_ns);
