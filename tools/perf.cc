@@ -42,6 +42,7 @@ Json options_json(const Options& o) {
     j["qps"] = o.qps;
     j["tx_depth"] = o.tx_depth;
     j["paths"] = o.paths;
+    j["window_kib"] = o.window_kib;
     j["report_gbits"] = o.report_gbits;
     j["offload"] = o.offload;
     return j;
@@ -62,6 +63,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.qps = j.value("qps", 1u);
     o.tx_depth = j.value("tx_depth", 128u);
     o.paths = j.value("paths", 8u);
+    o.window_kib = j.value("window_kib", 0u);
     o.report_gbits = j.value("report_gbits", false);
     o.offload = j.value("offload", true);
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
@@ -279,6 +281,9 @@ void register_perf(CLI::App& app) {
     cmd->add_flag("-F", *ignored, "accepted and ignored, as perftest's cpufreq-warning switch");
     cmd->add_option("--paths", o->paths, "MetaRoCE paths (UDP source ports) per connection (8)")
         ->check(CLI::Range(1, 256));
+    cmd->add_option("--window-kib", o->window_kib,
+                    "fixed congestion window per path in KiB (engine default: 256)")
+        ->check(CLI::Range(4, 1024));
     cmd->add_option("--verb", *verb, "write | send | read | atomic (read and atomic: not yet)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
     auto bw_flag = std::make_shared<bool>(false);

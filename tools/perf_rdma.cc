@@ -52,6 +52,7 @@ public:
         cfg.local = oob_.local_ip().with_port(0);
         cfg.progress = api::ProgressMode::kManual;
         cfg.endpoint.num_paths = static_cast<uint16_t>(o_.paths);
+        if (o_.window_kib) cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
         auto dev = api::Device::open(cfg, &error);

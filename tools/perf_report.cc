@@ -96,6 +96,13 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
     c["retransmits_sack"] = b.connection.retransmits_sack - a.connection.retransmits_sack;
     c["retransmits_timeout"] = b.connection.retransmits_timeout - a.connection.retransmits_timeout;
     c["duplicate_segments"] = b.connection.duplicate_segments - a.connection.duplicate_segments;
+    // Drops at this receiver, by reason (core/stats.h).
+    c["dropped_out_of_window"] = b.connection.out_of_window - a.connection.out_of_window;
+    c["dropped_wrong_state"] = b.connection.wrong_state - a.connection.wrong_state;
+    c["dropped_stale_generation"] = b.connection.stale_generation - a.connection.stale_generation;
+    c["dropped_unknown_stream"] = b.connection.unknown_stream - a.connection.unknown_stream;
+    c["dropped_malformed"] = b.connection.malformed - a.connection.malformed;
+    c["rnr_nacks_sent"] = b.connection.rnr_nacks_sent - a.connection.rnr_nacks_sent;
     uint64_t spurious = 0, ecn_echoed = 0, ecn_marks = 0, lost = 0;
     Json paths = Json::array();
     for (size_t p = 0; p < b.paths.size(); ++p) {
@@ -136,6 +143,7 @@ Json test_info(const Options& o, const std::string& local, const std::string& re
     t["transport"] = o.raw ? "udp-raw" : "mroce";
     t["qps"] = o.qps;
     t["paths"] = o.paths;
+    t["window_kib"] = o.window_kib;
     t["tx_depth"] = o.tx_depth;
     t["mtu"] = 4096;
     t["offload"] = offload;
@@ -156,7 +164,7 @@ void print_banner(const Options& o, bool server, const std::string& offload,
     print_rule();
     fmt::print("                    {} Test{}\n", test_name(o), server ? " (server)" : "");
     fmt::print(" Transport       : {}\t\tPaths          : {}\n",
-               o.raw ? "UDP (raw)" : "MetaRoCE/UDP", o.raw ? 1 : o.paths);
+               o.raw ? "UDP (raw)" : "MetaRoCE/UDP", o.paths);
     fmt::print(" Number of qps   : {}\t\tOffload        : {}\n", o.qps, offload);
     fmt::print(" Connection type : RC\t\tProgress       : manual (one thread)\n");
     if (o.mode == Mode::kBandwidth) fmt::print(" TX depth        : {}\n", o.tx_depth);
