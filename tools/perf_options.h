@@ -19,6 +19,10 @@ enum class Mode : uint8_t { kBandwidth, kLatency };
 
 inline constexpr uint16_t kDefaultOobPort = 18515;  // perftest's
 inline constexpr uint32_t kMaxSize = 1u << 23;      // -a sweeps 2 .. 2^23, as perftest
+// Receive socket buffer of both transports: above the most a connection keeps in flight
+// (8 paths x 1 MiB windows), so a receiver that falls behind for a moment does not drop.
+// Root gets it (SO_RCVBUFFORCE); otherwise net.core.rmem_max caps it.
+inline constexpr int kRecvBufferBytes = 32 << 20;
 
 // Options: one run's parameters. The client sends them to the server over the out-of-band
 // connection, so both sides use the client's values.

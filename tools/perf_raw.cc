@@ -61,6 +61,7 @@ public:
     bool open(std::string& error) {
         datapath::UdpOptions opt;
         opt.gso = opt.gro = o_.offload;
+        opt.recv_buffer_bytes = kRecvBufferBytes;
         const Address local = oob_.local_ip().with_port(0);
         auto dp = datapath::UdpDatapath::open(local, opt, &error);
         if (!dp) return false;

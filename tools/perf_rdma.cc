@@ -55,6 +55,7 @@ public:
         if (o_.window_kib) cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
+        cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
         auto dev = api::Device::open(cfg, &error);
         if (!dev) return false;
         dev_ = std::move(dev).value();
@@ -143,10 +144,12 @@ public:
 
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
+        const auto dp_before = dev_->stats().udp;
         std::optional<Json> r = o_.mode == Mode::kBandwidth ? run_bw(size, error)
                                                             : run_lat(size, error);
         if (!r) return r;
         (*r)["counters"] = counters_json(before, report());
+        (*r)["datapath"] = datapath_json(dp_before, dev_->stats().udp);
         return r;
     }
 
@@ -154,11 +157,13 @@ public:
         Json r = mine;
         if (server.contains("received_messages")) r["server_received_messages"] = server["received_messages"];
         if (server.contains("counters")) r["server_counters"] = server["counters"];
+        if (server.contains("datapath")) r["server_datapath"] = server["datapath"];
         return r;
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
         auto before = report();
+        const auto dp_before = dev_->stats().udp;
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
         for (uint64_t loop = 0;; ++loop) {
@@ -193,6 +198,7 @@ public:
         Json j;
         j["received_messages"] = received;
         j["counters"] = counters_json(before, report());
+        j["datapath"] = datapath_json(dp_before, dev_->stats().udp);
         return j;
     }
 

@@ -134,6 +134,20 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
     return c;
 }
 
+Json datapath_json(const datapath::UdpStats& a, const datapath::UdpStats& b) {
+    Json j;
+    j["datagrams_sent"] = b.packets_sent - a.packets_sent;
+    j["datagrams_received"] = b.packets_received - a.packets_received;
+    j["send_calls"] = b.send_calls - a.send_calls;
+    j["recv_calls"] = b.recv_calls - a.recv_calls;
+    j["gso_sends"] = b.gso_sends - a.gso_sends;
+    j["gro_receives"] = b.gro_receives - a.gro_receives;
+    j["send_would_block"] = b.send_would_block - a.send_would_block;
+    j["receive_truncated"] = b.receive_truncated - a.receive_truncated;
+    j["send_errors"] = b.send_errors - a.send_errors;
+    return j;
+}
+
 Json test_info(const Options& o, const std::string& local, const std::string& remote,
                const std::string& offload) {
     Json t;

@@ -32,6 +32,10 @@ Json lat_result(uint32_t size, std::vector<double> samples_usec);
 // (retransmits, spurious retransmits, ECN marks, per-path packets) as JSON.
 Json counters_json(const api::ConnectionReport& before, const api::ConnectionReport& after);
 
+// datapath_json: the UDP datapath's counters between two snapshots (datagrams, system
+// calls, GSO/GRO super-packets, drops).
+Json datapath_json(const datapath::UdpStats& before, const datapath::UdpStats& after);
+
 // test_info: the "test_info" object of the JSON output.
 Json test_info(const Options& o, const std::string& local, const std::string& remote,
                const std::string& offload);
