@@ -54,16 +54,21 @@ def iperf3(seconds):
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-1", "-A", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = ""
     try:
         for _ in range(50):  # the server needs a moment to listen
             out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds),
                                   "-A", "0", "-J"], capture_output=True, text=True, timeout=60)
-            if out.returncode == 0:
-                return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
-            if "Connection refused" not in out.stdout + out.stderr:
-                raise RuntimeError("iperf3 failed: " + out.stdout[-300:])
+            try:
+                doc = json.loads(out.stdout)
+            except json.JSONDecodeError:
+                doc = {"error": out.stderr.strip()}
+            if "error" not in doc:
+                return doc["end"]["sum_received"]["bits_per_second"] / 1e9
+            # Not listening yet ("Connection refused") or a stray client: try again.
+            last = doc["error"]
             subprocess.run(["sleep", "0.1"])
-        raise RuntimeError("iperf3 server did not start")
+        raise RuntimeError("iperf3 failed: " + last)
     finally:
         if server.poll() is None:
             server.kill()
