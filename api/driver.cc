@@ -18,6 +18,8 @@ namespace mroce::api {
 namespace {
 // While the datapath refuses packets (a full socket buffer), retry this often.
 constexpr Duration kBackPressureRetry = std::chrono::microseconds(20);
+// Most consecutive passes that put due timers off while a receive backlog drains.
+constexpr uint32_t kMaxDeferredTimeouts = 64;
 // The longest single sleep; a sleeper re-checks its state at least this often.
 constexpr Duration kMaxSleep = std::chrono::seconds(1);
 
@@ -167,10 +169,20 @@ bool Driver::pass() {
         std::lock_guard<std::mutex> g(engine_mu_);
         for (size_t i = 0; i < nrx; ++i)
             engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
+        // A full receive batch means more input is waiting, and it may be the ACKs that
+        // answer the due timers (after this thread was descheduled, say): drain it first,
+        // for a bounded number of passes, instead of declaring packets lost that arrived.
+        const bool backlog = nrx == kBatch && deferred_timeouts_ < kMaxDeferredTimeouts;
         if (engine_.next_deadline() <= now) {
-            engine_.on_timeout(now);
-            ++stats_.timeouts;
-            if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+            if (backlog) {
+                ++deferred_timeouts_;
+                ++stats_.timeouts_deferred;
+            } else {
+                deferred_timeouts_ = 0;
+                engine_.on_timeout(now);
+                ++stats_.timeouts;
+                if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+            }
         }
         if (want_poll_ && can_poll) {
             tx_count_ = tx_next_ = 0;

@@ -43,6 +43,8 @@ struct DriverStats {
     uint64_t datagrams_out = 0;
     uint64_t events = 0;
     uint64_t timeouts = 0;        // engine on_timeout calls
+    uint64_t timeouts_deferred = 0;  // passes that ran due timers late: a full receive batch
+                                     // came first (input that may answer them was waiting)
     uint64_t sleeps = 0;          // waits on the wake fds
     uint64_t wakeups_posted = 0;  // sleeps ended early by posted work (eventfd)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
@@ -136,6 +138,7 @@ private:
     std::vector<datapath::TxPacket> tx_;
     size_t tx_count_ = 0;  // datagrams in tx_
     size_t tx_next_ = 0;   // first one not yet accepted by the datapath
+    uint32_t deferred_timeouts_ = 0;  // consecutive passes that put due timers off
     DriverStats stats_;
 };
 
