@@ -118,12 +118,16 @@ def main():
             print(f"{name:>14}: p50 {r['t_typical']:.2f} us, p99 {r['percentile_99']:.2f} us, "
                   f"p99.9 {r['percentile_99.9']:.2f} us (one way, RTT/2)", flush=True)
     med = {k: statistics.median(v) for k, v in gbps.items()}
-    print(f"\nmedians of {a.reps} (Gbit/s of goodput):")
+    print(f"\nmedians of {a.reps} (Gbit/s of goodput); ratio: median over repetitions of")
+    print("mroce / --raw of the same size in the same repetition (paired, so the machine's")
+    print("load, which changes between repetitions, cancels out):")
     for name in gbps:
         ratio = ""
         if name.startswith("mroce"):
-            raw = med["raw 64K" if "64K" in name else "raw 1M"]
-            ratio = f"  = {100 * med[name] / raw:.0f}% of --raw"
+            raw = gbps["raw 64K" if "64K" in name else "raw 1M"]
+            pairs = [m / r for m, r in zip(gbps[name], raw)]
+            ratio = (f"  = {100 * statistics.median(pairs):.0f}% of --raw "
+                     f"({', '.join(f'{100 * x:.0f}%' for x in pairs)})")
         print(f"{name:>14}: {med[name]:6.2f}  (runs {', '.join(f'{x:.2f}' for x in gbps[name])}){ratio}")
     for name, v in lat.items():
         print(f"{name:>14}: p50 {statistics.median(v['t_typical']):.2f} us, "
