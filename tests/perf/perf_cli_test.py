@@ -31,7 +31,7 @@ def free_port():
 class Pair:
     """A server and a client of one run; both are killed when the pair is closed."""
 
-    def __init__(self, args, client_extra=(), server_args=None):
+    def __init__(self, args, client_extra=(), server_args=None, host="127.0.0.1"):
         self.port = free_port()
         self.json = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
         os.unlink(self.json)
@@ -39,7 +39,7 @@ class Pair:
         self.server = subprocess.Popen([MROCE, "perf", "-p", str(self.port)] + sargs,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.client = subprocess.Popen(
-            [MROCE, "perf", "127.0.0.1", "-p", str(self.port), "--json", self.json] + args +
+            [MROCE, "perf", host, "-p", str(self.port), "--json", self.json] + args +
             list(client_extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         print(f"  port {self.port}: mroce perf {' '.join(args)}", flush=True)
 
@@ -68,9 +68,9 @@ def check(cond, what):
         raise AssertionError(what)
 
 
-def run_ok(args):
+def run_ok(args, host="127.0.0.1"):
     """Runs a pair that must succeed; returns (client stdout, server stdout, json)."""
-    pair = Pair(args)
+    pair = Pair(args, host=host)
     try:
         out = pair.wait()
         for name in ("client", "server"):
@@ -199,6 +199,18 @@ def case_raw_lat():
     client, _, doc = run_ok(["--raw", "--lat", "-s", "8", "-n", "300"])
     check_tables(client, "Raw_UDP (RDMA_Write baseline) Lat Test", LAT_HEAD, [8])
     check_lat(doc, 8, 300)
+
+
+def case_ipv6():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+    except OSError as e:
+        print(f"  skipped: no IPv6 loopback here ({e})")
+        return
+    client, _, doc = run_ok(["-s", "8192", "-n", "100"], host="::1")
+    check("[0000:0000:0000:0000:0000:0000:0000:0001]" in client, "not over ::1")
+    check_bw(doc, 8192, 100, 8)
 
 
 def run_fail(argv, timeout=TIMEOUT):
