@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
     mroce::tools::register_demo(app);
     mroce::tools::register_perf(app);
     app.require_subcommand(0, 1);
+    // Bad arguments: one line naming the problem (CLI11 adds a second, "Run with --help").
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        return std::string("mroce: ") + e.what() + " (see --help)\n";
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

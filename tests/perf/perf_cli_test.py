@@ -235,10 +235,12 @@ def case_unreachable_server():
 
 
 def case_bad_flag_value():
-    rc, _, err = run_fail(["perf", "127.0.0.1", "-s", "0"])
-    check(rc != 0 and "size" in err, f"-s 0: rc {rc}, stderr {err!r}")
-    rc, _, err = run_fail(["perf", "127.0.0.1", "--paths", "999"])
-    check(rc != 0 and "paths" in err, f"--paths 999: rc {rc}, stderr {err!r}")
+    for argv, name in ((["-s", "0"], "size"), (["--paths", "999"], "paths"),
+                       (["--verb", "fly"], "verb"), (["-a", "-s", "8"], "-a")):
+        rc, _, err = run_fail(["perf", "127.0.0.1"] + argv)
+        lines = err.strip().splitlines()
+        check(rc != 0 and len(lines) == 1 and name in lines[0],
+              f"{' '.join(argv)}: rc {rc}, stderr {err!r}")
 
 
 def case_peer_killed_mid_run():
