@@ -191,7 +191,11 @@ DeviceStats Device::stats() const {
     DeviceStats s;
     s.driver = state_->driver->stats();
     s.udp = state_->final_udp_stats;
-    state_->driver->with_datapath([&](datapath::Datapath&) { s.udp = state_->dp->stats(); });
+    state_->driver->with_datapath([&](datapath::Datapath&) {
+        s.udp = state_->dp->stats();
+        s.gso_enabled = state_->dp->gso_enabled();
+        s.gro_enabled = state_->dp->gro_enabled();
+    });
     {
         std::lock_guard<std::mutex> g(state_->engine_mu);
         s.completions_unrouted = state_->completions_unrouted;
@@ -199,6 +203,19 @@ DeviceStats Device::stats() const {
     std::lock_guard<std::mutex> g(state_->events_mu);
     s.events_dropped = state_->events_dropped;
     return s;
+}
+
+Result<ConnectionReport> Device::connection_report(const Address& peer) const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed || !state_->endpoint) return Error::kWrongState;
+    const core::Connection* c =
+        state_->endpoint->connection(state_->endpoint->connection_to(peer));
+    if (!c) return Error::kNotFound;
+    ConnectionReport r;
+    r.connection = c->stats();
+    r.paths.reserve(c->num_paths());
+    for (uint16_t p = 0; p < c->num_paths(); ++p) r.paths.push_back(c->path_stats(p));
+    return r;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -29,11 +29,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/driver.h"
 #include "core/config.h"
 #include "core/event.h"
 #include "core/memory.h"
+#include "core/stats.h"
 #include "core/work.h"
 #include "datapath/udp/udp_datapath.h"
 #include "util/address.h"
@@ -79,6 +81,15 @@ struct DeviceStats {
     datapath::UdpStats udp;
     uint64_t completions_unrouted = 0;  // completion for a destroyed queue pair: dropped
     uint64_t events_dropped = 0;        // connection/path events beyond kMaxEvents: dropped
+    bool gso_enabled = false;           // the datapath sends with UDP GSO
+    bool gro_enabled = false;           // the datapath receives with UDP GRO
+};
+
+// ConnectionReport: the engine's counters of one connection and of each of its paths
+// (core/stats.h), copied under the engine lock.
+struct ConnectionReport {
+    core::ConnectionStats connection;
+    std::vector<core::PathStats> paths;
 };
 
 class CompletionQueue;
@@ -130,6 +141,10 @@ public:
     size_t poll_events(std::span<Event> out);
 
     DeviceStats stats() const;
+    // connection_report copies the counters of the connection to `peer` (a device's
+    // local_address()). Errors: kNotFound (no connection to that peer), kWrongState
+    // (device closed).
+    Result<ConnectionReport> connection_report(const Address& peer) const;
 
 private:
     explicit Device(std::shared_ptr<detail::DeviceState> state);

@@ -18,6 +18,8 @@ namespace mroce::api {
 namespace {
 // While the datapath refuses packets (a full socket buffer), retry this often.
 constexpr Duration kBackPressureRetry = std::chrono::microseconds(20);
+// Most consecutive passes that put due timers off while a receive backlog drains.
+constexpr uint32_t kMaxDeferredTimeouts = 64;
 // The longest single sleep; a sleeper re-checks its state at least this often.
 constexpr Duration kMaxSleep = std::chrono::seconds(1);
 
@@ -58,15 +60,9 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
         d->datagram_size_ = engine.max_datagram_size();
         d->next_deadline_ns_.store(to_ns(engine.next_deadline()));
     }
-    // Receive buffers take any datagram a peer with a larger payload size could send us
-    // before the handshake settles on the smaller one, up to a jumbo frame.
-    const size_t rx_size = std::max<size_t>(d->datagram_size_, 9216);
-    d->rx_arena_.resize(rx_size * kBatch);
     d->tx_arena_.resize(d->datagram_size_ * kBatch);
     d->rx_.resize(kBatch);
     d->tx_.resize(kBatch);
-    for (size_t i = 0; i < kBatch; ++i)
-        d->rx_[i].buf = std::span<std::byte>(d->rx_arena_.data() + i * rx_size, rx_size);
     return d;
 }
 
@@ -172,11 +168,21 @@ bool Driver::pass() {
     {
         std::lock_guard<std::mutex> g(engine_mu_);
         for (size_t i = 0; i < nrx; ++i)
-            engine_.on_datagram(rx_[i].buf.first(rx_[i].len), rx_[i].meta, now);
+            engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
+        // A full receive batch means more input is waiting, and it may be the ACKs that
+        // answer the due timers (after this thread was descheduled, say): drain it first,
+        // for a bounded number of passes, instead of declaring packets lost that arrived.
+        const bool backlog = nrx == kBatch && deferred_timeouts_ < kMaxDeferredTimeouts;
         if (engine_.next_deadline() <= now) {
-            engine_.on_timeout(now);
-            ++stats_.timeouts;
-            if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+            if (backlog) {
+                ++deferred_timeouts_;
+                ++stats_.timeouts_deferred;
+            } else {
+                deferred_timeouts_ = 0;
+                engine_.on_timeout(now);
+                ++stats_.timeouts;
+                if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+            }
         }
         if (want_poll_ && can_poll) {
             tx_count_ = tx_next_ = 0;

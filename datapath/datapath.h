@@ -18,10 +18,12 @@ struct TxPacket {
     PacketMeta meta;  // meta.src.port is the UDP source port (the path)
 };
 
+// RxPacket is one received datagram, filled by recv_batch. `data` points into the
+// datapath's own receive (bounce) buffer and stays valid until the next recv_batch call:
+// the engine copies each payload once, from there into its final memory.
 struct RxPacket {
-    std::span<std::byte> buf;  // capacity, provided by the caller
-    size_t len = 0;            // filled by recv_batch
-    PacketMeta meta;           // filled by recv_batch
+    std::span<const std::byte> data;
+    PacketMeta meta;
 };
 
 class Datapath {
@@ -31,6 +33,7 @@ public:
     // retried). Errors: kIo for a failure that is not back-pressure.
     virtual Result<size_t> send_batch(std::span<const TxPacket> packets) = 0;
     // recv_batch fills up to packets.size() entries without blocking; returns the count.
+    // The datagrams' bytes stay valid until the next recv_batch call.
     virtual Result<size_t> recv_batch(std::span<RxPacket> packets) = 0;
     // now reads this datapath's monotonic clock.
     virtual Time now() const = 0;

@@ -11,6 +11,7 @@ PACKAGES=(
     clang libclang-rt-14-dev                            # `make fuzz` (libFuzzer runtime)
     clang-tidy                                          # `make lint`
     valgrind
+    iperf3                                              # TCP baseline (scripts/perf-loopback.py)
     python3                                             # tests/layering
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
 )

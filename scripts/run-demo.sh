@@ -1,8 +1,29 @@
 #!/usr/bin/env bash
 # scripts/run-demo.sh — what `make run` shows: the version, then `mroce demo` (a transfer
-# over the simulated lossy multipath network and one over loopback UDP).
+# over the simulated lossy multipath network and one over loopback UDP), then a short
+# `mroce perf` between two processes on 127.0.0.1: WRITE bandwidth, the same traffic as
+# plain UDP (--raw, the baseline) and 8-byte WRITE latency.
 set -euo pipefail
 mroce=${1:-build/mroce}
 "$mroce" --version
 echo
-exec "$mroce" demo
+"$mroce" demo
+
+# perf_pair ARGS...: a server and a client with the same arguments on a free TCP port;
+# the server is killed if the client fails.
+perf_pair() {
+    local port
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$mroce" perf -p "$port" "$@" > /dev/null &
+    local server=$!
+    trap 'kill $server 2>/dev/null || true' RETURN
+    echo
+    echo "\$ mroce perf 127.0.0.1 $*"
+    "$mroce" perf 127.0.0.1 -p "$port" "$@"
+    wait "$server"
+}
+echo
+echo "mroce perf over loopback (server and client are two processes on this host):"
+perf_pair -D 2 -s 65536 --report_gbits
+perf_pair -D 1 -s 65536 --report_gbits --raw
+perf_pair --lat -s 8 -n 2000

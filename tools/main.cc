@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "tools/demo.h"
+#include "tools/perf.h"
 #include "util/version.h"
 #include "wire/header.h"
 
@@ -11,7 +12,12 @@ int main(int argc, char** argv) {
     bool version = false;
     app.add_flag("--version", version, "print the library and wire protocol versions");
     mroce::tools::register_demo(app);
+    mroce::tools::register_perf(app);
     app.require_subcommand(0, 1);
+    // Bad arguments: one line naming the problem (CLI11 adds a second, "Run with --help").
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        return std::string("mroce: ") + e.what() + " (see --help)\n";
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,8 +20,12 @@ namespace mroce::datapath {
 namespace {
 
 // Room for the ancillary data one received datagram may carry: the TOS byte or traffic
-// class (an int) and a packet-info struct, with headroom.
-constexpr size_t kControlBytes = 128;
+// class (an int), a packet-info struct and the GRO segment size, with headroom.
+constexpr size_t kControlBytes = 256;
+// A receive slot with GRO holds the largest super-packet (the 16-bit IP length).
+constexpr size_t kGroSlotBytes = 65536;
+// send_run's outcome.
+enum class RunOutcome { kDone, kBlocked, kBroken };
 
 std::string error_text(int err) {
     const char* s = strerrordesc_np(err);  // thread-safe, unlike strerror
@@ -71,11 +76,24 @@ int set_int(int fd, int level, int name, int value) {
 
 }  // namespace
 
+// Scratch holds the arrays of the batched system calls and the receive bounce buffer, all
+// allocated once: nothing is allocated per packet.
 struct UdpDatapath::Scratch {
     std::array<mmsghdr, kMaxBatch> msgs{};
-    std::array<iovec, kMaxBatch> iovs{};
+    std::array<iovec, kMaxBatch * kMaxGsoSegments> iovs{};
     std::array<sockaddr_storage, kMaxBatch> addrs{};
     alignas(cmsghdr) std::array<std::array<char, kControlBytes>, kMaxBatch> control{};
+    // Send: the first packet (index in the run) and the datagram count of each message.
+    std::array<size_t, kMaxBatch> first{}, segments{};
+    // Receive: what recvmmsg said about each message.
+    struct RxInfo {
+        size_t len = 0;
+        size_t segment = 0;  // GRO segment size; 0: one datagram
+        bool ok = false;
+        PacketMeta meta;
+    };
+    std::array<RxInfo, kMaxBatch> rx{};
+    std::vector<std::byte> bounce;  // kMaxBatch receive slots
 };
 
 UdpDatapath::UdpDatapath(const Address& local, const UdpOptions& options)
@@ -131,6 +149,13 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &got) != 0)
         return report("udp: getsockname: " + error_text(errno), Error::kIo);
     dp->local_ = from_sockaddr(ss);
+
+    // Offloads, detected here: a kernel without them refuses the socket options. GSO can
+    // still be refused per send (a device without checksum offload); send_run falls back.
+    if (options.gso) dp->gso_ = set_int(fd, SOL_UDP, UDP_SEGMENT, 0) == 0;
+    if (options.gro) dp->gro_ = set_int(fd, SOL_UDP, UDP_GRO, 1) == 0;
+    dp->rx_slot_bytes_ = dp->gro_ ? kGroSlotBytes : options.max_datagram_bytes;
+    dp->scratch_->bounce.resize(dp->rx_slot_bytes_ * kMaxBatch);
 
     dp->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (dp->epoll_fd_ < 0) return report("udp: epoll_create1: " + error_text(errno), Error::kIo);
@@ -217,7 +242,6 @@ bool UdpDatapath::set_tos(Socket& s, uint8_t ecn) {
 }
 
 Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
-    Scratch& sc = *scratch_;
     size_t i = 0;
     while (i < packets.size()) {
         const uint16_t port = packets[i].meta.src.port;
@@ -229,50 +253,122 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
             continue;
         }
         (void)set_tos(*s, ecn);
-        // A run: consecutive packets from the same socket with the same ECN bits.
-        size_t n = 0;
-        while (i + n < packets.size() && n < kMaxBatch) {
-            const TxPacket& p = packets[i + n];
-            if (n > 0 && (p.meta.src.port != port || (p.meta.ecn & 0x3) != ecn)) break;
-            const socklen_t alen = to_sockaddr(p.meta.dst, family_, sc.addrs[n]);
-            if (alen == 0) break;
-            sc.iovs[n].iov_base = const_cast<std::byte*>(p.data.data());
-            sc.iovs[n].iov_len = p.data.size();
-            msghdr& h = sc.msgs[n].msg_hdr;
+        // A run: consecutive packets from the same socket with the same ECN bits (one TOS).
+        size_t j = i + 1;
+        while (j < packets.size() && packets[j].meta.src.port == port &&
+               (packets[j].meta.ecn & 0x3) == ecn)
+            ++j;
+        size_t accepted = 0;
+        const auto outcome = send_run(*s, packets.subspan(i, j - i), accepted);
+        i += accepted;
+        if (!outcome) return outcome.error();
+        if (static_cast<RunOutcome>(*outcome) == RunOutcome::kBlocked) return i;
+    }
+    return packets.size();
+}
+
+// send_run sends packets that share a socket and an ECN codepoint, in sendmmsg calls of up
+// to kMaxBatch messages. With GSO a message carries consecutive datagrams to one
+// destination, all of the first one's size except possibly a shorter last one
+// (UDP_SEGMENT's rule). `accepted` counts the packets sent or dropped. Returns a
+// RunOutcome as size_t; Error::kIo when the socket is unusable.
+Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, size_t& accepted) {
+    Scratch& sc = *scratch_;
+    size_t k = 0;  // first packet not yet accepted
+    while (k < run.size()) {
+        size_t m = 0, iov = 0, p = k;
+        while (p < run.size() && m < kMaxBatch) {
+            const socklen_t alen = to_sockaddr(run[p].meta.dst, family_, sc.addrs[m]);
+            if (alen == 0) {
+                if (m > 0) break;  // sent first; dropped when it leads the next call
+                ++stats_.send_errors;
+                fail("udp: cannot send to " + run[p].meta.dst.to_string() + " from " +
+                     local_.to_string());
+                k = ++p;
+                continue;
+            }
+            const size_t size = run[p].data.size();
+            size_t segs = 1, bytes = size;
+            if (gso_ && size > 0) {
+                while (p + segs < run.size() && segs < kMaxGsoSegments) {
+                    const TxPacket& next = run[p + segs];
+                    const size_t n = next.data.size();
+                    if (n == 0 || n > size || bytes + n > kMaxGsoBytes ||
+                        !(next.meta.dst == run[p].meta.dst))
+                        break;
+                    bytes += n;
+                    ++segs;
+                    if (n < size) break;  // a shorter datagram ends the super-packet
+                }
+            }
+            for (size_t q = 0; q < segs; ++q) {
+                sc.iovs[iov + q].iov_base = const_cast<std::byte*>(run[p + q].data.data());
+                sc.iovs[iov + q].iov_len = run[p + q].data.size();
+            }
+            msghdr& h = sc.msgs[m].msg_hdr;
             h = msghdr{};
-            h.msg_name = &sc.addrs[n];
+            h.msg_name = &sc.addrs[m];
             h.msg_namelen = alen;
-            h.msg_iov = &sc.iovs[n];
-            h.msg_iovlen = 1;
-            ++n;
+            h.msg_iov = &sc.iovs[iov];
+            h.msg_iovlen = segs;
+            if (segs > 1) {
+                h.msg_control = sc.control[m].data();
+                h.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+                cmsghdr* c = CMSG_FIRSTHDR(&h);
+                c->cmsg_level = SOL_UDP;
+                c->cmsg_type = UDP_SEGMENT;
+                c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                const auto gso_size = static_cast<uint16_t>(size);
+                std::memcpy(CMSG_DATA(c), &gso_size, sizeof(gso_size));
+            }
+            sc.first[m] = p;
+            sc.segments[m] = segs;
+            iov += segs;
+            p += segs;
+            ++m;
         }
-        if (n == 0) {  // the destination is not reachable from this socket family
-            ++stats_.send_errors;
-            fail("udp: cannot send to " + packets[i].meta.dst.to_string() + " from " +
-                 local_.to_string());
-            ++i;
-            continue;
-        }
-        const int sent = ::sendmmsg(s->fd, sc.msgs.data(), static_cast<unsigned>(n), 0);
+        if (m == 0) continue;
+        ++stats_.send_calls;
+        const int sent = ::sendmmsg(s.fd, sc.msgs.data(), static_cast<unsigned>(m), 0);
         if (sent > 0) {
-            for (int k = 0; k < sent; ++k) stats_.bytes_sent += packets[i + k].data.size();
-            stats_.packets_sent += static_cast<uint64_t>(sent);
-            i += static_cast<size_t>(sent);
+            for (int q = 0; q < sent; ++q) {
+                for (size_t d = 0; d < sc.segments[q]; ++d)
+                    stats_.bytes_sent += run[sc.first[q] + d].data.size();
+                stats_.packets_sent += sc.segments[q];
+                if (sc.segments[q] > 1) ++stats_.gso_sends;
+            }
+            k = sc.first[sent - 1] + sc.segments[sent - 1];
             continue;
         }
         const int err = errno;
         if (err == EINTR) continue;
         if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS || err == ENOMEM) {
             ++stats_.send_would_block;
-            return i;  // back-pressure: the caller retries the rest
+            accepted = k;
+            return static_cast<size_t>(RunOutcome::kBlocked);  // the caller retries the rest
         }
-        fail("udp: send " + local_.with_port(s == &endpoint_ ? local_.port : port).to_string() +
-             " -> " + packets[i].meta.dst.to_string() + ": " + error_text(err));
-        if (err == EBADF || err == ENOTSOCK || err == EFAULT) return Error::kIo;
-        ++stats_.send_errors;  // this packet is refused (unreachable, too big...): dropped
-        ++i;
+        const Address from = local_.with_port(&s == &endpoint_ ? local_.port : run[k].meta.src.port);
+        if (sc.segments[0] > 1 && (err == EIO || err == EINVAL || err == EOPNOTSUPP)) {
+            // The route's device cannot segment (no checksum offload, segment above the
+            // MTU): send datagram by datagram from now on.
+            gso_ = false;
+            ++stats_.gso_fallbacks;
+            fail("udp: UDP_SEGMENT refused " + from.to_string() + " -> " +
+                 run[k].meta.dst.to_string() + ": " + error_text(err) + "; GSO turned off");
+            continue;
+        }
+        fail("udp: send " + from.to_string() + " -> " + run[k].meta.dst.to_string() + ": " +
+             error_text(err));
+        if (err == EBADF || err == ENOTSOCK || err == EFAULT) {
+            accepted = k;
+            return Error::kIo;
+        }
+        // This message is refused (unreachable, too big...): its datagrams are dropped.
+        stats_.send_errors += sc.segments[0];
+        k = sc.first[0] + sc.segments[0];
     }
-    return packets.size();
+    accepted = run.size();
+    return static_cast<size_t>(RunOutcome::kDone);
 }
 
 void UdpDatapath::drain_path_sockets() {
@@ -298,12 +394,15 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
             next_drain_ = t + opt_.drain_interval;
         }
     }
+    if (packets.empty()) return size_t{0};
+    // Datagrams of the last read not handed out yet live in the bounce buffer: hand them
+    // out before reading again (which would overwrite them).
+    if (pending_msg_ < pending_count_) return emit_pending(packets);
     Scratch& sc = *scratch_;
     const size_t n = std::min(packets.size(), kMaxBatch);
-    if (n == 0) return size_t{0};
     for (size_t k = 0; k < n; ++k) {
-        sc.iovs[k].iov_base = packets[k].buf.data();
-        sc.iovs[k].iov_len = packets[k].buf.size();
+        sc.iovs[k].iov_base = sc.bounce.data() + k * rx_slot_bytes_;
+        sc.iovs[k].iov_len = rx_slot_bytes_;
         msghdr& h = sc.msgs[k].msg_hdr;
         h = msghdr{};
         h.msg_name = &sc.addrs[k];
@@ -322,49 +421,77 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         fail("udp: recvmmsg on " + local_.to_string() + ": " + error_text(errno));
         return Error::kIo;
     }
-    size_t out = 0;
+    ++stats_.recv_calls;
     for (int k = 0; k < r; ++k) {
         msghdr& h = sc.msgs[k].msg_hdr;
-        const size_t len = sc.msgs[k].msg_len;
-        if (h.msg_flags & MSG_TRUNC) {
+        Scratch::RxInfo& info = sc.rx[k];
+        info.len = sc.msgs[k].msg_len;
+        info.segment = 0;
+        info.ok = !(h.msg_flags & MSG_TRUNC);
+        if (!info.ok) {
             ++stats_.receive_truncated;
             continue;
         }
-        RxPacket& p = packets[out];
-        if (out != static_cast<size_t>(k)) {
-            // An earlier datagram was dropped: move this one up so the result stays dense.
-            if (len > p.buf.size()) {
-                ++stats_.receive_truncated;
-                continue;
-            }
-            std::memmove(p.buf.data(), packets[k].buf.data(), len);
-        }
-        p.len = len;
-        p.meta = PacketMeta{};
-        p.meta.src = from_sockaddr(sc.addrs[k]);
-        p.meta.dst = local_;
+        PacketMeta& meta = info.meta;
+        meta = PacketMeta{};
+        meta.src = from_sockaddr(sc.addrs[k]);
+        meta.dst = local_;
         for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
             if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
                 unsigned char tos;
                 std::memcpy(&tos, CMSG_DATA(c), 1);
-                p.meta.ecn = tos & 0x3;
+                meta.ecn = tos & 0x3;
             } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
                 int tclass;
                 std::memcpy(&tclass, CMSG_DATA(c), sizeof(tclass));
-                p.meta.ecn = static_cast<uint8_t>(tclass & 0x3);
+                meta.ecn = static_cast<uint8_t>(tclass & 0x3);
+            } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                int segment;
+                std::memcpy(&segment, CMSG_DATA(c), sizeof(segment));
+                if (segment > 0 && static_cast<size_t>(segment) < info.len) {
+                    info.segment = static_cast<size_t>(segment);
+                    ++stats_.gro_receives;
+                }
             } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
                 in_pktinfo pi;
                 std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-                p.meta.dst = Address::ipv4(ntohl(pi.ipi_addr.s_addr), local_.port);
+                meta.dst = Address::ipv4(ntohl(pi.ipi_addr.s_addr), local_.port);
             } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
                 in6_pktinfo pi;
                 std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-                std::memcpy(p.meta.dst.ip.data(), &pi.ipi6_addr, 16);
+                std::memcpy(meta.dst.ip.data(), &pi.ipi6_addr, 16);
             }
         }
-        stats_.bytes_received += len;
-        ++stats_.packets_received;
-        ++out;
+    }
+    pending_msg_ = 0;
+    pending_count_ = static_cast<size_t>(r);
+    pending_offset_ = 0;
+    return emit_pending(packets);
+}
+
+// emit_pending hands out datagrams of the messages last read, splitting super-packets by
+// their segment size, until `packets` is full; returns the count.
+size_t UdpDatapath::emit_pending(std::span<RxPacket> packets) {
+    Scratch& sc = *scratch_;
+    size_t out = 0;
+    while (out < packets.size() && pending_msg_ < pending_count_) {
+        const Scratch::RxInfo& info = sc.rx[pending_msg_];
+        if (info.ok) {
+            const std::byte* base = sc.bounce.data() + pending_msg_ * rx_slot_bytes_;
+            const size_t segment = info.segment ? info.segment : std::max<size_t>(info.len, 1);
+            do {
+                const size_t len = std::min(segment, info.len - pending_offset_);
+                packets[out].data = std::span<const std::byte>(base + pending_offset_, len);
+                packets[out].meta = info.meta;
+                stats_.bytes_received += len;
+                ++stats_.packets_received;
+                ++out;
+                pending_offset_ += len;
+            } while (out < packets.size() && pending_offset_ < info.len);
+            if (pending_offset_ < info.len) break;  // `packets` is full mid-super-packet
+        }
+        ++pending_msg_;
+        pending_offset_ = 0;
     }
     return out;
 }

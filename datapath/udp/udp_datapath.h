@@ -1,10 +1,13 @@
 // datapath/udp/udp_datapath.h — the Linux UDP datapath: kernel sockets, batched with
-// recvmmsg/sendmmsg, ECN through IP_TOS / IP_RECVTOS (datapath/udp/README.md).
+// recvmmsg/sendmmsg, UDP GSO on send and GRO on receive where the kernel offers them, ECN
+// through IP_TOS / IP_RECVTOS (datapath/udp/README.md).
 //
 // One "endpoint" socket bound to the endpoint port receives everything (peers always
 // answer to the endpoint port). A path is a UDP source port (DESIGN.md "Paths and
 // planes"), so sending uses one socket per source port, created and bound lazily the first
-// time the engine uses that port and kept in a small map. No GSO/GRO yet.
+// time the engine uses that port and kept in a small map. Consecutive equal-size datagrams
+// to one destination from one socket leave as one GSO super-packet (UDP_SEGMENT); the
+// endpoint socket asks for GRO (UDP_GRO) and splits what arrives by its segment size.
 //
 // Threading: not thread-safe. One driver thread at a time calls every method (the api/
 // driver serialises them with its own lock).
@@ -38,6 +41,13 @@ struct UdpOptions {
     // After a source port failed to bind, packets for it are dropped without trying again
     // for this long (so a taken port does not cost a socket()+bind() per packet).
     Duration bind_retry_after = std::chrono::milliseconds(100);
+    // Use UDP GSO on send / GRO on receive when the kernel offers them. false forces the
+    // plain sendmmsg / recvmmsg path (for tests and comparisons).
+    bool gso = true;
+    bool gro = true;
+    // Largest datagram recv_batch accepts without GRO, in bytes; longer ones are dropped
+    // and counted (receive_truncated). With GRO a receive slot holds a 64 KiB super-packet.
+    size_t max_datagram_bytes = 9216;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -55,12 +65,22 @@ struct UdpStats {
     uint64_t path_sockets_evicted = 0;
     uint64_t stray_drained = 0;        // datagrams that arrived on a per-path socket: discarded
     uint64_t tos_changes = 0;          // IP_TOS / IPV6_TCLASS setsockopt calls
+    uint64_t gso_sends = 0;            // super-packets sent with UDP_SEGMENT (>= 2 datagrams)
+    uint64_t gso_fallbacks = 0;        // the kernel refused UDP_SEGMENT: GSO turned off
+    uint64_t gro_receives = 0;         // super-packets received and split (>= 2 datagrams)
+    uint64_t send_calls = 0;           // sendmmsg system calls
+    uint64_t recv_calls = 0;           // recvmmsg system calls that returned data
 };
 
 class UdpDatapath final : public Datapath {
 public:
-    // kMaxBatch is the most packets one recvmmsg/sendmmsg call moves.
+    // kMaxBatch is the most messages one recvmmsg/sendmmsg call moves (a message is one
+    // datagram, or one GSO/GRO super-packet of several).
     static constexpr size_t kMaxBatch = 32;
+    // kMaxGsoSegments and kMaxGsoBytes bound one super-packet: the kernel's UDP_MAX_SEGMENTS
+    // (64) and the 16-bit IP length less the headers.
+    static constexpr size_t kMaxGsoSegments = 64;
+    static constexpr size_t kMaxGsoBytes = 65000;
 
     // open binds the endpoint socket to `local` (IPv4, or IPv6 dual-stack when local is not
     // IPv4-mapped). Port 0 picks an ephemeral port; local_address() reports the real one.
@@ -85,17 +105,27 @@ public:
     Result<size_t> send_batch(std::span<const TxPacket> packets) override;
     // recv_batch reads up to packets.size() datagrams from the endpoint socket without
     // blocking; meta.src is the sender, meta.dst the local address, meta.ecn the ECN bits
-    // of the TOS / traffic-class byte. Datagrams longer than their buffer are dropped and
-    // counted. Every drain_interval it also discards what arrived on per-path sockets.
+    // of the TOS / traffic-class byte. A GRO super-packet is split into its datagrams (one
+    // TOS byte covers them all: GRO merges only equal TOS); datagrams that did not fit in
+    // `packets` are returned by the next call, before the socket is read again. Each
+    // packet's data points into this datapath's receive buffer, valid until the next call.
+    // Datagrams longer than max_datagram_bytes (without GRO) are dropped and counted.
+    // Every drain_interval it also discards what arrived on per-path sockets.
     // Errors: kIo (recvmmsg failed with something other than EAGAIN/EINTR).
     Result<size_t> recv_batch(std::span<RxPacket> packets) override;
     // now reads CLOCK_MONOTONIC.
     Time now() const override;
-    // wake_fd is an epoll fd over the endpoint socket: readable when recv_batch has data.
+    // wake_fd is an epoll fd over the endpoint socket: readable when the socket has data.
+    // (Datagrams of a split super-packet left over by a full recv_batch are not signalled:
+    // a caller that got a full batch calls again before sleeping.)
     int wake_fd() const override { return epoll_fd_; }
     Address local_address() const override { return local_; }
 
     const UdpStats& stats() const { return stats_; }
+    // gso_enabled / gro_enabled say whether the offloads are in use (asked for in the
+    // options and accepted by the kernel; GSO turns itself off if the kernel refuses it).
+    bool gso_enabled() const { return gso_; }
+    bool gro_enabled() const { return gro_; }
     // last_error is the message of the most recent counted failure ("" if none).
     const std::string& last_error() const { return last_error_; }
 
@@ -113,6 +143,8 @@ private:
     void evict_one();
     void drain_path_sockets();
     void fail(std::string message);
+    Result<size_t> send_run(Socket& s, std::span<const TxPacket> run, size_t& accepted);
+    size_t emit_pending(std::span<RxPacket> packets);
 
     Address local_;
     UdpOptions opt_;
@@ -124,6 +156,15 @@ private:
     Time next_drain_{};
     UdpStats stats_;
     std::string last_error_;
+    bool gso_ = false;
+    bool gro_ = false;
+    size_t rx_slot_bytes_ = 0;  // size of one receive slot in the bounce buffer
+
+    // Received messages not yet handed out: message `pending_msg_` of `pending_count_`,
+    // from byte `pending_offset_` (a super-packet split across recv_batch calls).
+    size_t pending_msg_ = 0;
+    size_t pending_count_ = 0;
+    size_t pending_offset_ = 0;
 
     // Scratch arrays for the batched system calls, allocated once.
     struct Scratch;

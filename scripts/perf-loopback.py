@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""perf-loopback.py — mroce perf against its baselines on 127.0.0.1, side by side in one run
+(the numbers behind docs/results.md "mroce perf over loopback").
+
+Each repetition runs, in this order: WRITE bandwidth at 64 KiB and 1 MiB messages over
+MetaRoCE (with the engine's default window and with --window-kib 1024), the same traffic
+with --raw (plain UDP through the same datapath, no protocol), kernel TCP with iperf3 (one
+stream), then 8-byte WRITE latency over MetaRoCE and the --raw UDP ping-pong. Client on
+CPU 0, server on CPU 1 (as notes/datapath.md). Prints every run and the medians, with the
+ratio of each MetaRoCE goodput to --raw of the same size.
+
+usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4]
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def perf(mroce, args):
+    """One mroce perf pair; returns the client's JSON results."""
+    port = free_port()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    server = subprocess.Popen(["taskset", "-c", "1", mroce, "perf", "-p", str(port)] + args,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run(["taskset", "-c", "0", mroce, "perf", "127.0.0.1", "-p", str(port),
+                                 "--json", path] + args, capture_output=True, text=True,
+                                timeout=120)
+        server.wait(timeout=30)
+        if client.returncode != 0:
+            raise RuntimeError(f"mroce perf {' '.join(args)}: {client.stderr.strip()}")
+        with open(path) as f:
+            return json.load(f)["results"]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        os.unlink(path)
+
+
+def iperf3(seconds):
+    port = free_port()
+    server = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-1", "-A", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = ""
+    try:
+        for _ in range(50):  # the server needs a moment to listen
+            out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds),
+                                  "-A", "0", "-J"], capture_output=True, text=True, timeout=60)
+            try:
+                doc = json.loads(out.stdout)
+            except json.JSONDecodeError:
+                doc = {"error": out.stderr.strip()}
+            if "error" not in doc:
+                return doc["end"]["sum_received"]["bits_per_second"] / 1e9
+            # Not listening yet ("Connection refused") or a stray client: try again.
+            last = doc["error"]
+            subprocess.run(["sleep", "0.1"])
+        raise RuntimeError("iperf3 failed: " + last)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mroce", default="build/mroce")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4)
+    a = ap.parse_args()
+    d = ["-D", str(a.seconds), "--report_gbits"]
+    bw_runs = [
+        ("mroce 64K", ["-s", "65536"] + d),
+        ("mroce 64K w1M", ["-s", "65536", "--window-kib", "1024"] + d),
+        ("raw 64K", ["-s", "65536", "--raw"] + d),
+        ("mroce 1M", ["-s", "1048576"] + d),
+        ("mroce 1M w1M", ["-s", "1048576", "--window-kib", "1024"] + d),
+        ("raw 1M", ["-s", "1048576", "--raw"] + d),
+    ]
+    lat_runs = [
+        ("mroce lat 8", ["--lat", "-s", "8", "-n", "20000"]),
+        ("raw lat 8", ["--lat", "-s", "8", "-n", "20000", "--raw"]),
+    ]
+    gbps = {name: [] for name, _ in bw_runs}
+    gbps["iperf3 TCP"] = []
+    lat = {name: {"t_typical": [], "percentile_99": [], "percentile_99.9": []} for name, _ in lat_runs}
+    for rep in range(a.reps):
+        print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
+        for name, args in bw_runs:
+            r = perf(a.mroce, args)
+            gbps[name].append(r["goodput_gbps"])
+            extra = ""
+            if "counters" in r:
+                extra = f" retx {r['counters']['retransmits']} lost {r['counters']['lost']}"
+            if "lost_datagrams" in r:
+                extra = f" lost datagrams {r['lost_datagrams']} of {r['datagrams_sent']}"
+            print(f"{name:>14}: {r['goodput_gbps']:6.2f} Gbit/s{extra}", flush=True)
+        g = iperf3(int(a.seconds))
+        gbps["iperf3 TCP"].append(g)
+        print(f"{'iperf3 TCP':>14}: {g:6.2f} Gbit/s", flush=True)
+        for name, args in lat_runs:
+            r = perf(a.mroce, args)
+            for k in lat[name]:
+                lat[name][k].append(r[k])
+            print(f"{name:>14}: p50 {r['t_typical']:.2f} us, p99 {r['percentile_99']:.2f} us, "
+                  f"p99.9 {r['percentile_99.9']:.2f} us (one way, RTT/2)", flush=True)
+    med = {k: statistics.median(v) for k, v in gbps.items()}
+    print(f"\nmedians of {a.reps} (Gbit/s of goodput); ratio: median over repetitions of")
+    print("mroce / --raw of the same size in the same repetition (paired, so the machine's")
+    print("load, which changes between repetitions, cancels out):")
+    for name in gbps:
+        ratio = ""
+        if name.startswith("mroce"):
+            raw = gbps["raw 64K" if "64K" in name else "raw 1M"]
+            pairs = [m / r for m, r in zip(gbps[name], raw)]
+            ratio = (f"  = {100 * statistics.median(pairs):.0f}% of --raw "
+                     f"({', '.join(f'{100 * x:.0f}%' for x in pairs)})")
+        print(f"{name:>14}: {med[name]:6.2f}  (runs {', '.join(f'{x:.2f}' for x in gbps[name])}){ratio}")
+    for name, v in lat.items():
+        print(f"{name:>14}: p50 {statistics.median(v['t_typical']):.2f} us, "
+              f"p99 {statistics.median(v['percentile_99']):.2f} us, "
+              f"p99.9 {statistics.median(v['percentile_99.9']):.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

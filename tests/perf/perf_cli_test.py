@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""perf_cli_test.py — `mroce perf` end to end: a server and a client as two processes on
+127.0.0.1 (free ports picked at random, both killed on any failure). Checks exit codes,
+the perftest-style tables on both sides, and that --json is valid JSON with perftest's
+keys and sane values (bytes moved = size x iterations, percentiles ordered, ...), for
+--bw and --lat, write and send, MetaRoCE and --raw; then the error paths: an unavailable
+verb, an unreachable server, a bad flag value and a peer killed mid-run (an error, not a
+hang). Plumbing only: no speed is asserted (STYLE.md §6).
+
+usage: perf_cli_test.py PATH/TO/mroce [CASE ...]
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+MROCE = None
+TIMEOUT = 30  # seconds for one process; a hang fails the case instead of the suite
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Pair:
+    """A server and a client of one run; both are killed when the pair is closed."""
+
+    def __init__(self, args, client_extra=(), server_args=None, host="127.0.0.1"):
+        self.port = free_port()
+        self.json = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+        os.unlink(self.json)
+        sargs = args if server_args is None else server_args
+        self.server = subprocess.Popen([MROCE, "perf", "-p", str(self.port)] + sargs,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.client = subprocess.Popen(
+            [MROCE, "perf", host, "-p", str(self.port), "--json", self.json] + args +
+            list(client_extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        print(f"  port {self.port}: mroce perf {' '.join(args)}", flush=True)
+
+    def wait(self):
+        out = {}
+        for name, proc in (("client", self.client), ("server", self.server)):
+            try:
+                stdout, stderr = proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.close()
+                raise AssertionError(f"{name} did not finish within {TIMEOUT} s")
+            out[name] = (proc.returncode, stdout, stderr)
+        return out
+
+    def close(self):
+        for proc in (self.client, self.server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if os.path.exists(self.json):
+            os.unlink(self.json)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def run_ok(args, host="127.0.0.1"):
+    """Runs a pair that must succeed; returns (client stdout, server stdout, json)."""
+    pair = Pair(args, host=host)
+    try:
+        out = pair.wait()
+        for name in ("client", "server"):
+            rc, stdout, stderr = out[name]
+            check(rc == 0, f"{name} exited {rc}: {stderr.strip()}\n{stdout}")
+        check(os.path.exists(pair.json),
+              f"the client wrote no --json file; its stderr: {out['client'][2].strip()}")
+        with open(pair.json) as f:
+            doc = json.load(f)  # raises on invalid JSON
+        return out["client"][1], out["server"][1], doc
+    finally:
+        pair.close()
+
+
+def check_tables(stdout, title, head, sizes):
+    check(title in stdout, f"no '{title}' title in:\n{stdout}")
+    check(head in stdout, f"no table header '{head}' in:\n{stdout}")
+    check("-" * 87 in stdout, "no perftest rule line")
+    # The rows are the lines between the header and the next rule.
+    lines = stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if head in l) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("---"))
+    rows = [l.split() for l in lines[start:end]]
+    got = [int(r[0]) for r in rows]
+    check(got == sizes, f"table rows for sizes {got}, expected {sizes}")
+    return rows
+
+
+def check_bw(doc, size, messages, paths):
+    r = doc["results"]
+    for key in ("MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate", "bytes",
+                "counters"):
+        check(key in r, f"results has no {key}: {sorted(r)}")
+    check(r["MsgSize"] == size, f"MsgSize {r['MsgSize']} != {size}")
+    check(r["n_iterations"] == messages, f"n_iterations {r['n_iterations']} != {messages}")
+    check(r["bytes"] == size * messages, f"bytes {r['bytes']} != {size} x {messages}")
+    check(r["BW_average"] > 0 and r["MsgRate"] > 0, "zero bandwidth")
+    check(r["BW_peak"] >= r["BW_average"] * 0.999, "BW_peak below BW_average")
+    c = r["counters"]
+    check(len(c["paths"]) == paths, f"{len(c['paths'])} per-path entries, expected {paths}")
+    sent = sum(p["packets_sent"] for p in c["paths"])
+    check(sent >= size * messages // 4096, f"only {sent} DATA packets for {size * messages} B")
+    check(c["retransmits"] >= 0 and c["ecn_marks"] >= 0, "bad counters")
+    info = doc["test_info"]
+    check(info["transport"] == "mroce" and info["paths"] == paths, f"test_info {info}")
+
+
+def check_lat(doc, size, iterations):
+    r = doc["results"]
+    for key in ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "percentile_99",
+                "percentile_99.9"):
+        check(key in r, f"results has no {key}: {sorted(r)}")
+    check(r["MsgSize"] == size, f"MsgSize {r['MsgSize']}")
+    check(r["n_iterations"] + r.get("lost_pings", 0) == iterations,
+          f"n_iterations {r['n_iterations']} for {iterations} ping-pongs")
+    check(0 < r["t_min"] <= r["t_typical"] <= r["t_max"], f"t_min/typical/max out of order: {r}")
+    check(r["t_min"] <= r["t_avg"] <= r["t_max"], f"t_avg outside [t_min, t_max]: {r}")
+    check(r["percentile_99"] <= r["percentile_99.9"] <= r["t_max"], f"percentiles: {r}")
+    check(r["t_stdev"] >= 0, "negative stdev")
+
+
+BW_HEAD = "#bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+LAT_HEAD = "#bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]"
+
+
+def case_write_bw():
+    client, server, doc = run_ok(["-s", "65536", "-n", "300", "--paths", "4"])
+    for out in (client, server):
+        check_tables(out, "RDMA_Write BW Test", BW_HEAD, [65536])
+        check("retransmits:" in out and "path" in out, "no counters after the table")
+    check("(server)" in server, "the server's banner does not say so")
+    check_bw(doc, 65536, 300, 4)
+
+
+def case_send_bw_two_qps_gbits():
+    client, server, doc = run_ok(["--verb", "send", "-s", "10000", "-n", "200", "-q", "2",
+                                  "--report_gbits", "-F"])
+    head = BW_HEAD.replace("MB/sec", "Gb/sec")
+    check_tables(client, "Send BW Test", head, [10000])
+    check_tables(server, "Send BW Test", head, [10000])
+    check_bw(doc, 10000, 400, 8)
+    check(doc["test_info"]["BW_unit"] == "Gb/sec", "BW_unit")
+    # The server received every message the client completed.
+    check(doc["results"]["server_received_messages"] == 400, "server received count")
+
+
+def case_write_lat():
+    client, server, doc = run_ok(["--lat", "-s", "8", "-n", "300"])
+    check_tables(client, "RDMA_Write Lat Test", LAT_HEAD, [8])
+    check_tables(server, "RDMA_Write Lat Test", LAT_HEAD, [8])
+    check_lat(doc, 8, 300)
+
+
+def case_send_lat_no_offload():
+    client, _, doc = run_ok(["--lat", "--verb", "send", "-s", "5000", "-n", "200",
+                             "--no-offload"])
+    check_tables(client, "Send Lat Test", LAT_HEAD, [5000])
+    check("none (--no-offload)" in client, "offload line")
+    check_lat(doc, 5000, 200)
+
+
+def case_all_sizes():
+    client, server, doc = run_ok(["-a", "-n", "5", "--paths", "2"])
+    sizes = [2 ** k for k in range(1, 24)]
+    check_tables(client, "RDMA_Write BW Test", BW_HEAD, sizes)
+    check_tables(server, "RDMA_Write BW Test", BW_HEAD, sizes)
+    results = doc["results"]
+    check(isinstance(results, list) and len(results) == len(sizes), "one result per size")
+    for r, s in zip(results, sizes):
+        check(r["MsgSize"] == s and r["bytes"] == 5 * s, f"size {s}: {r['bytes']} bytes")
+
+
+def case_raw_bw():
+    client, server, doc = run_ok(["--raw", "-s", "65536", "-n", "200"])
+    check_tables(client, "Raw_UDP (RDMA_Write baseline) BW Test", BW_HEAD, [65536])
+    check_tables(server, "Raw_UDP (RDMA_Write baseline) BW Test", BW_HEAD, [65536])
+    r = doc["results"]
+    check(doc["test_info"]["transport"] == "udp-raw", "transport")
+    check(r["datagrams_sent"] == 200 * 16, f"datagrams_sent {r['datagrams_sent']}")
+    check(0 < r["bytes"] <= 65536 * 200, f"bytes {r['bytes']}")
+    check(r["datagrams_received"] + r["lost_datagrams"] == r["datagrams_sent"], "loss count")
+    check(r["bytes"] == r["datagrams_received"] * 4096, "bytes placed != datagrams x 4096")
+
+
+def case_raw_lat():
+    client, _, doc = run_ok(["--raw", "--lat", "-s", "8", "-n", "300"])
+    check_tables(client, "Raw_UDP (RDMA_Write baseline) Lat Test", LAT_HEAD, [8])
+    check_lat(doc, 8, 300)
+
+
+def case_ipv6():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+    except OSError as e:
+        print(f"  skipped: no IPv6 loopback here ({e})")
+        return
+    client, _, doc = run_ok(["-s", "8192", "-n", "100"], host="::1")
+    check("[0000:0000:0000:0000:0000:0000:0000:0001]" in client, "not over ::1")
+    check_bw(doc, 8192, 100, 8)
+
+
+def run_fail(argv, timeout=TIMEOUT):
+    proc = subprocess.run([MROCE] + argv, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def case_unavailable_verb():
+    rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port()), "--verb", "read"])
+    check(rc != 0, "--verb read succeeded")
+    lines = err.strip().splitlines()
+    check(len(lines) == 1 and "not available yet" in lines[0], f"stderr: {err!r}")
+
+
+def case_unreachable_server():
+    start = time.monotonic()
+    rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port())])
+    check(rc != 0, "a client without a server succeeded")
+    lines = err.strip().splitlines()
+    check(len(lines) == 1 and "cannot reach 127.0.0.1" in lines[0], f"stderr: {err!r}")
+    check(time.monotonic() - start < TIMEOUT, "gave up too late")
+
+
+def case_bad_flag_value():
+    for argv, name in ((["-s", "0"], "size"), (["--paths", "999"], "paths"),
+                       (["--verb", "fly"], "verb"), (["-a", "-s", "8"], "-a")):
+        rc, _, err = run_fail(["perf", "127.0.0.1"] + argv)
+        lines = err.strip().splitlines()
+        check(rc != 0 and len(lines) == 1 and name in lines[0],
+              f"{' '.join(argv)}: rc {rc}, stderr {err!r}")
+
+
+def case_peer_killed_mid_run():
+    for victim in ("server", "client"):
+        pair = Pair(["-D", "20", "-s", "65536"])
+        try:
+            # Wait until the run is under way (the table header is printed first).
+            time.sleep(1.5)
+            proc = pair.server if victim == "server" else pair.client
+            other = pair.client if victim == "server" else pair.server
+            check(other.poll() is None, f"the {victim}'s peer ended before the kill")
+            proc.send_signal(signal.SIGKILL)
+            try:
+                _, err = other.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"killing the {victim} left its peer hanging")
+            check(other.returncode != 0, f"the {victim}'s peer exited 0")
+            check(err.strip().startswith("mroce perf: "), f"peer's stderr: {err!r}")
+            print(f"  {victim} killed: peer said {err.strip()!r}")
+        finally:
+            pair.close()
+
+
+CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+
+
+def main():
+    global MROCE
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    MROCE = sys.argv[1]
+    names = sys.argv[2:] or list(CASES)
+    failed = []
+    for name in names:
+        print(f"[ RUN  ] {name}", flush=True)
+        t0 = time.monotonic()
+        try:
+            CASES[name]()
+            print(f"[  OK  ] {name} ({time.monotonic() - t0:.1f} s)", flush=True)
+        except Exception as e:  # noqa: BLE001 - report every failure the same way
+            print(f"[FAILED] {name}: {e}", flush=True)
+            failed.append(name)
+    print(f"{len(names) - len(failed)}/{len(names)} passed" + (f"; failed: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+// tools/perf.cc — `mroce perf`, a perftest look-alike: `mroce perf` is the server,
+// `mroce perf HOST` the client. The two meet on TCP (-p, default 18515), where the client
+// sends its options (the server runs with the client's), both exchange their UDP address,
+// queue pair numbers, rkey and buffer address, and then run each message size in turn
+// (tools/perf_side.h). Both print perftest's tables; the client writes --json.
+#include "tools/perf.h"
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "tools/perf_oob.h"
+#include "tools/perf_options.h"
+#include "tools/perf_report.h"
+#include "tools/perf_side.h"
+
+namespace mroce::tools {
+namespace perf {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long the server waits for a client, and either side for a control message.
+constexpr auto kAcceptWait = 120s;
+constexpr auto kConnectWait = 5s;
+constexpr auto kMessageWait = std::chrono::milliseconds(30'000);
+
+Json options_json(const Options& o) {
+    Json j;
+    j["verb"] = to_string(o.verb);
+    j["mode"] = o.mode == Mode::kBandwidth ? "bw" : "lat";
+    j["raw"] = o.raw;
+    j["all_sizes"] = o.all_sizes;
+    j["size"] = o.size;
+    j["iterations"] = o.iterations;
+    j["duration_s"] = o.duration_s;
+    j["qps"] = o.qps;
+    j["tx_depth"] = o.tx_depth;
+    j["paths"] = o.paths;
+    j["window_kib"] = o.window_kib;
+    j["report_gbits"] = o.report_gbits;
+    j["offload"] = o.offload;
+    return j;
+}
+
+// adopt_options takes the client's options into the server's; returns an error line or "".
+std::string adopt_options(const Json& j, Options& o) {
+    if (!j.is_object()) return "the client's options are malformed";
+    const auto verb = parse_verb(j.value("verb", ""));
+    if (!verb) return "the client asked for an unknown verb";
+    o.verb = *verb;
+    o.mode = j.value("mode", "bw") == "lat" ? Mode::kLatency : Mode::kBandwidth;
+    o.raw = j.value("raw", false);
+    o.all_sizes = j.value("all_sizes", false);
+    o.size = j.value("size", 0u);
+    o.iterations = j.value("iterations", uint64_t{0});
+    o.duration_s = j.value("duration_s", 0.0);
+    o.qps = j.value("qps", 1u);
+    o.tx_depth = j.value("tx_depth", 128u);
+    o.paths = j.value("paths", 8u);
+    o.window_kib = j.value("window_kib", 0u);
+    o.report_gbits = j.value("report_gbits", false);
+    o.offload = j.value("offload", true);
+    if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
+        return "the client's options are out of range";
+    if (auto why = verb_unavailable(o.verb)) return *why;
+    return "";
+}
+
+// Session runs one side of the control protocol; every failure is one line in error_.
+class Session {
+public:
+    explicit Session(Options o) : o_(std::move(o)), server_(o_.host.empty()) {}
+
+    int run() {
+        if (auto why = verb_unavailable(o_.verb)) return fail(*why);
+        auto oob = server_ ? Oob::listen(o_.port, kAcceptWait, error_)
+                           : Oob::connect(o_.host, o_.port, kConnectWait, error_);
+        if (!oob) return fail(error_);
+        oob_ = std::make_unique<Oob>(std::move(*oob));
+        if (!handshake()) return fail(error_);
+        print_banner(o_, server_, side_->offload(), side_->local_line(), side_->remote_line());
+        print_table_head(o_);
+        std::vector<Json> results;
+        for (uint32_t size : o_.sizes()) {
+            auto r = server_ ? serve_one(size) : run_one(size);
+            if (!r) return fail(error_);
+            print_row(o_, *r);
+            std::fflush(stdout);
+            results.push_back(std::move(*r));
+        }
+        print_rule();
+        for (const Json& r : results) {
+            if (results.size() > 1) fmt::print(" #bytes {}:\n", r.value("MsgSize", 0u));
+            print_counters(r);
+        }
+        if (!server_) {
+            (void)oob_->send({{"type", "bye"}});
+            if (!o_.json_path.empty() && !write_json(results)) return fail(error_);
+        } else {
+            (void)expect("bye");
+        }
+        return 0;
+    }
+
+private:
+    int fail(const std::string& why) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "mroce perf: %s\n", why.c_str());
+        // Tell the peer, so it stops with the reason instead of waiting.
+        if (oob_ && oob_->alive()) (void)oob_->send({{"type", "error"}, {"message", why}});
+        return 1;
+    }
+
+    // expect waits for a message of `type`, keeping the engine moving meanwhile.
+    std::optional<Json> expect(const std::string& type) {
+        auto idle = [this] {
+            if (side_) side_->idle();
+        };
+        auto m = oob_->receive(kMessageWait, idle);
+        if (!m) {
+            error_ = oob_->error();
+            return std::nullopt;
+        }
+        const std::string got = m->value("type", "");
+        if (got == "error") {
+            error_ = "the peer failed: " + m->value("message", std::string("?"));
+            return std::nullopt;
+        }
+        if (got != type) {
+            error_ = "expected a '" + type + "' control message, got: " + m->dump().substr(0, 80);
+            return std::nullopt;
+        }
+        return m;
+    }
+
+    bool make_side() {
+        side_ = o_.raw ? make_raw_side(o_, *oob_, server_, error_)
+                       : make_rdma_side(o_, *oob_, server_, error_);
+        return side_ != nullptr;
+    }
+
+    bool handshake() {
+        if (!server_) {
+            if (!oob_->send({{"type", "hello"}, {"options", options_json(o_)}})) {
+                error_ = oob_->error();
+                return false;
+            }
+            if (!make_side()) return false;
+            auto setup = expect("setup");
+            if (!setup || !side_->connect((*setup)["side"], error_)) return false;
+            if (!oob_->send({{"type", "setup"}, {"side", side_->setup()}})) {
+                error_ = oob_->error();
+                return false;
+            }
+            return expect("ready").has_value();
+        }
+        auto hello = expect("hello");
+        if (!hello) return false;
+        error_ = adopt_options((*hello)["options"], o_);
+        if (!error_.empty()) return false;
+        if (!make_side()) return false;
+        if (!oob_->send({{"type", "setup"}, {"side", side_->setup()}})) {
+            error_ = oob_->error();
+            return false;
+        }
+        auto setup = expect("setup");
+        if (!setup || !side_->connect((*setup)["side"], error_)) return false;
+        if (!oob_->send({{"type", "ready"}})) {
+            error_ = oob_->error();
+            return false;
+        }
+        return true;
+    }
+
+    std::optional<Json> run_one(uint32_t size) {
+        if (!oob_->send({{"type", "run"}, {"size", size}}) || !expect("go")) {
+            if (error_.empty()) error_ = oob_->error();
+            return std::nullopt;
+        }
+        auto mine = side_->run(size, error_);
+        if (!mine) return std::nullopt;
+        if (!oob_->send({{"type", "end"}})) {
+            error_ = oob_->error();
+            return std::nullopt;
+        }
+        auto done = expect("done");
+        if (!done) return std::nullopt;
+        Json r = side_->finish(size, *mine, (*done)["server"]);
+        if (!oob_->send({{"type", "result"}, {"result", r}})) {
+            error_ = oob_->error();
+            return std::nullopt;
+        }
+        return r;
+    }
+
+    std::optional<Json> serve_one(uint32_t size) {
+        auto run = expect("run");
+        if (!run) return std::nullopt;
+        if (run->value("size", 0u) != size) {
+            error_ = "the client runs a different size sequence";
+            return std::nullopt;
+        }
+        if (!oob_->send({{"type", "go"}})) {
+            error_ = oob_->error();
+            return std::nullopt;
+        }
+        auto srv = side_->serve(size, error_);
+        if (!srv) return std::nullopt;
+        if (!oob_->send({{"type", "done"}, {"server", *srv}})) {
+            error_ = oob_->error();
+            return std::nullopt;
+        }
+        auto result = expect("result");
+        if (!result) return std::nullopt;
+        return (*result)["result"];
+    }
+
+    bool write_json(const std::vector<Json>& results) {
+        Json out;
+        out["test_info"] = test_info(o_, side_->local_line(), side_->remote_line(), side_->offload());
+        out["results"] = results.size() == 1 ? results.front() : Json(results);
+        std::ofstream f(o_.json_path);
+        if (f) f << out.dump(2) << "\n";
+        if (!f) {
+            error_ = "cannot write " + o_.json_path + ": " + std::strerror(errno);
+            return false;
+        }
+        return true;
+    }
+
+    Options o_;
+    bool server_;
+    std::string error_;
+    std::unique_ptr<Oob> oob_;
+    std::unique_ptr<Side> side_;
+};
+
+}  // namespace
+
+std::string offload_name(bool gso, bool gro, bool asked) {
+    if (!asked) return "none (--no-offload)";
+    if (gso && gro) return "GSO+GRO";
+    if (gso) return "GSO";
+    if (gro) return "GRO";
+    return "none (kernel)";
+}
+
+}  // namespace perf
+
+void register_perf(CLI::App& app) {
+    using perf::Options;
+    auto o = std::make_shared<Options>();
+    auto verb = std::make_shared<std::string>("write");
+    auto lat = std::make_shared<bool>(false);
+    CLI::App* cmd = app.add_subcommand(
+        "perf", "perftest-style bandwidth and latency between two hosts: `mroce perf` is the "
+                "server, `mroce perf HOST` the client");
+    cmd->add_option("host", o->host, "server to connect to (omit to be the server)");
+    cmd->add_option("-p,--port", o->port, "TCP port of the out-of-band exchange (18515)")
+        ->check(CLI::Range(1, 65535));
+    cmd->add_option("-s,--size", o->size, "message size in bytes (bw 65536, lat 2); 64K, 1M work")
+        ->transform(CLI::AsSizeValue(false))
+        ->check(CLI::Range(1u, 1u << 30));
+    cmd->add_option("-n,--iters", o->iterations, "messages per queue pair (write bw 5000, else 1000)")
+        ->check(CLI::Range(uint64_t{5}, uint64_t{1} << 40));
+    cmd->add_option("-D,--duration", o->duration_s, "run for this many seconds instead of -n")
+        ->check(CLI::Range(0.01, 86400.0));
+    cmd->add_option("-q,--qp", o->qps, "queue pairs (streams), all on one connection")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("-t,--tx-depth", o->tx_depth, "outstanding messages per queue pair (128)")
+        ->check(CLI::Range(1, 65536));
+    cmd->add_flag("-a,--all", o->all_sizes, "run every size 2 .. 2^23 in powers of two");
+    cmd->add_flag("--report_gbits", o->report_gbits, "report Gb/sec instead of MB/sec");
+    auto ignored = std::make_shared<bool>(false);
+    cmd->add_flag("-F", *ignored, "accepted and ignored, as perftest's cpufreq-warning switch");
+    cmd->add_option("--paths", o->paths, "MetaRoCE paths (UDP source ports) per connection (8)")
+        ->check(CLI::Range(1, 256));
+    cmd->add_option("--window-kib", o->window_kib,
+                    "fixed congestion window per path in KiB (engine default: 256)")
+        ->check(CLI::Range(4, 1024));
+    cmd->add_option("--verb", *verb, "write | send | read | atomic (read and atomic: not yet)")
+        ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
+    auto bw_flag = std::make_shared<bool>(false);
+    auto* bw = cmd->add_flag("--bw", *bw_flag, "measure bandwidth (the default)");
+    cmd->add_flag("--lat", *lat, "measure latency (ping-pong)")->excludes(bw);
+    cmd->add_flag("--raw", o->raw, "the same traffic as plain UDP with no protocol (baseline)");
+    auto no_offload = std::make_shared<bool>(false);
+    cmd->add_flag("--no-offload", *no_offload, "do not use UDP GSO/GRO");
+    cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
+    // CLI11 writes into these when it parses, so the callback keeps them alive.
+    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag] {
+        o->offload = !*no_offload;
+        o->verb = *perf::parse_verb(*verb);
+        o->mode = *lat ? perf::Mode::kLatency : perf::Mode::kBandwidth;
+        if (o->all_sizes && o->size != 0) {
+            std::fprintf(stderr, "mroce perf: -a and -s exclude each other\n");
+            std::exit(2);
+        }
+        if (o->host.empty() && !o->json_path.empty()) {
+            std::fprintf(stderr, "mroce perf: --json is written by the client (give a host)\n");
+            std::exit(2);
+        }
+        int rc;
+        {
+            perf::Session session(*o);  // closed (devices, sockets) before exiting
+            rc = session.run();
+        }
+        std::exit(rc);
+    });
+}
+
+}  // namespace mroce::tools

@@ -1,0 +1,66 @@
+// tools/perf_oob.h — the out-of-band channel of `mroce perf`: one TCP connection between
+// client and server (perftest's port 18515) carrying newline-delimited JSON messages:
+// the options, addresses, queue pair numbers, rkeys and buffer addresses, then one
+// run/go/end exchange per message size.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "util/address.h"
+
+namespace mroce::tools::perf {
+
+using Json = nlohmann::json;
+
+class Oob {
+public:
+    Oob() = default;
+    ~Oob();
+    Oob(Oob&& o) noexcept;
+    Oob& operator=(Oob&&) = delete;
+    Oob(const Oob&) = delete;
+
+    // listen waits for one client on `port` (any address, IPv6 dual-stack when available)
+    // for up to `timeout`. On error returns nullopt and sets `error` to one line.
+    static std::optional<Oob> listen(uint16_t port, std::chrono::seconds timeout,
+                                     std::string& error);
+    // connect reaches `host`:`port` (a name or address), trying for up to `timeout` so a
+    // client started just before its server still finds it.
+    static std::optional<Oob> connect(const std::string& host, uint16_t port,
+                                      std::chrono::seconds timeout, std::string& error);
+
+    // send writes one message. Returns false (and sets error()) if the peer is gone.
+    bool send(const Json& message);
+    // receive waits for the next message for up to `timeout`, calling `idle` (if given)
+    // between checks instead of sleeping, so the caller keeps its engine moving. Returns
+    // nullopt on timeout, on a closed connection or on a malformed message (error() says).
+    std::optional<Json> receive(std::chrono::milliseconds timeout,
+                                const std::function<void()>& idle = {});
+    // poll returns a message if one has fully arrived, without waiting. Sets error() and
+    // returns nullopt if the peer closed the connection (check alive()).
+    std::optional<Json> poll();
+    bool alive() const { return fd_ >= 0 && error_.empty(); }
+    const std::string& error() const { return error_; }
+
+    // local_ip / peer_ip are the two ends' IP addresses (port 0): the UDP datapaths bind
+    // to the same interface the control connection uses.
+    Address local_ip() const { return local_; }
+    Address peer_ip() const { return peer_; }
+
+private:
+    explicit Oob(int fd);
+    bool fill(int timeout_ms);  // reads what is available; false on EOF or error
+    std::optional<Json> take_line();
+
+    int fd_ = -1;
+    std::string in_;
+    std::string error_;
+    Address local_, peer_;
+};
+
+}  // namespace mroce::tools::perf

@@ -1,0 +1,61 @@
+// tools/perf_options.h — the options of `mroce perf` (tools/perf.cc) and what the two
+// sides agree on. perftest's flags keep perftest's letters and meanings (-s -n -D -q -a -p
+// -t --report_gbits -F); transport options are long flags only (--paths, --verb, --bw,
+// --lat, --raw, --json, --no-offload), so no perftest letter means something else here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mroce::tools::perf {
+
+// Verb is the RDMA operation measured. READ and atomics are part of the interface so
+// that they plug in when the engine implements them; verb_unavailable names why not yet.
+enum class Verb : uint8_t { kWrite, kSend, kRead, kAtomic };
+
+enum class Mode : uint8_t { kBandwidth, kLatency };
+
+inline constexpr uint16_t kDefaultOobPort = 18515;  // perftest's
+inline constexpr uint32_t kMaxSize = 1u << 23;      // -a sweeps 2 .. 2^23, as perftest
+// Receive socket buffer of both transports: above the most a connection keeps in flight
+// (8 paths x 1 MiB windows), so a receiver that falls behind for a moment does not drop.
+// Root gets it (SO_RCVBUFFORCE); otherwise net.core.rmem_max caps it.
+inline constexpr int kRecvBufferBytes = 32 << 20;
+
+// Options: one run's parameters. The client sends them to the server over the out-of-band
+// connection, so both sides use the client's values.
+struct Options {
+    std::string host;  // empty: this side is the server
+    uint16_t port = kDefaultOobPort;
+    Verb verb = Verb::kWrite;
+    Mode mode = Mode::kBandwidth;
+    bool raw = false;         // plain UDP, same batching and receive copy, no protocol
+    bool all_sizes = false;   // -a
+    uint32_t size = 0;        // -s; 0: perftest's default (65536 for bw, 2 for lat)
+    uint64_t iterations = 0;  // -n per queue pair; 0: default (5000 write bw, else 1000)
+    double duration_s = 0;    // -D; > 0 runs for that long instead of -n
+    uint32_t qps = 1;         // -q
+    uint32_t tx_depth = 128;  // -t: outstanding work requests per queue pair
+    uint32_t paths = 8;       // --paths
+    uint32_t window_kib = 0;  // --window-kib: bytes in flight per path; 0: the engine's
+    bool report_gbits = false;
+    bool offload = true;      // GSO/GRO (--no-offload turns them off)
+    std::string json_path;    // --json FILE (client only)
+
+    // The sizes to run, in order.
+    std::vector<uint32_t> sizes() const;
+    uint64_t iterations_or_default() const;
+};
+
+const char* to_string(Verb v);
+// verb_unavailable returns a one-line reason when the verb cannot run yet, or nullopt.
+std::optional<std::string> verb_unavailable(Verb v);
+// parse_verb reads "write", "send", "read" or "atomic".
+std::optional<Verb> parse_verb(const std::string& text);
+
+// test_name is perftest's title: "RDMA_Write BW", "Send Lat", ...
+std::string test_name(const Options& o);
+
+}  // namespace mroce::tools::perf

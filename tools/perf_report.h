@@ -1,0 +1,57 @@
+// tools/perf_report.h — results of `mroce perf`: perftest's tables on stdout, perftest's
+// JSON shape ({"test_info": {...}, "results": {...}}) with our counters added.
+//
+// A result is built once, as JSON, by the side that measured it (the client); the server
+// receives the same object over the control connection and prints it, so both sides print
+// the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/device.h"
+#include "tools/perf_oob.h"
+#include "tools/perf_options.h"
+
+namespace mroce::tools::perf {
+
+// bw_result: perftest's BW keys for `iterations` messages of `size` bytes (per queue pair
+// times qps = messages), moved in `seconds`. `completion_ns` are the completion times (ns
+// from the start, in order); BW_peak is the best rate over any tenth of the run's time. Bandwidths are
+// in the table's unit: MB/sec (2^20 bytes) or, with report_gbits, Gb/sec (10^9 bits).
+Json bw_result(const Options& o, uint32_t size, uint64_t messages, uint64_t bytes, double seconds,
+               const std::vector<int64_t>& completion_ns);
+
+// lat_result: perftest's latency keys from one-way samples in microseconds (RTT/2), computed
+// as perftest does: t_typical is the median after dropping the 2 largest samples, and
+// percentile p is sample[ceil(n * p) - 1] of the sorted samples.
+Json lat_result(uint32_t size, std::vector<double> samples_usec);
+
+// counters_json: the engine's counters accumulated between two reports of one connection
+// (retransmits, spurious retransmits, ECN marks, per-path packets) as JSON.
+Json counters_json(const api::ConnectionReport& before, const api::ConnectionReport& after);
+
+// datapath_json: the UDP datapath's counters between two snapshots (datagrams, system
+// calls, GSO/GRO super-packets, drops).
+Json datapath_json(const datapath::UdpStats& before, const datapath::UdpStats& after);
+
+// test_info: the "test_info" object of the JSON output.
+Json test_info(const Options& o, const std::string& local, const std::string& remote,
+               const std::string& offload);
+
+// print_banner prints perftest's dashed line, title and key/value block, then the address
+// lines of both sides.
+void print_banner(const Options& o, bool server, const std::string& offload,
+                  const std::string& local_line, const std::string& remote_line);
+// print_table_head prints the BW or LAT column header.
+void print_table_head(const Options& o);
+// print_row prints one result row (a bw_result or lat_result object).
+void print_row(const Options& o, const Json& result);
+// print_counters prints retransmits, ECN marks and the per-path table of one result (its
+// "counters" object, if any) after the table.
+void print_counters(const Json& result);
+// print_rule prints perftest's 87-dash line.
+void print_rule();
+
+}  // namespace mroce::tools::perf
