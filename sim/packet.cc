@@ -38,6 +38,7 @@ PacketPtr PacketPool::clone(const Packet& original) {
     copy->route = original.route;
     copy->sent_at = original.sent_at;
     copy->duplicate = true;
+    copy->traffic_class = original.traffic_class;
     return copy;
 }
 
@@ -46,6 +47,7 @@ void PacketPool::release(Packet* p) {
     p->meta = PacketMeta{};
     p->route = kNoRoute;
     p->duplicate = false;
+    p->traffic_class = 0;
     p->sent_at = SimTime{};
     --outstanding_;
     free_.push_back(p);

@@ -21,6 +21,7 @@
 namespace mroce::sim {
 
 inline constexpr uint32_t kNoRoute = UINT32_MAX;
+inline constexpr uint8_t kMaxTrafficClasses = 8;  // switch priorities (PFC classes)
 
 struct Packet {
     std::vector<std::byte> bytes;  // the UDP payload, exactly as the sender's engine wrote it
@@ -28,6 +29,7 @@ struct Packet {
     uint64_t id = 0;               // unique per pool (per Sim); a duplicate keeps the id
     uint32_t route = kNoRoute;     // ECMP route index chosen by the fabric, for taps/tests
     bool duplicate = false;        // true for copies made by a duplication impairment
+    uint8_t traffic_class = 0;     // switch priority (PFC class); set by the sending host
     SimTime sent_at{};             // when the sender's NIC finished serialising it
 
     size_t size() const { return bytes.size(); }
@@ -81,6 +83,16 @@ class PacketSink {
   public:
     virtual ~PacketSink() = default;
     virtual void receive(PacketPtr packet) = 0;
+};
+
+// PauseTarget is the upstream egress a PFC ingress pauses: a switch port or a host NIC
+// port (see switch.h).
+class PauseTarget {
+  public:
+    virtual ~PauseTarget() = default;
+    // set_paused stops (true) or restarts (false) sending traffic class cls after the
+    // packet in service. Called when the pause frame arrives.
+    virtual void set_paused(uint8_t cls, bool paused) = 0;
 };
 
 }  // namespace mroce::sim
