@@ -170,6 +170,7 @@ void Host::on_timer() {
 
 void Host::receive_on(uint16_t port, PacketPtr packet) {
     ++ports_[port]->rx_packets;
+    ports_[port]->rx_bytes += packet->size();
     if (rx_tap_) rx_tap_(*packet, *this);
     if (!engine_) {
         ++stats_.rx_dropped_no_engine;

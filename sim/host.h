@@ -140,6 +140,8 @@ class Host final : public PacketSink {
     uint64_t port_rate(uint16_t p) const { return ports_.at(p)->rate_bps; }
     uint64_t port_tx_packets(uint16_t p) const { return ports_.at(p)->tx_packets; }
     uint64_t port_rx_packets(uint16_t p) const { return ports_.at(p)->rx_packets; }
+    // port_rx_bytes counts every arrival on port p, whether the engine took it or not.
+    uint64_t port_rx_bytes(uint16_t p) const { return ports_.at(p)->rx_bytes; }
     // port_queued is the datagrams on port p: in service plus waiting (0..2).
     size_t port_queued(uint16_t p) const;
     bool port_paused(uint16_t p, uint8_t cls) const { return ports_.at(p)->paused[cls]; }
@@ -168,6 +170,7 @@ class Host final : public PacketSink {
         bool paused[kMaxTrafficClasses] = {};
         uint64_t tx_packets = 0;
         uint64_t rx_packets = 0;
+        uint64_t rx_bytes = 0;
     };
 
     Time core_now() const { return to_core_time(sim_.now()); }

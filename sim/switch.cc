@@ -234,6 +234,7 @@ void Switch::forward(PacketPtr packet, uint16_t ingress) {
                                     m.dst.port);
     if (out == UINT16_MAX) {
         ++stats_.dropped_no_route;
+        stats_.dropped_no_route_bytes += packet->size();
         return;
     }
     ++stats_.forwarded_packets;

@@ -188,6 +188,7 @@ class SwitchPort final : public PacketSink, public PauseTarget {
 struct SwitchStats {
     uint64_t forwarded_packets = 0;
     uint64_t dropped_no_route = 0;  // unknown destination or no live next hop
+    uint64_t dropped_no_route_bytes = 0;
 };
 
 class Switch {
