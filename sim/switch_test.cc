@@ -271,5 +271,228 @@ TEST(Ecmp, FatTreeTiersHashIndependently) {
                                         << " " << combos[3];
 }
 
+// Blasters attaches a BlastEngine to each sender, all sending to one receiver (which
+// gets a BlastEngine that sends nothing, so it counts arrivals).
+struct Blasters {
+    Blasters(Topology& t, const std::vector<uint32_t>& senders, uint32_t receiver, uint32_t count,
+             uint16_t nic_ports = 1) {
+        for (uint32_t s : senders) {
+            engines.push_back(std::make_unique<BlastEngine>(t.host(receiver).address(), count,
+                                                            1000, 64, nic_ports));
+            t.host(s).attach(engines.back().get());
+        }
+        sink = std::make_unique<BlastEngine>(t.host(0).address(), 0);
+        t.host(receiver).attach(sink.get());
+    }
+    std::vector<std::unique_ptr<BlastEngine>> engines;
+    std::unique_ptr<BlastEngine> sink;
+};
+
+// conserved checks packet and byte conservation over the whole fabric at this instant.
+void expect_conserved(const Topology& t) {
+    const FabricTotals f = t.totals();
+    EXPECT_EQ(f.host_tx_packets + f.wire_copies, f.host_rx_packets + f.switch_drops +
+                                                     f.wire_drops + f.in_flight);
+    if (f.in_flight == 0) {
+        EXPECT_EQ(f.host_tx_bytes, f.host_rx_bytes + f.switch_drop_bytes + f.wire_drop_bytes);
+    }
+}
+
+// expect_queues_within_buffers: no egress queue ever exceeded its buffer.
+void expect_queues_within_buffers(Topology& t) {
+    for (size_t s = 0; s < t.switch_count(); ++s) {
+        const Switch& sw = t.switch_at(s);
+        const BufferConfig& b = sw.config().buffer;
+        if (b.shared) {
+            EXPECT_LE(sw.max_buffer_used(), b.shared_bytes) << sw.name();
+        }
+        for (size_t p = 0; p < sw.port_count(); ++p)
+            EXPECT_LE(sw.port(p).stats().max_queue_bytes,
+                      b.shared ? b.shared_bytes : b.port_bytes)
+                << sw.name() << " port " << p;
+    }
+}
+
+// A lossless configuration at 10 Gbit/s, 1 us cables: headroom 16 KB covers a pause's
+// round trip at the 40 Gbit/s uplinks below (2 * 5 KB on the wire + 2 packets).
+TopologyConfig with_pfc(TopologyConfig c) {
+    c.switches.pfc = PfcConfig{.lossless_classes = 1, .xoff_bytes = 10'000, .xon_bytes = 5'000,
+                               .headroom_bytes = 16'000};
+    c.switches.buffer.port_bytes = 200'000;
+    return c;
+}
+
+TEST(Pfc, IncastOnOneSwitchPausesSendersAndNeverDrops) {
+    for (uint64_t seed : testing::sweep_seeds(31, 3)) {
+        SCOPED_TRACE(seed_note(seed));
+        std::printf("[   SEED   ] %s\n", seed_note(seed).c_str());
+        for (bool pfc : {true, false}) {
+            Sim sim(seed);
+            TopologyConfig c = single_switch(5);
+            c.cable.jitter_max = 1ns;
+            if (pfc) c = with_pfc(c);
+            c.switches.buffer.port_bytes = 100'000;
+            Topology t(sim, c);
+            Blasters b(t, {0, 1, 2, 3}, 4, 400);
+            sim.run_until({}, kSimForever, 2'000'000);
+            expect_conserved(t);
+            expect_queues_within_buffers(t);
+            const FabricTotals f = t.totals();
+            EXPECT_EQ(f.in_flight, 0u);
+            if (pfc) {
+                EXPECT_EQ(f.switch_drops, 0u);
+                EXPECT_EQ(b.sink->received, 1600u);
+                EXPECT_GT(f.pauses_sent, 0u);
+                for (uint32_t h = 0; h < 4; ++h) EXPECT_GT(t.host(h).stats().pauses_received, 0u);
+                EXPECT_GT(t.switch_at(0).port(4).stats().max_queue_bytes, 10'000u);
+            } else {  // the same incast without PFC overflows the buffer
+                EXPECT_GT(f.switch_drops, 0u);
+                EXPECT_EQ(b.sink->received + f.switch_drops, 1600u);
+            }
+        }
+    }
+}
+
+TEST(Pfc, PausePropagatesHopByHopAndNeverDrops) {
+    const uint64_t seed = test_seed(41);
+    SCOPED_TRACE(seed_note(seed));
+    Sim sim(seed);
+    TopologyConfig c;
+    c.kind = TopologyKind::kLeafSpine;
+    c.leaves = 2;
+    c.spines = 1;
+    c.hosts_per_leaf = 4;  // uplinks at 40 Gbit/s: the fabric core is not the bottleneck
+    c.cable.rate_bps = 10'000'000'000;
+    c = with_pfc(c);
+    Topology t(sim, c);
+    // Hosts 0-2 (leaf 0) and 4 (leaf 1) send to host 5 (leaf 1): leaf 1's port to host 5
+    // congests, leaf 1 pauses the spine, the spine pauses leaf 0, leaf 0 pauses hosts.
+    Blasters b(t, {0, 1, 2, 4}, 5, 500);
+    sim.run_until({}, kSimForever, 2'000'000);
+    const FabricTotals f = t.totals();
+    EXPECT_EQ(f.switch_drops, 0u);
+    EXPECT_EQ(f.in_flight, 0u);
+    EXPECT_EQ(b.sink->received, 2000u);
+    expect_conserved(t);
+    expect_queues_within_buffers(t);
+    // Find the ports of each hop and check each one was paused.
+    uint64_t spine_pauses = 0, leaf0_uplink_pauses = 0;
+    for (size_t ci = 0; ci < t.cable_count(); ++ci) {
+        const Cable& cab = t.cable(ci);
+        if (cab.a.is_host) continue;
+        const PortStats& up = t.switch_at(cab.a.node).port(cab.a.port).stats();   // leaf side
+        const PortStats& down = t.switch_at(cab.b.node).port(cab.b.port).stats();  // spine side
+        if (t.switch_at(cab.a.node).name().ends_with("leaf0")) leaf0_uplink_pauses += up.pauses_received;
+        if (t.switch_at(cab.a.node).name().ends_with("leaf1")) spine_pauses += down.pauses_received;
+    }
+    EXPECT_GT(spine_pauses, 0u);
+    EXPECT_GT(leaf0_uplink_pauses, 0u);
+    EXPECT_GT(t.host(0).stats().pauses_received, 0u);
+    EXPECT_GT(t.host(4).stats().pauses_received, 0u);
+}
+
+TEST(Faults, CableDownBlackholesUntilRoutingReconverges) {
+    const uint64_t seed = test_seed(51);
+    SCOPED_TRACE(seed_note(seed));
+    Sim sim(seed);
+    TopologyConfig c;
+    c.kind = TopologyKind::kLeafSpine;
+    c.leaves = 2;
+    c.spines = 2;
+    c.hosts_per_leaf = 1;
+    c.cable.rate_bps = 10'000'000'000;
+    Topology t(sim, c);
+    // Cable 1 is leaf 0 - spine 0 (cable 0 is host 0's).
+    const size_t dead = 1;
+    ASSERT_FALSE(t.cable(dead).a.is_host);
+    FaultInjector faults(t);
+    faults.cable_down(SimTime{} + 100us, dead, 50us);
+    faults.cable_up(SimTime{} + 300us, dead, 20us);
+    Blasters b(t, {0}, 1, 500);  // 0.8 us per packet: 400 us of traffic
+    const Switch& leaf0 = t.switch_at(t.cable(dead).a.node);
+
+    sim.run_until({}, SimTime{} + 99us);
+    EXPECT_EQ(leaf0.next_hops(1).size(), 2u);
+    sim.run_until({}, SimTime{} + 102us);  // what was on the wire at 100 us has arrived
+    const uint64_t before = t.cable(dead).a_to_b->stats().delivered_packets;
+    EXPECT_GT(before, 0u);
+    sim.run_until({}, SimTime{} + 149us);  // down, routing has not noticed yet
+    EXPECT_GT(t.cable(dead).a_to_b->stats().dropped(DropReason::kBlackhole), 0u);
+    EXPECT_EQ(leaf0.next_hops(1).size(), 2u);
+    sim.run_until({}, SimTime{} + 151us);  // reconverged: ECMP avoids the dead cable
+    EXPECT_EQ(leaf0.next_hops(1).size(), 1u);
+    // Packets queued at the leaf's port before reconvergence still drain into the dead
+    // cable; nothing new is sent its way.
+    const uint64_t enqueued = leaf0.port(t.cable(dead).a.port).stats().enqueued_packets;
+    sim.run_until({}, SimTime{} + 299us);
+    EXPECT_EQ(leaf0.port(t.cable(dead).a.port).stats().enqueued_packets, enqueued);
+    EXPECT_EQ(t.cable(dead).a_to_b->stats().delivered_packets, before);
+    sim.run_until({}, SimTime{} + 321us);  // up again and routed again
+    EXPECT_EQ(leaf0.next_hops(1).size(), 2u);
+    EXPECT_EQ(faults.applied(), 2u);
+    EXPECT_EQ(faults.reconvergences(), 2u);
+    sim.run_until({}, kSimForever, 1'000'000);
+    EXPECT_GT(t.cable(dead).a_to_b->stats().delivered_packets, before);
+    const uint64_t blackholed = t.cable(dead).a_to_b->stats().dropped(DropReason::kBlackhole);
+    EXPECT_EQ(b.sink->received + blackholed, 500u);
+    expect_conserved(t);
+}
+
+TEST(Faults, PlaneDownWithoutReconvergenceBlackholesThatPlaneOnly) {
+    const uint64_t seed = test_seed(52);
+    SCOPED_TRACE(seed_note(seed));
+    Sim sim(seed);
+    TopologyConfig c = single_switch(2);
+    c.planes = 2;
+    Topology t(sim, c);
+    ASSERT_EQ(t.host(0).port_count(), 2u);
+    ASSERT_EQ(t.switch_count(), 2u);
+    FaultInjector faults(t);
+    faults.plane_down(SimTime{} + 200us, 1, std::nullopt);
+    Blasters b(t, {0}, 1, 1000, /*nic_ports=*/2);  // datagrams alternate planes
+    sim.run_until({}, kSimForever, 1'000'000);
+    const FabricTotals f = t.totals();
+    EXPECT_GT(f.wire_drops, 0u);
+    EXPECT_EQ(b.sink->received + f.wire_drops, 1000u);
+    EXPECT_EQ(t.host(1).port_rx_packets(0), 500u);  // plane 0 delivered everything
+    EXPECT_EQ(t.switch_at(1).next_hops(1).size(), 1u);  // routing never learnt
+    EXPECT_EQ(t.switch_at(0).stats().dropped_no_route, 0u);
+    expect_conserved(t);
+}
+
+TEST(Faults, LossyButUpAndDegradedRate) {
+    const uint64_t seed = test_seed(53);
+    SCOPED_TRACE(seed_note(seed));
+    Sim sim(seed);
+    TopologyConfig c = single_switch(3);
+    Topology t(sim, c);
+    FaultInjector faults(t);
+    faults.set_loss(SimTime{}, t.host_cable(1, 0), 0.1);              // lossy but up
+    faults.set_rate(SimTime{}, t.host_cable(2, 0), 1'000'000'000);    // 10 -> 1 Gbit/s
+    faults.set_burst_loss(SimTime{}, t.host_cable(2, 0),
+                          GilbertElliott{.p_good_to_bad = 0.01, .p_bad_to_good = 0.5});
+    BlastEngine to1(t.host(1).address(), 4000), to2(t.host(2).address(), 200);
+    BlastEngine rx1(t.host(0).address(), 0), rx2(t.host(0).address(), 0);
+    t.host(0).attach(&to1);
+    t.host(1).attach(&rx1);
+    sim.run_until({}, kSimForever, 1'000'000);
+    // Binomial(4000, 0.1): mean 400, sd 19; 6 sd either way.
+    const uint64_t lost = t.cable(t.host_cable(1, 0)).b_to_a->stats().dropped(DropReason::kRandomLoss);
+    EXPECT_NEAR(static_cast<double>(lost), 400.0, 114.0);
+    EXPECT_EQ(rx1.received + lost, 4000u);
+    EXPECT_EQ(t.switch_at(0).next_hops(1).size(), 1u);  // still routed
+
+    const SimTime start = sim.now();
+    t.host(0).attach(&to2);
+    t.host(2).attach(&rx2);
+    sim.run_until({}, kSimForever, 1'000'000);
+    // 200 packets of 1000 B through a 1 Gbit/s port take at least 200 * 8 us.
+    EXPECT_GE(sim.now() - start, 1600us);
+    const LinkStats& w = t.cable(t.host_cable(2, 0)).b_to_a->stats();
+    EXPECT_GT(w.dropped(DropReason::kBurstLoss), 0u);
+    EXPECT_EQ(rx2.received + w.dropped(DropReason::kBurstLoss), 200u);
+    expect_conserved(t);
+}
+
 }  // namespace
 }  // namespace mroce::sim
