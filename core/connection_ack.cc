@@ -89,10 +89,16 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             }
         }
         // [PROBE-3]: a probe reply proves every PSN before probe_psn was passed.
+        // hole_end is the exclusive end of the hole scan below: normally highest_acked
+        // (acknowledged itself), but after a probe reply probe_psn - 1 may be a hole too
+        // ([LOSS-10]: every PSN below probe_psn still in flight), or a lost tail packet
+        // would be probed forever.
+        bool probe_reply = false;
         if ((a.flags & wire::ack_flag::kProbeReply) && seq_gt(a.probe_psn, path.base) &&
             seq_le(a.probe_psn, path.next_psn)) {
             if (!any || seq_gt(a.probe_psn - 1, highest)) highest = a.probe_psn - 1;
             any = true;
+            probe_reply = true;
         }
         if (any && (!path.any_acked || seq_gt(highest, path.highest_acked))) {
             path.highest_acked = highest;
@@ -138,13 +144,14 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         // [LOSS-1]: in-flight PSNs below the highest acknowledged one are holes; they are
         // lost once the reorder window has passed.
         if (path.any_acked && path.reorder_deadline == kNever) {
+            uint32_t hole_end = path.highest_acked;
+            if (probe_reply && seq_gt(a.probe_psn, hole_end)) hole_end = a.probe_psn;
             uint32_t holes = 0;
-            for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, path.highest_acked);
-                 ++psn)
+            for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, hole_end); ++psn)
                 holes += path.rec(psn).state == TxRecord::State::kInFlight;
             if (holes) {
                 ps.sack_holes += holes;
-                path.reorder_limit = path.highest_acked;
+                path.reorder_limit = hole_end;
                 path.reorder_deadline = now + reorder_window(path);
                 note_deadline(path.reorder_deadline);
             }
