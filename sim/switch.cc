@@ -126,7 +126,7 @@ void SwitchPort::try_start_service() {
 void SwitchPort::on_serialized() {
     service_event_ = {};
     Queued done = std::move(in_service_);
-    in_service_ = Queued{PacketPtr(nullptr, {}), 0};
+    in_service_ = Queued{};
     const uint64_t size = done.packet->size();
     queue_bytes_ -= size;
     owner_.buffer_used_ -= size;

@@ -32,6 +32,7 @@
 #include "sim/event_queue.h"
 #include "sim/link.h"
 #include "sim/packet.h"
+#include "sim/ring_queue.h"
 
 namespace mroce::sim {
 
@@ -151,8 +152,8 @@ class SwitchPort final : public PacketSink, public PauseTarget {
   private:
     friend class Switch;
     struct Queued {
-        PacketPtr packet;
-        uint16_t ingress;  // port it came in on (PFC accounting)
+        PacketPtr packet{nullptr, {}};
+        uint16_t ingress = 0;  // port it came in on (PFC accounting)
     };
 
     void enqueue(PacketPtr packet, uint16_t ingress);
@@ -168,9 +169,9 @@ class SwitchPort final : public PacketSink, public PauseTarget {
     Link* wire_ = nullptr;
     PauseTarget* upstream_ = nullptr;
 
-    std::array<std::deque<Queued>, kMaxTrafficClasses> queues_;
+    std::array<RingQueue<Queued>, kMaxTrafficClasses> queues_;
     uint64_t queue_bytes_ = 0;
-    Queued in_service_{PacketPtr(nullptr, {}), 0};
+    Queued in_service_;
     EventHandle service_event_;
 
     std::array<bool, kMaxTrafficClasses> paused_{};
