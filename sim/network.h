@@ -3,11 +3,11 @@
 //
 //   Host A ─NIC─► Network::receive ── hash(salt, 5-tuple) % R ──► Link A→B #r ──► Host B
 //
-// This is the first, flat fabric: each route stands for one path through a switched
-// network, with its own rate, delay, buffer and impairments. Changing the UDP source port
-// moves a flow to another route exactly as ECMP would, which is what MetaRoCE's paths rely
-// on. Switches and topologies (leaf-spine, fat-tree) will replace the per-pair routes with
-// hop-by-hop links behind the same Host and PacketSink interfaces; ecmp_hash() is shared.
+// This is the flat fabric: each route stands for one path through a switched network,
+// with its own rate, delay, buffer and impairments. Changing the UDP source port moves a
+// flow to another route exactly as ECMP would, which is what MetaRoCE's paths rely on.
+// Switched networks (leaf-spine, fat tree, planes) are in topology.h; both use the same
+// Host and ecmp_hash().
 //
 // Threading: single-threaded, like its Sim.
 #pragma once
