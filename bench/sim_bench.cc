@@ -7,9 +7,9 @@
 //
 // a2a:  leaf-spine, every host WRITEs --bytes to every other host (one stream each).
 // perm: k-ary fat tree, host h WRITEs --bytes to host (h + hosts/2) % hosts.
-// Payload memory is shared: each host has one source and one destination region of
-// --bytes that all its flows use (the benchmark measures speed, it does not check data;
-// the tests in sim/topology_test.cc do).
+// Payload memory is shared: one source and one destination buffer of --bytes, which every
+// endpoint registers and every flow uses (the benchmark measures speed, it does not check
+// data; the tests in sim/topology_test.cc do), so 1024 hosts x 2 MB need 4 MB, not 4 GB.
 #include <sys/resource.h>
 
 #include <cinttypes>
@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
     ec.max_payload = 4096;
     ec.window_bytes_per_path = bdp / ec.num_paths + ec.max_payload;
 
+    std::vector<std::byte> src(o.bytes, std::byte{0x42}), dst(o.bytes);
     struct HostState {
         std::unique_ptr<core::Endpoint> ep;
-        std::vector<std::byte> src, dst;
         uint32_t pd = 0;
         core::MemoryKeys src_keys, dst_keys;
     };
@@ -127,10 +127,8 @@ int main(int argc, char** argv) {
         HostState& s = hosts[h];
         s.ep = std::make_unique<core::Endpoint>(ec, topo.host(h).address(), o.seed * 7919 + h);
         s.pd = s.ep->alloc_pd();
-        s.src.assign(o.bytes, std::byte{0x42});
-        s.dst.resize(o.bytes);
-        s.src_keys = *s.ep->register_memory(s.pd, s.src.data(), o.bytes, core::access::kLocalWrite);
-        s.dst_keys = *s.ep->register_memory(s.pd, s.dst.data(), o.bytes,
+        s.src_keys = *s.ep->register_memory(s.pd, src.data(), o.bytes, core::access::kLocalWrite);
+        s.dst_keys = *s.ep->register_memory(s.pd, dst.data(), o.bytes,
                                             core::access::kLocalWrite | core::access::kRemoteWrite);
     }
     std::vector<std::pair<uint32_t, uint32_t>> flows;
@@ -163,10 +161,10 @@ int main(int argc, char** argv) {
         sb.ep->bind_stream(sid_b, topo.host(a).address(), sid_a, now);
         core::SendWr wr;
         wr.opcode = core::WorkOpcode::kWrite;
-        wr.local_addr = reinterpret_cast<uint64_t>(sa.src.data());
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
         wr.length = static_cast<uint32_t>(o.bytes);
         wr.lkey = sa.src_keys.lkey;
-        wr.remote_addr = reinterpret_cast<uint64_t>(sb.dst.data());
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
         wr.rkey = sb.dst_keys.rkey;
         if (sa.ep->post_send(sid_a, wr, now) != Error::kOk) {
             std::fprintf(stderr, "sim_bench: post_send failed for flow %u->%u\n", a, b);
