@@ -377,15 +377,22 @@ TEST(Pfc, PausePropagatesHopByHopAndNeverDrops) {
     expect_queues_within_buffers(t);
     // Find the ports of each hop and check each one was paused.
     uint64_t spine_pauses = 0, leaf0_uplink_pauses = 0;
+    SimDuration spine_paused{0};
     for (size_t ci = 0; ci < t.cable_count(); ++ci) {
         const Cable& cab = t.cable(ci);
         if (cab.a.is_host) continue;
         const PortStats& up = t.switch_at(cab.a.node).port(cab.a.port).stats();   // leaf side
         const PortStats& down = t.switch_at(cab.b.node).port(cab.b.port).stats();  // spine side
         if (t.switch_at(cab.a.node).name().ends_with("leaf0")) leaf0_uplink_pauses += up.pauses_received;
-        if (t.switch_at(cab.a.node).name().ends_with("leaf1")) spine_pauses += down.pauses_received;
+        if (t.switch_at(cab.a.node).name().ends_with("leaf1")) {
+            spine_pauses += down.pauses_received;
+            spine_paused += down.paused_time;
+        }
     }
     EXPECT_GT(spine_pauses, 0u);
+    EXPECT_GT(spine_paused, SimDuration{0});
+    // A pause lasts at least until the xon crossing: never longer than the whole run.
+    EXPECT_LE(spine_paused, sim.now() - SimTime{});
     EXPECT_GT(leaf0_uplink_pauses, 0u);
     EXPECT_GT(t.host(0).stats().pauses_received, 0u);
     EXPECT_GT(t.host(4).stats().pauses_received, 0u);
