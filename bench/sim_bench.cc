@@ -4,9 +4,12 @@
 //
 //   sim_bench [--workload a2a|perm] [--leaves N] [--spines N] [--hosts-per-leaf N]
 //             [--k N] [--bytes N] [--rate-gbps N] [--seed N] [--time-limit-us N]
+//             [--engine core|null]
 //
 // a2a:  leaf-spine, every host WRITEs --bytes to every other host (one stream each).
 // perm: k-ary fat tree, host h WRITEs --bytes to host (h + hosts/2) % hosts.
+// --engine null replaces the core by NullEngine (the same flows as 4 KB datagrams sent
+// round robin, no ACKs, no retransmission): the simulator's own cost per event.
 // Payload memory is shared: one source and one destination buffer of --bytes, which every
 // endpoint registers and every flow uses (the benchmark measures speed, it does not check
 // data; the tests in sim/topology_test.cc do), so 1024 hosts x 2 MB need 4 MB, not 4 GB.
@@ -30,6 +33,7 @@ using namespace mroce;
 
 struct Options {
     std::string workload = "a2a";
+    std::string engine = "core";
     uint32_t leaves = 8, spines = 8, hosts_per_leaf = 8, k = 16;
     uint64_t bytes = 256 * 1024;
     uint64_t rate_gbps = 100;
@@ -52,6 +56,12 @@ std::string parse(int argc, char** argv, Options& o) {
         if (i + 1 >= argc) return "missing value after " + a;
         const char* v = argv[++i];
         uint64_t n = 0;
+        if (a == "--engine") {
+            o.engine = v;
+            if (o.engine != "core" && o.engine != "null")
+                return "--engine must be core or null, not '" + o.engine + "'";
+            continue;
+        }
         if (a == "--workload") {
             o.workload = v;
             if (o.workload != "a2a" && o.workload != "perm")
@@ -73,6 +83,41 @@ std::string parse(int argc, char** argv, Options& o) {
     if (o.rate_gbps == 0) return "--rate-gbps must be positive";
     return {};
 }
+
+// NullEngine sends its flows' bytes as max-size datagrams, one flow after the other in
+// round robin, and ignores what it receives: the simulator without the protocol.
+class NullEngine final : public core::Engine {
+  public:
+    static constexpr size_t kDatagram = 4096 + 64;
+    void add_flow(const Address& dst, uint64_t bytes) {
+        flows_.push_back({dst, (bytes + 4095) / 4096});
+    }
+    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {}
+    void on_timeout(Time) override {}
+    size_t poll_transmit(std::span<std::byte>, PacketMeta& meta, Time) override {
+        for (size_t tries = 0; tries < flows_.size(); ++tries) {
+            Flow& f = flows_[next_++ % flows_.size()];
+            if (f.left == 0) continue;
+            --f.left;
+            meta.dst = f.dst;
+            meta.src.port = static_cast<uint16_t>(49152 + (f.left & 7));  // 8 "paths"
+            meta.ecn = ecn::kEct0;
+            return kDatagram;
+        }
+        return 0;
+    }
+    Time next_deadline() const override { return kNever; }
+    std::optional<core::Event> poll_event() override { return std::nullopt; }
+    size_t max_datagram_size() const override { return kDatagram; }
+
+  private:
+    struct Flow {
+        Address dst;
+        uint64_t left;
+    };
+    std::vector<Flow> flows_;
+    size_t next_ = 0;
+};
 
 double cpu_seconds() {
     return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
@@ -123,7 +168,8 @@ int main(int argc, char** argv) {
         core::MemoryKeys src_keys, dst_keys;
     };
     std::vector<HostState> hosts(n);
-    for (uint32_t h = 0; h < n; ++h) {
+    std::vector<NullEngine> null_engines(o.engine == "null" ? n : 0);
+    for (uint32_t h = 0; h < n && o.engine == "core"; ++h) {
         HostState& s = hosts[h];
         s.ep = std::make_unique<core::Endpoint>(ec, topo.host(h).address(), o.seed * 7919 + h);
         s.pd = s.ep->alloc_pd();
@@ -149,10 +195,14 @@ int main(int argc, char** argv) {
             ++done;
             last_finish = sim.now();
         });
-        topo.host(h).attach(hosts[h].ep.get());
+        if (o.engine == "core") topo.host(h).attach(hosts[h].ep.get());
     }
     const Time now = sim::to_core_time(sim.now());
     for (auto [a, b] : flows) {
+        if (o.engine == "null") {
+            null_engines[a].add_flow(topo.host(b).address(), o.bytes);
+            continue;
+        }
         HostState& sa = hosts[a];
         HostState& sb = hosts[b];
         const uint32_t sid_a = *sa.ep->reserve_stream(sa.pd);
@@ -171,12 +221,15 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
-    for (uint32_t h = 0; h < n; ++h) topo.host(h).kick();
+    for (uint32_t h = 0; h < n; ++h) {
+        if (o.engine == "null") topo.host(h).attach(&null_engines[h]);
+        topo.host(h).kick();
+    }
     const double cpu_setup = cpu_seconds() - cpu0;
 
     const double cpu1 = cpu_seconds();
     const sim::RunResult r = sim.run_until(
-        [&] { return done == flows.size() || failed > 0; },
+        [&] { return o.engine == "core" && (done == flows.size() || failed > 0); },
         sim::SimTime{} + std::chrono::microseconds(o.time_limit_us), UINT64_MAX);
     const double cpu_run = cpu_seconds() - cpu1;
 
@@ -187,8 +240,12 @@ int main(int argc, char** argv) {
     const uint64_t per_host = o.workload == "a2a" ? o.bytes * (n - 1) : o.bytes;
     const double ideal_us = static_cast<double>(per_host) * 8 / static_cast<double>(tc.cable.rate_bps) * 1e6;
     const double finish_us = static_cast<double>(sim::to_ps(last_finish)) / 1e6;
-    std::printf("workload %s hosts %u switches %zu flows %zu bytes/flow %" PRIu64 " seed %" PRIu64 "\n",
-                o.workload.c_str(), n, topo.switch_count(), flows.size(), o.bytes, o.seed);
+    if (o.engine == "null") {  // no completions: the last delivery ends the run
+        last_finish = sim.now();
+        done = flows.size();
+    }
+    std::printf("engine %s, workload %s hosts %u switches %zu flows %zu bytes/flow %" PRIu64 " seed %" PRIu64 "\n",
+                o.engine.c_str(), o.workload.c_str(), n, topo.switch_count(), flows.size(), o.bytes, o.seed);
     std::printf("stop %s, completions %" PRIu64 "/%zu, failed %" PRIu64 "\n", sim::to_string(r.reason),
                 done, flows.size(), failed);
     std::printf("events %" PRIu64 ", packets %" PRIu64 ", cpu_run_s %.3f, cpu_setup_s %.3f\n",
@@ -202,5 +259,6 @@ int main(int argc, char** argv) {
                 finish_us > 0 ? ideal_us / finish_us : 0.0);
     std::printf("switch_drops %" PRIu64 ", ecn_marks %" PRIu64 ", max_queue_bytes %" PRIu64 "\n",
                 t.switch_drops, t.ecn_marks, t.max_queue_bytes);
+    if (o.engine == "null") return r.reason == sim::StopReason::kQueueEmpty ? 0 : 1;
     return done == flows.size() && failed == 0 ? 0 : 1;
 }

@@ -51,8 +51,8 @@ void Host::attach(core::Engine* engine) {
     armed_deadline_ = kNever;
     last_timeout_ = Time::min();
     engine_ = engine;
+    spare_.reset();  // a detached host holds no packet (the pool's count drops to 0)
     if (!engine_) return;
-    tx_buf_.resize(engine_->max_datagram_size());
     kick_event_ = sim_.schedule_in(SimDuration{0}, [this] {
         kick_event_ = {};
         kick();
@@ -89,18 +89,19 @@ bool Host::can_take_datagram() const {
 
 void Host::pump_transmit() {
     if (!engine_ || !can_take_datagram()) return;
-    if (tx_buf_.size() < engine_->max_datagram_size()) tx_buf_.resize(engine_->max_datagram_size());
+    if (!spare_) spare_ = sim_.packets().acquire();
+    PacketBytes& buf = spare_->bytes;
+    buf.resize(engine_->max_datagram_size());  // recycled capacity; no zeroing (packet.h)
     PacketMeta meta{};
     ++stats_.polls;
-    const size_t n = engine_->poll_transmit(tx_buf_, meta, core_now());
+    const size_t n = engine_->poll_transmit(buf, meta, core_now());
     if (n == 0) {
         ++stats_.empty_polls;
         return;
     }
-    MROCE_DCHECK(n <= tx_buf_.size());
-    PacketPtr packet = sim_.packets().acquire();
-    packet->bytes.assign(tx_buf_.begin(),
-                         tx_buf_.begin() + static_cast<ptrdiff_t>(std::min(n, tx_buf_.size())));
+    MROCE_DCHECK(n <= buf.size());
+    buf.resize(std::min(n, buf.size()));
+    PacketPtr packet = std::move(spare_);
     // The host owns its IP: the engine chooses only the source port (the path) and the
     // NIC port (the plane).
     meta.src.ip = address_.ip;

@@ -21,6 +21,10 @@
 // this is exactly "poll when the NIC is idle". Port p's datagrams arrive at the engine
 // with meta.local_port = p.
 //
+// The engine writes each datagram straight into a pooled packet: an attached host holds
+// one spare packet between polls (PacketPool::outstanding counts it; attach(nullptr)
+// returns it).
+//
 // Threading: single-threaded, like its Sim.
 #pragma once
 
@@ -190,7 +194,9 @@ class Host final : public PacketSink {
     HostConfig config_;
     core::Engine* engine_ = nullptr;
 
-    std::vector<std::byte> tx_buf_;  // reused for every poll_transmit
+    // The packet the next poll_transmit writes into (bytes sized to max_datagram_size);
+    // kept across empty polls, so a datagram is written once and never copied.
+    PacketPtr spare_{nullptr, {}};
     std::vector<std::unique_ptr<NicPort>> ports_;
     uint32_t busy_ports_ = 0;     // ports serialising
     uint32_t waiting_ports_ = 0;  // ports with a datagram waiting

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/sim_time.h"
@@ -20,11 +21,33 @@
 
 namespace mroce::sim {
 
+// UninitializedAllocator makes vector::resize leave new bytes unset (std::allocator zeroes
+// them): the sender's engine writes a datagram straight into a recycled packet, and
+// zeroing 4 KB first would cost as much as the copy it replaces.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UninitializedAllocator<U>;
+    };
+    UninitializedAllocator() = default;
+    template <class U>
+    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        if constexpr (sizeof...(Args) == 0)
+            ::new (static_cast<void*>(p)) U;  // default-initialise: no zeroing
+        else
+            ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using PacketBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
 inline constexpr uint32_t kNoRoute = UINT32_MAX;
 inline constexpr uint8_t kMaxTrafficClasses = 8;  // switch priorities (PFC classes)
 
 struct Packet {
-    std::vector<std::byte> bytes;  // the UDP payload, exactly as the sender's engine wrote it
+    PacketBytes bytes;             // the UDP payload, exactly as the sender's engine wrote it
     PacketMeta meta;               // src/dst as sent; ecn as marked so far on the way
     uint64_t id = 0;               // unique per pool (per Sim); a duplicate keeps the id
     uint32_t route = kNoRoute;     // ECMP route index chosen by the fabric, for taps/tests
