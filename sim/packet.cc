@@ -8,7 +8,6 @@ PacketPool::~PacketPool() {
     // A packet still owned elsewhere would return into freed memory: the owner outlived
     // the Sim. That is a bug in the test or component, not a runtime condition.
     MROCE_DCHECK(outstanding_ == 0);
-    for (Packet* p : free_) delete p;
 }
 
 PacketPtr PacketPool::acquire() {
@@ -18,14 +17,15 @@ PacketPtr PacketPool::acquire() {
 }
 
 PacketPtr PacketPool::take() {
-    Packet* p;
     if (free_.empty()) {
-        p = new Packet();
-        ++allocated_;
-    } else {
-        p = free_.back();
-        free_.pop_back();
+        chunks_.push_back(std::make_unique<Packet[]>(kChunkPackets));
+        Packet* chunk = chunks_.back().get();
+        // Pushed in reverse so packets are handed out in address order.
+        for (size_t i = kChunkPackets; i-- > 0;) free_.push_back(&chunk[i]);
+        allocated_ += kChunkPackets;
     }
+    Packet* p = free_.back();
+    free_.pop_back();
     ++outstanding_;
     return PacketPtr(p, PacketReturn{this});
 }

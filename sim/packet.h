@@ -86,11 +86,18 @@ class PacketPool {
     size_t outstanding() const { return outstanding_; }  // packets currently owned by users
     size_t allocated() const { return allocated_; }      // packets ever created (pool size)
 
+    // Packets are created kChunkPackets at a time (see chunks_).
+    static constexpr size_t kChunkPackets = 256;
+
   private:
     friend struct PacketReturn;
     PacketPtr take();  // a recycled or new packet, id not set
     void release(Packet* p);
 
+    // Packets are created in chunks so their headers sit together: switches and links
+    // touch only the header (meta, size), and one header per page (next to its payload)
+    // would cost a TLB miss per hop once many packets are in flight.
+    std::vector<std::unique_ptr<Packet[]>> chunks_;
     std::vector<Packet*> free_;
     uint64_t next_id_ = 1;
     size_t outstanding_ = 0;
