@@ -1,6 +1,7 @@
 #include "sim/switch.h"
 
 #include <algorithm>
+#include <map>
 
 #include "sim/ecmp.h"
 #include "sim/host.h"
@@ -201,17 +202,25 @@ SwitchPort& Switch::add_port(uint64_t rate_bps) {
 }
 
 void Switch::set_routes(const std::vector<std::vector<uint16_t>>& next_hops) {
-    route_begin_.assign(next_hops.size() + 1, 0);
-    route_ports_.clear();
+    std::map<std::vector<uint16_t>, uint32_t> groups;
+    groups.emplace(std::vector<uint16_t>{}, 0);
+    group_begin_.assign({0, 0});
+    group_ports_.clear();
+    route_group_.assign(next_hops.size(), 0);
     for (size_t h = 0; h < next_hops.size(); ++h) {
-        route_ports_.insert(route_ports_.end(), next_hops[h].begin(), next_hops[h].end());
-        route_begin_[h + 1] = static_cast<uint32_t>(route_ports_.size());
+        auto [it, added] = groups.emplace(next_hops[h], static_cast<uint32_t>(groups.size()));
+        if (added) {
+            group_ports_.insert(group_ports_.end(), next_hops[h].begin(), next_hops[h].end());
+            group_begin_.push_back(static_cast<uint32_t>(group_ports_.size()));
+        }
+        route_group_[h] = it->second;
     }
 }
 
 std::span<const uint16_t> Switch::next_hops(uint32_t host) const {
-    if (host + 1 >= route_begin_.size()) return {};
-    return {route_ports_.data() + route_begin_[host], route_begin_[host + 1] - route_begin_[host]};
+    if (host >= route_group_.size()) return {};
+    const uint32_t g = route_group_[host];
+    return {group_ports_.data() + group_begin_[g], group_begin_[g + 1] - group_begin_[g]};
 }
 
 uint16_t Switch::route_port(uint32_t src_ip, uint32_t dst_ip, uint16_t src_port,

@@ -242,8 +242,13 @@ class Switch {
     uint64_t salt_;
     Rng ecn_rng_;
     std::vector<std::unique_ptr<SwitchPort>> ports_;
-    std::vector<uint32_t> route_begin_;  // host h's next hops: route_ports_[begin[h], begin[h+1])
-    std::vector<uint16_t> route_ports_;
+    // Routing table, compressed: host h uses ECMP group route_group_[h], whose ports are
+    // group_ports_[group_begin_[g], group_begin_[g + 1]). Most hosts share a handful of
+    // groups (all the uplinks, one downlink each), so the per-host array stays small and
+    // in cache even with thousands of hosts; group 0 is empty (unreachable).
+    std::vector<uint32_t> route_group_;
+    std::vector<uint32_t> group_begin_{0, 0};
+    std::vector<uint16_t> group_ports_;
     uint64_t buffer_used_ = 0;
     uint64_t max_buffer_used_ = 0;
     SwitchStats stats_;
