@@ -233,6 +233,10 @@ int main(int argc, char** argv) {
         sim::SimTime{} + std::chrono::microseconds(o.time_limit_us), UINT64_MAX);
     const double cpu_run = cpu_seconds() - cpu1;
 
+    if (o.engine == "null") {  // no completions: the last delivery ends the run
+        last_finish = sim.now();
+        done = flows.size();
+    }
     const sim::FabricTotals t = topo.totals();
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -240,10 +244,6 @@ int main(int argc, char** argv) {
     const uint64_t per_host = o.workload == "a2a" ? o.bytes * (n - 1) : o.bytes;
     const double ideal_us = static_cast<double>(per_host) * 8 / static_cast<double>(tc.cable.rate_bps) * 1e6;
     const double finish_us = static_cast<double>(sim::to_ps(last_finish)) / 1e6;
-    if (o.engine == "null") {  // no completions: the last delivery ends the run
-        last_finish = sim.now();
-        done = flows.size();
-    }
     std::printf("engine %s, workload %s hosts %u switches %zu flows %zu bytes/flow %" PRIu64 " seed %" PRIu64 "\n",
                 o.engine.c_str(), o.workload.c_str(), n, topo.switch_count(), flows.size(), o.bytes, o.seed);
     std::printf("stop %s, completions %" PRIu64 "/%zu, failed %" PRIu64 "\n", sim::to_string(r.reason),
