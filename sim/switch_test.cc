@@ -501,5 +501,70 @@ TEST(Faults, LossyButUpAndDegradedRate) {
     expect_conserved(t);
 }
 
+TEST(Topology, BadConfigsGetAOneLineReason) {
+    TopologyConfig c;
+    EXPECT_EQ(check_topology_config(c), "");
+    auto reason = [](auto&& change) {
+        TopologyConfig bad;
+        change(bad);
+        return check_topology_config(bad);
+    };
+    EXPECT_EQ(reason([](TopologyConfig& b) { b.planes = 0; }), "planes must be at least 1");
+    EXPECT_EQ(reason([](TopologyConfig& b) { b.cable.rate_bps = 0; }),
+              "cable rate must be positive");
+    EXPECT_EQ(reason([](TopologyConfig& b) {
+                  b.kind = TopologyKind::kFatTree;
+                  b.k = 5;
+              }),
+              "fat-tree k must be even and at least 2");
+    EXPECT_EQ(reason([](TopologyConfig& b) {
+                  b.kind = TopologyKind::kLeafSpine;
+                  b.oversubscription = 0;
+              }),
+              "oversubscription must be positive");
+    EXPECT_EQ(reason([](TopologyConfig& b) {
+                  b.switches.pfc = PfcConfig{.lossless_classes = 1, .xoff_bytes = 1, .xon_bytes = 2};
+              }),
+              "PFC xon must not exceed xoff");
+    EXPECT_EQ(reason([](TopologyConfig& b) { b.hosts = 200'000; }),
+              "too many hosts for the address plan (max 131070)");
+}
+
+TEST(Topology, BuildersMakeTheDocumentedShapes) {
+    Sim sim(1);
+    TopologyConfig ls;
+    ls.kind = TopologyKind::kLeafSpine;
+    ls.leaves = 3;
+    ls.spines = 2;
+    ls.hosts_per_leaf = 4;
+    ls.oversubscription = 4;  // uplinks: 4 * 100 G / (2 spines * 4) = 50 G
+    ls.planes = 2;
+    Topology t(sim, ls);
+    EXPECT_EQ(t.host_count(), 12u);
+    EXPECT_EQ(t.switch_count(), 2u * 5);
+    EXPECT_EQ(t.cable_count(), 2u * (12 + 3 * 2));
+    EXPECT_EQ(t.host(5).port_count(), 2u);
+    for (uint32_t p = 0; p < 2; ++p) {
+        const Cable& hc = t.cable(t.host_cable(5, p));
+        EXPECT_EQ(hc.plane, p);
+        EXPECT_EQ(t.switch_plane(hc.b.node), p);
+        EXPECT_EQ(t.switch_tier(hc.b.node), 0u);
+    }
+    for (size_t c = 0; c < t.cable_count(); ++c) {
+        const Cable& cab = t.cable(c);
+        if (cab.a.is_host) continue;
+        EXPECT_EQ(t.switch_at(cab.a.node).port(cab.a.port).rate_bps(), 50'000'000'000u);
+    }
+    // Every switch reaches every host; a spine has one port towards each host.
+    for (size_t s = 0; s < t.switch_count(); ++s)
+        for (uint32_t h = 0; h < t.host_count(); ++h) {
+            ASSERT_FALSE(t.switch_at(s).next_hops(h).empty());
+            if (t.switch_tier(s) == 1) {
+                EXPECT_EQ(t.switch_at(s).next_hops(h).size(), 1u);
+            }
+        }
+    EXPECT_EQ(t.cables_of_plane(1).size(), 12u + 6u);
+}
+
 }  // namespace
 }  // namespace mroce::sim
