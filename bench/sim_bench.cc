@@ -257,6 +257,12 @@ int main(int argc, char** argv) {
     std::printf("peak_rss_mb %.1f\n", static_cast<double>(ru.ru_maxrss) / 1024);
     std::printf("last_finish_us %.1f, ideal_us %.1f, fraction_of_ideal %.3f\n", finish_us, ideal_us,
                 finish_us > 0 ? ideal_us / finish_us : 0.0);
+    uint64_t timer_arms = 0, timeouts = 0;
+    for (uint32_t h = 0; h < n; ++h) {
+        timer_arms += topo.host(h).stats().timer_arms;
+        timeouts += topo.host(h).stats().timeouts;
+    }
+    std::printf("host timer_arms %" PRIu64 ", timeouts %" PRIu64 "\n", timer_arms, timeouts);
     std::printf("switch_drops %" PRIu64 ", ecn_marks %" PRIu64 ", max_queue_bytes %" PRIu64 "\n",
                 t.switch_drops, t.ecn_marks, t.max_queue_bytes);
     if (o.engine == "null") return r.reason == sim::StopReason::kQueueEmpty ? 0 : 1;
