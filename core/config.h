@@ -43,6 +43,17 @@ struct EndpointConfig {
     uint32_t rnr_delay_us = 100;        // [PLACE-6]
     uint32_t rnr_retry = 7;             // 7 = forever, as in verbs
 
+    // spec §8.1 [PLACE-20]: READs and atomics per stream. The requester keeps at most
+    // max_rd_atomic unanswered and queues the rest; the responder holds at most
+    // max_dest_rd_atomic answers not yet acknowledged, and runs a further request only when
+    // one is. Larger than max_rd_atomic by default because a responder frees an answer a
+    // round trip after the requester has seen it.
+    uint32_t max_rd_atomic = 16;
+    uint32_t max_dest_rd_atomic = 64;
+
+    // spec [PLACE-23]: the largest inline send.
+    uint32_t max_inline_data = 256;
+
     // Resource caps (spec §10 [ERR-5]).
     uint32_t max_connections = 65535;  // at most 65535: the slot is the id's low 16 bits
     uint32_t max_streams = 1u << 20;
@@ -76,6 +87,8 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.max_connections < 1 || c.max_connections > 65535)
         return "max_connections must be 1..65535";
     if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";
+    if (c.max_rd_atomic < 1 || c.max_dest_rd_atomic < 1)
+        return "max_rd_atomic and max_dest_rd_atomic must be at least 1";
     return "";
 }
 

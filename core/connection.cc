@@ -151,7 +151,7 @@ void Connection::attach_stream(Stream& s) {
     if (!peer_known_ || s.seq_ready) return;
     // [STREAM-2]: the sequence spaces of a stream start at the ISNs of the handshake.
     s.seq_ready = true;
-    s.next_msg_seq = s.next_recv_seq = msg_isn_;
+    s.next_msg_seq = s.next_recv_seq = s.acked_seq = msg_isn_;
     s.delivered_seq = s.posted_front_seq = peer_msg_isn_;
     if (!s.tx.empty()) stream_has_work(s);
 }
@@ -210,15 +210,6 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
         Stream* s = ep_.stream_mut(sid);
         if (!s) continue;
         fail_stream(*s, why);
-        while (!s->posted.empty()) {
-            Event e;
-            e.kind = EventKind::kCompletion;
-            e.connection = id_;
-            e.completion = Completion{s->posted.front().wr.wr_id, s->id, Status::kFlushed,
-                                      WorkOpcode::kRecv, 0, false, 0};
-            ep_.emit(e);
-            s->posted.pop_front();
-        }
     }
     retx_.clear();
     ready_streams_.clear();

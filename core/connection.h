@@ -132,6 +132,13 @@ private:
     void queue_ack(uint16_t rx_path);
     void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
+    bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
+                        uint32_t& read_len);
+    std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
+                               const Piece*& sg, uint32_t& nsg);
+    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
+    void answer_placed(Stream& s, uint64_t request_seq, Time now);
+    void execute_request(Stream& s, const RxMessage& slot);
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);
 
     // connection_ack.cc
@@ -153,6 +160,7 @@ private:
     Duration reorder_window(const TxPath& path) const;
     void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
     void complete_front(Stream& s);
+    void pop_completed(Stream& s, Time now);
     void fail_stream(Stream& s, Status why);
     void stream_timer_expired(Time now);
     void rnr_timer_expired(Time now);

@@ -68,6 +68,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             ack_record(path, psn, false, now, bytes_acked);
         uint32_t highest = a.cum_psn;
         bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
+        uint32_t passed = path.base;  // [PROBE-3] PSNs below this were passed by a probe
         for (uint32_t byte = 0; byte < a.sack.bytes.size(); ++byte) {
             if (byte % 8 == 0) {  // skip empty 64-bit groups at once: SACK is mostly zero
                 uint64_t group;
@@ -89,17 +90,11 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             }
         }
         // [PROBE-3]: a probe reply proves every PSN before probe_psn was passed.
-        // hole_end is the exclusive end of the hole scan below: normally highest_acked
-        // (acknowledged itself), but after a probe reply probe_psn - 1 may be a hole too
-        // ([LOSS-10]: every PSN below probe_psn still in flight), or a lost tail packet
-        // would be probed forever.
-        bool probe_reply = false;
+        // Unlike a SACKed PSN, probe_psn - 1 itself may be a hole: a lone packet lost at
+        // the tail is found by the probe's reply, not by a second timeout.
         if ((a.flags & wire::ack_flag::kProbeReply) && seq_gt(a.probe_psn, path.base) &&
-            seq_le(a.probe_psn, path.next_psn)) {
-            if (!any || seq_gt(a.probe_psn - 1, highest)) highest = a.probe_psn - 1;
-            any = true;
-            probe_reply = true;
-        }
+            seq_le(a.probe_psn, path.next_psn))
+            passed = a.probe_psn;
         if (any && (!path.any_acked || seq_gt(highest, path.highest_acked))) {
             path.highest_acked = highest;
             path.any_acked = true;
@@ -143,15 +138,15 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         advance_base(path);
         // [LOSS-1]: in-flight PSNs below the highest acknowledged one are holes; they are
         // lost once the reorder window has passed.
-        if (path.any_acked && path.reorder_deadline == kNever) {
-            uint32_t hole_end = path.highest_acked;
-            if (probe_reply && seq_gt(a.probe_psn, hole_end)) hole_end = a.probe_psn;
+        uint32_t limit = path.any_acked ? path.highest_acked : path.base;
+        if (seq_gt(passed, limit)) limit = passed;
+        if (limit != path.base && path.reorder_deadline == kNever) {
             uint32_t holes = 0;
-            for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, hole_end); ++psn)
+            for (uint32_t psn = path.base; psn != path.next_psn && seq_lt(psn, limit); ++psn)
                 holes += path.rec(psn).state == TxRecord::State::kInFlight;
             if (holes) {
                 ps.sack_holes += holes;
-                path.reorder_limit = hole_end;
+                path.reorder_limit = limit;
                 path.reorder_deadline = now + reorder_window(path);
                 note_deadline(path.reorder_deadline);
             }
@@ -331,23 +326,42 @@ void Connection::fail_path(TxPath& path, Time now) {
 
 void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
     if (!s.seq_ready || seq_gt(delivered_seq, s.next_msg_seq)) return;  // never trust: unsent
-    bool popped = false;
     // [STREAM-5]: the receiver answered a delivery probe and still lacks exactly the
     // message we think it has whole: it dropped some of its segments (no receive was
     // posted, say), so the whole message goes again.
-    if (!s.tx.empty() && s.tx.front().started() && s.tx.front().msg_seq == delivered_seq) {
-        TxMessage& f = s.tx.front();
-        if (!f.done && !f.rnr_wait &&
-            ((f.stream_probes > 0 && f.path_acked == f.nseg) || f.rnr_probing)) {
-            f.stream_probes = 0;
-            f.rnr_probing = false;
+    if (TxMessage* f = find_tx(s, delivered_seq)) {
+        if (!f->done && !f->rnr_wait &&
+            ((f->stream_probes > 0 && f->path_acked == f->nseg) || f->rnr_probing)) {
+            f->stream_probes = 0;
+            f->rnr_probing = false;
             ++stats_.retransmits_timeout;
-            resend_message(s, f, true, now);
+            resend_message(s, *f, true, now);
         }
     }
-    while (!s.tx.empty() && s.tx.front().started() && seq_lt(s.tx.front().msg_seq, delivered_seq) &&
+    if (seq_gt(delivered_seq, s.acked_seq)) {
+        s.acked_seq = delivered_seq;
+        s.stalled_probes = 0;
+    }
+    pop_completed(s, now);
+}
+
+// pop_completed completes, in post order ([PLACE-7]), the front messages the peer reports
+// delivered and, for READs and atomics, whose answer is in place ([PLACE-19]).
+void Connection::pop_completed(Stream& s, Time now) {
+    bool popped = false;
+    while (!s.tx.empty() && s.tx.front().started() && seq_lt(s.tx.front().msg_seq, s.acked_seq) &&
            s.tx.front().next_new_seg == s.tx.front().nseg) {
         TxMessage& m = s.tx.front();
+        if (!m.done && is_request(m.opcode) && !m.resp_done) {
+            // Delivered, the answer still on its way: the delivery timer keeps probing so
+            // a peer that dies now is noticed ([ERR-2]); see stream_timer_expired.
+            if (m.delivery_deadline == kNever) {
+                m.delivery_deadline = now + delivery_timeout();
+                delivery_timers_.push(Timed{m.delivery_deadline, s.id, m.msg_seq});
+                note_deadline(m.delivery_deadline);
+            }
+            break;
+        }
         if (!m.done) {
             m.done = true;
             m.status = Status::kSuccess;
@@ -355,41 +369,66 @@ void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
         complete_front(s);
         popped = true;
     }
-    if (popped) stream_has_work(s);  // the stream window may have opened
+    if (popped) stream_has_work(s);  // the stream window or the READ limit may have opened
 }
 
 void Connection::complete_front(Stream& s) {
     TxMessage& m = s.tx.front();
-    if (m.wr.signaled || m.status != Status::kSuccess) {
-        Event e;
-        e.kind = EventKind::kCompletion;
-        e.connection = id_;
-        e.completion.wr_id = m.wr.wr_id;
-        e.completion.stream = s.id;
-        e.completion.status = m.status;
-        e.completion.opcode = m.wr.opcode;
-        e.completion.byte_len = m.wr.length;
-        ep_.emit(e);
+    if (m.internal) {
+        if (s.dest_rd > 0) --s.dest_rd;  // [PLACE-20] the requester has the answer
+    } else {
+        if (m.wr.signaled || m.status != Status::kSuccess) {
+            Event e;
+            e.kind = EventKind::kCompletion;
+            e.connection = id_;
+            e.completion.wr_id = m.wr.wr_id;
+            e.completion.stream = s.id;
+            e.completion.status = m.status;
+            e.completion.opcode = m.wr.opcode;
+            e.completion.byte_len = m.wr.length;
+            ep_.emit(e);
+        }
+        if (m.status == Status::kSuccess) ++stats_.messages_sent;
     }
-    if (m.status == Status::kSuccess) ++stats_.messages_sent;
+    if (is_request(m.opcode) && m.started()) --s.rd_outstanding;
+    const bool answer = m.internal;
     s.tx.pop_front();
     if (s.send_cursor > 0) --s.send_cursor;
+    // [PLACE-20]: an acknowledged answer may let a deferred request run.
+    if (answer && !s.failed && s.dest_rd + 1 == cfg_.max_dest_rd_atomic) deliver_in_order(s);
 }
 
 void Connection::fail_stream(Stream& s, Status why) {
     // [ERR-1]: the oldest outstanding work request carries the cause, the rest flush.
-    if (s.failed && s.tx.empty()) return;
     s.failed = true;
     bool first = true;
     while (!s.tx.empty()) {
         TxMessage& m = s.tx.front();
         m.done = true;
-        m.status = first ? why : Status::kFlushed;
+        m.status = first && !m.internal ? why : Status::kFlushed;
         if (m.status == Status::kSuccess) m.status = Status::kFlushed;
-        first = false;
+        if (!m.internal) first = false;
         complete_front(s);
     }
     s.send_cursor = 0;
+    // [ERR-3]: the whole stream is in error: its posted receives flush too, and from here
+    // on whatever arrives for it is refused, including messages partly placed already
+    // (their receive buffers are back with the application).
+    while (!s.posted.empty()) {
+        Event e;
+        e.kind = EventKind::kCompletion;
+        e.connection = id_;
+        e.completion = Completion{s.posted.front().wr.wr_id, s.id, Status::kFlushed,
+                                  WorkOpcode::kRecv, 0, false, 0};
+        ep_.emit(e);
+        s.posted.pop_front();
+        ++s.posted_front_seq;
+    }
+    if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
+    s.rx_failed = true;
+    s.rx_fail_seq = s.delivered_seq;
+    for (RxMessage& slot : s.ring) slot.active = false;
+    s.dest_rd = 0;
 }
 
 // resend_segments queues segments [first, last] of m (clamped to what was sent) again;
@@ -426,22 +465,27 @@ void Connection::stream_timer_expired(Time now) {
         Stream* s = ep_.stream_mut(t.stream);
         TxMessage* m = live_tx(s, t.msg_seq);
         if (!m || m->delivery_deadline != t.at) continue;
+        if (is_request(m->opcode) && !m->resp_done && seq_lt(m->msg_seq, s->acked_seq)) {
+            // [PLACE-19]: delivered, awaiting the answer the responder retransmits on its
+            // own. Re-send the request (a duplicate the responder drops, [STREAM-4]) so
+            // that something is in flight: a live peer acknowledges it, a dead one is
+            // found by the dead-peer timer. Not a delivery probe: no retry is counted.
+            m->delivery_deadline = kNever;
+            resend_message(*s, *m, false, now);
+            continue;
+        }
         if (m->rnr_wait) {
             // A resend is already scheduled after a NACK: no probe, no probe count.
             m->delivery_deadline = kNever;
             continue;
         }
-        // Delivery is reported in stream order, so it cannot come while an earlier message
-        // is still missing segments: wait for that one instead of re-sending this one.
-        bool earlier_missing = false;
-        for (const TxMessage& e : s->tx) {
-            if (&e == m) break;
-            if (!e.done && e.path_acked < e.nseg) {
-                earlier_missing = true;
-                break;
-            }
+        if (seq_lt(m->msg_seq, s->acked_seq)) {
+            m->delivery_deadline = kNever;  // delivered; completion waits for earlier ones
+            continue;
         }
-        if (earlier_missing) {
+        // Delivery is reported in stream order: only the first message not yet reported
+        // delivered is probed; a later one waits for it.
+        if (seq_gt(m->msg_seq, s->acked_seq)) {
             m->delivery_deadline = now + delivery_timeout();
             delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
             note_deadline(m->delivery_deadline);
@@ -449,7 +493,10 @@ void Connection::stream_timer_expired(Time now) {
         }
         // [STREAM-5]: re-send the last segment as a probe: the receiver answers with its
         // delivery state (see stream_delivered for what happens if it is still missing).
-        if (++m->stream_probes > cfg_.retry_limit) return fail(Status::kRetryExceeded, now);
+        // The limit counts probes without any delivery progress on the stream: a message
+        // queued behind slow ones (a responder deferring requests, say) is not a dead peer.
+        ++m->stream_probes;
+        if (++s->stalled_probes > cfg_.retry_limit) return fail(Status::kRetryExceeded, now);
         ++stats_.retransmits_timeout;
         resend_message(*s, *m, false, now);
     }

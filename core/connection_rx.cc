@@ -79,7 +79,6 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
 }
 
 void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
-    (void)now;
     const wire::DataHeader& h = p.hdr;
     if (!s.seq_ready) return;
     // [STREAM-9]: a retransmission (a delivery probe among them) is always answered with
@@ -101,10 +100,6 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         ++stats_.out_of_window;  // [STREAM-3] violated by the sender
         return;
     }
-    if (h.opcode != wire::Opcode::kSend && h.opcode != wire::Opcode::kSendImm &&
-        h.opcode != wire::Opcode::kWrite && h.opcode != wire::Opcode::kWriteImm) {
-        return refuse(s, h, wire::NackReason::kInvalidRequest);  // [DATA-1] reserved in v1
-    }
     if (h.offset % segment_size_ != 0) {
         ++stats_.malformed;
         return;
@@ -112,7 +107,15 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     RxMessage& slot = s.ring[h.msg_seq % s.ring.size()];
     if (!slot.active) {
         std::byte* target = nullptr;
-        if (wire::consumes_receive(h.opcode)) {
+        const Piece* sg = nullptr;
+        uint32_t nsg = 0;
+        uint32_t read_len = 0;
+        bool answers = false;
+        if (is_request(h.opcode)) {
+            if (!accept_request(s, p, target, read_len)) return;
+        } else if (is_response(h.opcode)) {
+            target = response_target(s, h, answers, sg, nsg);
+        } else if (wire::consumes_receive(h.opcode)) {
             const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
             if (idx < 0) {
                 ++stats_.malformed;
@@ -136,6 +139,10 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                 // [PLACE-2]: a SEND longer than its receive buffer is an invalid request.
                 if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
                 target = pr.buf;
+                if (!pr.sg.empty()) {
+                    sg = pr.sg.data();
+                    nsg = static_cast<uint32_t>(pr.sg.size());
+                }
             }
         }
         if (wire::is_write(h.opcode)) {
@@ -165,6 +172,11 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.received = 0;
         slot.seen.assign((slot.nseg + 63) / 64, 0);
         slot.target = target;
+        slot.sg = sg;
+        slot.nsg = nsg;
+        slot.read_len = read_len;
+        slot.answers = answers;
+        slot.held.clear();
     } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
                slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
@@ -184,12 +196,153 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         return;
     }
     // [PLACE-3]: bytes go straight to their final place; there is no reorder buffer.
-    if (h.payload_len) std::memcpy(slot.target + h.offset, p.payload.data(), h.payload_len);
+    if (h.payload_len) {
+        if (is_request(slot.opcode)) {
+            std::memcpy(slot.body.data(), p.payload.data(), h.payload_len);  // one segment
+        } else if (slot.opcode == wire::Opcode::kAtomicResponse) {
+            // [PLACE-17]: the original value lands in the requester's byte order.
+            if (slot.target) {
+                const uint64_t v = wire::decode_atomic_response(
+                    p.payload.first<wire::kAtomicResponseBodySize>());
+                std::memcpy(slot.target, &v, sizeof v);
+            }
+        } else if (slot.target || slot.sg) {
+            if (seg + 1 == slot.nseg && slot.received + 1 < slot.nseg) {
+                // [PLACE-12]: the last segment came early: held until the rest is in place.
+                slot.held.assign(p.payload.begin(), p.payload.end());
+                ++stats_.held_last_segments;
+            } else {
+                write_payload(slot, h.offset, p.payload.data(), h.payload_len);
+            }
+        }
+    }
     word |= bit;
     if (++slot.received == slot.nseg) {
+        if (!slot.held.empty()) {
+            write_payload(slot, size_t{slot.nseg - 1} * segment_size_, slot.held.data(),
+                          slot.held.size());
+            slot.held = std::vector<std::byte>();  // rare: give the memory back
+        }
         slot.complete = true;
+        if (slot.answers) answer_placed(s, slot.remote_addr, now);
         deliver_in_order(s);
     }
+}
+
+// write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
+// scatter list ([PLACE-22]).
+void Connection::write_payload(const RxMessage& slot, uint64_t off, const std::byte* data,
+                               size_t n) {
+    if (slot.sg)
+        copy_to_pieces(slot.sg, slot.nsg, off, data, n);
+    else
+        std::memcpy(slot.target + off, data, n);
+}
+
+// accept_request checks the first (only) DATA of a READ or atomic request before any
+// state is kept: body size and the memory it names. On refusal it
+// has answered with a NACK and returns false.
+bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
+                                uint32_t& read_len) {
+    const wire::DataHeader& h = p.hdr;
+    const bool read = h.opcode == wire::Opcode::kReadRequest;
+    const uint32_t body = read ? wire::kReadRequestBodySize : wire::kAtomicRequestBodySize;
+    if (h.msg_len != body || h.payload_len != body) {  // [DATA-8]
+        ++stats_.malformed;
+        refuse(s, h, wire::NackReason::kInvalidRequest);
+        return false;
+    }
+    uint64_t len = 8;
+    uint32_t need = access::kRemoteAtomic;
+    if (read) {
+        read_len = wire::decode_read_request(p.payload.first<wire::kReadRequestBodySize>());
+        len = read_len;
+        need = access::kRemoteRead;
+    } else if (h.remote_addr % 8 != 0) {
+        refuse(s, h, wire::NackReason::kInvalidRequest);  // [PLACE-17] misaligned
+        return false;
+    }
+    // [PLACE-15], [PLACE-17]: rkey, protection domain, access flag and bounds.
+    auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, len, need);
+    if (!t) {
+        ++stats_.access_errors;
+        refuse(s, h, wire::NackReason::kRemoteAccess);
+        return false;
+    }
+    target = *t;
+    return true;
+}
+
+// response_target finds where a READ or atomic response goes: the local buffer of the
+// request it names ([PLACE-16]), if that request still waits for exactly this answer.
+// Otherwise (the request was flushed, or the peer is confused) the response is accepted
+// into the stream with nowhere to write, so the stream's order still moves on.
+std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers,
+                                       const Piece*& sg, uint32_t& nsg) {
+    TxMessage* m = (h.remote_addr >> 32) == 0
+                       ? live_tx(&s, static_cast<uint32_t>(h.remote_addr))
+                       : nullptr;
+    const bool match =
+        m && !m->resp_done &&
+        ((h.opcode == wire::Opcode::kReadResponse && m->opcode == wire::Opcode::kReadRequest &&
+          h.msg_len == m->wr.length) ||
+         (h.opcode == wire::Opcode::kAtomicResponse && is_request(m->opcode) &&
+          m->opcode != wire::Opcode::kReadRequest && h.msg_len == wire::kAtomicResponseBodySize));
+    if (!match) {
+        ++stats_.orphan_responses;
+        answers = false;
+        return nullptr;
+    }
+    answers = true;
+    sg = m->sg.empty() ? nullptr : m->sg.data();
+    nsg = static_cast<uint32_t>(m->sg.size());
+    return m->dst;
+}
+
+// answer_placed: every byte of the answer to request msg_seq is in place.
+void Connection::answer_placed(Stream& s, uint64_t request_seq, Time now) {
+    TxMessage* m = live_tx(&s, static_cast<uint32_t>(request_seq));
+    if (!m || m->resp_done) return;
+    m->resp_done = true;
+    pop_completed(s, now);
+}
+
+// execute_request runs a READ or atomic at its turn in the stream ([PLACE-18]: after every
+// earlier message of the stream, exactly once) and queues the response, which the stream
+// sends like any message: reliably, retransmitted from here until the requester has it.
+void Connection::execute_request(Stream& s, const RxMessage& slot) {
+    TxMessage r;
+    r.internal = true;
+    r.resp_to = slot.msg_seq;
+    if (slot.opcode == wire::Opcode::kReadRequest) {
+        r.opcode = wire::Opcode::kReadResponse;
+        r.src = slot.target;
+        r.msg_len = slot.read_len;
+        r.wr.rkey = slot.rkey;
+        r.wr.remote_addr = slot.remote_addr;
+    } else {
+        const wire::AtomicRequestBody b =
+            wire::decode_atomic_request(std::span(slot.body).first<wire::kAtomicRequestBodySize>());
+        uint64_t old;
+        std::memcpy(&old, slot.target, sizeof old);
+        uint64_t now_value = old;
+        if (slot.opcode == wire::Opcode::kAtomicFetchAdd)
+            now_value = old + b.swap_add;
+        else if (old == b.compare)
+            now_value = b.swap_add;
+        std::memcpy(slot.target, &now_value, sizeof now_value);
+        r.opcode = wire::Opcode::kAtomicResponse;
+        r.msg_len = wire::kAtomicResponseBodySize;
+        wire::encode_atomic_response(old, std::span(r.body).first<wire::kAtomicResponseBodySize>());
+        ++stats_.atomics_executed;
+    }
+    // Responses go ahead of application messages not yet started, so an application that
+    // keeps its own sends queued (or stalled by RNR) never holds up a peer's READ.
+    size_t at = s.send_cursor;
+    while (at < s.tx.size() && (s.tx[at].started() || s.tx[at].internal)) ++at;
+    s.tx.insert(s.tx.begin() + static_cast<std::ptrdiff_t>(at), std::move(r));
+    ++s.dest_rd;
+    stream_has_work(s);
 }
 
 void Connection::deliver_in_order(Stream& s) {
@@ -197,6 +350,13 @@ void Connection::deliver_in_order(Stream& s) {
     for (;;) {
         RxMessage& slot = s.ring[s.delivered_seq % s.ring.size()];
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
+        if (is_request(slot.opcode) && s.dest_rd >= cfg_.max_dest_rd_atomic) {
+            // [PLACE-20]: answers held for this stream are at the limit. The request waits,
+            // complete in its slot, until the requester acknowledges an answer
+            // (complete_front resumes delivery); the requester only sees a slower answer.
+            ++stats_.requests_deferred;
+            break;
+        }
         if (wire::consumes_receive(slot.opcode)) {
             // [PLACE-5]: receives are consumed strictly in order.
             if (s.posted.empty() || slot.recv_seq != s.posted_front_seq) {
@@ -223,6 +383,7 @@ void Connection::deliver_in_order(Stream& s) {
             e.completion.imm = slot.imm;
             ep_.emit(e);
         }
+        if (is_request(slot.opcode)) execute_request(s, slot);
         ++stats_.messages_received;
         slot.active = false;
         ++s.delivered_seq;

@@ -65,7 +65,7 @@ bool Connection::has_work(Time now) const {
 
 uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
     const uint64_t off = uint64_t{seg} * segment_size_;
-    return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.wr.length - off));
+    return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.msg_len - off));
 }
 
 TxMessage* Connection::find_tx(Stream& s, uint32_t msg_seq) {
@@ -175,11 +175,19 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
                 s->in_ready_list = false;  // re-added when the front completes
                 continue;
             }
+            // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced
+            // request behind earlier ones [PLACE-21]; both resume when one completes.
+            if ((is_request(m.opcode) && s->rd_outstanding >= cfg_.max_rd_atomic) ||
+                (m.wr.fence && !m.internal && s->rd_outstanding > 0)) {
+                s->in_ready_list = false;
+                continue;
+            }
+            if (is_request(m.opcode)) ++s->rd_outstanding;
             m.msg_seq = s->next_msg_seq++;
             if (wire::consumes_receive(m.opcode)) m.recv_seq = s->next_recv_seq++;
             // 64-bit: a length near 2^32 must not wrap the segment count.
             m.nseg = static_cast<uint32_t>(
-                std::max<uint64_t>(1, (uint64_t{m.wr.length} + segment_size_ - 1) / segment_size_));
+                std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
             m.acked.assign((m.nseg + 63) / 64, 0);
             m.queued.assign((m.nseg + 63) / 64, 0);
             m.retries.assign(m.nseg, 0);
@@ -231,17 +239,33 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.stream_id = s.remote_id;
     h.msg_seq = m.msg_seq;
     h.recv_seq = wire::consumes_receive(m.opcode) ? m.recv_seq : 0;
-    h.msg_len = m.wr.length;
+    h.msg_len = m.msg_len;
     h.offset = seg * segment_size_;
     h.timestamp = ts32(now);
-    if (wire::is_write(m.opcode)) {
+    if (wire::is_write(m.opcode) || is_request(m.opcode)) {
         h.rkey = m.wr.rkey;
         h.remote_addr = m.wr.remote_addr;
+    } else if (is_response(m.opcode)) {
+        h.remote_addr = m.resp_to;  // [PLACE-16]: names the request it answers
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
     [[maybe_unused]] auto n = wire::encode_data_header(h, buf);
     MROCE_DCHECK(n.ok());
-    if (bytes) std::memcpy(buf.data() + wire::kDataHeaderSize, m.src + h.offset, bytes);
+    if (bytes) {
+        std::byte* out = buf.data() + wire::kDataHeaderSize;
+        // A READ's source is re-checked as it is read: the application may have
+        // deregistered it since the request ran, and freed memory must never be sent.
+        if (m.opcode == wire::Opcode::kReadResponse &&
+            !ep_.memory_.check_remote(m.wr.rkey, s.pd, m.wr.remote_addr + h.offset, bytes,
+                                      access::kRemoteRead)) {
+            ++stats_.read_source_gone;
+            std::memset(out, 0, bytes);
+        } else if (!m.sg.empty() && !is_request(m.opcode)) {  // a READ's list is its destination
+            copy_from_pieces(m.sg.data(), m.sg.size(), h.offset, out, bytes);  // [PLACE-22]
+        } else {
+            std::memcpy(out, m.payload() + h.offset, bytes);
+        }
+    }
     meta = meta_for(path);
 
     PathStats& ps = path_stats_[path.id];

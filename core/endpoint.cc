@@ -1,6 +1,7 @@
 #include "core/endpoint.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "wire/ack.h"
 #include "wire/control.h"
@@ -120,22 +121,100 @@ Error Endpoint::post_send(uint32_t stream_id, const SendWr& wr, Time now) {
         case WorkOpcode::kSendImm: op = wire::Opcode::kSendImm; break;
         case WorkOpcode::kWrite: op = wire::Opcode::kWrite; break;
         case WorkOpcode::kWriteImm: op = wire::Opcode::kWriteImm; break;
+        case WorkOpcode::kRead: op = wire::Opcode::kReadRequest; break;
+        case WorkOpcode::kAtomicFetchAdd: op = wire::Opcode::kAtomicFetchAdd; break;
+        case WorkOpcode::kAtomicCompareSwap: op = wire::Opcode::kAtomicCompareSwap; break;
         default: return Error::kInvalidArgument;
     }
+    const bool atomic = op == wire::Opcode::kAtomicFetchAdd || op == wire::Opcode::kAtomicCompareSwap;
     if (s->tx.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
-    const std::byte* src = nullptr;
-    if (wr.length > 0) {
-        auto r = memory_.check_local(wr.lkey, s->pd, wr.local_addr, wr.length, false);
-        if (!r) return r.error();
-        src = *r;
-    }
     TxMessage m;
     m.wr = wr;
-    m.src = src;
+    m.wr.sg_list = nullptr;  // the caller's list is not ours to keep
     m.opcode = op;
+    if (wr.inline_data) {
+        // [PLACE-23]: the bytes are copied now; no lkey is needed or checked.
+        if (is_request(op)) return Error::kInvalidArgument;
+        uint64_t total = wr.length;
+        if (wr.num_sge > 0) {
+            if (wr.num_sge > kMaxSge || !wr.sg_list) return Error::kInvalidArgument;
+            total = 0;
+            for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+        }
+        if (total > cfg_.max_inline_data) return Error::kInvalidArgument;
+        m.inline_bytes.resize(total);
+        if (wr.num_sge == 0) {
+            if (total) std::memcpy(m.inline_bytes.data(), reinterpret_cast<const void*>(wr.local_addr), total);
+        } else {
+            size_t at = 0;
+            for (uint32_t i = 0; i < wr.num_sge; ++i) {
+                const Sge& g = wr.sg_list[i];
+                if (g.length) std::memcpy(m.inline_bytes.data() + at, reinterpret_cast<const void*>(g.addr), g.length);
+                at += g.length;
+            }
+        }
+        m.src = m.inline_bytes.data();
+        m.wr.length = static_cast<uint32_t>(total);
+    } else {
+        // READ and atomics write their answer into the local buffer: LOCAL_WRITE.
+        std::byte* one = nullptr;
+        if (Error e = resolve_local(s->pd, wr.local_addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge,
+                                    is_request(op), m.sg, one, m.wr.length);
+            e != Error::kOk)
+            return e;
+        if (is_request(op))
+            m.dst = one;
+        else
+            m.src = one;
+    }
+    // [PLACE-17]: an atomic works on exactly 8 bytes, in one piece.
+    if (atomic && (m.wr.length != 8 || !m.sg.empty())) return Error::kInvalidArgument;
+    m.msg_len = m.wr.length;
+    if (op == wire::Opcode::kReadRequest) {
+        m.msg_len = wire::kReadRequestBodySize;
+        wire::encode_read_request(m.wr.length, std::span(m.body).first<wire::kReadRequestBodySize>());
+    } else if (atomic) {
+        m.msg_len = wire::kAtomicRequestBodySize;
+        const wire::AtomicRequestBody b{op == wire::Opcode::kAtomicCompareSwap ? wr.swap : wr.compare_add,
+                                        op == wire::Opcode::kAtomicCompareSwap ? wr.compare_add : 0};
+        wire::encode_atomic_request(b, std::span(m.body).first<wire::kAtomicRequestBodySize>());
+    }
     s->tx.push_back(std::move(m));
     c->stream_has_work(*s);
     touched(*c, now);
+    return Error::kOk;
+}
+
+// resolve_local checks a work request's local buffer — one piece, or a list of them — for
+// lkey, PD, bounds and (write) LOCAL_WRITE. One piece comes back in `one`, several in
+// `pieces` (zero-length pieces dropped); `total` is the byte count. Errors: kInvalidArgument
+// (more than kMaxSge pieces, a total over 2^32 - 1), kAccessDenied.
+Error Endpoint::resolve_local(uint32_t pd, uint64_t addr, uint32_t length, uint32_t lkey,
+                              const Sge* sg, uint32_t nsge, bool write, std::vector<Piece>& pieces,
+                              std::byte*& one, uint32_t& total) const {
+    if (nsge == 0) {
+        total = length;
+        if (length == 0) return Error::kOk;
+        auto r = memory_.check_local(lkey, pd, addr, length, write);
+        if (!r) return r.error();
+        one = *r;
+        return Error::kOk;
+    }
+    if (nsge > kMaxSge || !sg) return Error::kInvalidArgument;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < nsge; ++i) {
+        sum += sg[i].length;
+        if (sg[i].length == 0) continue;
+        auto r = memory_.check_local(sg[i].lkey, pd, sg[i].addr, sg[i].length, write);
+        if (!r) return r.error();
+        pieces.push_back(Piece{*r, sg[i].length});
+    }
+    if (sum > UINT32_MAX) return Error::kInvalidArgument;
+    total = static_cast<uint32_t>(sum);
+    if (pieces.size() == 1) {  // one real piece: the fast path
+        one = pieces[0].p;
+        pieces.clear();
+    }
     return Error::kOk;
 }
 
@@ -143,17 +222,18 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
     Stream* s = stream_mut(stream_id);
     if (!s) return Error::kNotFound;
     Connection* c = conn_mut(s->conn);
-    if (s->conn != 0 &&
-        (!c || c->state() == ConnState::kFailed || c->state() == ConnState::kClosed))
+    if (s->failed || (s->conn != 0 && (!c || c->state() == ConnState::kFailed ||
+                                       c->state() == ConnState::kClosed)))
         return Error::kWrongState;
     if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
-    std::byte* buf = nullptr;
-    if (wr.length > 0) {
-        auto r = memory_.check_local(wr.lkey, s->pd, wr.addr, wr.length, true);
-        if (!r) return r.error();
-        buf = *r;
-    }
-    s->posted.push_back(PostedRecv{wr, buf});
+    PostedRecv pr;
+    pr.wr = wr;
+    pr.wr.sg_list = nullptr;
+    if (Error e = resolve_local(s->pd, wr.addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge, true,
+                                pr.sg, pr.buf, pr.wr.length);
+        e != Error::kOk)
+        return e;
+    s->posted.push_back(std::move(pr));
     if (c) touched(*c, now);
     return Error::kOk;
 }

@@ -59,13 +59,14 @@ public:
     Result<uint32_t> reserve_stream(uint32_t pd);
     Error bind_stream(uint32_t stream, const Address& peer, uint32_t remote_stream, Time now);
 
-    // post_send queues a SEND/SEND_IMM/WRITE/WRITE_IMM on a stream. The local buffer is
-    // checked now (lkey, PD, bounds). Errors: kNotFound (stream), kInvalidArgument
-    // (opcode), kAccessDenied (local buffer), kWrongState (stream or connection failed),
-    // kExhausted (over max_outstanding_wrs).
+    // post_send queues a SEND/SEND_IMM/WRITE/WRITE_IMM/READ/atomic on a stream. The local
+    // buffer is checked now (lkey, PD, bounds; LOCAL_WRITE for READ and atomics, whose
+    // answer lands there). Errors: kNotFound (stream), kInvalidArgument (opcode, atomic
+    // length not 8), kAccessDenied (local buffer), kWrongState (stream or connection
+    // failed), kExhausted (over max_outstanding_wrs).
     Error post_send(uint32_t stream, const SendWr& wr, Time now);
     // post_recv queues a receive buffer for incoming SEND/SEND_IMM/WRITE_IMM. Errors as
-    // post_send.
+    // post_send; a stream in error takes no receives (kWrongState).
     Error post_recv(uint32_t stream, const RecvWr& wr, Time now);
 
     // close_connection sends CLOSE and flushes every outstanding work request.
@@ -101,6 +102,9 @@ private:
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
     void count_decode_error(Error e);
+    Error resolve_local(uint32_t pd, uint64_t addr, uint32_t length, uint32_t lkey, const Sge* sg,
+                        uint32_t nsge, bool write, std::vector<Piece>& pieces, std::byte*& one,
+                        uint32_t& total) const;
 
     EndpointConfig cfg_;
     Address local_;

@@ -21,7 +21,17 @@ enum class Status : uint8_t {
 };
 const char* to_string(Status s);
 
-enum class WorkOpcode : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRecv, kRecvWriteImm };
+enum class WorkOpcode : uint8_t {
+    kSend,
+    kSendImm,
+    kWrite,
+    kWriteImm,
+    kRecv,
+    kRecvWriteImm,
+    kRead,                // spec §8.1: remote memory into the local buffer
+    kAtomicFetchAdd,      // spec §8.1: 8 bytes, the old value into the local buffer
+    kAtomicCompareSwap,
+};
 
 // Completion mirrors a verbs CQE. Requester completions come from post_send work
 // requests, responder completions from posted receives.

@@ -40,6 +40,7 @@ struct ConnectionStats {
     uint64_t retransmits_path_failure = 0;
     uint64_t retransmits_rnr = 0;
     uint64_t duplicate_segments = 0;    // segment already placed (not yet completed)
+    uint64_t held_last_segments = 0;    // [PLACE-12] last segment arrived early, written last
     uint64_t stale_duplicates = 0;      // message already completed: dropped, never written
     uint64_t stale_generation = 0;      // DATA of an old path generation
     uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped
@@ -49,6 +50,10 @@ struct ConnectionStats {
     uint64_t nacks_dropped = 0;         // NACK queue full (a flood of bad packets)
     uint64_t access_errors = 0;         // rkey/PD/flags/bounds failures on our memory
     uint64_t rnr_nacks_sent = 0;
+    uint64_t requests_deferred = 0;     // [PLACE-20] READ/atomic waited for max_dest_rd_atomic
+    uint64_t atomics_executed = 0;
+    uint64_t orphan_responses = 0;      // a response no request waits for: not written
+    uint64_t read_source_gone = 0;      // READ source deregistered mid-response: zeros sent
     uint64_t nacks_sent = 0;
     uint64_t nacks_received = 0;
     uint64_t hello_sent = 0;

@@ -2,8 +2,11 @@
 // the receives posted for what it receives (spec §8).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <vector>
 
@@ -19,11 +22,66 @@ namespace mroce::core {
 inline constexpr uint32_t kStreamWindow = 128;
 static_assert((kStreamWindow & (kStreamWindow - 1)) == 0, "kStreamWindow must be a power of two");
 
-// TxMessage is a posted send work request being transmitted.
+// Piece is one resolved piece of a scatter/gather list.
+struct Piece {
+    std::byte* p = nullptr;
+    uint32_t len = 0;
+};
+// copy_to_pieces writes n bytes at byte offset off of the list [sg, sg + nsg).
+inline void copy_to_pieces(const Piece* sg, size_t nsg, uint64_t off, const std::byte* src, size_t n) {
+    for (size_t i = 0; i < nsg && n > 0; ++i) {
+        if (off >= sg[i].len) {
+            off -= sg[i].len;
+            continue;
+        }
+        const size_t k = std::min<size_t>(n, sg[i].len - off);
+        std::memcpy(sg[i].p + off, src, k);
+        src += k;
+        n -= k;
+        off = 0;
+    }
+}
+inline void copy_from_pieces(const Piece* sg, size_t nsg, uint64_t off, std::byte* dst, size_t n) {
+    for (size_t i = 0; i < nsg && n > 0; ++i) {
+        if (off >= sg[i].len) {
+            off -= sg[i].len;
+            continue;
+        }
+        const size_t k = std::min<size_t>(n, sg[i].len - off);
+        std::memcpy(dst, sg[i].p + off, k);
+        dst += k;
+        n -= k;
+        off = 0;
+    }
+}
+
+// is_request: READ and atomics, answered by a response message from the responder.
+inline bool is_request(wire::Opcode op) {
+    return op == wire::Opcode::kReadRequest || op == wire::Opcode::kAtomicFetchAdd ||
+           op == wire::Opcode::kAtomicCompareSwap;
+}
+inline bool is_response(wire::Opcode op) {
+    return op == wire::Opcode::kReadResponse || op == wire::Opcode::kAtomicResponse;
+}
+// The largest body [DATA-8] a message carries inside itself.
+inline constexpr uint32_t kMaxBody = wire::kAtomicRequestBodySize;
+
+// TxMessage is a message being transmitted: a posted send work request, or (internal) the
+// response the responder owes for a READ or atomic request it executed.
 struct TxMessage {
     SendWr wr;
-    const std::byte* src = nullptr;  // resolved local buffer
+    const std::byte* src = nullptr;  // resolved local buffer (bytes of the message)
+    std::byte* dst = nullptr;        // READ/atomic: where the answer goes (checked at post)
     wire::Opcode opcode = wire::Opcode::kSend;
+    uint32_t msg_len = 0;            // bytes on the wire: wr.length, or the body's size
+    bool internal = false;           // a response: no completion, not an application WR
+    bool resp_done = false;          // READ/atomic: the whole answer has been placed
+    uint32_t resp_to = 0;            // response: msg_seq of the request it answers
+    std::array<std::byte, kMaxBody> body{};  // request or atomic response body
+    // A local buffer of several pieces (src for sends, dst for READ), else empty; and the
+    // copy of an inline send's bytes (src points into it).
+    std::vector<Piece> sg;
+    std::vector<std::byte> inline_bytes;
     uint32_t msg_seq = 0;
     uint32_t recv_seq = 0;
     uint32_t nseg = 0;
@@ -41,6 +99,10 @@ struct TxMessage {
     bool rnr_probing = false;     // [PLACE-6] first segment re-sent after the wait
     Time delivery_deadline = kNever;  // [STREAM-5] the armed delivery timer, if any
     bool started() const { return !acked.empty(); }
+    // payload: the message's bytes; a body lives inside the message itself.
+    const std::byte* payload() const {
+        return is_request(opcode) || opcode == wire::Opcode::kAtomicResponse ? body.data() : src;
+    }
 
     bool seg_acked(uint32_t s) const { return (acked[s / 64] >> (s % 64)) & 1; }
     // try_queue marks segment s queued for retransmission; false if it already was, so the
@@ -70,13 +132,23 @@ struct RxMessage {
     uint64_t remote_addr = 0;
     uint32_t nseg = 0;
     uint32_t received = 0;
-    std::byte* target = nullptr;  // where byte 0 of the message goes
+    // Where byte 0 of the message goes. Requests land in `body` and `target` is the
+    // checked remote memory they name; a response to a request that no longer waits
+    // (flushed) has none: its bytes are dropped, its place in the stream still counts.
+    std::byte* target = nullptr;
+    const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive or READ buffer)
+    uint32_t nsg = 0;
+    uint32_t read_len = 0;  // READ request: bytes asked for
+    bool answers = false;   // a response whose request waits for it
+    std::array<std::byte, kMaxBody> body{};
     std::vector<uint64_t> seen;   // bit per segment; capacity is reused across messages
+    std::vector<std::byte> held;  // [PLACE-12] an early last segment, written last
 };
 
 struct PostedRecv {
-    RecvWr wr;
+    RecvWr wr;                // wr.length is the total of every piece
     std::byte* buf = nullptr;
+    std::vector<Piece> sg;    // several pieces, else empty and buf is the buffer
     bool claimed = false;  // [PLACE-14] a message slot targets this receive
 };
 
@@ -93,6 +165,9 @@ struct Stream {
     size_t send_cursor = 0;     // index in tx of the first message with unsent segments
     uint32_t next_msg_seq = 0;
     uint32_t next_recv_seq = 0;
+    uint32_t acked_seq = 0;      // every msg_seq before this is delivered (peer's report)
+    uint32_t rd_outstanding = 0; // READs/atomics sent and not yet completed [PLACE-20]
+    uint32_t stalled_probes = 0; // [STREAM-5] delivery probes since delivery last moved
     bool in_ready_list = false;
 
     // responder (receive) side
@@ -104,6 +179,7 @@ struct Stream {
     uint32_t rx_fail_seq = 0;
     uint8_t rx_fail_reason = 0;
     bool stream_ack_pending = false;
+    uint32_t dest_rd = 0;           // requests accepted, answer not yet acknowledged [PLACE-20]
 };
 
 }  // namespace mroce::core

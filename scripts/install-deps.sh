@@ -12,6 +12,7 @@ PACKAGES=(
     clang-tidy                                          # `make lint`
     valgrind
     python3                                             # tests/layering
+    iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
 )
 
 missing=()

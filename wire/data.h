@@ -10,18 +10,17 @@
 
 namespace mroce::wire {
 
-// spec §3.2 [DATA-1]: opcodes. READ and ATOMIC values are reserved for the RDMA
-// semantics revision; a v1 receiver answers them with NACK(kInvalidRequest).
+// spec §3.2 [DATA-1]: opcodes.
 enum class Opcode : uint8_t {
     kSend = 0x01,
     kSendImm = 0x02,
     kWrite = 0x03,
     kWriteImm = 0x04,
-    kReadRequest = 0x05,   // reserved
-    kReadResponse = 0x06,  // reserved
-    kAtomicFetchAdd = 0x07,  // reserved
-    kAtomicCompareSwap = 0x08,  // reserved
-    kAtomicResponse = 0x09,  // reserved
+    kReadRequest = 0x05,
+    kReadResponse = 0x06,
+    kAtomicFetchAdd = 0x07,
+    kAtomicCompareSwap = 0x08,
+    kAtomicResponse = 0x09,
 };
 inline bool is_known_opcode(uint8_t op) { return op >= 0x01 && op <= 0x09; }
 // consumes_receive: SEND, SEND_IMM and WRITE_IMM each take the next posted receive.
@@ -60,6 +59,23 @@ struct DataHeader {
     friend bool operator==(const DataHeader&, const DataHeader&) = default;
 };
 inline constexpr size_t kDataHeaderSize = 72;
+
+// spec §3.2 [DATA-8]: the payload of a READ request, of an atomic request and of an atomic
+// response is a fixed-size body.
+inline constexpr size_t kReadRequestBodySize = 8;     // u32 length, u32 reserved (zero)
+inline constexpr size_t kAtomicRequestBodySize = 16;  // u64 swap-or-add, u64 compare
+inline constexpr size_t kAtomicResponseBodySize = 8;  // u64 original value
+struct AtomicRequestBody {
+    uint64_t swap_add = 0;  // FETCH_ADD: the addend; COMPARE_SWAP: the new value
+    uint64_t compare = 0;   // COMPARE_SWAP only
+};
+void encode_read_request(uint32_t length, std::span<std::byte, kReadRequestBodySize> out);
+uint32_t decode_read_request(std::span<const std::byte, kReadRequestBodySize> in);
+void encode_atomic_request(const AtomicRequestBody& b,
+                           std::span<std::byte, kAtomicRequestBodySize> out);
+AtomicRequestBody decode_atomic_request(std::span<const std::byte, kAtomicRequestBodySize> in);
+void encode_atomic_response(uint64_t original, std::span<std::byte, kAtomicResponseBodySize> out);
+uint64_t decode_atomic_response(std::span<const std::byte, kAtomicResponseBodySize> in);
 
 struct DataPacket {
     DataHeader hdr;

@@ -1,0 +1,525 @@
+// tests/core/rdma_ops_test.cc — READ, atomics, their limits, FENCE and stream errors
+// (spec §8.1, [PLACE-12], §10.2) between two real endpoints on the in-process lossy network.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "tests/core/harness.h"
+
+namespace mroce::test {
+namespace {
+
+using namespace std::chrono_literals;
+using core::Status;
+using core::WorkOpcode;
+
+constexpr uint32_t kAll = core::access::kLocalWrite | core::access::kRemoteWrite |
+                          core::access::kRemoteRead | core::access::kRemoteAtomic;
+
+sim::NetworkConfig lossy_net(double loss) {
+    sim::NetworkConfig nc;
+    nc.routes = 8;
+    nc.link.rate_bps = 10'000'000'000;
+    nc.link.delay = 2us;
+    nc.link.loss_probability = loss;
+    nc.link.duplicate_probability = loss / 2;
+    nc.link.reorder_probability = loss;
+    nc.host.line_rate_bps = 10'000'000'000;
+    return nc;
+}
+
+// Side is one endpoint's view: one PD, one buffer registered with every access flag, the
+// completions it reports.
+struct Side {
+    core::Endpoint* ep = nullptr;
+    uint32_t pd = 0;
+    std::vector<std::byte> mem;
+    core::MemoryKeys keys;
+    std::vector<core::Completion> done;
+    std::vector<core::Event> events;
+
+    void setup(core::Endpoint& e, size_t bytes, uint32_t access = kAll) {
+        ep = &e;
+        pd = e.alloc_pd();
+        mem.assign(bytes, std::byte{0});
+        keys = *e.register_memory(pd, mem.data(), bytes, access);
+    }
+    uint64_t addr(size_t off) { return reinterpret_cast<uint64_t>(mem.data() + off); }
+    size_t count(Status st) const {
+        return static_cast<size_t>(std::count_if(done.begin(), done.end(),
+                                                 [&](const auto& c) { return c.status == st; }));
+    }
+};
+
+struct Fixture {
+    Fixture(uint64_t seed, double loss, core::EndpointConfig ca = {}, core::EndpointConfig cb = {},
+            size_t bytes = 1 << 20)
+        : p(seed, lossy_net(loss), ca, cb) {
+        a.setup(*p.a, bytes);
+        b.setup(*p.b, bytes);
+        p.host_a().set_event_callback([this](const core::Event& e) { on(a, e); });
+        p.host_b().set_event_callback([this](const core::Event& e) { on(b, e); });
+    }
+    static void on(Side& s, const core::Event& e) {
+        s.events.push_back(e);
+        if (e.kind == core::EventKind::kCompletion) s.done.push_back(e.completion);
+    }
+    // stream makes a connected stream pair number n (ids exchanged out of band).
+    std::pair<uint32_t, uint32_t> stream(uint32_t n) {
+        const uint32_t sa = *p.a->create_stream(a.pd, p.host_b().address(), n, p.now());
+        const uint32_t sb = *p.b->create_stream(b.pd, p.host_a().address(), n, p.now());
+        EXPECT_EQ(sa, n);
+        EXPECT_EQ(sb, n);
+        return {sa, sb};
+    }
+    core::SendWr read(uint64_t id, size_t local_off, size_t remote_off, uint32_t len) {
+        core::SendWr wr;
+        wr.wr_id = id;
+        wr.opcode = WorkOpcode::kRead;
+        wr.local_addr = a.addr(local_off);
+        wr.length = len;
+        wr.lkey = a.keys.lkey;
+        wr.remote_addr = b.addr(remote_off);
+        wr.rkey = b.keys.rkey;
+        return wr;
+    }
+    core::SendWr atomic(uint64_t id, WorkOpcode op, size_t local_off, size_t remote_off,
+                        uint64_t compare_add, uint64_t swap = 0) {
+        core::SendWr wr;
+        wr.wr_id = id;
+        wr.opcode = op;
+        wr.local_addr = a.addr(local_off);
+        wr.length = 8;
+        wr.lkey = a.keys.lkey;
+        wr.remote_addr = b.addr(remote_off);
+        wr.rkey = b.keys.rkey;
+        wr.compare_add = compare_add;
+        wr.swap = swap;
+        return wr;
+    }
+    void post(uint32_t stream, const core::SendWr& wr) {
+        ASSERT_EQ(p.a->post_send(stream, wr, p.now()), Error::kOk);
+        p.host_a().kick();
+    }
+    bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 500ms) {
+        p.sim.run_until(done, p.sim.now() + limit, 50'000'000);
+        return done();
+    }
+    const core::Connection& conn_a() {
+        return *p.a->connection(p.a->connection_to(p.host_b().address()));
+    }
+    const core::Connection& conn_b() {
+        return *p.b->connection(p.b->connection_to(p.host_a().address()));
+    }
+
+    Pair p;
+    Side a, b;
+};
+
+uint64_t load64(const std::byte* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
+
+// [PLACE-15] [PLACE-16] [PLACE-19]: READs of many sizes, over loss, duplication and
+// reordering, land whole in the requester's buffer and complete once, in post order.
+TEST(RdmaOps, ReadsLandWholeOverLossyPaths) {
+    for (uint64_t seed : seeds_from_env(20)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" +
+                     std::to_string(seed) + ")");
+        Fixture f(seed, 0.05);
+        const auto [sa, sb] = f.stream(1);
+        (void)sb;
+        for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(7, 0, i);
+        Rng rng(seed);
+        struct Op { size_t local, remote; uint32_t len; };
+        std::vector<Op> ops;
+        size_t local = 0;
+        for (uint64_t i = 0; i < 24; ++i) {
+            const uint32_t len = i == 0 ? 0 : static_cast<uint32_t>(rng.uniform_range(1, 40'000));
+            const size_t remote = rng.uniform_range(0, f.b.mem.size() - len - 1);
+            ops.push_back({local, remote, len});
+            f.post(sa, f.read(i, local, remote, len));
+            local += len;
+        }
+        ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == ops.size(); }));
+        for (size_t i = 0; i < ops.size(); ++i) {
+            EXPECT_EQ(f.a.done[i].wr_id, i);
+            EXPECT_EQ(f.a.done[i].status, Status::kSuccess);
+            EXPECT_EQ(f.a.done[i].opcode, WorkOpcode::kRead);
+            EXPECT_EQ(f.a.done[i].byte_len, ops[i].len);
+            ASSERT_EQ(std::memcmp(f.a.mem.data() + ops[i].local, f.b.mem.data() + ops[i].remote,
+                                  ops[i].len),
+                      0)
+                << "read " << i;
+        }
+        EXPECT_TRUE(f.b.done.empty()) << "a READ completes nothing at the responder";
+        EXPECT_EQ(f.conn_a().stats().orphan_responses, 0u);
+    }
+}
+
+// [PLACE-17] [PLACE-18]: FETCH_ADD from several streams on one shared counter, over loss
+// and duplication. Each request ran exactly once: the final value is the sum, and the old
+// values returned are all distinct (a duplicate execution would repeat or skip one).
+TEST(RdmaOps, FetchAddRunsExactlyOnce) {
+    for (uint64_t seed : seeds_from_env(20, 100)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" +
+                     std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.max_rd_atomic = 4;
+        Fixture f(seed, 0.1, cfg, cfg);
+        constexpr uint32_t kStreams = 4, kOps = 64;
+        std::vector<uint32_t> streams;
+        for (uint32_t s = 1; s <= kStreams; ++s) streams.push_back(f.stream(s).first);
+        for (uint32_t i = 0; i < kOps; ++i)
+            for (uint32_t s = 0; s < kStreams; ++s) {
+                const uint64_t id = uint64_t{s} * kOps + i;
+                f.post(streams[s], f.atomic(id, WorkOpcode::kAtomicFetchAdd, id * 8, 64, 1));
+            }
+        const size_t total = size_t{kStreams} * kOps;
+        ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == total; }, 2000ms));
+        EXPECT_EQ(f.a.count(Status::kSuccess), total);
+        EXPECT_EQ(load64(f.b.mem.data() + 64), total);
+        std::set<uint64_t> olds;
+        for (uint64_t id = 0; id < total; ++id) olds.insert(load64(f.a.mem.data() + id * 8));
+        EXPECT_EQ(olds.size(), total);
+        EXPECT_EQ(*olds.rbegin(), total - 1);
+        EXPECT_EQ(f.conn_b().stats().atomics_executed, total);
+    }
+}
+
+// [PLACE-17]: COMPARE_SWAP swaps only on a match and always returns the old value.
+TEST(RdmaOps, CompareSwap) {
+    Fixture f(3, 0);
+    const uint32_t sa = f.stream(1).first;
+    store64(f.b.mem.data() + 128, 5);
+    f.post(sa, f.atomic(1, WorkOpcode::kAtomicCompareSwap, 0, 128, 4, 99));   // no match
+    f.post(sa, f.atomic(2, WorkOpcode::kAtomicCompareSwap, 8, 128, 5, 42));   // match
+    f.post(sa, f.atomic(3, WorkOpcode::kAtomicCompareSwap, 16, 128, 42, 7));  // match again
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 3; }));
+    EXPECT_EQ(f.a.count(Status::kSuccess), 3u);
+    EXPECT_EQ(load64(f.a.mem.data() + 0), 5u);
+    EXPECT_EQ(load64(f.a.mem.data() + 8), 5u);
+    EXPECT_EQ(load64(f.a.mem.data() + 16), 42u);
+    EXPECT_EQ(load64(f.b.mem.data() + 128), 7u);
+}
+
+// [PLACE-20]: far more READs than max_rd_atomic are queued, not refused; a responder whose
+// max_dest_rd_atomic is 1 defers each request until the previous answer is acknowledged,
+// and every READ still completes with the right bytes.
+TEST(RdmaOps, ReadLimitsQueueAndRetry) {
+    core::EndpointConfig ca, cb;
+    ca.max_rd_atomic = 8;
+    cb.max_dest_rd_atomic = 1;
+    Fixture f(5, 0.02, ca, cb);
+    const uint32_t sa = f.stream(1).first;
+    for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(9, 1, i);
+    constexpr uint32_t kOps = 200, kLen = 3000;
+    for (uint32_t i = 0; i < kOps; ++i) f.post(sa, f.read(i, size_t{i} * kLen, size_t{i} * 7, kLen));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == kOps; }, 2000ms));
+    EXPECT_EQ(f.a.count(Status::kSuccess), kOps);
+    for (uint32_t i = 0; i < kOps; ++i)
+        ASSERT_EQ(std::memcmp(f.a.mem.data() + size_t{i} * kLen, f.b.mem.data() + size_t{i} * 7, kLen), 0);
+    EXPECT_GT(f.conn_b().stats().requests_deferred, 0u);
+}
+
+// [PLACE-21]: a fenced WRITE waits for the earlier READ of the same remote bytes to
+// complete, so the READ returns the bytes as they were before the WRITE.
+TEST(RdmaOps, FenceOrdersWriteAfterRead) {
+    Fixture f(6, 0.05);
+    const uint32_t sa = f.stream(1).first;
+    constexpr uint32_t kLen = 200'000;
+    std::fill(f.b.mem.begin(), f.b.mem.begin() + kLen, std::byte{0x11});
+    std::fill(f.a.mem.begin() + kLen, f.a.mem.begin() + 2 * kLen, std::byte{0x22});
+    f.post(sa, f.read(1, 0, 0, kLen));
+    core::SendWr w;
+    w.wr_id = 2;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = f.a.addr(kLen);
+    w.length = kLen;
+    w.lkey = f.a.keys.lkey;
+    w.remote_addr = f.b.addr(0);
+    w.rkey = f.b.keys.rkey;
+    w.fence = true;
+    f.post(sa, w);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }));
+    EXPECT_EQ(f.a.count(Status::kSuccess), 2u);
+    EXPECT_TRUE(std::all_of(f.a.mem.begin(), f.a.mem.begin() + kLen,
+                            [](std::byte x) { return x == std::byte{0x11}; }));
+    EXPECT_TRUE(std::all_of(f.b.mem.begin(), f.b.mem.begin() + kLen,
+                            [](std::byte x) { return x == std::byte{0x22}; }));
+}
+
+// [PLACE-15] [ERR-1] [ERR-3]: a READ of memory without REMOTE_READ fails with a remote
+// access error; that stream is in error (later work and its posted receives flush); the
+// other stream on the same connection keeps working.
+TEST(RdmaOps, AccessErrorFailsOnlyItsStream) {
+    Fixture f(7, 0.01);
+    const auto [s1, s1b] = f.stream(1);
+    const auto [s2, s2b] = f.stream(2);
+    (void)s1b;
+    (void)s2b;
+    std::vector<std::byte> ro(4096, std::byte{3});
+    const auto ro_keys = *f.p.b->register_memory(f.b.pd, ro.data(), ro.size(),
+                                                  core::access::kRemoteWrite);
+    core::RecvWr r;
+    r.wr_id = 77;
+    r.addr = f.a.addr(900'000);
+    r.length = 64;
+    r.lkey = f.a.keys.lkey;
+    ASSERT_EQ(f.p.a->post_recv(s1, r, f.p.now()), Error::kOk);
+    core::SendWr bad = f.read(1, 0, 0, 4096);
+    bad.remote_addr = reinterpret_cast<uint64_t>(ro.data());
+    bad.rkey = ro_keys.rkey;
+    f.post(s1, bad);
+    f.post(s1, f.read(2, 8192, 0, 4096));
+    store64(f.b.mem.data() + 4096, 1000);
+    for (uint64_t i = 0; i < 10; ++i)
+        f.post(s2, f.atomic(10 + i, WorkOpcode::kAtomicFetchAdd, 16384 + i * 8, 4096, 1));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 13; }));
+    std::vector<core::Completion> on1, on2;
+    for (const auto& c : f.a.done) (c.stream == s1 ? on1 : on2).push_back(c);
+    // Send and receive completions are separate queues; order holds within each.
+    std::vector<core::Completion> sends1, recvs1;
+    for (const auto& c : on1) (c.opcode == WorkOpcode::kRecv ? recvs1 : sends1).push_back(c);
+    ASSERT_EQ(sends1.size(), 2u);
+    EXPECT_EQ(sends1[0].wr_id, 1u);  // the READ carries the cause...
+    EXPECT_EQ(sends1[0].status, Status::kRemoteAccess);
+    EXPECT_EQ(sends1[1].wr_id, 2u);  // ...and the next one flushes
+    EXPECT_EQ(sends1[1].status, Status::kFlushed);
+    ASSERT_EQ(recvs1.size(), 1u);  // so does the posted receive
+    EXPECT_EQ(recvs1[0].wr_id, 77u);
+    EXPECT_EQ(recvs1[0].status, Status::kFlushed);
+    ASSERT_EQ(on2.size(), 10u);
+    for (const auto& c : on2) EXPECT_EQ(c.status, Status::kSuccess);
+    EXPECT_EQ(load64(f.b.mem.data() + 4096), 1010u);
+    EXPECT_EQ(f.p.a->post_send(s1, f.read(3, 0, 0, 8), f.p.now()), Error::kWrongState);
+    EXPECT_EQ(f.p.a->post_recv(s1, r, f.p.now()), Error::kWrongState);
+    EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+}
+
+// [PLACE-12]: last packet last. Over heavily reordering paths, after every simulated
+// event, any WRITE target whose last byte has arrived already holds the whole message.
+TEST(RdmaOps, LastPacketLandsLast) {
+    sim::NetworkConfig nc = lossy_net(0.02);
+    nc.link.reorder_probability = 0.3;
+    nc.link.reorder_delay = 5us;
+    Pair p(10, nc, {}, {});
+    constexpr uint32_t kMsgs = 40, kLen = 64 * 1024 + 100;
+    std::vector<std::byte> src(kLen), dst(size_t{kMsgs} * kLen, std::byte{0});
+    for (uint32_t i = 0; i < kLen; ++i) src[i] = pattern_byte(3, 0, i) | std::byte{1};  // never 0
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAll);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
+    (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    size_t completions = 0;
+    p.host_a().set_event_callback([&](const core::Event& e) { completions += e.kind == core::EventKind::kCompletion; });
+    for (uint32_t m = 0; m < kMsgs; ++m) {
+        core::SendWr w;
+        w.wr_id = m;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = reinterpret_cast<uint64_t>(src.data());
+        w.length = kLen;
+        w.lkey = ka.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(dst.data() + size_t{m} * kLen);
+        w.rkey = kb.rkey;
+        ASSERT_EQ(p.a->post_send(sa, w, p.now()), Error::kOk);
+    }
+    p.host_a().kick();
+    std::vector<bool> seen_last(kMsgs, false);
+    size_t violations = 0;
+    auto check = [&] {
+        for (uint32_t m = 0; m < kMsgs; ++m) {
+            if (seen_last[m]) continue;
+            const std::byte* d = dst.data() + size_t{m} * kLen;
+            if (d[kLen - 1] == std::byte{0}) continue;
+            seen_last[m] = true;
+            violations += std::memcmp(d, src.data(), kLen) != 0;
+        }
+        return completions == kMsgs;
+    };
+    p.sim.run_until(check, p.sim.now() + 1s, 50'000'000);
+    ASSERT_EQ(completions, kMsgs);
+    EXPECT_EQ(violations, 0u);
+    const auto& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    EXPECT_GT(cb.stats().held_last_segments, 0u) << "no last segment came early: the test proves nothing";
+}
+
+// [PROBE-3] [LOSS-5]: the lone packet of a message lost at a path's tail is found by the
+// reply to the first timeout's probe, not by a second timeout: one timeout, a SACK-style
+// loss, and the path never goes Suspect.
+TEST(RdmaOps, ProbeReplyRevealsLoneTailLoss) {
+    core::EndpointConfig cfg;
+    cfg.num_paths = 1;
+    Fixture f(12, 0, cfg, cfg);
+    const uint32_t sa = f.stream(1).first;
+    f.post(sa, f.read(1, 0, 0, 100));  // establishes, and gives the path an RTT
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
+    f.p.sim.run_for(1ms);  // let every ACK settle
+    // Drop the next packet on each route from A: only one carries A's lone DATA.
+    for (uint32_t r = 0; r < 8; ++r) {
+        sim::Link& l = f.p.net.link(f.p.host_a(), f.p.host_b(), r);
+        l.config().drop_pattern.indices = {l.stats().offered_packets};
+    }
+    f.post(sa, f.atomic(2, WorkOpcode::kAtomicFetchAdd, 64, 0, 5));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }));
+    EXPECT_EQ(f.a.done[1].status, Status::kSuccess);
+    uint64_t dropped = 0;
+    for (uint32_t r = 0; r < 8; ++r)
+        dropped += f.p.net.link(f.p.host_a(), f.p.host_b(), r).stats().dropped(sim::DropReason::kPattern);
+    EXPECT_EQ(dropped, 1u);
+    const core::PathStats& ps = f.conn_a().path_stats(0);
+    EXPECT_EQ(ps.timeouts, 1u);
+    EXPECT_EQ(ps.lost_by_sack, 1u);
+    EXPECT_EQ(ps.lost_by_timeout, 0u);
+}
+
+// [PLACE-22]: gather lists on SEND, WRITE and READ buffers and scatter lists on receives,
+// pieces of odd sizes that straddle segment boundaries, over a lossy reordering network.
+TEST(RdmaOps, ScatterGather) {
+    Fixture f(13, 0.05);
+    const uint32_t sa = f.stream(1).first, sb = 1;
+    for (size_t i = 0; i < 200'000; ++i) f.a.mem[i] = pattern_byte(4, 1, i);
+    for (size_t i = 0; i < 200'000; ++i) f.b.mem[500'000 + i] = pattern_byte(4, 2, i);
+    // The gather list: three pieces, the middle one crossing several 4 KiB segments.
+    const core::Sge gather[] = {{f.a.addr(100), 5000, f.a.keys.lkey},
+                                {f.a.addr(20'000), 13'333, f.a.keys.lkey},
+                                {f.a.addr(60'000), 1, f.a.keys.lkey}};
+    std::vector<std::byte> expect;
+    for (const auto& g : gather)
+        expect.insert(expect.end(), f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0)),
+                      f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0) + g.length));
+    const uint32_t total = static_cast<uint32_t>(expect.size());
+    // SEND gathered, received into a scatter list of four pieces (the last one larger).
+    const core::Sge scatter[] = {{f.b.addr(0), 7, f.b.keys.lkey},
+                                 {f.b.addr(1000), 9000, f.b.keys.lkey},
+                                 {f.b.addr(20'000), 0, f.b.keys.lkey},
+                                 {f.b.addr(30'000), 20'000, f.b.keys.lkey}};
+    core::RecvWr rw;
+    rw.wr_id = 5;
+    rw.sg_list = scatter;
+    rw.num_sge = 4;
+    ASSERT_EQ(f.p.b->post_recv(sb, rw, f.p.now()), Error::kOk);
+    core::SendWr send;
+    send.wr_id = 1;
+    send.opcode = WorkOpcode::kSend;
+    send.sg_list = gather;
+    send.num_sge = 3;
+    f.post(sa, send);
+    // WRITE gathered into one remote range.
+    core::SendWr write = send;
+    write.wr_id = 2;
+    write.opcode = WorkOpcode::kWrite;
+    write.remote_addr = f.b.addr(300'000);
+    write.rkey = f.b.keys.rkey;
+    f.post(sa, write);
+    // READ one remote range into a scatter list.
+    const core::Sge rd[] = {{f.a.addr(700'000), 3, f.a.keys.lkey},
+                            {f.a.addr(710'000), 40'000, f.a.keys.lkey},
+                            {f.a.addr(760'000), 4097, f.a.keys.lkey}};
+    core::SendWr read;
+    read.wr_id = 3;
+    read.opcode = WorkOpcode::kRead;
+    read.sg_list = rd;
+    read.num_sge = 3;
+    read.remote_addr = f.b.addr(500'000);
+    read.rkey = f.b.keys.rkey;
+    f.post(sa, read);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 3 && f.b.done.size() == 1; }));
+    for (const auto& c : f.a.done) EXPECT_EQ(c.status, Status::kSuccess);
+    EXPECT_EQ(f.a.done[0].byte_len, total);
+    EXPECT_EQ(f.a.done[2].byte_len, 3u + 40'000 + 4097);
+    ASSERT_EQ(f.b.done[0].status, Status::kSuccess);
+    EXPECT_EQ(f.b.done[0].byte_len, total);
+    std::vector<std::byte> got;
+    for (const auto& g : scatter)
+        got.insert(got.end(), f.b.mem.begin() + static_cast<long>(g.addr - f.b.addr(0)),
+                   f.b.mem.begin() + static_cast<long>(g.addr - f.b.addr(0) + g.length));
+    got.resize(total);
+    EXPECT_EQ(got, expect);
+    EXPECT_EQ(std::memcmp(f.b.mem.data() + 300'000, expect.data(), total), 0);
+    std::vector<std::byte> read_back;
+    for (const auto& g : rd)
+        read_back.insert(read_back.end(), f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0)),
+                         f.a.mem.begin() + static_cast<long>(g.addr - f.a.addr(0) + g.length));
+    EXPECT_EQ(std::memcmp(read_back.data(), f.b.mem.data() + 500'000, read_back.size()), 0);
+    // Limits: more than kMaxSge pieces, or a piece outside the region, is refused at post.
+    std::vector<core::Sge> many(core::kMaxSge + 1, gather[0]);
+    send.sg_list = many.data();
+    send.num_sge = static_cast<uint32_t>(many.size());
+    EXPECT_EQ(f.p.a->post_send(sa, send, f.p.now()), Error::kInvalidArgument);
+    const core::Sge outside[] = {gather[0], {f.a.addr(f.a.mem.size() - 4), 8, f.a.keys.lkey}};
+    send.sg_list = outside;
+    send.num_sge = 2;
+    EXPECT_EQ(f.p.a->post_send(sa, send, f.p.now()), Error::kAccessDenied);
+}
+
+// [PLACE-23]: an inline SEND copies its bytes when posted: the buffer may change at once,
+// and no lkey is needed; more than max_inline_data bytes, or an inline READ, is refused.
+TEST(RdmaOps, InlineSend) {
+    Fixture f(14, 0.02);
+    const uint32_t sa = f.stream(1).first;
+    std::vector<std::byte> scratch(200, std::byte{0x5a});
+    core::RecvWr rw{9, f.b.addr(0), 256, f.b.keys.lkey};
+    ASSERT_EQ(f.p.b->post_recv(1, rw, f.p.now()), Error::kOk);
+    core::SendWr w;
+    w.wr_id = 1;
+    w.opcode = WorkOpcode::kSend;
+    w.local_addr = reinterpret_cast<uint64_t>(scratch.data());  // not registered at all
+    w.length = 200;
+    w.inline_data = true;
+    f.post(sa, w);
+    std::fill(scratch.begin(), scratch.end(), std::byte{0});  // reused before it is sent
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1 && f.b.done.size() == 1; }));
+    EXPECT_EQ(f.a.done[0].status, Status::kSuccess);
+    EXPECT_EQ(f.b.done[0].byte_len, 200u);
+    EXPECT_TRUE(std::all_of(f.b.mem.begin(), f.b.mem.begin() + 200,
+                            [](std::byte x) { return x == std::byte{0x5a}; }));
+    w.length = 257;
+    EXPECT_EQ(f.p.a->post_send(sa, w, f.p.now()), Error::kInvalidArgument);
+    core::SendWr r = f.read(2, 0, 0, 8);
+    r.inline_data = true;
+    EXPECT_EQ(f.p.a->post_send(sa, r, f.p.now()), Error::kInvalidArgument);
+}
+
+// [PLACE-13] [PLACE-17]: a misaligned atomic is an invalid request; atomics need 8 bytes locally.
+TEST(RdmaOps, AtomicChecks) {
+    Fixture f(8, 0);
+    const uint32_t sa = f.stream(1).first;
+    core::SendWr w = f.atomic(1, WorkOpcode::kAtomicFetchAdd, 0, 4, 1);
+    core::SendWr short_wr = w;
+    short_wr.length = 4;
+    EXPECT_EQ(f.p.a->post_send(sa, short_wr, f.p.now()), Error::kInvalidArgument);
+    f.post(sa, w);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
+    EXPECT_EQ(f.a.done[0].status, Status::kRemoteInvalid);
+    EXPECT_EQ(load64(f.b.mem.data()), 0u);
+}
+
+// [ERR-2] [PLACE-19]: a peer that dies after accepting a READ, before answering it, ends
+// in an error completion, not a hang.
+TEST(RdmaOps, DeadPeerDuringReadIsAnError) {
+    core::EndpointConfig cfg;
+    cfg.peer_dead_timeout = 20ms;
+    Fixture f(9, 0, cfg, cfg);
+    const uint32_t sa = f.stream(1).first;
+    f.post(sa, f.read(1, 0, 0, 4096));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
+    // Now every route from B to A dies: requests still reach B, answers never come back.
+    for (uint32_t r = 0; r < 8; ++r)
+        f.p.net.link(f.p.host_b(), f.p.host_a(), r).config().blackhole =
+            sim::TimeWindow{f.p.sim.now(), f.p.sim.now() + 10s};
+    f.post(sa, f.read(2, 0, 0, 100'000));
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }, 2000ms));
+    EXPECT_EQ(f.a.done[1].wr_id, 2u);
+    EXPECT_NE(f.a.done[1].status, Status::kSuccess);
+}
+
+}  // namespace
+}  // namespace mroce::test
