@@ -7,18 +7,41 @@
 namespace mroce::sim {
 
 Host::Host(Sim& sim, uint32_t index, uint32_t ipv4, const HostConfig& config, PacketSink* uplink)
-    : sim_(sim),
-      index_(index),
-      address_(Address::ipv4(ipv4, config.udp_port)),
-      config_(config),
-      uplink_(uplink) {
+    : sim_(sim), index_(index), address_(Address::ipv4(ipv4, config.udp_port)), config_(config) {
     MROCE_DCHECK(config.line_rate_bps > 0);
+    MROCE_DCHECK(config.ports >= 1);
+    if (config_.ports == 0) config_.ports = 1;
+    for (uint16_t p = 0; p < config_.ports; ++p)
+        ports_.push_back(std::make_unique<NicPort>(*this, p, config_.line_rate_bps));
+    ports_[0]->uplink = uplink;
 }
 
 Host::~Host() {
-    sim_.cancel(nic_event_);
+    for (auto& port : ports_) sim_.cancel(port->event);
     sim_.cancel(timer_event_);
     sim_.cancel(kick_event_);
+}
+
+size_t Host::port_queued(uint16_t p) const {
+    const NicPort& port = *ports_.at(p);
+    return (port.in_service ? 1 : 0) + (port.waiting ? 1 : 0);
+}
+
+bool Host::NicPort::paused_now() const {
+    return paused[std::min<uint8_t>(host.config_.traffic_class, kMaxTrafficClasses - 1)];
+}
+
+void Host::NicPort::set_paused(uint8_t cls, bool pause) {
+    if (cls >= kMaxTrafficClasses || paused[cls] == pause) return;
+    paused[cls] = pause;
+    if (pause) {
+        ++host.stats_.pauses_received;
+        return;
+    }
+    if (!in_service && waiting) {
+        host.start_port(*this);
+        if (host.engine_) host.after_engine_call();  // the waiting slot is free again
+    }
 }
 
 void Host::attach(core::Engine* engine) {
@@ -28,8 +51,8 @@ void Host::attach(core::Engine* engine) {
     armed_deadline_ = kNever;
     last_timeout_ = Time::min();
     engine_ = engine;
+    spare_.reset();  // a detached host holds no packet (the pool's count drops to 0)
     if (!engine_) return;
-    tx_buf_.resize(engine_->max_datagram_size());
     kick_event_ = sim_.schedule_in(SimDuration{0}, [this] {
         kick_event_ = {};
         kick();
@@ -60,37 +83,57 @@ void Host::drain_events() {
     }
 }
 
+bool Host::can_take_datagram() const {
+    return waiting_ports_ == 0 && busy_ports_ < ports_.size();
+}
+
 void Host::pump_transmit() {
-    if (!engine_ || nic_busy()) return;
-    if (tx_buf_.size() < engine_->max_datagram_size()) tx_buf_.resize(engine_->max_datagram_size());
+    if (!engine_ || !can_take_datagram()) return;
+    if (!spare_) spare_ = sim_.packets().acquire();
+    PacketBytes& buf = spare_->bytes;
+    buf.resize(engine_->max_datagram_size());  // recycled capacity; no zeroing (packet.h)
     PacketMeta meta{};
     ++stats_.polls;
-    const size_t n = engine_->poll_transmit(tx_buf_, meta, core_now());
+    const size_t n = engine_->poll_transmit(buf, meta, core_now());
     if (n == 0) {
         ++stats_.empty_polls;
         return;
     }
-    MROCE_DCHECK(n <= tx_buf_.size());
-    PacketPtr packet = sim_.packets().acquire();
-    packet->bytes.assign(tx_buf_.begin(),
-                         tx_buf_.begin() + static_cast<ptrdiff_t>(std::min(n, tx_buf_.size())));
-    // The host owns its IP: the engine chooses only the source port (the path).
+    MROCE_DCHECK(n <= buf.size());
+    buf.resize(std::min(n, buf.size()));
+    PacketPtr packet = std::move(spare_);
+    // The host owns its IP: the engine chooses only the source port (the path) and the
+    // NIC port (the plane).
     meta.src.ip = address_.ip;
     if (meta.src.port == 0) meta.src.port = config_.udp_port;
     packet->meta = meta;
+    packet->traffic_class = config_.traffic_class;
     ++stats_.tx_packets;
     stats_.tx_bytes += packet->size();
-    nic_packet_ = std::move(packet);
-    nic_event_ = sim_.schedule_in(serialization_time(nic_packet_->size(), config_.line_rate_bps),
-                                  [this] { on_nic_done(); });
+    NicPort& port = *ports_[meta.local_port % ports_.size()];
+    port.waiting = std::move(packet);
+    ++waiting_ports_;
+    if (!port.in_service) start_port(port);
 }
 
-void Host::on_nic_done() {
-    nic_event_ = {};
-    PacketPtr packet = std::move(nic_packet_);
+void Host::start_port(NicPort& port) {
+    if (port.in_service || !port.waiting || port.paused_now()) return;
+    port.in_service = std::move(port.waiting);
+    --waiting_ports_;
+    ++busy_ports_;
+    port.event = sim_.schedule_in(serialization_time(port.in_service->size(), port.rate_bps),
+                                  [this, p = &port] { on_port_done(*p); });
+}
+
+void Host::on_port_done(NicPort& port) {
+    port.event = {};
+    PacketPtr packet = std::move(port.in_service);
+    --busy_ports_;
+    ++port.tx_packets;
     packet->sent_at = sim_.now();
-    uplink_->receive(std::move(packet));
-    if (engine_) after_engine_call();  // the NIC is idle: poll for the next datagram
+    start_port(port);  // its waiting datagram, if any, goes next
+    if (port.uplink) port.uplink->receive(std::move(packet));
+    if (engine_) after_engine_call();  // the NIC can take a datagram: poll for it
 }
 
 void Host::rearm_timer() {
@@ -126,7 +169,9 @@ void Host::on_timer() {
     after_engine_call();
 }
 
-void Host::receive(PacketPtr packet) {
+void Host::receive_on(uint16_t port, PacketPtr packet) {
+    ++ports_[port]->rx_packets;
+    ports_[port]->rx_bytes += packet->size();
     if (rx_tap_) rx_tap_(*packet, *this);
     if (!engine_) {
         ++stats_.rx_dropped_no_engine;
@@ -141,7 +186,7 @@ void Host::receive(PacketPtr packet) {
     // meta.src is the remote sender's address and source port, meta.dst ours, meta.ecn as
     // marked on the way: the orientation the sender's NIC stamped is already the rx one.
     PacketMeta meta = packet->meta;
-    meta.local_port = 0;  // one NIC port per host for now
+    meta.local_port = port;
     engine_->on_datagram(packet->bytes, meta, core_now());
     after_engine_call();
 }

@@ -1,23 +1,36 @@
-// sim/host.h — a simulated host: one IPv4 address, one UDP endpoint port, a NIC that
-// serialises at line rate, and the event-driven driver of one core::Engine.
+// sim/host.h — a simulated host: one IPv4 address, one UDP endpoint port, a NIC with one
+// or more ports (one per plane) that serialise at line rate, and the event-driven driver
+// of one core::Engine.
 //
 // The host is the simulator's counterpart of api/'s driver loop. It calls the engine only
 // from inside Sim events (plus kick()/with_engine() from the test), always with
 // now = sim time rounded down to nanoseconds, and after every call it:
 //   1. drains poll_event() into the event callback (or the stored list),
-//   2. if the NIC is idle, calls poll_transmit once; a datagram occupies the NIC for its
-//      serialisation time and is handed to the fabric when its last bit has left; then
-//      the NIC polls again,
+//   2. if the NIC can take a datagram, calls poll_transmit once; the datagram goes to the
+//      NIC port named by meta.local_port (modulo the port count), occupies it for its
+//      serialisation time and is handed to that port's uplink when its last bit has left;
+//      then the NIC polls again,
 //   3. keeps exactly one timer armed at next_deadline() (re-armed only if it changed);
 //      on_timeout is never called twice for the same nanosecond (see stale_deadlines).
 // An engine with nothing to send is polled once per call into it and never again until
 // something happens (a datagram, its deadline, a kick), so an idle host does not spin.
+//
+// The NIC can take a datagram when some port is idle and no port has one waiting. A port
+// holds at most one datagram waiting behind the one it serialises (the engine picked a
+// busy or PFC-paused port); polling then stops until that port moves on. With one port
+// this is exactly "poll when the NIC is idle". Port p's datagrams arrive at the engine
+// with meta.local_port = p.
+//
+// The engine writes each datagram straight into a pooled packet: an attached host holds
+// one spare packet between polls (PacketPool::outstanding counts it; attach(nullptr)
+// returns it).
 //
 // Threading: single-threaded, like its Sim.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/engine.h"
@@ -30,9 +43,25 @@ namespace mroce::sim {
 
 inline constexpr uint16_t kDefaultUdpPort = 4797;
 
+// Hosts get consecutive addresses in 198.18.0.0/15 (RFC 2544 benchmarking space, never
+// routed on the Internet): host n is 198.18.0.0 + n + 1, so host 0 is 198.18.0.1. Every
+// fabric (the flat Network, the switched topologies) uses this plan, so a switch finds the
+// destination host's index from the destination IP with one subtraction.
+inline constexpr uint32_t kHostSubnetBase = 0xC6120000;  // 198.18.0.0
+inline constexpr uint32_t kMaxHosts = (1u << 17) - 2;
+constexpr uint32_t host_ipv4(uint32_t index) { return kHostSubnetBase + index + 1; }
+// host_index_of returns the host index of an IPv4 address (host order), or kMaxHosts if
+// the address is outside the plan.
+constexpr uint32_t host_index_of(uint32_t ipv4) {
+    const uint32_t offset = ipv4 - kHostSubnetBase - 1;  // wraps if below the base
+    return offset < kMaxHosts ? offset : kMaxHosts;
+}
+
 struct HostConfig {
-    uint64_t line_rate_bps = 100'000'000'000;  // NIC serialisation rate; must be > 0
+    uint64_t line_rate_bps = 100'000'000'000;  // NIC serialisation rate per port; must be > 0
     uint16_t udp_port = kDefaultUdpPort;       // the engine's local UDP port
+    uint16_t ports = 1;                        // NIC ports (planes), >= 1
+    uint8_t traffic_class = 0;                 // switch priority of everything it sends
 };
 
 struct HostStats {
@@ -52,6 +81,7 @@ struct HostStats {
     // nanosecond). The host then calls on_timeout again at t + 1 ns, not at t, so time
     // advances and a broken engine cannot spin in place. Expect 0 from a good engine.
     uint64_t stale_deadlines = 0;
+    uint64_t pauses_received = 0;  // PFC frames that paused a class of one of its ports
 };
 
 class Host final : public PacketSink {
@@ -60,8 +90,9 @@ class Host final : public PacketSink {
     // RxTap sees every packet delivered to this host, before the engine does.
     using RxTap = std::function<void(const Packet& packet, const Host& receiver)>;
 
-    // Host sends every datagram to uplink (not owned; the fabric). Normally created by
-    // Network::add_host, which picks index and address.
+    // Host sends port 0's datagrams to uplink (not owned; the fabric); other ports' uplinks
+    // are set with set_uplink. Normally created by Network::add_host or a topology
+    // builder, which pick index and address.
     Host(Sim& sim, uint32_t index, uint32_t ipv4, const HostConfig& config, PacketSink* uplink);
     ~Host() override;  // cancels the host's pending events
     Host(const Host&) = delete;
@@ -98,33 +129,77 @@ class Host final : public PacketSink {
 
     void set_rx_tap(RxTap tap) { rx_tap_ = std::move(tap); }
 
-    // receive hands a packet arriving from the fabric to the engine (PacketSink).
-    void receive(PacketPtr packet) override;
+    // receive hands a packet arriving on NIC port 0 to the engine (PacketSink).
+    void receive(PacketPtr packet) override { receive_on(0, std::move(packet)); }
+
+    uint16_t port_count() const { return static_cast<uint16_t>(ports_.size()); }
+    // set_uplink sets where NIC port p sends (not owned).
+    void set_uplink(uint16_t p, PacketSink* uplink) { ports_.at(p)->uplink = uplink; }
+    // port_sink is NIC port p's receive side, for the fabric to deliver to.
+    PacketSink& port_sink(uint16_t p) { return *ports_.at(p); }
+    // pause_target is NIC port p's egress, for the PFC switch port it feeds.
+    PauseTarget& pause_target(uint16_t p) { return *ports_.at(p); }
+    // set_port_rate changes port p's line rate (a degraded link) from the next datagram.
+    void set_port_rate(uint16_t p, uint64_t rate_bps) { ports_.at(p)->rate_bps = rate_bps; }
+    uint64_t port_rate(uint16_t p) const { return ports_.at(p)->rate_bps; }
+    uint64_t port_tx_packets(uint16_t p) const { return ports_.at(p)->tx_packets; }
+    uint64_t port_rx_packets(uint16_t p) const { return ports_.at(p)->rx_packets; }
+    // port_rx_bytes counts every arrival on port p, whether the engine took it or not.
+    uint64_t port_rx_bytes(uint16_t p) const { return ports_.at(p)->rx_bytes; }
+    // port_queued is the datagrams on port p: in service plus waiting (0..2).
+    size_t port_queued(uint16_t p) const;
+    bool port_paused(uint16_t p, uint8_t cls) const { return ports_.at(p)->paused[cls]; }
 
     const HostStats& stats() const { return stats_; }
-    bool nic_busy() const { return nic_packet_ != nullptr; }
+    // nic_busy: some port is serialising a datagram.
+    bool nic_busy() const { return busy_ports_ > 0; }
     // armed_deadline is the engine deadline the timer is armed for (kNever if none).
     Time armed_deadline() const { return armed_deadline_; }
 
   private:
+    // NicPort is one NIC port: a serialiser with one waiting slot, its uplink, and the
+    // receive side the fabric delivers to.
+    struct NicPort final : PacketSink, PauseTarget {
+        NicPort(Host& h, uint16_t i, uint64_t rate) : host(h), index(i), rate_bps(rate) {}
+        void receive(PacketPtr packet) override { host.receive_on(index, std::move(packet)); }
+        void set_paused(uint8_t cls, bool paused) override;
+        bool paused_now() const;  // the host's traffic class is paused
+        Host& host;
+        uint16_t index;
+        uint64_t rate_bps;
+        PacketSink* uplink = nullptr;
+        PacketPtr in_service{nullptr, {}};
+        PacketPtr waiting{nullptr, {}};
+        EventHandle event;
+        bool paused[kMaxTrafficClasses] = {};
+        uint64_t tx_packets = 0;
+        uint64_t rx_packets = 0;
+        uint64_t rx_bytes = 0;
+    };
+
     Time core_now() const { return to_core_time(sim_.now()); }
+    void receive_on(uint16_t port, PacketPtr packet);
     void after_engine_call();
     void drain_events();
+    bool can_take_datagram() const;
     void pump_transmit();
+    void start_port(NicPort& port);
     void rearm_timer();
-    void on_nic_done();
+    void on_port_done(NicPort& port);
     void on_timer();
 
     Sim& sim_;
     uint32_t index_;
     Address address_;
     HostConfig config_;
-    PacketSink* uplink_;
     core::Engine* engine_ = nullptr;
 
-    std::vector<std::byte> tx_buf_;  // reused for every poll_transmit
-    PacketPtr nic_packet_{nullptr, {}};
-    EventHandle nic_event_;
+    // The packet the next poll_transmit writes into (bytes sized to max_datagram_size);
+    // kept across empty polls, so a datagram is written once and never copied.
+    PacketPtr spare_{nullptr, {}};
+    std::vector<std::unique_ptr<NicPort>> ports_;
+    uint32_t busy_ports_ = 0;     // ports serialising
+    uint32_t waiting_ports_ = 0;  // ports with a datagram waiting
 
     EventHandle timer_event_;
     Time armed_deadline_ = kNever;

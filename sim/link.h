@@ -18,13 +18,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/event_queue.h"
 #include "sim/packet.h"
+#include "sim/ring_queue.h"
 
 namespace mroce::sim {
 
@@ -163,15 +163,15 @@ class Link final : public PacketSink {
     bool burst_bad_ = false;
     uint64_t wire_index_ = 0;
 
-    std::deque<PacketPtr> queue_;  // front is in service while service_event_ is pending
+    RingQueue<PacketPtr> queue_;  // front is in service while service_event_ is pending
     uint64_t queue_bytes_ = 0;
     EventHandle service_event_;
 
     struct InPipe {
-        SimTime arrival;
-        PacketPtr packet;
+        SimTime arrival{};
+        PacketPtr packet{nullptr, {}};
     };
-    std::deque<InPipe> pipe_;  // arrivals non-decreasing: one event for the head only
+    RingQueue<InPipe> pipe_;  // arrivals non-decreasing: one event for the head only
     SimTime last_pipe_arrival_{};
     EventHandle pipe_event_;
 

@@ -3,11 +3,11 @@
 //
 //   Host A ─NIC─► Network::receive ── hash(salt, 5-tuple) % R ──► Link A→B #r ──► Host B
 //
-// This is the first, flat fabric: each route stands for one path through a switched
-// network, with its own rate, delay, buffer and impairments. Changing the UDP source port
-// moves a flow to another route exactly as ECMP would, which is what MetaRoCE's paths rely
-// on. Switches and topologies (leaf-spine, fat-tree) will replace the per-pair routes with
-// hop-by-hop links behind the same Host and PacketSink interfaces; ecmp_hash() is shared.
+// This is the flat fabric: each route stands for one path through a switched network,
+// with its own rate, delay, buffer and impairments. Changing the UDP source port moves a
+// flow to another route exactly as ECMP would, which is what MetaRoCE's paths rely on.
+// Switched networks (leaf-spine, fat tree, planes) are in topology.h; both use the same
+// Host and ecmp_hash().
 //
 // Threading: single-threaded, like its Sim.
 #pragma once
@@ -18,22 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "sim/ecmp.h"
 #include "sim/event_queue.h"
 #include "sim/host.h"
 #include "sim/link.h"
 
 namespace mroce::sim {
 
-// Hosts get consecutive addresses in 198.18.0.0/15 (RFC 2544 benchmarking space, never
-// routed on the Internet): host n is 198.18.0.0 + n + 1, so host 0 is 198.18.0.1.
-inline constexpr uint32_t kHostSubnetBase = 0xC6120000;  // 198.18.0.0
-inline constexpr uint32_t kMaxHosts = (1u << 17) - 2;
-inline constexpr uint8_t kProtocolUdp = 17;
-
-// ecmp_hash is the route hash of one 5-tuple under salt: a seeded 64-bit mix, so routes
-// are uniform over source ports and independent between salts (switches).
-uint64_t ecmp_hash(uint64_t salt, uint32_t src_ip, uint32_t dst_ip, uint16_t src_port,
-                   uint16_t dst_port, uint8_t protocol = kProtocolUdp);
 
 struct NetworkConfig {
     uint32_t routes = 8;  // R parallel routes per ordered host pair, >= 1

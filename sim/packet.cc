@@ -8,7 +8,6 @@ PacketPool::~PacketPool() {
     // A packet still owned elsewhere would return into freed memory: the owner outlived
     // the Sim. That is a bug in the test or component, not a runtime condition.
     MROCE_DCHECK(outstanding_ == 0);
-    for (Packet* p : free_) delete p;
 }
 
 PacketPtr PacketPool::acquire() {
@@ -18,14 +17,15 @@ PacketPtr PacketPool::acquire() {
 }
 
 PacketPtr PacketPool::take() {
-    Packet* p;
     if (free_.empty()) {
-        p = new Packet();
-        ++allocated_;
-    } else {
-        p = free_.back();
-        free_.pop_back();
+        chunks_.push_back(std::make_unique<Packet[]>(kChunkPackets));
+        Packet* chunk = chunks_.back().get();
+        // Pushed in reverse so packets are handed out in address order.
+        for (size_t i = kChunkPackets; i-- > 0;) free_.push_back(&chunk[i]);
+        allocated_ += kChunkPackets;
     }
+    Packet* p = free_.back();
+    free_.pop_back();
     ++outstanding_;
     return PacketPtr(p, PacketReturn{this});
 }
@@ -38,6 +38,7 @@ PacketPtr PacketPool::clone(const Packet& original) {
     copy->route = original.route;
     copy->sent_at = original.sent_at;
     copy->duplicate = true;
+    copy->traffic_class = original.traffic_class;
     return copy;
 }
 
@@ -46,6 +47,7 @@ void PacketPool::release(Packet* p) {
     p->meta = PacketMeta{};
     p->route = kNoRoute;
     p->duplicate = false;
+    p->traffic_class = 0;
     p->sent_at = SimTime{};
     --outstanding_;
     free_.push_back(p);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/sim_time.h"
@@ -20,14 +21,38 @@
 
 namespace mroce::sim {
 
+// UninitializedAllocator makes vector::resize leave new bytes unset (std::allocator zeroes
+// them): the sender's engine writes a datagram straight into a recycled packet, and
+// zeroing 4 KB first would cost as much as the copy it replaces.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UninitializedAllocator<U>;
+    };
+    UninitializedAllocator() = default;
+    template <class U>
+    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        if constexpr (sizeof...(Args) == 0)
+            ::new (static_cast<void*>(p)) U;  // default-initialise: no zeroing
+        else
+            ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using PacketBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
 inline constexpr uint32_t kNoRoute = UINT32_MAX;
+inline constexpr uint8_t kMaxTrafficClasses = 8;  // switch priorities (PFC classes)
 
 struct Packet {
-    std::vector<std::byte> bytes;  // the UDP payload, exactly as the sender's engine wrote it
+    PacketBytes bytes;             // the UDP payload, exactly as the sender's engine wrote it
     PacketMeta meta;               // src/dst as sent; ecn as marked so far on the way
     uint64_t id = 0;               // unique per pool (per Sim); a duplicate keeps the id
     uint32_t route = kNoRoute;     // ECMP route index chosen by the fabric, for taps/tests
     bool duplicate = false;        // true for copies made by a duplication impairment
+    uint8_t traffic_class = 0;     // switch priority (PFC class); set by the sending host
     SimTime sent_at{};             // when the sender's NIC finished serialising it
 
     size_t size() const { return bytes.size(); }
@@ -61,11 +86,18 @@ class PacketPool {
     size_t outstanding() const { return outstanding_; }  // packets currently owned by users
     size_t allocated() const { return allocated_; }      // packets ever created (pool size)
 
+    // Packets are created kChunkPackets at a time (see chunks_).
+    static constexpr size_t kChunkPackets = 256;
+
   private:
     friend struct PacketReturn;
     PacketPtr take();  // a recycled or new packet, id not set
     void release(Packet* p);
 
+    // Packets are created in chunks so their headers sit together: switches and links
+    // touch only the header (meta, size), and one header per page (next to its payload)
+    // would cost a TLB miss per hop once many packets are in flight.
+    std::vector<std::unique_ptr<Packet[]>> chunks_;
     std::vector<Packet*> free_;
     uint64_t next_id_ = 1;
     size_t outstanding_ = 0;
@@ -81,6 +113,16 @@ class PacketSink {
   public:
     virtual ~PacketSink() = default;
     virtual void receive(PacketPtr packet) = 0;
+};
+
+// PauseTarget is the upstream egress a PFC ingress pauses: a switch port or a host NIC
+// port (see switch.h).
+class PauseTarget {
+  public:
+    virtual ~PauseTarget() = default;
+    // set_paused stops (true) or restarts (false) sending traffic class cls after the
+    // packet in service. Called when the pause frame arrives.
+    virtual void set_paused(uint8_t cls, bool paused) = 0;
 };
 
 }  // namespace mroce::sim
