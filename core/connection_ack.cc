@@ -197,7 +197,8 @@ void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, 
     if (++m->path_acked == m->nseg) {
         // [STREAM-5]: every segment reached the peer; completion waits for the stream's
         // delivery report. If it does not come, the message is probed again.
-        m->delivery_deadline = now + delivery_timeout();
+        // (A request awaiting its answer waits longer each round, [PLACE-19].)
+        m->delivery_deadline = now + delivery_timeout() * (int64_t{1} << m->answer_wait);
         delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
         note_deadline(m->delivery_deadline);
     }
@@ -356,7 +357,7 @@ void Connection::pop_completed(Stream& s, Time now) {
             // Delivered, the answer still on its way: the delivery timer keeps probing so
             // a peer that dies now is noticed ([ERR-2]); see stream_timer_expired.
             if (m.delivery_deadline == kNever) {
-                m.delivery_deadline = now + delivery_timeout();
+                m.delivery_deadline = now + delivery_timeout() * (int64_t{1} << m.answer_wait);
                 delivery_timers_.push(Timed{m.delivery_deadline, s.id, m.msg_seq});
                 note_deadline(m.delivery_deadline);
             }
@@ -477,9 +478,11 @@ void Connection::stream_timer_expired(Time now) {
             // [PLACE-19]: delivered, awaiting the answer the responder retransmits on its
             // own. Re-send the request (a duplicate the responder drops, [STREAM-4]) so
             // that something is in flight: a live peer acknowledges it, a dead one is
-            // found by the dead-peer timer. Not a delivery probe: no retry is counted.
-            m->delivery_deadline = kNever;
+            // found by the dead-peer timer. Not a delivery probe: no retry is counted. The
+            // waits double (a long READ answer takes a while), so a slow answer costs a
+            // few duplicate requests, not one per timeout.
             resend_message(*s, *m, false, now);
+            m->answer_wait = std::min<uint32_t>(m->answer_wait + 1, 10);
             continue;
         }
         if (m->rnr_wait) {

@@ -93,6 +93,7 @@ struct TxMessage {
     bool done = false;            // delivered (stream ack) or failed
     Status status = Status::kSuccess;
     uint32_t stream_probes = 0;   // [STREAM-5] consecutive delivery-timer expiries
+    uint8_t answer_wait = 0;      // [PLACE-19] log2 of the next wait for the answer
     uint32_t rnr_retries = 0;
     uint32_t unknown_stream_retries = 0;  // [STREAM-8]
     bool rnr_wait = false;        // a resend after the RNR delay is scheduled

@@ -68,7 +68,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.offload = j.value("offload", true);
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
         return "the client's options are out of range";
-    if (auto why = verb_unavailable(o.verb)) return *why;
+    if (auto why = verb_unavailable(o.verb, o.raw)) return *why;
     return "";
 }
 
@@ -78,7 +78,7 @@ public:
     explicit Session(Options o) : o_(std::move(o)), server_(o_.host.empty()) {}
 
     int run() {
-        if (auto why = verb_unavailable(o_.verb)) return fail(*why);
+        if (auto why = verb_unavailable(o_.verb, o_.raw)) return fail(*why);
         auto oob = server_ ? Oob::listen(o_.port, kAcceptWait, error_)
                            : Oob::connect(o_.host, o_.port, kConnectWait, error_);
         if (!oob) return fail(error_);
@@ -284,7 +284,7 @@ void register_perf(CLI::App& app) {
     cmd->add_option("--window-kib", o->window_kib,
                     "fixed congestion window per path in KiB (engine default: 256)")
         ->check(CLI::Range(4, 1024));
-    cmd->add_option("--verb", *verb, "write | send | read | atomic (read and atomic: not yet)")
+    cmd->add_option("--verb", *verb, "write | send | read | atomic (FETCH_ADD, 8 bytes)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
     auto bw_flag = std::make_shared<bool>(false);
     auto* bw = cmd->add_flag("--bw", *bw_flag, "measure bandwidth (the default)");

@@ -4,6 +4,7 @@
 namespace mroce::tools::perf {
 
 std::vector<uint32_t> Options::sizes() const {
+    if (verb == Verb::kAtomic) return {8u};  // an atomic is always 8 bytes, as in perftest
     if (all_sizes) {
         std::vector<uint32_t> v;
         for (uint32_t s = 2; s <= kMaxSize; s *= 2) v.push_back(s);
@@ -28,12 +29,10 @@ const char* to_string(Verb v) {
     return "?";
 }
 
-std::optional<std::string> verb_unavailable(Verb v) {
-    // READ and atomics arrive with the engine's READ/atomic support (another issue); the runners
-    // then post kRead / kAtomic work requests and latency counts the full round trip.
-    if (v == Verb::kRead || v == Verb::kAtomic)
-        return std::string("--verb ") + to_string(v) +
-               " is not available yet: the engine does not implement READ and atomics";
+std::optional<std::string> verb_unavailable(Verb v, bool raw) {
+    // --raw is plain UDP in the data's direction; READ and atomics have no such baseline.
+    if (raw && (v == Verb::kRead || v == Verb::kAtomic))
+        return std::string("--verb ") + to_string(v) + " has no --raw baseline (use write or send)";
     return std::nullopt;
 }
 

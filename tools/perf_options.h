@@ -11,8 +11,9 @@
 
 namespace mroce::tools::perf {
 
-// Verb is the RDMA operation measured. READ and atomics are part of the interface so
-// that they plug in when the engine implements them; verb_unavailable names why not yet.
+// Verb is the RDMA operation measured. READ and atomics (FETCH_ADD, 8 bytes) are
+// one-sided: the server only answers, and latency is the whole round trip, as in
+// ib_read_lat / ib_atomic_lat.
 enum class Verb : uint8_t { kWrite, kSend, kRead, kAtomic };
 
 enum class Mode : uint8_t { kBandwidth, kLatency };
@@ -50,8 +51,9 @@ struct Options {
 };
 
 const char* to_string(Verb v);
-// verb_unavailable returns a one-line reason when the verb cannot run yet, or nullopt.
-std::optional<std::string> verb_unavailable(Verb v);
+// verb_unavailable returns a one-line reason when the verb cannot run with these options,
+// or nullopt.
+std::optional<std::string> verb_unavailable(Verb v, bool raw);
 // parse_verb reads "write", "send", "read" or "atomic".
 std::optional<Verb> parse_verb(const std::string& text);
 

@@ -64,7 +64,8 @@ public:
         buf_.assign(std::max<uint32_t>(max, 64), std::byte{0x5a});  // touched: no page faults
         pd_ = dev_->alloc_pd();
         auto mr = pd_->register_memory(buf_.data(), buf_.size(),
-                                       api::access::kLocalWrite | api::access::kRemoteWrite);
+                                       api::access::kLocalWrite | api::access::kRemoteWrite |
+                                           api::access::kRemoteRead | api::access::kRemoteAtomic);
         if (!mr) {
             error = std::string("cannot register the buffer: ") + text(mr.error());
             return false;
@@ -239,6 +240,16 @@ private:
                                                   : api::WorkOpcode::kWrite;
             wr.remote_addr = peer_vaddr_;
             wr.rkey = peer_rkey_;
+        } else if (o_.verb == Verb::kRead) {
+            wr.opcode = api::WorkOpcode::kRead;  // the peer's buffer into ours
+            wr.remote_addr = peer_vaddr_;
+            wr.rkey = peer_rkey_;
+        } else if (o_.verb == Verb::kAtomic) {
+            wr.opcode = api::WorkOpcode::kAtomicFetchAdd;  // on the peer buffer's first 8 bytes
+            wr.length = 8;
+            wr.remote_addr = peer_vaddr_;
+            wr.rkey = peer_rkey_;
+            wr.compare_add = 1;
         } else {
             wr.opcode = api::WorkOpcode::kSend;
         }
@@ -261,7 +272,7 @@ private:
     }
 
     std::optional<Json> run_bw(uint32_t size, std::string& error) {
-        if (o_.verb == Verb::kWrite && size > peer_buf_) {
+        if (o_.verb != Verb::kSend && size > peer_buf_) {
             error = "message larger than the peer's buffer";
             return std::nullopt;
         }
@@ -330,6 +341,7 @@ private:
         const auto stop_at = start + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(o_.duration_s));
         uint64_t sends_outstanding = 0;
+        const bool one_sided = o_.verb == Verb::kRead || o_.verb == Verb::kAtomic;
         for (uint64_t it = 0; it < iters; ++it) {
             if (timed && it >= kWarmup && Clock::now() >= stop_at) break;
             const auto t = Clock::now();
@@ -357,6 +369,7 @@ private:
                         if (!post_recv(0, error)) return std::nullopt;
                     } else {
                         --sends_outstanding;
+                        replied = replied || one_sided;  // READ/atomic: its own completion
                     }
                 }
                 if (replied) break;
@@ -370,7 +383,9 @@ private:
             }
             const double rtt_us =
                 std::chrono::duration<double, std::micro>(Clock::now() - t).count();
-            if (it >= kWarmup) samples.push_back(rtt_us / 2);
+            // perftest: ping-pong latency is half the round trip; a READ's or atomic's is
+            // the whole of it.
+            if (it >= kWarmup) samples.push_back(one_sided ? rtt_us : rtt_us / 2);
         }
         // Leave no requester completion behind for the next size.
         const auto deadline = Clock::now() + kStall;

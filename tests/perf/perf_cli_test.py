@@ -3,8 +3,8 @@
 127.0.0.1 (free ports picked at random, both killed on any failure). Checks exit codes,
 the perftest-style tables on both sides, and that --json is valid JSON with perftest's
 keys and sane values (bytes moved = size x iterations, percentiles ordered, ...), for
---bw and --lat, write and send, MetaRoCE and --raw; then the error paths: an unavailable
-verb, an unreachable server, a bad flag value and a peer killed mid-run (an error, not a
+--bw and --lat, write, send, read and atomic, MetaRoCE and --raw; then the error paths: a
+verb without a --raw baseline, an unreachable server, a bad flag value and a peer killed mid-run (an error, not a
 hang). Plumbing only: no speed is asserted (STYLE.md §6).
 
 usage: perf_cli_test.py PATH/TO/mroce [CASE ...]
@@ -218,11 +218,32 @@ def run_fail(argv, timeout=TIMEOUT):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def case_unavailable_verb():
-    rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port()), "--verb", "read"])
-    check(rc != 0, "--verb read succeeded")
+def case_raw_read_refused():
+    rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port()), "--verb", "read",
+                           "--raw"])
+    check(rc != 0, "--verb read --raw succeeded")
     lines = err.strip().splitlines()
-    check(len(lines) == 1 and "not available yet" in lines[0], f"stderr: {err!r}")
+    check(len(lines) == 1 and "no --raw baseline" in lines[0], f"stderr: {err!r}")
+
+
+def case_read_bw():
+    client, server, doc = run_ok(["--verb", "read", "-s", "65536", "-n", "200", "--paths", "4"])
+    for out in (client, server):
+        check_tables(out, "RDMA_Read BW Test", BW_HEAD, [65536])
+    r = doc["results"]
+    check(r["n_iterations"] == 200 and r["bytes"] == 65536 * 200, f"results {r}")
+    check(r["BW_average"] > 0, "zero bandwidth")
+    # READ data flows from the server: the client's paths received it.
+    got = sum(p["packets_received"] for p in r["counters"]["paths"])
+    check(got >= 65536 * 200 // 4096, f"the client received only {got} packets")
+
+
+def case_read_and_atomic_lat():
+    for verb, title, size in (("read", "RDMA_Read Lat Test", 64), ("atomic", "Atomic Lat Test", 8)):
+        args = ["--lat", "--verb", verb, "-n", "200"] + (["-s", str(size)] if verb == "read" else [])
+        client, _, doc = run_ok(args)
+        check_tables(client, title, LAT_HEAD, [size])
+        check_lat(doc, size, 200)
 
 
 def case_unreachable_server():
