@@ -141,6 +141,7 @@ private:
     void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
     void take_srq_receive(Stream& s, uint32_t msg_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
+    void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);
     void answer_placed(Stream& s, uint64_t request_seq, Time now);
     void execute_request(Stream& s, const RxMessage& slot);
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);

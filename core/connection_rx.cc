@@ -270,10 +270,16 @@ void Connection::complete_srq_receive(Stream& s, const RxMessage& slot) {
                            [&](const auto& c) { return c.first == slot.msg_seq; });
     MROCE_DCHECK(it != s.srq_claimed.end());  // taken when its first DATA was accepted
     if (it == s.srq_claimed.end()) return;
+    complete_receive(s, it->second.wr.wr_id, slot);
+    s.srq_claimed.erase(it);
+}
+
+// complete_receive reports a receive that message `slot` consumed ([PLACE-10]).
+void Connection::complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot) {
     Event e;
     e.kind = EventKind::kCompletion;
     e.connection = id_;
-    e.completion.wr_id = it->second.wr.wr_id;
+    e.completion.wr_id = wr_id;
     e.completion.stream = s.id;
     e.completion.status = Status::kSuccess;
     e.completion.opcode =
@@ -282,7 +288,6 @@ void Connection::complete_srq_receive(Stream& s, const RxMessage& slot) {
     e.completion.has_imm = wire::has_immediate(slot.opcode);
     e.completion.imm = slot.imm;
     ep_.emit(e);
-    s.srq_claimed.erase(it);
 }
 
 // write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
@@ -425,21 +430,9 @@ void Connection::deliver_in_order(Stream& s) {
                 s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
                 break;
             }
-            const PostedRecv pr = s.posted.front();
+            complete_receive(s, s.posted.front().wr.wr_id, slot);
             s.posted.pop_front();
             ++s.posted_front_seq;
-            Event e;
-            e.kind = EventKind::kCompletion;
-            e.connection = id_;
-            e.completion.wr_id = pr.wr.wr_id;
-            e.completion.stream = s.id;
-            e.completion.status = Status::kSuccess;
-            e.completion.opcode =
-                slot.opcode == wire::Opcode::kWriteImm ? WorkOpcode::kRecvWriteImm : WorkOpcode::kRecv;
-            e.completion.byte_len = slot.msg_len;
-            e.completion.has_imm = wire::has_immediate(slot.opcode);
-            e.completion.imm = slot.imm;
-            ep_.emit(e);
         }
         if (is_request(slot.opcode)) execute_request(s, slot);
         ++stats_.messages_received;

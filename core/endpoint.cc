@@ -226,16 +226,23 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
                                        c->state() == ConnState::kClosed)))
         return Error::kWrongState;
     if (s->srq != 0) return Error::kInvalidArgument;  // its receives come from the SRQ
-    if (s->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
+    if (Error e = queue_receive(s->posted, s->pd, wr); e != Error::kOk) return e;
+    if (c) touched(*c, now);
+    return Error::kOk;
+}
+
+// queue_receive checks a receive's buffer (LOCAL_WRITE) and appends it to a queue: a
+// stream's or an SRQ's.
+Error Endpoint::queue_receive(std::deque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr) {
+    if (queue.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
     PostedRecv pr;
     pr.wr = wr;
-    pr.wr.sg_list = nullptr;
-    if (Error e = resolve_local(s->pd, wr.addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge, true,
+    pr.wr.sg_list = nullptr;  // the caller's list is not ours to keep
+    if (Error e = resolve_local(pd, wr.addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge, true,
                                 pr.sg, pr.buf, pr.wr.length);
         e != Error::kOk)
         return e;
-    s->posted.push_back(std::move(pr));
-    if (c) touched(*c, now);
+    queue.push_back(std::move(pr));
     return Error::kOk;
 }
 
@@ -263,17 +270,8 @@ Error Endpoint::use_srq(uint32_t stream_id, uint32_t srq) {
 Error Endpoint::post_srq_recv(uint32_t srq, const RecvWr& wr) {
     Srq* q = srq_mut(srq);
     if (!q) return Error::kNotFound;
-    if (q->posted.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
-    PostedRecv pr;
-    pr.wr = wr;
-    pr.wr.sg_list = nullptr;
-    if (Error e = resolve_local(q->pd, wr.addr, wr.length, wr.lkey, wr.sg_list, wr.num_sge, true,
-                                pr.sg, pr.buf, pr.wr.length);
-        e != Error::kOk)
-        return e;
-    q->posted.push_back(std::move(pr));
     // A stream whose message met an empty SRQ retries after its RNR wait; nothing to wake.
-    return Error::kOk;
+    return queue_receive(q->posted, q->pd, wr);
 }
 
 Error Endpoint::arm_srq_limit(uint32_t srq, uint32_t limit) {
