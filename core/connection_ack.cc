@@ -550,6 +550,13 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
                 return fail_stream(*s, Status::kRnrRetryExceeded);
             m->rnr_wait = true;
             m->rnr_probing = false;
+            // The segments not yet sent would be refused too: they wait for the readiness
+            // probe, which sends the whole message ([PLACE-6]); later messages go on.
+            if (m->next_new_seg < m->nseg) {
+                if (s->send_cursor < s->tx.size() && &s->tx[s->send_cursor] == m) ++s->send_cursor;
+                m->next_new_seg = m->nseg;
+                stream_has_work(*s);
+            }
             const Duration wait = std::chrono::microseconds(
                 std::clamp<uint32_t>(n.detail, cfg_.rnr_delay_us, 1'000'000));
             rnr_timers_.push(Timed{now + wait, s->id, m->msg_seq});
