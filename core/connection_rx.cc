@@ -115,50 +115,42 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             if (!accept_request(s, p, target, read_len)) return;
         } else if (is_response(h.opcode)) {
             target = response_target(s, h, answers, sg, nsg);
-        } else if (wire::consumes_receive(h.opcode) && s.srq != 0) {
-            // [PLACE-24]: the message takes the SRQ's oldest receive, in arrival order.
-            Srq* q = ep_.srq_mut(s.srq);
-            if (!q || q->posted.empty()) {
-                ++stats_.rnr_nacks_sent;
-                queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
-                return;
-            }
-            const PostedRecv& pr = q->posted.front();
-            if (!wire::is_write(h.opcode)) {
-                if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
-                target = pr.buf;
-                if (!pr.sg.empty()) {
-                    sg = pr.sg.data();
-                    nsg = static_cast<uint32_t>(pr.sg.size());
+        } else if (wire::consumes_receive(h.opcode)) {
+            const PostedRecv* pr = nullptr;
+            if (s.srq != 0) {
+                // [PLACE-24]: the message takes the SRQ's oldest receive, in arrival order.
+                const Srq* q = ep_.srq_mut(s.srq);
+                if (q && !q->posted.empty()) pr = &q->posted.front();
+            } else {
+                const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
+                if (idx < 0) {
+                    ++stats_.malformed;
+                    return;
+                }
+                if (static_cast<size_t>(idx) < s.posted.size()) {
+                    pr = &s.posted[static_cast<size_t>(idx)];
+                    // [PLACE-14]: one message per receive. A second message naming a
+                    // receive already claimed would keep a pointer into a buffer that
+                    // completes with the first one; it is refused.
+                    if (pr->claimed) {
+                        ++stats_.malformed;
+                        return refuse(s, h, wire::NackReason::kInvalidRequest);
+                    }
                 }
             }
-        } else if (wire::consumes_receive(h.opcode)) {
-            const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
-            if (idx < 0) {
-                ++stats_.malformed;
-                return;
-            }
-            if (static_cast<size_t>(idx) >= s.posted.size()) {
+            if (!pr) {
                 // [PLACE-6]: no receive posted yet: NACK(RNR); the sender retries later.
                 ++stats_.rnr_nacks_sent;
                 queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
                 return;
             }
-            PostedRecv& pr = s.posted[static_cast<size_t>(idx)];
-            // [PLACE-14]: one message per receive. A second message naming a receive
-            // already claimed would keep a pointer into a buffer that completes with the
-            // first one; it is refused.
-            if (pr.claimed) {
-                ++stats_.malformed;
-                return refuse(s, h, wire::NackReason::kInvalidRequest);
-            }
             if (!wire::is_write(h.opcode)) {
                 // [PLACE-2]: a SEND longer than its receive buffer is an invalid request.
-                if (h.msg_len > pr.wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
-                target = pr.buf;
-                if (!pr.sg.empty()) {
-                    sg = pr.sg.data();
-                    nsg = static_cast<uint32_t>(pr.sg.size());
+                if (h.msg_len > pr->wr.length) return refuse(s, h, wire::NackReason::kInvalidRequest);
+                target = pr->buf;
+                if (!pr->sg.empty()) {
+                    sg = pr->sg.data();
+                    nsg = static_cast<uint32_t>(pr->sg.size());
                 }
             }
         }
