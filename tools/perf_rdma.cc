@@ -8,6 +8,7 @@
 // queue pair 1, SEND or WRITE_WITH_IMM each way; WRITE uses the immediate because MetaRoCE
 // places segments out of order, so polling the buffer's last byte (perftest's write_lat)
 // would not prove the message complete. Latency is RTT/2, as perftest reports it.
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -318,6 +319,7 @@ private:
                 done_ns.push_back(ns_since(t0));
             }
             if (n > 0) last_progress = Clock::now();
+            note_path_events(t0);
             if (!posting && in_flight == 0) break;
             if (loop % kOobCheckEvery == 0) {
                 if (!check_peer(error)) return std::nullopt;
@@ -328,7 +330,10 @@ private:
             }
         }
         const double secs = done_ns.empty() ? 0 : static_cast<double>(done_ns.back()) * 1e-9;
-        return bw_result(o_, size, completed, completed * size, secs, done_ns);
+        Json r = bw_result(o_, size, completed, completed * size, secs, done_ns);
+        r["path_events"] = std::move(path_events_);
+        path_events_ = Json::array();
+        return r;
     }
 
     std::optional<Json> run_lat(uint32_t size, std::string& error) {
@@ -396,6 +401,25 @@ private:
         return lat_result(size, std::move(samples));
     }
 
+    // note_path_events records path failures and recoveries with their time since t0 and
+    // as wall-clock time (to line them up with an outside event, such as a plane cut).
+    void note_path_events(Clock::time_point t0) {
+        std::array<api::Event, 16> ev;
+        const size_t n = dev_->poll_events(ev);
+        for (size_t i = 0; i < n; ++i) {
+            if (ev[i].kind != api::EventKind::kPathFailed &&
+                ev[i].kind != api::EventKind::kPathRecovered)
+                continue;
+            Json e;
+            e["t_s"] = static_cast<double>(ns_since(t0)) * 1e-9;
+            e["unix_s"] = std::chrono::duration<double>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+            e["path"] = ev[i].path;
+            e["event"] = ev[i].kind == api::EventKind::kPathFailed ? "failed" : "recovered";
+            path_events_.push_back(std::move(e));
+        }
+    }
+
     bool drain_sends(std::vector<api::Completion>& comps, uint64_t& outstanding,
                      std::string& error) {
         const size_t n = cq_->poll(comps);
@@ -429,6 +453,7 @@ private:
     uint64_t peer_vaddr_ = 0;
     uint64_t peer_buf_ = 0;
     bool exhausted_ = false;
+    Json path_events_ = Json::array();
 };
 
 }  // namespace

@@ -64,6 +64,20 @@ Json bw_result(const Options& o, uint32_t size, uint64_t messages, uint64_t byte
     r["bytes"] = bytes;
     r["seconds"] = seconds;
     r["goodput_gbps"] = avg * 8 / 1e9;
+    // The run as a time series: Gbit/s completed in each 100 ms, to see a path failure
+    // and the recovery from it.
+    Json series = Json::array();
+    constexpr int64_t kBucketNs = 100'000'000;
+    size_t k = 0;
+    for (int64_t start = 0; k < n; start += kBucketNs) {
+        uint64_t in_bucket = 0;
+        while (k < n && completion_ns[k] < start + kBucketNs) {
+            ++in_bucket;
+            ++k;
+        }
+        series.push_back(static_cast<double>(in_bucket) * size * 8 / 1e9 / 0.1);
+    }
+    r["gbps_per_100ms"] = series;
     return r;
 }
 
