@@ -96,7 +96,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         report_delivery(s);
         return;
     }
-    if (static_cast<uint32_t>(ahead) >= s.ring.size()) {
+    if (static_cast<uint32_t>(ahead) >= kStreamWindow) {
         ++stats_.out_of_window;  // [STREAM-3] violated by the sender
         return;
     }
@@ -104,7 +104,10 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         ++stats_.malformed;
         return;
     }
-    RxMessage& slot = s.ring[h.msg_seq % s.ring.size()];
+    // The slots are made when the stream first receives: a stream that only sends (or
+    // one of thousands that is idle) costs no receive ring.
+    if (s.ring.empty()) s.ring.resize(kStreamWindow);
+    RxMessage& slot = s.ring[h.msg_seq % kStreamWindow];
     if (!slot.active) {
         std::byte* target = nullptr;
         const Piece* sg = nullptr;
@@ -399,9 +402,10 @@ void Connection::execute_request(Stream& s, const RxMessage& slot) {
 }
 
 void Connection::deliver_in_order(Stream& s) {
+    if (s.ring.empty()) return;  // nothing received yet
     bool moved = false;
     for (;;) {
-        RxMessage& slot = s.ring[s.delivered_seq % s.ring.size()];
+        RxMessage& slot = s.ring[s.delivered_seq % kStreamWindow];
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
         if (is_request(slot.opcode) && s.dest_rd >= cfg_.max_dest_rd_atomic) {
             // [PLACE-20]: answers held for this stream are at the limit. The request waits,

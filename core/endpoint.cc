@@ -66,7 +66,6 @@ Result<uint32_t> Endpoint::reserve_stream(uint32_t pd) {
     auto s = std::make_unique<Stream>();
     s->id = static_cast<uint32_t>(streams_.size() + 1);
     s->pd = pd;
-    s->ring.resize(kStreamWindow);
     streams_.push_back(std::move(s));
     return streams_.back()->id;
 }

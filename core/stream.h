@@ -185,7 +185,8 @@ struct Stream {
     std::deque<PostedRecv> posted;
     uint32_t posted_front_seq = 0;  // recv_seq of posted.front()
     uint32_t delivered_seq = 0;     // every msg_seq before this is delivered
-    std::vector<RxMessage> ring;    // kStreamWindow slots, indexed msg_seq % size
+    std::vector<RxMessage> ring;    // kStreamWindow slots, indexed msg_seq % kStreamWindow;
+                                    // empty until the stream first receives
     bool rx_failed = false;         // [ERR-3] a message failed; later ones are refused
     uint32_t rx_fail_seq = 0;
     uint8_t rx_fail_reason = 0;
