@@ -415,23 +415,11 @@ void Connection::fail_stream(Stream& s, Status why) {
     // [ERR-3]: the whole stream is in error: its posted receives flush too, and from here
     // on whatever arrives for it is refused, including messages partly placed already
     // (their receive buffers are back with the application).
-    while (!s.posted.empty()) {
-        Event e;
-        e.kind = EventKind::kCompletion;
-        e.connection = id_;
-        e.completion = Completion{s.posted.front().wr.wr_id, s.id, Status::kFlushed,
-                                  WorkOpcode::kRecv, 0, false, 0};
-        ep_.emit(e);
-        s.posted.pop_front();
-        ++s.posted_front_seq;
-    }
-    for (const auto& [seq, pr] : s.srq_claimed) {  // [PLACE-24] taken, never delivered
-        Event e;
-        e.kind = EventKind::kCompletion;
-        e.connection = id_;
-        e.completion = Completion{pr.wr.wr_id, s.id, Status::kFlushed, WorkOpcode::kRecv, 0, false, 0};
-        ep_.emit(e);
-    }
+    for (const PostedRecv& pr : s.posted) ep_.emit(flushed_receive(id_, s.id, pr.wr.wr_id));
+    s.posted_front_seq += static_cast<uint32_t>(s.posted.size());
+    s.posted.clear();
+    for (const auto& [seq, pr] : s.srq_claimed)  // [PLACE-24] taken, never delivered
+        ep_.emit(flushed_receive(id_, s.id, pr.wr.wr_id));
     s.srq_claimed.clear();
     if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
     s.rx_failed = true;

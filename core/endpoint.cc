@@ -300,12 +300,7 @@ Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
         c->detach_stream(*s);
         touched(*c, now);
     } else {
-        for (const PostedRecv& pr : s->posted) {
-            Event e;
-            e.kind = EventKind::kCompletion;
-            e.completion = Completion{pr.wr.wr_id, s->id, Status::kFlushed, WorkOpcode::kRecv, 0, false, 0};
-            emit(e);
-        }
+        for (const PostedRecv& pr : s->posted) emit(flushed_receive(0, s->id, pr.wr.wr_id));
     }
     if (Srq* q = srq_mut(s->srq)) --q->users;
     // Queued references to it (ready lists, retransmissions, timers, stream reports) are

@@ -65,6 +65,16 @@ struct Event {
     Completion completion;    // for kCompletion
 };
 
+// flushed_receive is the completion of a posted receive that will never be used: its
+// stream failed, was destroyed, or its connection ended ([ERR-1], [ERR-8], [STREAM-10]).
+inline Event flushed_receive(uint32_t connection, uint32_t stream, uint64_t wr_id) {
+    Event e;
+    e.kind = EventKind::kCompletion;
+    e.connection = connection;
+    e.completion = Completion{wr_id, stream, Status::kFlushed, WorkOpcode::kRecv, 0, false, 0};
+    return e;
+}
+
 inline const char* to_string(Status s) {
     switch (s) {
         case Status::kSuccess: return "success";

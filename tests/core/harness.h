@@ -23,6 +23,9 @@ inline std::byte pattern_byte(uint32_t stream, uint32_t msg, uint64_t offset) {
     return static_cast<std::byte>(x >> 56);
 }
 inline constexpr std::byte kSentinel{0xA5};
+// kAllAccess: every access flag, for memory a test reads, writes and operates on remotely.
+inline constexpr uint32_t kAllAccess = core::access::kLocalWrite | core::access::kRemoteWrite |
+                                       core::access::kRemoteRead | core::access::kRemoteAtomic;
 
 // seeds_from_env: MROCE_SEED replays one seed; MROCE_SEEDS sets how many to sweep.
 inline std::vector<uint64_t> seeds_from_env(uint64_t default_count, uint64_t base = 1) {

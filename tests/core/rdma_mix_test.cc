@@ -21,8 +21,6 @@ using namespace std::chrono_literals;
 using core::Status;
 using core::WorkOpcode;
 
-constexpr uint32_t kAll = core::access::kLocalWrite | core::access::kRemoteWrite |
-                          core::access::kRemoteRead | core::access::kRemoteAtomic;
 constexpr uint32_t kCounters = 4;  // shared FETCH_ADD targets on B
 
 struct Mem {
@@ -82,8 +80,8 @@ Outcome run_mix(uint64_t seed) {
     Mem ma, mb;  // each endpoint's one region; operations take disjoint slices
     ma.bytes.assign(4 << 20, std::byte{0});
     mb.bytes.assign(4 << 20, std::byte{0});
-    ma.keys = *p.a->register_memory(pa, ma.bytes.data(), ma.bytes.size(), kAll);
-    mb.keys = *p.b->register_memory(pb, mb.bytes.data(), mb.bytes.size(), kAll);
+    ma.keys = *p.a->register_memory(pa, ma.bytes.data(), ma.bytes.size(), kAllAccess);
+    mb.keys = *p.b->register_memory(pb, mb.bytes.data(), mb.bytes.size(), kAllAccess);
     const size_t counters = mb.take(8 * kCounters);
 
     const uint32_t nstreams = static_cast<uint32_t>(2 + r.uniform(5));

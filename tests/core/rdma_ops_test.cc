@@ -17,8 +17,6 @@ using namespace std::chrono_literals;
 using core::Status;
 using core::WorkOpcode;
 
-constexpr uint32_t kAll = core::access::kLocalWrite | core::access::kRemoteWrite |
-                          core::access::kRemoteRead | core::access::kRemoteAtomic;
 
 sim::NetworkConfig lossy_net(double loss) {
     sim::NetworkConfig nc;
@@ -42,7 +40,7 @@ struct Side {
     std::vector<core::Completion> done;
     std::vector<core::Event> events;
 
-    void setup(core::Endpoint& e, size_t bytes, uint32_t access = kAll) {
+    void setup(core::Endpoint& e, size_t bytes, uint32_t access = kAllAccess) {
         ep = &e;
         pd = e.alloc_pd();
         mem.assign(bytes, std::byte{0});
@@ -316,7 +314,7 @@ TEST(RdmaOps, LastPacketLandsLast) {
     for (uint32_t i = 0; i < kLen; ++i) src[i] = pattern_byte(3, 0, i) | std::byte{1};  // never 0
     const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
     const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAll);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAllAccess);
     const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
     (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
     size_t completions = 0;

@@ -17,8 +17,6 @@ using namespace std::chrono_literals;
 using core::Status;
 using core::WorkOpcode;
 
-constexpr uint32_t kAll = core::access::kLocalWrite | core::access::kRemoteWrite |
-                          core::access::kRemoteRead | core::access::kRemoteAtomic;
 
 // [STREAM-1] [CONN-10]: 4,000 streams between two endpoints share one connection (one set
 // of paths); each stream does a WRITE, then a SEND that reports it, over 1% loss.
@@ -33,8 +31,8 @@ TEST(Scale, FourThousandStreamsOnOneConnection) {
     std::vector<std::byte> src(size_t{kStreams} * kLen), dst(size_t{kStreams} * (kLen + kSend));
     for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(5, 0, i);
     const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), kAll);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAll);
+    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), kAllAccess);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAllAccess);
     size_t a_ok = 0, b_ok = 0, bad = 0;
     p.host_a().set_event_callback([&](const core::Event& e) {
         if (e.kind != core::EventKind::kCompletion) return;
@@ -177,7 +175,7 @@ TEST(Scale, FourThousandConnectionsOnOneEndpoint) {
     std::vector<std::byte> hub_mem(size_t{kPeers} * 2 * kLen);
     for (size_t i = 0; i < hub_mem.size() / 2; ++i) hub_mem[i] = pattern_byte(8, 0, i);
     const uint32_t hub_pd = hub.alloc_pd();
-    const auto hub_keys = *hub.register_memory(hub_pd, hub_mem.data(), hub_mem.size(), kAll);
+    const auto hub_keys = *hub.register_memory(hub_pd, hub_mem.data(), hub_mem.size(), kAllAccess);
     size_t hub_done = 0, peer_done = 0, bad = 0;
 
     struct Peer {
@@ -194,7 +192,7 @@ TEST(Scale, FourThousandConnectionsOnOneEndpoint) {
         pr.mem.resize(2 * kLen);
         for (uint32_t k = 0; k < kLen; ++k) pr.mem[k] = pattern_byte(9, i, k);
         const uint32_t pd = pr.ep->alloc_pd();
-        pr.keys = *pr.ep->register_memory(pd, pr.mem.data(), pr.mem.size(), kAll);
+        pr.keys = *pr.ep->register_memory(pd, pr.mem.data(), pr.mem.size(), kAllAccess);
         const uint32_t hs = *hub.reserve_stream(hub_pd);
         pr.stream = *pr.ep->create_stream(pd, hub.local_address(), hs, sw.now());
         ASSERT_EQ(hub.bind_stream(hs, pr.ep->local_address(), pr.stream, sw.now()), Error::kOk);
