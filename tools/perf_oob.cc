@@ -225,4 +225,14 @@ std::optional<Json> Oob::receive(std::chrono::milliseconds timeout,
     return std::nullopt;
 }
 
+bool Oob::quiet(std::string& error) {
+    if (auto m = poll()) {
+        error = "unexpected control message: " + m->dump().substr(0, 80);
+        return false;
+    }
+    if (alive()) return true;
+    error = error_;
+    return false;
+}
+
 }  // namespace mroce::tools::perf

@@ -45,6 +45,9 @@ public:
     // returns nullopt if the peer closed the connection (check alive()).
     std::optional<Json> poll();
     bool alive() const { return fd_ >= 0 && error_.empty(); }
+    // quiet: true while the peer is connected and has said nothing; during a test run any
+    // message or a closed connection is an error (one line in `error`).
+    bool quiet(std::string& error);
     const std::string& error() const { return error_; }
 
     // local_ip / peer_ip are the two ends' IP addresses (port 0): the UDP datapaths bind

@@ -271,7 +271,7 @@ private:
             }
             next_msg_ += static_cast<uint32_t>(k);
             sent += k;
-            if (loop % 256 == 0 && !peer_alive(error)) return std::nullopt;
+            if (loop % 256 == 0 && !oob_.quiet(error)) return std::nullopt;
         }
         Json j;
         j["messages_sent"] = sent;
@@ -305,7 +305,7 @@ private:
                     break;
                 }
                 if (loop % kOobCheckEvery == kOobCheckEvery - 1) {
-                    if (!peer_alive(error)) return std::nullopt;
+                    if (!oob_.quiet(error)) return std::nullopt;
                     if (Clock::now() - t > kLatencyLoss) break;
                 }
             }
@@ -321,15 +321,6 @@ private:
         return r;
     }
 
-    bool peer_alive(std::string& error) {
-        if (auto m = oob_.poll()) {
-            error = "unexpected control message: " + m->dump().substr(0, 80);
-            return false;
-        }
-        if (oob_.alive()) return true;
-        error = oob_.error();
-        return false;
-    }
 
     const Options& o_;
     Oob& oob_;

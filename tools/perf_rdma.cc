@@ -40,6 +40,13 @@ constexpr uint32_t kServeOobCheckEvery = 256;
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
 
+// succeeded: true for a successful completion; otherwise the one-line error is set.
+bool succeeded(const api::Completion& c, std::string& error) {
+    if (c.status == api::Status::kSuccess) return true;
+    error = std::string("completion error: ") + core::to_string(c.status);
+    return false;
+}
+
 int64_t ns_since(Clock::time_point t0) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
@@ -173,10 +180,7 @@ public:
             const size_t n = cq_->poll(comps);
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
-                if (c.status != api::Status::kSuccess) {
-                    error = std::string("completion error: ") + core::to_string(c.status);
-                    return std::nullopt;
-                }
+                if (!succeeded(c, error)) return std::nullopt;
                 const bool recv = c.opcode == api::WorkOpcode::kRecv ||
                                   c.opcode == api::WorkOpcode::kRecvWriteImm;
                 if (!recv) continue;
@@ -261,16 +265,6 @@ private:
         return false;
     }
 
-    // check_peer: false (with `error`) once the control connection is gone.
-    bool check_peer(std::string& error) {
-        if (auto m = oob_.poll()) {
-            error = "unexpected control message: " + m->dump().substr(0, 80);
-            return false;
-        }
-        if (oob_.alive()) return true;
-        error = oob_.error();
-        return false;
-    }
 
     std::optional<Json> run_bw(uint32_t size, std::string& error) {
         if (o_.verb != Verb::kSend && size > peer_buf_) {
@@ -309,10 +303,7 @@ private:
             const size_t n = cq_->poll(comps);
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
-                if (c.status != api::Status::kSuccess) {
-                    error = std::string("completion error: ") + core::to_string(c.status);
-                    return std::nullopt;
-                }
+                if (!succeeded(c, error)) return std::nullopt;
                 --outstanding[c.wr_id];
                 --in_flight;
                 ++completed;
@@ -322,7 +313,7 @@ private:
             note_path_events(t0);
             if (!posting && in_flight == 0) break;
             if (loop % kOobCheckEvery == 0) {
-                if (!check_peer(error)) return std::nullopt;
+                if (!oob_.quiet(error)) return std::nullopt;
                 if (Clock::now() - last_progress > kStall) {
                     error = "no completion for 10 s (is the peer alive?)";
                     return std::nullopt;
@@ -364,10 +355,7 @@ private:
                 const size_t n = cq_->poll(comps);
                 for (size_t i = 0; i < n; ++i) {
                     const api::Completion& c = comps[i];
-                    if (c.status != api::Status::kSuccess) {
-                        error = std::string("completion error: ") + core::to_string(c.status);
-                        return std::nullopt;
-                    }
+                    if (!succeeded(c, error)) return std::nullopt;
                     if (c.opcode == api::WorkOpcode::kRecv ||
                         c.opcode == api::WorkOpcode::kRecvWriteImm) {
                         replied = true;
@@ -379,7 +367,7 @@ private:
                 }
                 if (replied) break;
                 if (loop % kOobCheckEvery == kOobCheckEvery - 1) {
-                    if (!check_peer(error)) return std::nullopt;
+                    if (!oob_.quiet(error)) return std::nullopt;
                     if (Clock::now() - t > kStall) {
                         error = "no reply for 10 s (is the peer alive?)";
                         return std::nullopt;
@@ -424,10 +412,7 @@ private:
                      std::string& error) {
         const size_t n = cq_->poll(comps);
         for (size_t i = 0; i < n; ++i) {
-            if (comps[i].status != api::Status::kSuccess) {
-                error = std::string("completion error: ") + core::to_string(comps[i].status);
-                return false;
-            }
+            if (!succeeded(comps[i], error)) return false;
             if (comps[i].opcode == api::WorkOpcode::kRecv ||
                 comps[i].opcode == api::WorkOpcode::kRecvWriteImm) {
                 error = "unexpected receive completion";
