@@ -13,6 +13,8 @@ PACKAGES=(
     valgrind
     iperf3                                              # TCP baseline (scripts/perf-loopback.py)
     python3                                             # tests/layering
+    python3-matplotlib                                  # scripts/plot.py
+    tcpdump                                             # sim pcap test reads captures back
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
 )
 

@@ -135,6 +135,7 @@ class Host final : public PacketSink {
     uint16_t port_count() const { return static_cast<uint16_t>(ports_.size()); }
     // set_uplink sets where NIC port p sends (not owned).
     void set_uplink(uint16_t p, PacketSink* uplink) { ports_.at(p)->uplink = uplink; }
+    PacketSink* uplink(uint16_t p) const { return ports_.at(p)->uplink; }
     // port_sink is NIC port p's receive side, for the fabric to deliver to.
     PacketSink& port_sink(uint16_t p) { return *ports_.at(p); }
     // pause_target is NIC port p's egress, for the PFC switch port it feeds.

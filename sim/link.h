@@ -129,6 +129,7 @@ class Link final : public PacketSink {
     LinkConfig& config() { return config_; }
     const LinkConfig& config() const { return config_; }
     void set_sink(PacketSink* sink) { sink_ = sink; }
+    PacketSink* sink() const { return sink_; }
 
     const LinkStats& stats() const { return stats_; }
     const std::string& name() const { return name_; }

@@ -271,6 +271,24 @@ void Topology::set_tap(const Host::RxTap& tap) {
     for (auto& h : hosts_) h->set_rx_tap(tap);
 }
 
+void Topology::capture_host(uint32_t h, PacketTap& tap) {
+    Host& host = *hosts_.at(h);
+    for (uint16_t p = 0; p < host.port_count(); ++p) {
+        Link& down = *cables_[host_cable(h, p)].b_to_a;  // the wire into the host
+        taps_.push_back(std::make_unique<TapSink>(sim_, tap, *host.uplink(p)));
+        host.set_uplink(p, taps_.back().get());
+        taps_.push_back(std::make_unique<TapSink>(sim_, tap, *down.sink()));
+        down.set_sink(taps_.back().get());
+    }
+}
+
+void Topology::capture_cable(size_t c, PacketTap& tap) {
+    for (Link* wire : {cables_.at(c).a_to_b.get(), cables_.at(c).b_to_a.get()}) {
+        taps_.push_back(std::make_unique<TapSink>(sim_, tap, *wire->sink()));
+        wire->set_sink(taps_.back().get());
+    }
+}
+
 FabricTotals Topology::totals() const {
     FabricTotals t;
     for (const auto& h : hosts_) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/capture.h"
 #include "sim/event_queue.h"
 #include "sim/host.h"
 #include "sim/link.h"
@@ -133,6 +134,14 @@ class Topology {
     // set_tap installs tap on every host: it sees every packet delivered to a host.
     void set_tap(const Host::RxTap& tap);
 
+    // capture_host shows tap every packet host h's NIC ports send (when its last bit has
+    // left the NIC) and receive (when it arrives), on every plane. capture_cable shows tap
+    // every packet either wire of cable c delivers (after the wire's delay and losses).
+    // Each splices TapSinks into the chain of sinks (capture.h), so a topology without
+    // captures pays nothing. tap is not owned and must outlive the topology's runs.
+    void capture_host(uint32_t h, PacketTap& tap);
+    void capture_cable(size_t c, PacketTap& tap);
+
     FabricTotals totals() const;
 
   private:
@@ -155,6 +164,7 @@ class Topology {
     std::vector<SwitchInfo> switch_info_;
     std::vector<Cable> cables_;
     std::vector<std::vector<size_t>> host_cables_;  // [host][plane] -> cable
+    std::vector<std::unique_ptr<TapSink>> taps_;    // capture points, spliced in
 };
 
 }  // namespace mroce::sim
