@@ -1,0 +1,366 @@
+#!/usr/bin/python3
+"""plot.py DIR — turn the output of `mroce sim ... --out DIR` into PNG plots.
+
+Reads DIR/summary.json and each run's files (the output contract in docs/sim.md) and writes,
+next to them:
+  DIR/<run dir>/throughput.png  goodput per flow over time (throughput.csv)
+  DIR/<run dir>/queue.png       queue occupancy per switch port over time (queue.csv)
+  DIR/<run dir>/cc.png          window and rate per connection / path over time (cc.csv)
+  DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt)
+  DIR/sweep.png                 each metric against the swept parameter, one line per
+                                protocol (only when summary.json has several runs)
+A plot is made only when its file has rows; a missing, empty or malformed file is skipped
+with a one-line note on stdout. A missing DIR or summary.json, or bad JSON, is a one-line
+error on stderr and exit status 1.
+
+Big runs stay fast: a plot draws at most 16 series (flows, ports, connection/paths) plus
+the run total, chosen by size (the most bytes delivered, the deepest queue; for cc the
+lowest connection ids, the connection line before its paths), and says how many it left
+out. throughput.csv is read twice (totals first, then only the chosen flows) so a
+4,000-flow run is never held in memory.
+
+Needs /usr/bin/python3 and Debian's python3-matplotlib (scripts/install-deps.sh); uses the
+Agg backend, so no display is needed.
+"""
+import csv
+import json
+import math
+import os
+import sys
+
+plt = None  # matplotlib.pyplot, imported by load_pyplot once the arguments are good
+
+MAX_SERIES = 16
+# The contract's metrics, in the order sweep.png shows them; others present are appended.
+METRICS = ["goodput_gbps", "goodput_fraction", "completion_time_us", "fct_p50_us",
+           "fct_p99_us", "retransmits", "drops", "ecn_marks", "max_queue_bytes", "failed_ops"]
+DPI = 100
+
+
+class Skip(Exception):
+    """A per-run input that cannot be plotted: reported as a note, not an error."""
+
+
+def note(msg):
+    print(f"plot.py: {msg}")
+
+
+def fail(msg):
+    print(f"plot.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def rows(path, header):
+    """Yields (line number, row dict) of a CSV whose header must start with `header`."""
+    if not os.path.exists(path):
+        raise Skip(f"skip {path}: missing")
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        first = next(reader, None)
+        if first is None:
+            raise Skip(f"skip {path}: empty")
+        if [c.strip() for c in first[:len(header)]] != header:
+            raise Skip(f"skip {path}: header is {','.join(first)!r}, expected {','.join(header)!r}")
+        for n, row in enumerate(reader, 2):
+            if row:
+                yield n, dict(zip(header, row))
+
+
+def number(value, path, n, field, allow_empty=False):
+    value = value.strip() if value is not None else ""
+    if value == "" and allow_empty:
+        return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        raise Skip(f"skip {path}: line {n}: {field} is not a number: {value!r}") from None
+
+
+def save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def legend(ax, count):
+    if count:
+        ax.legend(fontsize="x-small", ncol=2 if count > 8 else 1, loc="best")
+
+
+def left_out(kind, drawn, total):
+    return f" ({drawn} of {total} {kind} drawn)" if total > drawn else ""
+
+
+def plot_throughput(run_dir, title):
+    path = os.path.join(run_dir, "throughput.csv")
+    header = ["time_us", "flow", "gbps"]
+    totals = {}  # pass 1: Gbit/s summed over samples, per flow
+    for n, r in rows(path, header):
+        totals[r["flow"]] = totals.get(r["flow"], 0.0) + number(r["gbps"], path, n, "gbps")
+    if not totals:
+        raise Skip(f"skip {path}: no rows")
+    flows = sorted((f for f in totals if f != "all"), key=lambda f: (-totals[f], flow_key(f)))
+    chosen = set(flows[:MAX_SERIES]) | ({"all"} & totals.keys())
+    series = {f: ([], []) for f in chosen}
+    for n, r in rows(path, header):  # pass 2: only the chosen flows
+        if r["flow"] in chosen:
+            series[r["flow"]][0].append(number(r["time_us"], path, n, "time_us"))
+            series[r["flow"]][1].append(number(r["gbps"], path, n, "gbps"))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for f in sorted(chosen - {"all"}, key=flow_key):
+        ax.plot(*series[f], linewidth=0.9, label=f"flow {f}")
+    if "all" in chosen:
+        ax.plot(*series["all"], color="black", linewidth=1.8, label="all")
+    ax.set_xlabel("time (us)")
+    ax.set_ylabel("goodput (Gbit/s)")
+    extra = left_out("flows", min(len(flows), MAX_SERIES), len(flows))
+    ax.set_title(title + extra)
+    ax.grid(alpha=0.3)
+    legend(ax, len(chosen))
+    out = os.path.join(run_dir, "throughput.png")
+    save(fig, out)
+    return out + extra
+
+
+def flow_key(f):
+    """Sorts integer flow ids numerically, anything else after them by name."""
+    return (0, int(f), "") if f.lstrip("-").isdigit() else (1, 0, f)
+
+
+def plot_queue(run_dir, title):
+    path = os.path.join(run_dir, "queue.csv")
+    series = {}
+    for n, r in rows(path, ["time_us", "port", "bytes"]):
+        t, b = series.setdefault(r["port"], ([], []))
+        t.append(number(r["time_us"], path, n, "time_us"))
+        b.append(number(r["bytes"], path, n, "bytes"))
+    if not series:
+        raise Skip(f"skip {path}: no rows")
+    ports = sorted(series, key=lambda p: (-max(series[p][1]), p))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for p in sorted(ports[:MAX_SERIES]):
+        ax.plot(series[p][0], [b / 1024 for b in series[p][1]], linewidth=0.9, label=p)
+    ax.set_xlabel("time (us)")
+    ax.set_ylabel("queue (KiB)")
+    extra = left_out("ports", min(len(ports), MAX_SERIES), len(ports))
+    ax.set_title(title + extra)
+    ax.grid(alpha=0.3)
+    legend(ax, min(len(ports), MAX_SERIES))
+    out = os.path.join(run_dir, "queue.png")
+    save(fig, out)
+    return out + extra
+
+
+def plot_cc(run_dir, title):
+    path = os.path.join(run_dir, "cc.csv")
+    header = ["time_us", "conn", "path", "window_bytes", "rate_gbps"]
+    series = {}
+    for n, r in rows(path, header):
+        key = (int(number(r["conn"], path, n, "conn")), int(number(r["path"], path, n, "path")))
+        s = series.setdefault(key, ([], [], []))
+        s[0].append(number(r["time_us"], path, n, "time_us"))
+        s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
+        s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
+    if not series:
+        raise Skip(f"skip {path}: no rows")
+    keys = sorted(series)[:MAX_SERIES]  # per connection: path -1 (the whole) first
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    for k in keys:
+        t, window, rate = series[k]
+        label = f"conn {k[0]}" if k[1] < 0 else f"conn {k[0]} path {k[1]}"
+        style = {"linewidth": 1.4 if k[1] < 0 else 0.8, "label": label}
+        if any(not math.isnan(w) for w in window):
+            top.plot(t, [w / 1024 for w in window], **style)
+        if any(not math.isnan(x) for x in rate):
+            bottom.plot(t, rate, **style)
+    top.set_ylabel("window (KiB)")
+    bottom.set_ylabel("rate (Gbit/s)")
+    bottom.set_xlabel("time (us)")
+    extra = left_out("series", len(keys), len(series))
+    top.set_title(title + extra)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        legend(ax, len(ax.get_lines()))
+    out = os.path.join(run_dir, "cc.png")
+    save(fig, out)
+    return out + extra
+
+
+def plot_fct(run_dir, title):
+    path = os.path.join(run_dir, "fct.txt")
+    if not os.path.exists(path):
+        raise Skip(f"skip {path}: missing")
+    slowdowns = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 8:
+                raise Skip(f"skip {path}: line {n}: expected 8 fields, got {len(fields)}")
+            fct = number(fields[6], path, n, "fct_ns")
+            ideal = number(fields[7], path, n, "ideal_fct_ns")
+            if ideal <= 0:
+                raise Skip(f"skip {path}: line {n}: ideal_fct_ns must be > 0")
+            slowdowns.append(fct / ideal)
+    if not slowdowns:
+        raise Skip(f"skip {path}: no rows")
+    slowdowns.sort()
+    count = len(slowdowns)
+
+    def pct(p):
+        return slowdowns[min(count - 1, int(p * count))]
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.step(slowdowns, [(i + 1) / count for i in range(count)], where="post",
+            label=f"{count} flows: p50 {pct(0.5):.2f}, p99 {pct(0.99):.2f}")
+    if slowdowns[0] > 0 and slowdowns[-1] / slowdowns[0] > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("FCT slowdown (fct / ideal fct)")
+    ax.set_ylabel("fraction of flows")
+    ax.set_ylim(0, 1.01)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    out = os.path.join(run_dir, "fct_cdf.png")
+    save(fig, out)
+    return out
+
+
+def as_number(v):
+    if isinstance(v, bool):
+        return None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def plot_sweep(base, runs):
+    """sweep.png: each metric against the first swept parameter, one line per protocol
+    (and per value of any other swept parameter)."""
+    params = []
+    for r in runs:
+        for k in r.get("params", {}):
+            if k != "protocol" and k not in params:
+                params.append(k)
+    swept = [k for k in params if len({json.dumps(r.get("params", {}).get(k)) for r in runs}) > 1]
+    x_key = swept[0] if swept else None
+    others = swept[1:]
+    metrics = [m for m in METRICS if any(m in r.get("metrics", {}) for r in runs)]
+    for r in runs:
+        for m, v in r.get("metrics", {}).items():
+            if m not in metrics and as_number(v) is not None:
+                metrics.append(m)
+    if not metrics:
+        raise Skip(f"skip {os.path.join(base, 'sweep.png')}: no metrics in summary.json")
+
+    xs = [r.get("params", {}).get(x_key) if x_key else r.get("label") for r in runs]
+    numeric = all(as_number(x) is not None for x in xs)
+    categories = [] if numeric else sorted({str(x) for x in xs})
+    groups = {}
+    for r, x in zip(runs, xs):
+        name = r.get("protocol", "?")
+        for k in others:
+            name += f" {k}={r.get('params', {}).get(k)}"
+        groups.setdefault(name, []).append((as_number(x) if numeric else categories.index(str(x)), r))
+
+    cols = 3 if len(metrics) > 4 else 2
+    rows_n = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False)
+    for ax, m in zip(axes.flat, metrics):
+        for name, points in sorted(groups.items()):
+            pts = sorted((x, as_number(r.get("metrics", {}).get(m))) for x, r in points)
+            pts = [(x, y) for x, y in pts if y is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linewidth=1,
+                        label=name)
+        ax.set_title(m, fontsize="small")
+        ax.grid(alpha=0.3)
+        if numeric:
+            positive = [x for x in xs if as_number(x) > 0]
+            if len(positive) == len(xs) and max(positive) / min(positive) >= 100:
+                ax.set_xscale("log")
+        else:
+            ax.set_xticks(range(len(categories)))
+            ax.set_xticklabels(categories, rotation=30, fontsize="x-small")
+        ax.set_xlabel(x_key or "run", fontsize="small")
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="upper center", ncol=min(4, len(labels)),
+                   fontsize="small", bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    out = os.path.join(base, "sweep.png")
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+    return out
+
+
+def load_pyplot():
+    global plt
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # before pyplot: no display
+        import matplotlib.pyplot
+    except ImportError as e:
+        fail(f"cannot import matplotlib ({e}); install python3-matplotlib "
+             f"(scripts/install-deps.sh) and run with /usr/bin/python3")
+    plt = matplotlib.pyplot
+
+
+def load_summary(base):
+    if not os.path.isdir(base):
+        fail(f"{base}: not a directory")
+    path = os.path.join(base, "summary.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+    except FileNotFoundError:
+        fail(f"{path}: not found (is {base} the --out directory of `mroce sim`?)")
+    except json.JSONDecodeError as e:
+        fail(f"{path}: bad JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
+        fail(f"{path}: expected an object with a 'runs' list")
+    for i, r in enumerate(summary["runs"]):
+        if not isinstance(r, dict):
+            fail(f"{path}: runs[{i}] is not an object")
+    return summary
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+        print("usage: plot.py DIR   (DIR: the --out directory of `mroce sim`)", file=sys.stderr)
+        return 2
+    base = argv[1]
+    summary = load_summary(base)
+    load_pyplot()
+    runs = summary["runs"]
+    written = []
+    for i, r in enumerate(runs):
+        sub = str(r.get("dir") or r.get("label") or "")
+        if not sub or os.path.isabs(sub) or ".." in sub.split("/"):
+            note(f"skip runs[{i}]: no usable 'dir' or 'label' ({sub!r})")
+            continue
+        run_dir = os.path.join(base, sub)
+        if not os.path.isdir(run_dir):
+            note(f"skip {run_dir}: missing run directory")
+            continue
+        title = f"{summary.get('scenario', '')} {r.get('label', sub)}".strip()
+        for plot in (plot_throughput, plot_queue, plot_cc, plot_fct):
+            try:
+                written.append(plot(run_dir, title))
+            except Skip as s:
+                note(str(s))
+    if len(runs) > 1:
+        try:
+            written.append(plot_sweep(base, runs))
+        except Skip as s:
+            note(str(s))
+    for w in written:
+        print(f"wrote {w}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
