@@ -16,7 +16,7 @@ error on stderr and exit status 1.
 Big runs stay fast: a plot draws at most 16 series (flows, ports, connection/paths) plus
 the run total, chosen by size (the most bytes delivered, the deepest queue; for cc the
 lowest connection ids, the connection line before its paths), and says how many it left
-out. throughput.csv is read twice (totals first, then only the chosen flows) so a
+out. Each CSV is read twice (first to choose, then only the chosen series) so a
 4,000-flow run is never held in memory.
 
 Needs /usr/bin/python3 and Debian's python3-matplotlib (scripts/install-deps.sh); uses the
@@ -129,14 +129,18 @@ def flow_key(f):
 
 def plot_queue(run_dir, title):
     path = os.path.join(run_dir, "queue.csv")
-    series = {}
-    for n, r in rows(path, ["time_us", "port", "bytes"]):
-        t, b = series.setdefault(r["port"], ([], []))
-        t.append(number(r["time_us"], path, n, "time_us"))
-        b.append(number(r["bytes"], path, n, "bytes"))
-    if not series:
+    header = ["time_us", "port", "bytes"]
+    peak = {}  # pass 1: the deepest queue of each port
+    for n, r in rows(path, header):
+        peak[r["port"]] = max(peak.get(r["port"], 0.0), number(r["bytes"], path, n, "bytes"))
+    if not peak:
         raise Skip(f"skip {path}: no rows")
-    ports = sorted(series, key=lambda p: (-max(series[p][1]), p))
+    ports = sorted(peak, key=lambda p: (-peak[p], p))
+    series = {p: ([], []) for p in ports[:MAX_SERIES]}
+    for n, r in rows(path, header):  # pass 2: only the chosen ports
+        if r["port"] in series:
+            series[r["port"]][0].append(number(r["time_us"], path, n, "time_us"))
+            series[r["port"]][1].append(number(r["bytes"], path, n, "bytes"))
     fig, ax = plt.subplots(figsize=(9, 5))
     for p in sorted(ports[:MAX_SERIES]):
         ax.plot(series[p][0], [b / 1024 for b in series[p][1]], linewidth=0.9, label=p)
@@ -154,16 +158,21 @@ def plot_queue(run_dir, title):
 def plot_cc(run_dir, title):
     path = os.path.join(run_dir, "cc.csv")
     header = ["time_us", "conn", "path", "window_bytes", "rate_gbps"]
-    series = {}
-    for n, r in rows(path, header):
-        key = (int(number(r["conn"], path, n, "conn")), int(number(r["path"], path, n, "path")))
-        s = series.setdefault(key, ([], [], []))
-        s[0].append(number(r["time_us"], path, n, "time_us"))
-        s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
-        s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
-    if not series:
+
+    def key(r, n):
+        return (int(number(r["conn"], path, n, "conn")), int(number(r["path"], path, n, "path")))
+
+    every = {key(r, n) for n, r in rows(path, header)}  # pass 1: which series exist
+    if not every:
         raise Skip(f"skip {path}: no rows")
-    keys = sorted(series)[:MAX_SERIES]  # per connection: path -1 (the whole) first
+    keys = sorted(every)[:MAX_SERIES]  # lowest connections; path -1 (the whole) first
+    series = {k: ([], [], []) for k in keys}
+    for n, r in rows(path, header):  # pass 2: only the chosen series
+        s = series.get(key(r, n))
+        if s is not None:
+            s[0].append(number(r["time_us"], path, n, "time_us"))
+            s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
+            s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
     for k in keys:
         t, window, rate = series[k]
@@ -176,7 +185,7 @@ def plot_cc(run_dir, title):
     top.set_ylabel("window (KiB)")
     bottom.set_ylabel("rate (Gbit/s)")
     bottom.set_xlabel("time (us)")
-    extra = left_out("series", len(keys), len(series))
+    extra = left_out("series", len(keys), len(every))
     top.set_title(title + extra)
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
@@ -208,8 +217,8 @@ def plot_fct(run_dir, title):
     slowdowns.sort()
     count = len(slowdowns)
 
-    def pct(p):
-        return slowdowns[min(count - 1, int(p * count))]
+    def pct(p):  # nearest rank
+        return slowdowns[max(0, math.ceil(p * count) - 1)]
 
     fig, ax = plt.subplots(figsize=(7, 5))
     ax.step(slowdowns, [(i + 1) / count for i in range(count)], where="post",
