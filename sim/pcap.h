@@ -1,8 +1,8 @@
 // sim/pcap.h — writes simulated datagrams to a pcap file that tcpdump and Wireshark read.
 //
 // Format: classic pcap with nanosecond timestamps (magic 0xa1b23c4d, version 2.4), always
-// little-endian so a run's file is byte-identical on every machine (readers take the byte
-// order from the magic). Link type LINKTYPE_RAW (101): each record starts at the IP header,
+// little-endian so the same packets give the same file on every machine (readers take the
+// byte order from the magic). Link type LINKTYPE_RAW (101): each record starts at the IP header,
 // and readers tell IPv4 from IPv6 by its version nibble. We chose raw IP over Ethernet
 // because the simulator has no MAC addresses or EtherType to report: a synthetic Ethernet
 // header would be 14 bytes of invented data per packet, and raw IP is dissected the same.
