@@ -276,8 +276,8 @@ def plot_sweep(base, runs):
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False)
     for ax, m in zip(axes.flat, metrics):
         for name, points in sorted(groups.items()):
-            pts = sorted((x, as_number(r.get("metrics", {}).get(m))) for x, r in points)
-            pts = [(x, y) for x, y in pts if y is not None]
+            pts = [(x, as_number(r.get("metrics", {}).get(m))) for x, r in points]
+            pts = sorted(((x, y) for x, y in pts if y is not None), key=lambda p: p[0])
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linewidth=1,
                         label=name)
@@ -334,6 +334,9 @@ def load_summary(base):
     for i, r in enumerate(summary["runs"]):
         if not isinstance(r, dict):
             fail(f"{path}: runs[{i}] is not an object")
+        for key in ("params", "metrics"):
+            if not isinstance(r.setdefault(key, {}), dict):
+                fail(f"{path}: runs[{i}].{key} is not an object")
     return summary
 
 

@@ -2,8 +2,9 @@
 """Tests scripts/plot.py on synthetic `mroce sim` output directories (docs/sim.md contract).
 
 Cases: a sweep (loss x protocol, four runs) whose runs have full, empty, missing and
-malformed files; a single run with 40 flows (the line limit; no sweep.png); and the
-one-line errors for a missing DIR, a DIR without summary.json and bad JSON.
+malformed files; a single run with 40 flows (the line limit; no sweep.png); a sweep with
+a shared point, a missing metric and a missing run directory; and
+the one-line errors for a missing DIR, a DIR without summary.json, bad JSON and a bad run.
 Every PNG must be a valid PNG (signature, IHDR with a non-zero size, IEND last).
 
 usage: plot_test.py PLOT_PY   (PLOT_TEST_KEEP=DIR keeps the synthetic output there, to look at)
@@ -184,14 +185,33 @@ def main():
             problem = png_problem(os.path.join(single, "only", f))
             check(problem is None, f"single {f}: {problem}")
 
+        # --- two runs of one protocol share a point, one lacks a metric, one has no
+        # directory: still a sweep.png, and a note ---
+        protos = os.path.join(tmp, "protocols")
+        runs = [run_entry(p, f"{p}-{i}", {"n": n}, rng)
+                for i, (p, n) in enumerate((("mroce", 8), ("rocev2", 16), ("mroce", 8)))]
+        del runs[2]["metrics"]["fct_p99_us"]
+        for r in runs[:2]:
+            run_files(os.path.join(protos, r["dir"]), rng, flows=2)
+        write(os.path.join(protos, "summary.json"), json.dumps(summary(runs)))
+        r = plot(plot_py, protos)
+        print(r.stdout, end="")
+        check(r.returncode == 0, f"protocols: exit {r.returncode}: {r.stderr.strip()}")
+        check(png_problem(os.path.join(protos, "sweep.png")) is None, "protocols: sweep.png")
+        check("mroce-2: missing run directory" in r.stdout, "protocols: note for mroce-2")
+
         # --- one-line errors ---
         bad_json = os.path.join(tmp, "badjson")
         write(os.path.join(bad_json, "summary.json"), '{"runs": [ {"label": ')
         no_summary = os.path.join(tmp, "nosummary")
         os.makedirs(no_summary)
+        bad_params = os.path.join(tmp, "badparams")
+        write(os.path.join(bad_params, "summary.json"),
+              json.dumps(summary([{"protocol": "mroce", "label": "x", "params": None}])))
         for target, words in ((os.path.join(tmp, "absent"), "not a directory"),
                               (no_summary, "summary.json: not found"),
-                              (bad_json, "bad JSON")):
+                              (bad_json, "bad JSON"),
+                              (bad_params, "runs[0].params is not an object")):
             r = plot(plot_py, target)
             err = r.stderr.strip()
             check(r.returncode == 1, f"{target}: exit {r.returncode}, expected 1")
