@@ -6,7 +6,8 @@ next to them:
   DIR/<run dir>/throughput.png  goodput per flow over time (throughput.csv)
   DIR/<run dir>/queue.png       queue occupancy per switch port over time (queue.csv)
   DIR/<run dir>/cc.png          window and rate per connection / path over time (cc.csv)
-  DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt)
+  DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt), and p50/p99
+                                slowdown per flow-size bucket when sizes differ
   DIR/sweep.png                 each metric against the swept parameter, one line per
                                 protocol (only when summary.json has several runs)
 A plot is made only when its file has rows; a missing, empty or malformed file is skipped
@@ -195,11 +196,37 @@ def plot_cc(run_dir, title):
     return out + extra
 
 
+def nearest_rank(sorted_values, p):
+    return sorted_values[max(0, math.ceil(p * len(sorted_values)) - 1)]
+
+
+SIZE_BUCKETS = 10
+
+
+def by_size(flows):
+    """Splits (size, slowdown) pairs, sorted by size, into up to SIZE_BUCKETS buckets of
+    about equal flow counts (flows of one size stay together); returns per bucket
+    (largest size, p50 slowdown, p99 slowdown)."""
+    out, start = [], 0
+    for b in range(SIZE_BUCKETS):
+        end = max(start + 1, round(len(flows) * (b + 1) / SIZE_BUCKETS))
+        while end < len(flows) and flows[end][0] == flows[end - 1][0]:
+            end += 1
+        if start >= len(flows):
+            break
+        bucket = sorted(sd for _, sd in flows[start:end])
+        out.append((flows[end - 1][0], nearest_rank(bucket, 0.5), nearest_rank(bucket, 0.99)))
+        start = end
+    return out
+
+
 def plot_fct(run_dir, title):
+    """fct_cdf.png: the CDF of FCT slowdown; beside it, when sizes differ (e.g. a WebSearch
+    or Hadoop background), p50 and p99 slowdown per flow-size bucket (HPCC's plot)."""
     path = os.path.join(run_dir, "fct.txt")
     if not os.path.exists(path):
         raise Skip(f"skip {path}: missing")
-    slowdowns = []
+    flows = []  # (size_bytes, slowdown)
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             fields = line.split()
@@ -207,22 +234,25 @@ def plot_fct(run_dir, title):
                 continue
             if len(fields) != 8:
                 raise Skip(f"skip {path}: line {n}: expected 8 fields, got {len(fields)}")
+            size = number(fields[4], path, n, "size_bytes")
             fct = number(fields[6], path, n, "fct_ns")
             ideal = number(fields[7], path, n, "ideal_fct_ns")
             if ideal <= 0:
                 raise Skip(f"skip {path}: line {n}: ideal_fct_ns must be > 0")
-            slowdowns.append(fct / ideal)
-    if not slowdowns:
+            flows.append((size, fct / ideal))
+    if not flows:
         raise Skip(f"skip {path}: no rows")
-    slowdowns.sort()
+    slowdowns = sorted(sd for _, sd in flows)
     count = len(slowdowns)
+    flows.sort()
+    buckets = by_size(flows) if flows[0][0] != flows[-1][0] else []
 
-    def pct(p):  # nearest rank
-        return slowdowns[max(0, math.ceil(p * count) - 1)]
-
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, axes = plt.subplots(1, 2 if buckets else 1, figsize=(12 if buckets else 7, 5),
+                             squeeze=False)
+    ax = axes[0][0]
     ax.step(slowdowns, [(i + 1) / count for i in range(count)], where="post",
-            label=f"{count} flows: p50 {pct(0.5):.2f}, p99 {pct(0.99):.2f}")
+            label=f"{count} flows: p50 {nearest_rank(slowdowns, 0.5):.2f}, "
+                  f"p99 {nearest_rank(slowdowns, 0.99):.2f}")
     if slowdowns[0] > 0 and slowdowns[-1] / slowdowns[0] > 20:
         ax.set_xscale("log")
     ax.set_xlabel("FCT slowdown (fct / ideal fct)")
@@ -231,9 +261,23 @@ def plot_fct(run_dir, title):
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
+    extra = ""
+    if buckets:
+        ax = axes[0][1]
+        sizes = [b[0] for b in buckets]
+        ax.plot(sizes, [b[1] for b in buckets], marker="o", label="p50")
+        ax.plot(sizes, [b[2] for b in buckets], marker="^", label="p99")
+        ax.set_xscale("log")
+        ax.set_xlabel("flow size (bytes, largest in bucket)")
+        ax.set_ylabel("FCT slowdown")
+        ax.set_title(f"slowdown by size ({len(buckets)} buckets of ~equal flow counts)",
+                     fontsize="small")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        extra = f" (slowdown by size in {len(buckets)} buckets)"
     out = os.path.join(run_dir, "fct_cdf.png")
     save(fig, out)
-    return out
+    return out + extra
 
 
 def as_number(v):

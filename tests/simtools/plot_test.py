@@ -181,6 +181,8 @@ def main():
         check("(16 of 40 flows drawn)" in r.stdout, "throughput: 16 of 40 flows drawn")
         check("(16 of 20 ports drawn)" in r.stdout, "queue: 16 of 20 ports drawn")
         check("(16 of 25 series drawn)" in r.stdout, "cc: 16 of 25 series drawn")
+        check("fct_cdf.png (slowdown by size in 10 buckets)" in r.stdout,
+              "fct: 40 flows of different sizes in 10 size buckets")
         for f in pngs_in(os.path.join(single, "only")):
             problem = png_problem(os.path.join(single, "only", f))
             check(problem is None, f"single {f}: {problem}")
@@ -204,7 +206,7 @@ def main():
         bad_json = os.path.join(tmp, "badjson")
         write(os.path.join(bad_json, "summary.json"), '{"runs": [ {"label": ')
         no_summary = os.path.join(tmp, "nosummary")
-        os.makedirs(no_summary)
+        os.makedirs(no_summary, exist_ok=True)
         bad_params = os.path.join(tmp, "badparams")
         write(os.path.join(bad_params, "summary.json"),
               json.dumps(summary([{"protocol": "mroce", "label": "x", "params": None}])))
