@@ -187,20 +187,20 @@ def main():
             problem = png_problem(os.path.join(single, "only", f))
             check(problem is None, f"single {f}: {problem}")
 
-        # --- two runs of one protocol share a point, one lacks a metric, one has no
-        # directory: still a sweep.png, and a note ---
+        # --- two runs of one protocol share a point, one lacks a metric; run directories
+        # empty or missing: still a sweep.png, and notes ---
         protos = os.path.join(tmp, "protocols")
         runs = [run_entry(p, f"{p}-{i}", {"n": n}, rng)
                 for i, (p, n) in enumerate((("mroce", 8), ("rocev2", 16), ("mroce", 8)))]
         del runs[2]["metrics"]["fct_p99_us"]
-        for r in runs[:2]:
-            run_files(os.path.join(protos, r["dir"]), rng, flows=2)
+        os.makedirs(os.path.join(protos, runs[0]["dir"]))  # an empty run directory
         write(os.path.join(protos, "summary.json"), json.dumps(summary(runs)))
         r = plot(plot_py, protos)
         print(r.stdout, end="")
         check(r.returncode == 0, f"protocols: exit {r.returncode}: {r.stderr.strip()}")
         check(png_problem(os.path.join(protos, "sweep.png")) is None, "protocols: sweep.png")
         check("mroce-2: missing run directory" in r.stdout, "protocols: note for mroce-2")
+        check("mroce-0/throughput.csv: missing" in r.stdout, "protocols: note for mroce-0")
 
         # --- one-line errors ---
         bad_json = os.path.join(tmp, "badjson")
