@@ -1,4 +1,4 @@
-// PcapWriter and the topology's capture points: a real two-to-one transfer between
+// PcapWriter, the topology's capture points and capture specs: a real two-to-one transfer between
 // core::Endpoints is captured at the receiving host and on a sender's cable, then read back
 // with a small independent pcap reader (headers, timestamps, checksums, ECN, counts) and,
 // as a second opinion, with tcpdump.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/endpoint.h"
+#include "sim/capture_spec.h"
 #include "sim/test_seed.h"
 #include "sim/topology.h"
 
@@ -376,6 +377,48 @@ TEST(Pcap, CapturesEveryPlaneAndIsDeterministic) {
         std::remove(file.c_str());
     }
     EXPECT_EQ(files[0], files[1]) << "same seed, same capture";
+}
+
+struct CountingTap final : PacketTap {
+    void on_packet(const Packet&, SimTime) override { ++packets; }
+    uint64_t packets = 0;
+};
+
+TEST(CaptureSpec, NamesHostsAndCables) {
+    const uint64_t seed = test_seed(29);
+    SCOPED_TRACE(seed_note(seed));
+    IncastRun run(seed);
+    CountingTap some, all;
+    const size_t cable = run.topo.host_cable(0, 0);
+    ASSERT_EQ(apply_capture_spec(run.topo, "host:2, cable:" + std::to_string(cable), some), "");
+    ASSERT_EQ(apply_capture_spec(run.topo, "hosts", all), "");
+    run.write_to(0, 2, 64 * 1024);
+    run.write_to(1, 2, 64 * 1024);
+    ASSERT_TRUE(run.run(2));
+    auto seen = [&](uint32_t h) {
+        return run.topo.host(h).port_tx_packets(0) + run.topo.host(h).port_rx_packets(0);
+    };
+    // The lossless cable of host 0 delivers exactly what host 0 sent and received.
+    EXPECT_GT(seen(0), 0u);
+    EXPECT_EQ(some.packets, seen(2) + seen(0));
+    EXPECT_EQ(all.packets, seen(0) + seen(1) + seen(2));
+}
+
+TEST(CaptureSpec, BadItemsGiveOneLineErrorsAndCaptureNothing) {
+    IncastRun run(1);
+    CountingTap tap;
+    const std::pair<const char*, const char*> cases[] = {
+        {"host:9", "capture point 'host:9': no host 9 (the topology has 3)"},
+        {"host:0,switch:1", "capture point 'switch:1': expected host:N, cable:N or hosts"},
+        {"cable:", "capture point 'cable:': expected a number after 'cable:'"},
+        {"host:1x", "capture point 'host:1x': expected a number after 'host:'"},
+        {"", "capture point '': expected host:N, cable:N or hosts"},
+    };
+    for (const auto& [spec, error] : cases)
+        EXPECT_EQ(apply_capture_spec(run.topo, spec, tap), error);
+    run.write_to(0, 1, 4096);
+    ASSERT_TRUE(run.run(1));
+    EXPECT_EQ(tap.packets, 0u) << "a bad spec splices in nothing, not even its good items";
 }
 
 TEST(Pcap, Ipv6HeadersSnapLengthAndTimestamps) {
