@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -131,8 +132,16 @@ Ipv4Udp parse_ipv4_udp(const Record& r) {
     return p;
 }
 
+// Captures go to the test's temp dir and are removed, or stay in $MROCE_PCAP_KEEP (a
+// directory) to be opened in Wireshark.
 std::string temp_path(const std::string& name) {
+    if (const char* keep = std::getenv("MROCE_PCAP_KEEP"))
+        return std::string(keep) + "/" + name + ".pcap";
     return ::testing::TempDir() + "mroce_pcap_test_" + name + ".pcap";
+}
+
+void remove_capture(const std::string& path) {
+    if (!std::getenv("MROCE_PCAP_KEEP")) std::remove(path.c_str());
 }
 
 // ---- a two-to-one transfer between real endpoints on one switch ----
@@ -285,8 +294,8 @@ TEST(Pcap, CapturesAHostAndACableOfARealTransfer) {
         const Ipv4Udp p = parse_ipv4_udp(r);
         EXPECT_TRUE(p.src == h0.ipv4() || p.dst == h0.ipv4());
     }
-    std::remove(host_file.c_str());
-    std::remove(cable_file.c_str());
+    remove_capture(host_file);
+    remove_capture(cable_file);
 }
 
 // run_tcpdump returns tcpdump's output for a file, or fails the test if tcpdump is missing
@@ -337,7 +346,7 @@ TEST(Pcap, TcpdumpParsesTheCaptureAndAgreesOnChecksums) {
     EXPECT_GT(count(out, " > 198.18.0.3.4797: [udp sum ok] UDP"), 0u) << out.substr(0, 2000);
     EXPECT_GT(count(out, " > 198.18.0.1.4797: [udp sum ok] UDP"), 0u) << out.substr(0, 2000);
     EXPECT_EQ(count(out, "198.18.0.1."), w->packets()) << "only host 0 talks to host 2";
-    std::remove(file.c_str());
+    remove_capture(file);
 }
 
 // capture_host covers every plane of a multi-plane host, and the same seed captures the
@@ -374,7 +383,7 @@ TEST(Pcap, CapturesEveryPlaneAndIsDeterministic) {
             headers.insert(headers.end(), r.data.begin(), r.data.begin() + 26);
         }
         files.push_back(std::move(headers));
-        std::remove(file.c_str());
+        remove_capture(file);
     }
     EXPECT_EQ(files[0], files[1]) << "same seed, same capture";
 }
@@ -458,7 +467,7 @@ TEST(Pcap, Ipv6HeadersSnapLengthAndTimestamps) {
     const std::vector<uint8_t> udp(small.data.begin() + 40, small.data.end());
     const std::vector<uint8_t> addrs(small.data.begin() + 8, small.data.begin() + 40);
     EXPECT_EQ(ones_sum(udp, ones_sum(addrs) + 17u + udp.size()), 0xffff);
-    std::remove(file.c_str());
+    remove_capture(file);
 }
 
 TEST(Pcap, BadPathAndSnapLengthGiveOneLineErrors) {
