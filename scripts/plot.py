@@ -174,23 +174,29 @@ def plot_cc(run_dir, title):
             s[0].append(number(r["time_us"], path, n, "time_us"))
             s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
             s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    for k in keys:
-        t, window, rate = series[k]
-        label = f"conn {k[0]}" if k[1] < 0 else f"conn {k[0]} path {k[1]}"
-        style = {"linewidth": 1.4 if k[1] < 0 else 0.8, "label": label}
-        if any(not math.isnan(w) for w in window):
-            top.plot(t, [w / 1024 for w in window], **style)
-        if any(not math.isnan(x) for x in rate):
-            bottom.plot(t, rate, **style)
-    top.set_ylabel("window (KiB)")
-    bottom.set_ylabel("rate (Gbit/s)")
-    bottom.set_xlabel("time (us)")
+    def present(k, column):
+        return any(not math.isnan(v) for v in series[k][column])
+
+    # One panel per quantity that has values (MetaRoCE reports windows, DCQCN rates).
+    panels = [(column, name, scale) for column, name, scale in
+              ((1, "window (KiB)", 1 / 1024), (2, "rate (Gbit/s)", 1.0))
+              if any(present(k, column) for k in keys)]
+    if not panels:
+        raise Skip(f"skip {path}: no window or rate values")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.5 * len(panels) + 0.5),
+                             sharex=True, squeeze=False)
     extra = left_out("series", len(keys), len(every))
-    top.set_title(title + extra)
-    for ax in (top, bottom):
+    for ax, (column, name, scale) in zip(axes[:, 0], panels):
+        for k in keys:
+            if present(k, column):
+                label = f"conn {k[0]}" if k[1] < 0 else f"conn {k[0]} path {k[1]}"
+                ax.plot(series[k][0], [v * scale for v in series[k][column]],
+                        linewidth=1.4 if k[1] < 0 else 0.8, label=label)
+        ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         legend(ax, len(ax.get_lines()))
+    axes[0][0].set_title(title + extra)
+    axes[-1][0].set_xlabel("time (us)")
     out = os.path.join(run_dir, "cc.png")
     save(fig, out)
     return out + extra
@@ -297,10 +303,12 @@ def plot_sweep(base, runs):
     swept = [k for k in params if len({json.dumps(r.get("params", {}).get(k)) for r in runs}) > 1]
     x_key = swept[0] if swept else None
     others = swept[1:]
+    # The contract's metrics always; other numeric metrics only when they vary.
     metrics = [m for m in METRICS if any(m in r.get("metrics", {}) for r in runs)]
     for r in runs:
         for m, v in r.get("metrics", {}).items():
-            if m not in metrics and as_number(v) is not None:
+            values = {json.dumps(q.get("metrics", {}).get(m)) for q in runs}
+            if m not in metrics and as_number(v) is not None and len(values) > 1:
                 metrics.append(m)
     if not metrics:
         raise Skip(f"skip {os.path.join(base, 'sweep.png')}: no metrics in summary.json")
@@ -328,9 +336,13 @@ def plot_sweep(base, runs):
         ax.set_title(m, fontsize="small")
         ax.grid(alpha=0.3)
         if numeric:
-            positive = [x for x in xs if as_number(x) > 0]
-            if len(positive) == len(xs) and max(positive) / min(positive) >= 100:
-                ax.set_xscale("log")
+            # Loss rates and the like span decades: log scale, symlog when 0 is a point.
+            positive = [as_number(x) for x in xs if as_number(x) > 0]
+            if positive and max(positive) / min(positive) >= 10:
+                if len(positive) == len(xs):
+                    ax.set_xscale("log")
+                elif all(as_number(x) >= 0 for x in xs):
+                    ax.set_xscale("symlog", linthresh=min(positive))
         else:
             ax.set_xticks(range(len(categories)))
             ax.set_xticklabels(categories, rotation=30, fontsize="x-small")
@@ -341,7 +353,7 @@ def plot_sweep(base, runs):
     if handles:
         fig.legend(handles, labels, loc="upper center", ncol=min(4, len(labels)),
                    fontsize="small", bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # room for the legend
     out = os.path.join(base, "sweep.png")
     fig.savefig(out, dpi=DPI)
     plt.close(fig)

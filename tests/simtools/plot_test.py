@@ -141,6 +141,8 @@ def main():
         write(os.path.join(sweep, "rocev2-loss0.001", "cc.csv"),
               "time_us,conn,path,window_bytes,rate_gbps\n")
         os.remove(os.path.join(sweep, "rocev2-loss0.01", "fct.txt"))
+        write(os.path.join(sweep, "rocev2-loss0.01", "cc.csv"),
+              "time_us,conn,path,window_bytes,rate_gbps\n0,0,-1,,\n10,0,-1,,\n")
         write(os.path.join(sweep, "mroce-loss0.01", "queue.csv"),
               "time_us,port,bytes\n0,leaf0/p0,12\n5,leaf0/p0,lots\n")
         write(os.path.join(sweep, "mroce-loss0.01", "throughput.csv"), "")
@@ -152,14 +154,15 @@ def main():
             "mroce-loss0.001": ["cc.png", "fct_cdf.png", "queue.png", "throughput.png"],
             "mroce-loss0.01": ["cc.png", "fct_cdf.png"],
             "rocev2-loss0.001": ["fct_cdf.png", "queue.png", "throughput.png"],
-            "rocev2-loss0.01": ["cc.png", "queue.png", "throughput.png"],
+            "rocev2-loss0.01": ["queue.png", "throughput.png"],
         }
         for label, names in expect.items():
             got = pngs_in(os.path.join(sweep, label))
             check(got == names, f"sweep {label}: PNGs {got}, expected {names}")
         check(os.path.exists(os.path.join(sweep, "sweep.png")), "sweep.png written")
         for note in ("rocev2-loss0.001/cc.csv: no rows", "rocev2-loss0.01/fct.txt: missing",
-                     "lots", "mroce-loss0.01/throughput.csv: empty"):
+                     "lots", "mroce-loss0.01/throughput.csv: empty",
+                     "rocev2-loss0.01/cc.csv: no window or rate values"):
             check(note in r.stdout, f"a note mentions {note!r}")
         for d, _, files in os.walk(sweep):
             for f in files:
