@@ -9,7 +9,8 @@ next to them:
   DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt), and p50/p99
                                 slowdown per flow-size bucket when sizes differ
   DIR/sweep.png                 each metric against the swept parameter, one line per
-                                protocol (only when summary.json has several runs)
+                                protocol (bars per run when only the protocol differs;
+                                only when summary.json has several runs)
 A plot is made only when its file has rows; a missing, empty or malformed file is skipped
 with a one-line note on stdout. A missing DIR or summary.json, or bad JSON, is a one-line
 error on stderr and exit status 1.
@@ -315,7 +316,15 @@ def plot_sweep(base, runs):
 
     xs = [r.get("params", {}).get(x_key) if x_key else r.get("label") for r in runs]
     numeric = all(as_number(x) is not None for x in xs)
-    categories = [] if numeric else sorted({str(x) for x in xs})
+    # Without a swept parameter (e.g. only the protocol differs) each run is one bar, in
+    # summary.json's order; otherwise categorical values are sorted.
+    bars = x_key is None
+    if numeric:
+        categories = []
+    elif bars:
+        categories = list(dict.fromkeys(str(x) for x in xs))
+    else:
+        categories = sorted({str(x) for x in xs})
     groups = {}
     for r, x in zip(runs, xs):
         name = r.get("protocol", "?")
@@ -327,12 +336,14 @@ def plot_sweep(base, runs):
     rows_n = math.ceil(len(metrics) / cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False)
     for ax, m in zip(axes.flat, metrics):
-        for name, points in sorted(groups.items()):
+        for i, (name, points) in enumerate(sorted(groups.items())):
             pts = [(x, as_number(r.get("metrics", {}).get(m))) for x, r in points]
             pts = sorted(((x, y) for x, y in pts if y is not None), key=lambda p: p[0])
-            if pts:
+            if pts and bars:
+                ax.bar([p[0] for p in pts], [p[1] for p in pts], color=f"C{i}", label=name)
+            elif pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linewidth=1,
-                        label=name)
+                        color=f"C{i}", label=name)
         ax.set_title(m, fontsize="small")
         ax.grid(alpha=0.3)
         if numeric:

@@ -3,7 +3,7 @@
 
 Cases: a sweep (loss x protocol, four runs) whose runs have full, empty, missing and
 malformed files; a single run with 40 flows (the line limit; no sweep.png); a sweep with
-a shared point, a missing metric and a missing run directory; and
+a shared point, a missing metric and a missing run directory; a protocol-only sweep (bars); and
 the one-line errors for a missing DIR, a DIR without summary.json, bad JSON and a bad run.
 Every PNG must be a valid PNG (signature, IHDR with a non-zero size, IEND last).
 
@@ -204,6 +204,14 @@ def main():
         check(png_problem(os.path.join(protos, "sweep.png")) is None, "protocols: sweep.png")
         check("mroce-2: missing run directory" in r.stdout, "protocols: note for mroce-2")
         check("mroce-0/throughput.csv: missing" in r.stdout, "protocols: note for mroce-0")
+
+        # --- only the protocol differs: one bar per run ---
+        only = os.path.join(tmp, "onlyprotocol")
+        write(os.path.join(only, "summary.json"), json.dumps(summary(
+            [run_entry(p, p, {"protocol": p}, rng) for p in ("mroce", "rocev2")])))
+        r = plot(plot_py, only)
+        check(r.returncode == 0, f"onlyprotocol: exit {r.returncode}: {r.stderr.strip()}")
+        check(png_problem(os.path.join(only, "sweep.png")) is None, "onlyprotocol: sweep.png")
 
         # --- one-line errors ---
         bad_json = os.path.join(tmp, "badjson")
