@@ -152,9 +152,52 @@ MemoryRegion::~MemoryRegion() {
     (void)state_->endpoint->deregister_memory(keys_.lkey);
 }
 
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq() {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    auto id = state_->endpoint->create_srq(pd_);
+    if (!id) return id.error();
+    auto h = std::make_shared<detail::SrqHandle>();
+    h->st = state_;
+    h->id = *id;
+    return std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(state_, std::move(h)));
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() = default;
+
+Error SharedReceiveQueue::post_recv(const RecvWr& wr) {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    return state_->endpoint->post_srq_recv(h_->id, wr);
+}
+
+Error SharedReceiveQueue::post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    for (const RecvWr& wr : wrs) {
+        if (Error e = post_recv(wr); e != Error::kOk) {
+            if (bad_wr) *bad_wr = &wr;
+            return e;
+        }
+    }
+    return Error::kOk;
+}
+
+Error SharedReceiveQueue::arm_limit(uint32_t limit) {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    return state_->endpoint->arm_srq_limit(h_->id, limit);
+}
+
+size_t SharedReceiveQueue::size() const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    return state_->closed ? 0 : state_->endpoint->srq_size(h_->id);
+}
+
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& send_cq,
-                                                               CompletionQueue& recv_cq) {
+                                                               CompletionQueue& recv_cq,
+                                                               SharedReceiveQueue* srq) {
     if (send_cq.state_ != state_ || recv_cq.state_ != state_) return Error::kInvalidArgument;
+    if (srq && srq->state_ != state_) return Error::kInvalidArgument;
     std::lock_guard<std::mutex> g(state_->engine_mu);
     if (state_->closed) return Error::kWrongState;
     // The engine reserves the stream now, so its id is the QP number to exchange out of
@@ -162,13 +205,21 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& 
     auto reserved = state_->endpoint->reserve_stream(pd_);
     if (!reserved) return reserved.error();
     const uint32_t number = *reserved;
+    if (srq) {
+        if (Error e = state_->endpoint->use_srq(number, srq->h_->id); e != Error::kOk) {
+            (void)state_->endpoint->destroy_stream(number, state_->now());
+            return e;  // kInvalidArgument: an SRQ of another domain
+        }
+    }
     QpRecord& r = state_->qps[number];
     r.pd = pd_;
+    r.srq = srq ? srq->h_->id : 0;
     r.attr.max_dest_rd_atomic = 0;
     r.attr.max_rd_atomic = 0;
     r.send_cq = send_cq.cq_;
     r.recv_cq = recv_cq.cq_;
-    return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_));
+    return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_,
+                                                    srq ? srq->h_ : nullptr));
 }
 
 // ---------------------------------------------------------------------------------------

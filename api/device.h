@@ -97,9 +97,11 @@ class CompletionQueue;
 class MemoryRegion;
 class ProtectionDomain;
 class QueuePair;
+class SharedReceiveQueue;
 namespace detail {
 struct DeviceState;
 struct CqState;
+struct SrqHandle;
 }  // namespace detail
 
 class Device {
@@ -171,8 +173,14 @@ public:
     // same device. The queue pair starts in RESET with its number (a stream reserved in the
     // engine, bound to a peer at RTR). Errors: kInvalidArgument (a CQ of another device), kWrongState (the
     // device was destroyed).
+    // With `srq`, the queue pair takes its receives from that shared receive queue (of this
+    // domain) and post_recv on it is refused (kInvalidArgument).
     Result<std::unique_ptr<QueuePair>> create_qp(CompletionQueue& send_cq,
-                                                 CompletionQueue& recv_cq);
+                                                 CompletionQueue& recv_cq,
+                                                 SharedReceiveQueue* srq = nullptr);
+    // create_srq makes a shared receive queue (spec [PLACE-24]). Errors: kExhausted,
+    // kWrongState (device closed).
+    Result<std::unique_ptr<SharedReceiveQueue>> create_srq();
 
 private:
     friend class Device;
@@ -293,6 +301,35 @@ QpModify qp_to_init(uint32_t access_flags);
 QpModify qp_to_rtr(const Address& peer, uint32_t dest_qp_num, const QpAttr& base = {});
 QpModify qp_to_rts(const QpAttr& base = {});
 
+// SharedReceiveQueue: receives that the messages of every queue pair using it take, in the
+// order the messages arrive (spec [PLACE-24]); completions go to each queue pair's recv CQ.
+// It is freed when it and every queue pair using it are gone.
+class SharedReceiveQueue {
+public:
+    ~SharedReceiveQueue();
+    SharedReceiveQueue(const SharedReceiveQueue&) = delete;
+    SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
+
+    // post_recv queues a receive (checked now). Errors: kAccessDenied (buffer),
+    // kExhausted (max_outstanding_wrs), kWrongState (device closed).
+    Error post_recv(const RecvWr& wr);
+    // post_recv_chain: as QueuePair::post_recv_chain.
+    Error post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr = nullptr);
+    // arm_limit asks for one kSrqLimit event (Device::poll_events) when fewer than `limit`
+    // receives remain; 0 disarms (ibv_modify_srq's srq_limit).
+    Error arm_limit(uint32_t limit);
+    // size: receives queued and not yet taken.
+    size_t size() const;
+
+private:
+    friend class ProtectionDomain;
+    SharedReceiveQueue(std::shared_ptr<detail::DeviceState> state,
+                       std::shared_ptr<detail::SrqHandle> h)
+        : state_(std::move(state)), h_(std::move(h)) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    std::shared_ptr<detail::SrqHandle> h_;
+};
+
 class QueuePair {
 public:
     // ~QueuePair ends the queue pair at once, busy or not: its outstanding work requests
@@ -352,13 +389,15 @@ public:
 private:
     friend class ProtectionDomain;
     QueuePair(std::shared_ptr<detail::DeviceState> state, uint32_t pd, uint32_t number,
-              std::shared_ptr<detail::CqState> send_cq, std::shared_ptr<detail::CqState> recv_cq)
+              std::shared_ptr<detail::CqState> send_cq, std::shared_ptr<detail::CqState> recv_cq,
+              std::shared_ptr<detail::SrqHandle> srq)
         : state_(std::move(state)), pd_(pd), number_(number), send_cq_(std::move(send_cq)),
-          recv_cq_(std::move(recv_cq)) {}
+          recv_cq_(std::move(recv_cq)), srq_(std::move(srq)) {}
     std::shared_ptr<detail::DeviceState> state_;
     uint32_t pd_;
     uint32_t number_;  // guarded by the engine lock: RESET changes it
     std::shared_ptr<detail::CqState> send_cq_, recv_cq_;
+    std::shared_ptr<detail::SrqHandle> srq_;  // released after the stream (its user) is gone
 };
 
 // parse_address reads "a.b.c.d:port" or "[v6]:port" (the form Address::to_string

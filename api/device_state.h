@@ -35,6 +35,7 @@ struct QpRecord {
     uint32_t pd = 0;
     QpAttr attr;               // attr.state is the state the application last set
     bool stream_live = true;   // the engine stream exists (false in ERR: it was destroyed)
+    uint32_t srq = 0;          // the engine SRQ its receives come from, or 0
     std::shared_ptr<CqState> send_cq, recv_cq;
 };
 
@@ -110,6 +111,17 @@ struct DeviceState {
 }  // namespace detail
 
 namespace detail {
+
+// SrqHandle owns one engine SRQ; the SharedReceiveQueue and every queue pair using it hold
+// it, so the engine SRQ is destroyed only once nothing uses it ([PLACE-24] refuses sooner).
+struct SrqHandle {
+    std::shared_ptr<DeviceState> st;
+    uint32_t id = 0;
+    ~SrqHandle() {
+        std::lock_guard<std::mutex> g(st->engine_mu);
+        if (!st->closed) (void)st->endpoint->destroy_srq(id);
+    }
+};
 
 // effective_state is the record's state, or kError once the engine failed its stream or
 // the stream's connection ended. Engine lock held.

@@ -233,8 +233,16 @@ Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t 
             if (why) *why = "modify_qp: no stream left for the reset queue pair";
             return fresh.error();
         }
+        if (r.srq) {
+            if (Error e = ep.use_srq(*fresh, r.srq); e != Error::kOk) {
+                (void)ep.destroy_stream(*fresh, now);
+                if (why) *why = "modify_qp: cannot attach the fresh stream to its SRQ";
+                return e;
+            }
+        }
         QpRecord next;
         next.pd = r.pd;
+        next.srq = r.srq;
         next.send_cq = r.send_cq;
         next.recv_cq = r.recv_cq;
         next.attr.max_rd_atomic = next.attr.max_dest_rd_atomic = 0;

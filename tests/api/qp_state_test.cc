@@ -5,6 +5,7 @@
 // progress.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -444,6 +445,59 @@ TEST_F(QpState_, PerQueuePairSettingsReachTheEngine) {
         ASSERT_EQ(c.size(), 1u);
         EXPECT_EQ(c[0].status, Status::kRemoteAccess) << core::to_string(c[0].status);
     }
+}
+
+// [PLACE-24] through the API: two queue pairs share one SRQ; each message takes the next
+// receive of the SRQ, completions go to the queue pair's CQ, the armed limit raises one
+// event, and a queue pair reset keeps its SRQ.
+TEST_F(QpState_, SharedReceiveQueueFeedsSeveralQueuePairs) {
+    auto srq = b_.pd->create_srq();
+    ASSERT_TRUE(srq.ok());
+    auto q1 = b_.pd->create_qp(*b_.cq, *b_.cq, srq->get());
+    auto q2 = b_.pd->create_qp(*b_.cq, *b_.cq, srq->get());
+    ASSERT_TRUE(q1.ok() && q2.ok());
+    auto p1 = a_.qp();
+    auto p2 = a_.qp();
+    const Address pa = a_.dev->local_address(), pb = b_.dev->local_address();
+    connect_both(*p1, pa, **q1, pb);
+    connect_both(*p2, pa, **q2, pb);
+    EXPECT_EQ((*q1)->post_recv({1, b_.addr(0), 64, b_.mr->lkey()}), Error::kInvalidArgument);
+    std::array<api::RecvWr, 6> recvs;
+    for (uint64_t i = 0; i < recvs.size(); ++i) recvs[i] = {100 + i, b_.addr(i * 64), 64, b_.mr->lkey()};
+    ASSERT_EQ((*srq)->post_recv_chain(recvs), Error::kOk);
+    EXPECT_EQ((*srq)->size(), 6u);
+    ASSERT_EQ((*srq)->arm_limit(3), Error::kOk);
+    for (uint64_t m = 0; m < 2; ++m) {
+        ASSERT_EQ(p1->post_send({m, WorkOpcode::kSend, a_.addr(0), 8, a_.mr->lkey()}), Error::kOk);
+        ASSERT_EQ(p2->post_send({m, WorkOpcode::kSend, a_.addr(0), 8, a_.mr->lkey()}), Error::kOk);
+    }
+    const auto got = collect(b_, 4);
+    ASSERT_EQ(got.size(), 4u);
+    std::vector<uint64_t> ids;
+    for (const Completion& c : got) {
+        EXPECT_EQ(c.status, Status::kSuccess);
+        EXPECT_TRUE(c.stream == (*q1)->number() || c.stream == (*q2)->number());
+        ids.push_back(c.wr_id);
+    }
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<uint64_t>{100, 101, 102, 103}));  // the SRQ's first four
+    EXPECT_EQ((*srq)->size(), 2u);
+    api::Event ev[16];
+    size_t limit_events = 0;
+    const size_t n = b_.dev->poll_events(ev);
+    for (size_t i = 0; i < n; ++i) limit_events += ev[i].kind == api::EventKind::kSrqLimit;
+    EXPECT_EQ(limit_events, 1u);
+    // Reset q1 and its peer and reconnect: q1's fresh stream still takes from the SRQ.
+    QpAttr reset;
+    reset.state = QpState::kReset;
+    ASSERT_EQ((*q1)->modify(reset, qa::kState), Error::kOk);
+    ASSERT_EQ(p1->modify(reset, qa::kState), Error::kOk);
+    connect_both(*p1, pa, **q1, pb);
+    ASSERT_EQ(p1->post_send({9, WorkOpcode::kSend, a_.addr(0), 8, a_.mr->lkey()}), Error::kOk);
+    const auto again = collect(b_, 1);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].wr_id, 104u);
+    EXPECT_EQ(again[0].stream, (*q1)->number());
 }
 
 }  // namespace
