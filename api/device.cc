@@ -286,6 +286,10 @@ QpAttr QueuePair::query() const {
     if (it == state_->qps.end()) return QpAttr{};
     QpAttr a = it->second.attr;
     a.state = detail::effective_state(*state_, number_, it->second);
+    const auto& cfg = state_->cfg.endpoint;
+    a.cap.max_send_wr = a.cap.max_recv_wr = cfg.max_outstanding_wrs;
+    a.cap.max_send_sge = a.cap.max_recv_sge = core::kMaxSge;
+    a.cap.max_inline_data = cfg.max_inline_data;
     return a;
 }
 

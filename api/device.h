@@ -289,6 +289,12 @@ struct QpAttr {
     uint8_t timeout = 0;
     uint8_t retry_cnt = 7;
     uint8_t rnr_retry = 7;
+    // Reported by query (ibv_qp_cap), never set: the engine's per-queue-pair caps.
+    struct Cap {
+        uint32_t max_send_wr = 0, max_recv_wr = 0;    // EndpointConfig::max_outstanding_wrs
+        uint32_t max_send_sge = 0, max_recv_sge = 0;  // core::kMaxSge
+        uint32_t max_inline_data = 0;                 // EndpointConfig::max_inline_data
+    } cap;
 };
 
 // Helpers for the three forward steps (the masks verbs applications use). rtr/rts take

@@ -409,6 +409,11 @@ TEST_F(QpState_, PerQueuePairSettingsReachTheEngine) {
         QpAttr rts = qa_->query();
         EXPECT_EQ(rts.state, QpState::kRts);
         EXPECT_EQ(rts.rnr_retry, 7);
+        EXPECT_EQ(rts.peer, b_.dev->local_address());
+        EXPECT_EQ(rts.dest_qp_num, qb_->number());
+        EXPECT_EQ(rts.access_flags, kAllRemote);
+        EXPECT_EQ(rts.cap.max_inline_data, core::EndpointConfig{}.max_inline_data);
+        EXPECT_EQ(rts.cap.max_send_sge, core::kMaxSge);
         // RTS -> RTS does not take rnr_retry (verbs), so use a fresh QP pair below.
         auto qc = a_.qp();
         auto qd = b_.qp();
