@@ -505,5 +505,74 @@ TEST_F(QpState_, SharedReceiveQueueFeedsSeveralQueuePairs) {
     EXPECT_EQ(again[0].stream, (*q1)->number());
 }
 
+// [ERR-5] caps through the API: streams (queue pairs, and the fresh stream a RESET needs),
+// outstanding work requests per queue (QP send, QP receive, SRQ) and connections, each
+// refused with kExhausted, and nothing else disturbed.
+TEST_F(QpState_, ResourceCapsAreRefusedWithExhausted) {
+    api::DeviceConfig cfg;
+    cfg.local = loopback();
+    cfg.seed = seed_ * 2 + 3;
+    cfg.progress = api::ProgressMode::kManual;
+    cfg.endpoint.max_streams = 3;
+    cfg.endpoint.max_outstanding_wrs = 4;
+    cfg.endpoint.max_connections = 1;
+    auto dev = api::Device::open(cfg);
+    ASSERT_TRUE(dev.ok());
+    auto pd = (*dev)->alloc_pd();
+    auto cq = (*dev)->create_cq();
+    std::vector<std::byte> mem(4096);
+    auto mr = pd->register_memory(mem.data(), mem.size(), access::kLocalWrite);
+    ASSERT_TRUE(mr.ok());
+    const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
+    auto q1 = pd->create_qp(*cq, *cq);
+    auto q2 = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(q1.ok() && q2.ok());
+    auto srq = pd->create_srq();
+    ASSERT_TRUE(srq.ok());
+    auto q3 = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(q3.ok());
+    EXPECT_EQ(pd->create_qp(*cq, *cq).error(), Error::kExhausted);  // streams
+
+    // Receives: 4 per queue.
+    const auto init = api::qp_to_init(kAllRemote);
+    ASSERT_EQ((*q1)->modify(init.attr, init.mask), Error::kOk);
+    std::array<api::RecvWr, 5> recvs;
+    for (uint64_t i = 0; i < recvs.size(); ++i) recvs[i] = {i, base + i * 64, 64, (*mr)->lkey()};
+    const api::RecvWr* bad = nullptr;
+    EXPECT_EQ((*q1)->post_recv_chain(recvs, &bad), Error::kExhausted);
+    EXPECT_EQ(bad, &recvs[4]);
+    EXPECT_EQ((*srq)->post_recv_chain(recvs, &bad), Error::kExhausted);
+    EXPECT_EQ(bad, &recvs[4]);
+    EXPECT_EQ((*srq)->size(), 4u);
+
+    // Sends: 4 outstanding (the peer QP never connects, so none completes yet).
+    auto peer = a_.qp();
+    const auto rtr = api::qp_to_rtr(a_.dev->local_address(), peer->number());
+    ASSERT_EQ((*q1)->modify(rtr.attr, rtr.mask), Error::kOk);
+    const auto rts = api::qp_to_rts();
+    ASSERT_EQ((*q1)->modify(rts.attr, rts.mask), Error::kOk);
+    for (uint64_t i = 0; i < 4; ++i)
+        ASSERT_EQ((*q1)->post_send({i, WorkOpcode::kSend, base, 8, (*mr)->lkey()}), Error::kOk);
+    EXPECT_EQ((*q1)->post_send({4, WorkOpcode::kSend, base, 8, (*mr)->lkey()}), Error::kExhausted);
+
+    // Connections: the second peer needs a second connection.
+    ASSERT_EQ((*q2)->modify(init.attr, init.mask), Error::kOk);
+    auto other = b_.qp();
+    const auto rtr_b = api::qp_to_rtr(b_.dev->local_address(), other->number());
+    std::string why;
+    EXPECT_EQ((*q2)->modify(rtr_b.attr, rtr_b.mask, &why), Error::kExhausted);
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ((*q2)->state(), QpState::kInit);
+
+    // A RESET needs a fresh stream: none is left, so it is refused and nothing changes.
+    QpAttr reset;
+    reset.state = QpState::kReset;
+    const uint32_t n2 = (*q2)->number();
+    EXPECT_EQ((*q2)->modify(reset, qa::kState, &why), Error::kExhausted);
+    EXPECT_NE(why.find("no stream left"), std::string::npos) << why;
+    EXPECT_EQ((*q2)->number(), n2);
+    EXPECT_EQ((*q2)->state(), QpState::kInit);
+}
+
 }  // namespace
 }  // namespace mroce::test
