@@ -42,7 +42,7 @@ struct Dev {
     }
 };
 
-class QpState_ : public ::testing::Test {
+class QpLifecycle : public ::testing::Test {
 protected:
     void SetUp() override {
         seed_ = test_seed();
@@ -130,7 +130,7 @@ api::QpModify forward(QpState to, const Address& peer, uint32_t remote) {
 // the same): legal exactly as verbs' RC
 // table says (RESET->INIT->RTR->RTS, INIT->INIT, RTS->RTS, anything to RESET or ERR);
 // an illegal one fails with a reason and leaves the state as it was.
-TEST_F(QpState_, EveryTransitionPairFollowsTheVerbsTable) {
+TEST_F(QpLifecycle, EveryTransitionPairFollowsTheVerbsTable) {
     auto legal = [](QpState from, QpState to) {
         if (to == QpState::kReset || to == QpState::kError) return true;
         return (from == QpState::kReset && to == QpState::kInit) ||
@@ -175,7 +175,7 @@ TEST_F(QpState_, EveryTransitionPairFollowsTheVerbsTable) {
 
 // Each required field missing, a field the transition does not take, and each value out
 // of range: refused with a one-line reason naming it, and nothing changes.
-TEST_F(QpState_, AttributeErrorsNameTheFieldAndChangeNothing) {
+TEST_F(QpLifecycle, AttributeErrorsNameTheFieldAndChangeNothing) {
     auto peer = b_.qp();
     const Address pa = b_.dev->local_address();
     struct Step {
@@ -246,7 +246,7 @@ TEST_F(QpState_, AttributeErrorsNameTheFieldAndChangeNothing) {
 
 // Posting rules: receives from INIT on, sends only in RTS; in ERR both are accepted and
 // complete with kFlushed.
-TEST_F(QpState_, PostingFollowsTheState) {
+TEST_F(QpLifecycle, PostingFollowsTheState) {
     const api::SendWr send{1, WorkOpcode::kSend, a_.addr(0), 8, a_.mr->lkey()};
     const api::RecvWr recv{2, a_.addr(64), 8, a_.mr->lkey()};
     struct Rule {
@@ -285,7 +285,7 @@ TEST_F(QpState_, PostingFollowsTheState) {
 }
 
 // ERR flushes every outstanding request in posting order, then later posts after them.
-TEST_F(QpState_, ErrorFlushesOutstandingWorkInOrder) {
+TEST_F(QpLifecycle, ErrorFlushesOutstandingWorkInOrder) {
     auto qp = a_.qp();
     drive(*qp, QpState::kRts);  // the peer QP never connects: sends stay outstanding
     for (uint64_t i = 1; i <= 3; ++i)
@@ -322,7 +322,7 @@ void connect_both(api::QueuePair& qa_, const Address& pa, api::QueuePair& qb_, c
 
 // [STREAM-13]: both sides back to RESET get fresh numbers; reconnected, traffic flows and
 // lands only where the new incarnation's receives point.
-TEST_F(QpState_, ResetAndReconnectCarriesTraffic) {
+TEST_F(QpLifecycle, ResetAndReconnectCarriesTraffic) {
     auto qa_ = a_.qp();
     auto qb_ = b_.qp();
     const Address pa = a_.dev->local_address(), pb = b_.dev->local_address();
@@ -365,7 +365,7 @@ TEST_F(QpState_, ResetAndReconnectCarriesTraffic) {
 
 // WR chains stop at the first bad request and report it; the earlier ones stay posted
 // and complete.
-TEST_F(QpState_, ChainsStopAtTheFirstBadRequest) {
+TEST_F(QpLifecycle, ChainsStopAtTheFirstBadRequest) {
     auto qa_ = a_.qp();
     auto qb_ = b_.qp();
     connect_both(*qa_, a_.dev->local_address(), *qb_, b_.dev->local_address());
@@ -401,7 +401,7 @@ TEST_F(QpState_, ChainsStopAtTheFirstBadRequest) {
 
 // [STREAM-12]: per-QP settings reach the engine: rnr_retry 0 fails at the first RNR NACK,
 // and a QP without remote write access refuses a WRITE its memory region would allow.
-TEST_F(QpState_, PerQueuePairSettingsReachTheEngine) {
+TEST_F(QpLifecycle, PerQueuePairSettingsReachTheEngine) {
     {
         auto qa_ = a_.qp();
         auto qb_ = b_.qp();
@@ -455,7 +455,7 @@ TEST_F(QpState_, PerQueuePairSettingsReachTheEngine) {
 // [PLACE-24] through the API: two queue pairs share one SRQ; each message takes the next
 // receive of the SRQ, completions go to the queue pair's CQ, the armed limit raises one
 // event, and a queue pair reset keeps its SRQ.
-TEST_F(QpState_, SharedReceiveQueueFeedsSeveralQueuePairs) {
+TEST_F(QpLifecycle, SharedReceiveQueueFeedsSeveralQueuePairs) {
     auto srq = b_.pd->create_srq();
     ASSERT_TRUE(srq.ok());
     auto q1 = b_.pd->create_qp(*b_.cq, *b_.cq, srq->get());
@@ -508,7 +508,7 @@ TEST_F(QpState_, SharedReceiveQueueFeedsSeveralQueuePairs) {
 // [ERR-5] caps through the API: streams (queue pairs, and the fresh stream a RESET needs),
 // outstanding work requests per queue (QP send, QP receive, SRQ) and connections, each
 // refused with kExhausted, and nothing else disturbed.
-TEST_F(QpState_, ResourceCapsAreRefusedWithExhausted) {
+TEST_F(QpLifecycle, ResourceCapsAreRefusedWithExhausted) {
     api::DeviceConfig cfg;
     cfg.local = loopback();
     cfg.seed = seed_ * 2 + 3;
