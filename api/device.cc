@@ -17,97 +17,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/device_state.h"
 #include "core/endpoint.h"
 
 namespace mroce::api {
 
-namespace detail {
-
-struct CqState {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Completion> queue;
-    size_t waiters = 0;
-
-    void push(const Completion& c) {
-        std::lock_guard<std::mutex> g(mu);
-        queue.push_back(c);
-        if (waiters) cv.notify_all();
-    }
-};
-
-// QpRecord is the engine-lock-guarded state of one queue pair.
-struct QpRecord {
-    uint32_t pd = 0;
-    bool connected = false;
-    std::vector<RecvWr> early_recvs;  // posted before connect
-    std::shared_ptr<CqState> send_cq, recv_cq;
-};
-
-struct DeviceState {
-    DeviceConfig cfg;
-    Address local;
-
-    // The engine lock guards everything down to `connections`.
-    std::mutex engine_mu;
-    std::unique_ptr<core::Endpoint> endpoint;
-    bool closed = false;
-    std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
-    std::set<uint32_t> connections;  // connection ids to close at shutdown
-    uint64_t completions_unrouted = 0;
-
-    std::mutex events_mu;
-    std::deque<Event> events;
-    uint64_t events_dropped = 0;
-
-    std::unique_ptr<datapath::UdpDatapath> dp;
-    std::unique_ptr<Driver> driver;
-    datapath::UdpStats final_udp_stats;  // after shutdown
-
-    // on_event routes one engine event; called by the driver with engine_mu held.
-    void on_event(const Event& e) {
-        if (e.kind == EventKind::kCompletion) {
-            const Completion& c = e.completion;
-            auto it = qps.find(c.stream);
-            if (it == qps.end()) {
-                ++completions_unrouted;
-                return;
-            }
-            const bool responder =
-                c.opcode == WorkOpcode::kRecv || c.opcode == WorkOpcode::kRecvWriteImm;
-            (responder ? it->second.recv_cq : it->second.send_cq)->push(c);
-            return;
-        }
-        if (e.kind == EventKind::kConnectionUp) connections.insert(e.connection);
-        std::lock_guard<std::mutex> g(events_mu);
-        if (events.size() >= Device::kMaxEvents) {
-            events.pop_front();
-            ++events_dropped;
-        }
-        events.push_back(e);
-    }
-
-    Time now() const { return dp->now(); }
-
-    // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
-    void shutdown() {
-        driver->stop_thread();
-        {
-            std::lock_guard<std::mutex> g(engine_mu);
-            closed = true;
-            const Time t = now();
-            for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
-        }
-        driver->notify();
-        // A few passes transmit the CLOSE packets; more is best effort.
-        for (int i = 0; i < 4; ++i) (void)driver->run_once();
-        driver->with_datapath([&](datapath::Datapath&) { final_udp_stats = dp->stats(); });
-        driver->close();
-        dp.reset();
-    }
-};
-
-}  // namespace detail
 
 using detail::CqState;
 using detail::DeviceState;
@@ -238,9 +152,52 @@ MemoryRegion::~MemoryRegion() {
     (void)state_->endpoint->deregister_memory(keys_.lkey);
 }
 
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq() {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    auto id = state_->endpoint->create_srq(pd_);
+    if (!id) return id.error();
+    auto h = std::make_shared<detail::SrqHandle>();
+    h->st = state_;
+    h->id = *id;
+    return std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(state_, std::move(h)));
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() = default;
+
+Error SharedReceiveQueue::post_recv(const RecvWr& wr) {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    return state_->endpoint->post_srq_recv(h_->id, wr);
+}
+
+Error SharedReceiveQueue::post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    for (const RecvWr& wr : wrs) {
+        if (Error e = post_recv(wr); e != Error::kOk) {
+            if (bad_wr) *bad_wr = &wr;
+            return e;
+        }
+    }
+    return Error::kOk;
+}
+
+Error SharedReceiveQueue::arm_limit(uint32_t limit) {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    if (state_->closed) return Error::kWrongState;
+    return state_->endpoint->arm_srq_limit(h_->id, limit);
+}
+
+size_t SharedReceiveQueue::size() const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    return state_->closed ? 0 : state_->endpoint->srq_size(h_->id);
+}
+
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& send_cq,
-                                                               CompletionQueue& recv_cq) {
+                                                               CompletionQueue& recv_cq,
+                                                               SharedReceiveQueue* srq) {
     if (send_cq.state_ != state_ || recv_cq.state_ != state_) return Error::kInvalidArgument;
+    if (srq && srq->state_ != state_) return Error::kInvalidArgument;
     std::lock_guard<std::mutex> g(state_->engine_mu);
     if (state_->closed) return Error::kWrongState;
     // The engine reserves the stream now, so its id is the QP number to exchange out of
@@ -248,11 +205,21 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& 
     auto reserved = state_->endpoint->reserve_stream(pd_);
     if (!reserved) return reserved.error();
     const uint32_t number = *reserved;
+    if (srq) {
+        if (Error e = state_->endpoint->use_srq(number, srq->h_->id); e != Error::kOk) {
+            (void)state_->endpoint->destroy_stream(number, state_->now());
+            return e;  // kInvalidArgument: an SRQ of another domain
+        }
+    }
     QpRecord& r = state_->qps[number];
     r.pd = pd_;
+    r.srq = srq ? srq->h_->id : 0;
+    r.attr.max_dest_rd_atomic = 0;
+    r.attr.max_rd_atomic = 0;
     r.send_cq = send_cq.cq_;
     r.recv_cq = recv_cq.cq_;
-    return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_));
+    return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_,
+                                                    srq ? srq->h_ : nullptr));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -296,52 +263,73 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
 }
 
 // ---------------------------------------------------------------------------------------
-// QueuePair
+// QueuePair: the state machine is in api/qp_state.cc; this is its use.
 
 QueuePair::~QueuePair() {
     std::lock_guard<std::mutex> g(state_->engine_mu);
     auto it = state_->qps.find(number_);
     if (it == state_->qps.end()) return;
+    const bool live = it->second.stream_live;
     state_->qps.erase(it);  // first: the flush completions below go nowhere
     // The stream ends at once, busy or not: nothing of it runs or writes again.
-    if (!state_->closed) (void)state_->endpoint->destroy_stream(number_, state_->now());
+    if (!state_->closed && live) (void)state_->endpoint->destroy_stream(number_, state_->now());
+}
+
+uint32_t QueuePair::number() const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    return number_;
+}
+
+QpAttr QueuePair::query() const {
+    std::lock_guard<std::mutex> g(state_->engine_mu);
+    auto it = state_->qps.find(number_);
+    if (it == state_->qps.end()) return QpAttr{};
+    QpAttr a = it->second.attr;
+    a.state = detail::effective_state(*state_, number_, it->second);
+    const auto& cfg = state_->cfg.endpoint;
+    a.cap.max_send_wr = a.cap.max_recv_wr = cfg.max_outstanding_wrs;
+    a.cap.max_send_sge = a.cap.max_recv_sge = core::kMaxSge;
+    a.cap.max_inline_data = cfg.max_inline_data;
+    return a;
 }
 
 bool QueuePair::connected() const {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    auto it = state_->qps.find(number_);
-    return it != state_->qps.end() && it->second.connected;
+    const QpState s = state();
+    return s == QpState::kRtr || s == QpState::kRts;
+}
+
+Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
+    {
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        if (state_->closed) {
+            if (why) *why = "modify: the device is closed";
+            return Error::kWrongState;
+        }
+        if (Error e = detail::modify_qp(*state_, number_, attr, mask, why); e != Error::kOk)
+            return e;
+    }
+    state_->driver->notify();
+    return Error::kOk;
 }
 
 Error QueuePair::connect(const Address& peer, uint32_t remote_number) {
     if (remote_number == 0) return Error::kInvalidArgument;
-    {
-        std::lock_guard<std::mutex> g(state_->engine_mu);
-        DeviceState& st = *state_;
-        QpRecord& r = st.qps.at(number_);
-        if (st.closed || r.connected) return Error::kWrongState;
-        const Time now = st.now();
-        if (Error e = st.endpoint->bind_stream(number_, peer, remote_number, now); e != Error::kOk)
-            return e;
-        r.connected = true;
-        if (const uint32_t conn = st.endpoint->connection_to(peer)) st.connections.insert(conn);
-        for (const RecvWr& wr : r.early_recvs) {
-            const Error e = st.endpoint->post_recv(number_, wr, now);
-            if (e != Error::kOk) {
-                Completion c;
-                c.wr_id = wr.wr_id;
-                c.stream = number_;
-                c.status = e == Error::kAccessDenied ? Status::kLocalProtection
-                                                     : Status::kFlushed;
-                c.opcode = WorkOpcode::kRecv;
-                r.recv_cq->push(c);
-            }
-        }
-        r.early_recvs.clear();
-        r.early_recvs.shrink_to_fit();
+    const QpState s = state();
+    if (s != QpState::kReset && s != QpState::kInit) return Error::kWrongState;
+    const auto& cfg = state_->cfg.endpoint;
+    QpAttr base;
+    base.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(cfg.max_rd_atomic, 255));
+    base.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(cfg.max_dest_rd_atomic, 255));
+    base.min_rnr_timer = 1;  // 10 us: the requester waits at least its own rnr_delay_us
+    if (s == QpState::kReset) {
+        const QpModify init = qp_to_init(access::kRemoteWrite | access::kRemoteRead |
+                                         access::kRemoteAtomic);
+        if (Error e = modify(init.attr, init.mask); e != Error::kOk) return e;
     }
-    state_->driver->notify();
-    return Error::kOk;
+    const QpModify rtr = qp_to_rtr(peer, remote_number, base);
+    if (Error e = modify(rtr.attr, rtr.mask); e != Error::kOk) return e;
+    const QpModify rts = qp_to_rts(base);
+    return modify(rts.attr, rts.mask);
 }
 
 Error QueuePair::post_send(const SendWr& wr) {
@@ -349,7 +337,13 @@ Error QueuePair::post_send(const SendWr& wr) {
         std::lock_guard<std::mutex> g(state_->engine_mu);
         DeviceState& st = *state_;
         auto it = st.qps.find(number_);
-        if (st.closed || it == st.qps.end() || !it->second.connected) return Error::kWrongState;
+        if (st.closed || it == st.qps.end()) return Error::kWrongState;
+        const QpState s = detail::effective_state(st, number_, it->second);
+        if (s == QpState::kError) {
+            detail::flush_posted(st, it->second, number_, wr.wr_id, wr.opcode);
+            return Error::kOk;
+        }
+        if (s != QpState::kRts) return Error::kWrongState;
         const Error e = st.endpoint->post_send(number_, wr, st.now());
         if (e != Error::kOk) return e;
     }
@@ -363,16 +357,39 @@ Error QueuePair::post_recv(const RecvWr& wr) {
         DeviceState& st = *state_;
         auto it = st.qps.find(number_);
         if (st.closed || it == st.qps.end()) return Error::kWrongState;
-        if (!it->second.connected) {
-            if (it->second.early_recvs.size() >= st.cfg.endpoint.max_outstanding_wrs)
-                return Error::kExhausted;
-            it->second.early_recvs.push_back(wr);
+        const QpState s = detail::effective_state(st, number_, it->second);
+        if (s == QpState::kError) {
+            detail::flush_posted(st, it->second, number_, wr.wr_id, WorkOpcode::kRecv);
             return Error::kOk;
         }
+        if (s == QpState::kReset) return Error::kWrongState;
         const Error e = st.endpoint->post_recv(number_, wr, st.now());
         if (e != Error::kOk) return e;
     }
     state_->driver->notify();
+    return Error::kOk;
+}
+
+// Chains stop at the first refusal, as verbs' post lists do; what went before stays.
+Error QueuePair::post_send_chain(std::span<const SendWr> wrs, const SendWr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    for (const SendWr& wr : wrs) {
+        if (Error e = post_send(wr); e != Error::kOk) {
+            if (bad_wr) *bad_wr = &wr;
+            return e;
+        }
+    }
+    return Error::kOk;
+}
+
+Error QueuePair::post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    for (const RecvWr& wr : wrs) {
+        if (Error e = post_recv(wr); e != Error::kOk) {
+            if (bad_wr) *bad_wr = &wr;
+            return e;
+        }
+    }
     return Error::kOk;
 }
 

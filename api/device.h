@@ -7,7 +7,8 @@
 //   auto mr = pd->register_memory(buf, len, access::kLocalWrite | access::kRemoteWrite);
 //   auto cq = (*dev)->create_cq();
 //   auto qp = pd->create_qp(*cq, *cq);                 // qp->number() goes to the peer
-//   qp->connect(peer_address, peer_qp_number);         // both sides, before posting sends
+//   qp->connect(peer_address, peer_qp_number);         // both sides: INIT -> RTR -> RTS
+//   (or qp->modify(attr, mask) step by step, as ibv_modify_qp)
 //   qp->post_recv(...); qp->post_send(...); cq->poll(completions);
 //
 // Errors are mroce::Error values or Result<T>; nothing throws across this API. Work
@@ -96,9 +97,11 @@ class CompletionQueue;
 class MemoryRegion;
 class ProtectionDomain;
 class QueuePair;
+class SharedReceiveQueue;
 namespace detail {
 struct DeviceState;
 struct CqState;
+struct SrqHandle;
 }  // namespace detail
 
 class Device {
@@ -167,11 +170,17 @@ public:
 
     // create_qp creates a queue pair in this domain whose requester completions go to
     // send_cq and responder completions (receives) to recv_cq; both must belong to the
-    // same device. The queue pair gets its number now; it becomes a stream of the engine at
-    // connect(). Errors: kInvalidArgument (a CQ of another device), kWrongState (the
+    // same device. The queue pair starts in RESET with its number (a stream reserved in the
+    // engine, bound to a peer at RTR). Errors: kInvalidArgument (a CQ of another device), kWrongState (the
     // device was destroyed).
+    // With `srq`, the queue pair takes its receives from that shared receive queue (of this
+    // domain) and post_recv on it is refused (kInvalidArgument).
     Result<std::unique_ptr<QueuePair>> create_qp(CompletionQueue& send_cq,
-                                                 CompletionQueue& recv_cq);
+                                                 CompletionQueue& recv_cq,
+                                                 SharedReceiveQueue* srq = nullptr);
+    // create_srq makes a shared receive queue (spec [PLACE-24]). Errors: kExhausted,
+    // kWrongState (device closed).
+    Result<std::unique_ptr<SharedReceiveQueue>> create_srq();
 
 private:
     friend class Device;
@@ -233,6 +242,100 @@ private:
     std::shared_ptr<detail::CqState> cq_;
 };
 
+// Queue pair states, numbered as verbs' ibv_qp_state (SQD and SQE are not modelled).
+enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kError = 6 };
+std::string_view to_string(QpState s);
+
+// qp_attr: which QpAttr fields a modify() sets, with the bit values of verbs' IBV_QP_* so
+// that ibv_modify_qp's mask passes through unchanged. Bits not listed here are refused.
+namespace qp_attr {
+inline constexpr uint32_t kState = 1u << 0;
+inline constexpr uint32_t kAccessFlags = 1u << 3;
+inline constexpr uint32_t kPkeyIndex = 1u << 4;
+inline constexpr uint32_t kPort = 1u << 5;
+inline constexpr uint32_t kPeer = 1u << 7;  // IBV_QP_AV: the peer device's address
+inline constexpr uint32_t kPathMtu = 1u << 8;
+inline constexpr uint32_t kTimeout = 1u << 9;
+inline constexpr uint32_t kRetryCnt = 1u << 10;
+inline constexpr uint32_t kRnrRetry = 1u << 11;
+inline constexpr uint32_t kRqPsn = 1u << 12;
+inline constexpr uint32_t kMaxRdAtomic = 1u << 13;  // IBV_QP_MAX_QP_RD_ATOMIC
+inline constexpr uint32_t kMinRnrTimer = 1u << 15;
+inline constexpr uint32_t kSqPsn = 1u << 16;
+inline constexpr uint32_t kMaxDestRdAtomic = 1u << 17;
+inline constexpr uint32_t kDestQpNum = 1u << 20;
+}  // namespace qp_attr
+
+// QpAttr is ibv_qp_attr's RC subset. Ranges (modify refuses anything else):
+//   port 1, pkey_index 0 (one port, one partition); access_flags any of access::kRemote*
+//   (kLocalWrite is accepted and ignored); path_mtu 1..5 (verbs' 256..4096 bytes; recorded
+//   only: segments follow the endpoint's max_payload); dest_qp_num non-zero; rq_psn and
+//   sq_psn below 2^24 (recorded only, see docs/design.md "QP lifecycle");
+//   max_rd_atomic and max_dest_rd_atomic 0..the endpoint's limits (0 acts as 1);
+//   min_rnr_timer, timeout 0..31 and retry_cnt, rnr_retry 0..7 in verbs' encodings.
+struct QpAttr {
+    QpState state = QpState::kReset;
+    uint32_t access_flags = 0;
+    uint16_t pkey_index = 0;
+    uint8_t port = 1;
+    Address peer;
+    uint8_t path_mtu = 5;
+    uint32_t dest_qp_num = 0;
+    uint32_t rq_psn = 0;
+    uint32_t sq_psn = 0;
+    uint8_t max_rd_atomic = 1;
+    uint8_t max_dest_rd_atomic = 1;
+    uint8_t min_rnr_timer = 0;
+    uint8_t timeout = 0;
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    // Reported by query (ibv_qp_cap), never set: the engine's per-queue-pair caps.
+    struct Cap {
+        uint32_t max_send_wr = 0, max_recv_wr = 0;    // EndpointConfig::max_outstanding_wrs
+        uint32_t max_send_sge = 0, max_recv_sge = 0;  // core::kMaxSge
+        uint32_t max_inline_data = 0;                 // EndpointConfig::max_inline_data
+    } cap;
+};
+
+// Helpers for the three forward steps (the masks verbs applications use). rtr/rts take
+// their numeric settings from `base` (a default QpAttr unless given).
+struct QpModify {
+    QpAttr attr;
+    uint32_t mask = 0;
+};
+QpModify qp_to_init(uint32_t access_flags);
+QpModify qp_to_rtr(const Address& peer, uint32_t dest_qp_num, const QpAttr& base = {});
+QpModify qp_to_rts(const QpAttr& base = {});
+
+// SharedReceiveQueue: receives that the messages of every queue pair using it take, in the
+// order the messages arrive (spec [PLACE-24]); completions go to each queue pair's recv CQ.
+// It is freed when it and every queue pair using it are gone.
+class SharedReceiveQueue {
+public:
+    ~SharedReceiveQueue();
+    SharedReceiveQueue(const SharedReceiveQueue&) = delete;
+    SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
+
+    // post_recv queues a receive (checked now). Errors: kAccessDenied (buffer),
+    // kExhausted (max_outstanding_wrs), kWrongState (device closed).
+    Error post_recv(const RecvWr& wr);
+    // post_recv_chain: as QueuePair::post_recv_chain.
+    Error post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr = nullptr);
+    // arm_limit asks for one kSrqLimit event (Device::poll_events) when fewer than `limit`
+    // receives remain; 0 disarms (ibv_modify_srq's srq_limit).
+    Error arm_limit(uint32_t limit);
+    // size: receives queued and not yet taken.
+    size_t size() const;
+
+private:
+    friend class ProtectionDomain;
+    SharedReceiveQueue(std::shared_ptr<detail::DeviceState> state,
+                       std::shared_ptr<detail::SrqHandle> h)
+        : state_(std::move(state)), h_(std::move(h)) {}
+    std::shared_ptr<detail::DeviceState> state_;
+    std::shared_ptr<detail::SrqHandle> h_;
+};
+
 class QueuePair {
 public:
     // ~QueuePair ends the queue pair at once, busy or not: its outstanding work requests
@@ -243,40 +346,64 @@ public:
     QueuePair& operator=(const QueuePair&) = delete;
 
     // number is this queue pair's number, to give to the peer out of band; it is the
-    // stream id the peer's packets carry.
-    uint32_t number() const { return number_; }
+    // stream id the peer's packets carry. It changes when the queue pair returns to RESET
+    // from any other state (spec [STREAM-13]): exchange it again before reconnecting.
+    uint32_t number() const;
 
-    // connect binds the queue pair to the queue pair `remote_number` of the device at
-    // `peer` (its local_address()), creating the connection and starting its handshake if
-    // it is the first towards that peer. Both sides must connect before either posts a
-    // send: a packet for a queue pair the peer has not connected yet is refused and fails
-    // the sender's queue pair (kRemoteInvalid). Receives posted before connect are handed
-    // to the engine now; one with a bad buffer completes with kLocalProtection.
-    // Queue pairs of a device must be connected in the order of their numbers (creation
-    // order): the engine numbers its streams itself, sequentially.
-    // Errors: kInvalidArgument (remote_number 0), kWrongState (already connected, a queue
-    // pair with a lower number is not connected yet, device closed), kExhausted (caps).
+    // modify moves the queue pair through RESET -> INIT -> RTR -> RTS, to ERR from any
+    // state and to RESET from any state, as ibv_modify_qp does for RC (the table is in
+    // docs/design.md "QP lifecycle"). `mask` (qp_attr::*) names the fields of `attr` to
+    // apply; without kState it modifies the current state. A transition needs its
+    // required fields and takes only its optional ones. On error nothing changes and `why`,
+    // when given, receives a one-line reason. Effects: RTR binds the stream to
+    // (peer, dest_qp_num) and INIT/RTR/RTS hand the per-QP settings to the engine (spec
+    // [STREAM-12]); ERR flushes every outstanding work request (kFlushed); RESET discards
+    // them unreported and gives the queue pair a fresh stream and number ([STREAM-13]).
+    // Errors: kInvalidArgument (transition, mask or value), kWrongState (device closed),
+    // kExhausted (caps), kNotFound.
+    Error modify(const QpAttr& attr, uint32_t mask, std::string* why = nullptr);
+    // query returns the current attributes. The state is ERR once the engine failed the
+    // stream or its connection (a completion with an error status says why).
+    QpAttr query() const;
+    QpState state() const { return query().state; }
+
+    // connect is RESET/INIT -> INIT -> RTR -> RTS in one call, towards the queue pair
+    // `remote_number` of the device at `peer` (its local_address()), with every remote
+    // access allowed and the endpoint's limits. Both sides must reach RTR before either
+    // sends much: a packet for a queue pair the peer has not bound is refused, retried a
+    // while, then fails the sender's queue pair (kRemoteInvalid, spec [STREAM-8]).
+    // Errors: kInvalidArgument (remote_number 0; remote_number already bound on that
+    // connection), kWrongState (not in RESET or INIT, device closed), kExhausted (caps).
     Error connect(const Address& peer, uint32_t remote_number);
+    // connected: in RTR or RTS.
     bool connected() const;
 
-    // post_send queues a SEND, SEND_IMM, WRITE or WRITE_IMM. The local buffer is checked
-    // now. Errors: kWrongState (not connected, failed, device closed), kInvalidArgument
-    // (opcode), kAccessDenied (local buffer), kExhausted (too many outstanding).
+    // post_send queues a SEND, SEND_IMM, WRITE, WRITE_IMM, READ or atomic; only in RTS.
+    // In ERR it is accepted and completes with kFlushed. The local buffer is checked now.
+    // Errors: kWrongState (RESET, INIT, RTR; device closed), kInvalidArgument (opcode),
+    // kAccessDenied (local buffer), kExhausted (too many outstanding).
     Error post_send(const SendWr& wr);
-    // post_recv queues a receive buffer for SEND, SEND_IMM and WRITE_IMM. Before connect it
-    // is kept and handed over by connect. Errors as post_send.
+    // post_recv queues a receive buffer for SEND, SEND_IMM and WRITE_IMM, from INIT on; in
+    // ERR it completes with kFlushed. Errors as post_send (kWrongState only in RESET).
     Error post_recv(const RecvWr& wr);
+    // Chains (verbs post lists): the work requests are posted in order; at the first that
+    // fails, posting stops, *bad_wr (when given) points at it and its error is returned;
+    // the ones before it stay posted. On success *bad_wr is nullptr.
+    Error post_send_chain(std::span<const SendWr> wrs, const SendWr** bad_wr = nullptr);
+    Error post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr = nullptr);
 
 private:
     friend class ProtectionDomain;
     QueuePair(std::shared_ptr<detail::DeviceState> state, uint32_t pd, uint32_t number,
-              std::shared_ptr<detail::CqState> send_cq, std::shared_ptr<detail::CqState> recv_cq)
+              std::shared_ptr<detail::CqState> send_cq, std::shared_ptr<detail::CqState> recv_cq,
+              std::shared_ptr<detail::SrqHandle> srq)
         : state_(std::move(state)), pd_(pd), number_(number), send_cq_(std::move(send_cq)),
-          recv_cq_(std::move(recv_cq)) {}
+          recv_cq_(std::move(recv_cq)), srq_(std::move(srq)) {}
     std::shared_ptr<detail::DeviceState> state_;
     uint32_t pd_;
-    uint32_t number_;
+    uint32_t number_;  // guarded by the engine lock: RESET changes it
     std::shared_ptr<detail::CqState> send_cq_, recv_cq_;
+    std::shared_ptr<detail::SrqHandle> srq_;  // released after the stream (its user) is gone
 };
 
 // parse_address reads "a.b.c.d:port" or "[v6]:port" (the form Address::to_string

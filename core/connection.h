@@ -152,6 +152,7 @@ private:
     void declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now);
     void declare_all_lost(TxPath& path, LossReason why, Time now);
     Duration delivery_timeout() const;
+    Duration delivery_timeout(const Stream& s) const;
     Stream* stream_by_remote(uint32_t remote_id);
     enum class RxGen : uint8_t { kCurrent, kStale };
     RxGen rx_generation(RxPath& rp, uint8_t gen);

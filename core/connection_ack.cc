@@ -39,6 +39,11 @@ Duration Connection::delivery_timeout() const {
     return std::min(worst, cfg_.max_pto);
 }
 
+Duration Connection::delivery_timeout(const Stream& s) const {
+    // [STREAM-12]: a queue pair's timeout is a floor on its own delivery timer only.
+    return std::max(delivery_timeout(), s.limits.min_delivery_timeout);
+}
+
 void Connection::arm_pto(TxPath& path, Time now) {
     path.pto_deadline = (path.in_flight_pkts > 0 || path.state == PathState::kSuspect)
                             ? now + pto(path)
@@ -198,7 +203,7 @@ void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, 
         // [STREAM-5]: every segment reached the peer; completion waits for the stream's
         // delivery report. If it does not come, the message is probed again.
         // (A request awaiting its answer waits longer each round, [PLACE-19].)
-        m->delivery_deadline = now + delivery_timeout() * (int64_t{1} << m->answer_wait);
+        m->delivery_deadline = now + delivery_timeout(*s) * (int64_t{1} << m->answer_wait);
         delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
         note_deadline(m->delivery_deadline);
     }
@@ -357,7 +362,7 @@ void Connection::pop_completed(Stream& s, Time now) {
             // Delivered, the answer still on its way: the delivery timer keeps probing so
             // a peer that dies now is noticed ([ERR-2]); see stream_timer_expired.
             if (m.delivery_deadline == kNever) {
-                m.delivery_deadline = now + delivery_timeout() * (int64_t{1} << m.answer_wait);
+                m.delivery_deadline = now + delivery_timeout(s) * (int64_t{1} << m.answer_wait);
                 delivery_timers_.push(Timed{m.delivery_deadline, s.id, m.msg_seq});
                 note_deadline(m.delivery_deadline);
             }
@@ -396,7 +401,7 @@ void Connection::complete_front(Stream& s) {
     s.tx.pop_front();
     if (s.send_cursor > 0) --s.send_cursor;
     // [PLACE-20]: an acknowledged answer may let a deferred request run.
-    if (answer && !s.failed && s.dest_rd + 1 == cfg_.max_dest_rd_atomic) deliver_in_order(s);
+    if (answer && !s.failed && s.dest_rd + 1 == s.limits.max_dest_rd_atomic) deliver_in_order(s);
 }
 
 void Connection::fail_stream(Stream& s, Status why) {
@@ -485,7 +490,7 @@ void Connection::stream_timer_expired(Time now) {
         // Delivery is reported in stream order: only the first message not yet reported
         // delivered is probed; a later one waits for it.
         if (seq_gt(m->msg_seq, s->acked_seq)) {
-            m->delivery_deadline = now + delivery_timeout();
+            m->delivery_deadline = now + delivery_timeout(*s);
             delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
             note_deadline(m->delivery_deadline);
             continue;
@@ -495,7 +500,7 @@ void Connection::stream_timer_expired(Time now) {
         // The limit counts probes without any delivery progress on the stream: a message
         // queued behind slow ones (a responder deferring requests, say) is not a dead peer.
         ++m->stream_probes;
-        if (++s->stalled_probes > cfg_.retry_limit) return fail(Status::kRetryExceeded, now);
+        if (++s->stalled_probes > s->limits.retry_limit) return fail(Status::kRetryExceeded, now);
         ++stats_.retransmits_timeout;
         resend_message(*s, *m, false, now);
     }
@@ -533,8 +538,8 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
         case wire::NackReason::kNoResources: {
             // [PLACE-6]: wait, then send the whole message again; rnr_retry 7 = forever.
             if (m->rnr_wait) return;
-            if (n.reason == wire::NackReason::kReceiverNotReady && cfg_.rnr_retry != 7 &&
-                ++m->rnr_retries > cfg_.rnr_retry)
+            if (n.reason == wire::NackReason::kReceiverNotReady && s->limits.rnr_retry != 7 &&
+                ++m->rnr_retries > s->limits.rnr_retry)
                 return fail_stream(*s, Status::kRnrRetryExceeded);
             m->rnr_wait = true;
             m->rnr_probing = false;

@@ -71,6 +71,9 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
     }
     Stream* s = ep_.stream_mut(h.stream_id);
     if (!s || s->conn != id_) {
+        // [STREAM-13]: a destroyed (or reset) stream's id is never reused, so its late
+        // packets land here, counted apart, and are never placed.
+        if (!s && ep_.retired_stream(h.stream_id)) ++stats_.retired_stream;
         ++stats_.unknown_stream;  // [STREAM-8]
         queue_nack(h, wire::NackReason::kInvalidRequest, wire::kNackDetailUnknownStream);
         return;
@@ -144,7 +147,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             if (!pr) {
                 // [PLACE-6]: no receive posted yet: NACK(RNR); the sender retries later.
                 ++stats_.rnr_nacks_sent;
-                queue_nack(h, wire::NackReason::kReceiverNotReady, cfg_.rnr_delay_us);
+                queue_nack(h, wire::NackReason::kReceiverNotReady, s.limits.rnr_delay_us);
                 return;
             }
             if (!wire::is_write(h.opcode)) {
@@ -160,9 +163,10 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         if (wire::is_write(h.opcode)) {
             // [PLACE-4]: rkey, protection domain, REMOTE_WRITE and bounds, for the whole
             // message, before any byte is written.
+            // [STREAM-12]: and the queue pair's own access flags.
             auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, h.msg_len,
                                               access::kRemoteWrite);
-            if (!t) {
+            if (!t || !(s.limits.remote_access & access::kRemoteWrite)) {
                 ++stats_.access_errors;
                 return refuse(s, h, wire::NackReason::kRemoteAccess);
             }
@@ -320,7 +324,7 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
     }
     // [PLACE-15], [PLACE-17]: rkey, protection domain, access flag and bounds.
     auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, len, need);
-    if (!t) {
+    if (!t || !(s.limits.remote_access & need)) {
         ++stats_.access_errors;
         refuse(s, h, wire::NackReason::kRemoteAccess);
         return false;
@@ -407,7 +411,7 @@ void Connection::deliver_in_order(Stream& s) {
     for (;;) {
         RxMessage& slot = s.ring[s.delivered_seq % kStreamWindow];
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
-        if (is_request(slot.opcode) && s.dest_rd >= cfg_.max_dest_rd_atomic) {
+        if (is_request(slot.opcode) && s.dest_rd >= s.limits.max_dest_rd_atomic) {
             // [PLACE-20]: answers held for this stream are at the limit. The request waits,
             // complete in its slot, until the requester acknowledges an answer
             // (complete_front resumes delivery); the requester only sees a slower answer.

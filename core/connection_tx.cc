@@ -177,7 +177,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             }
             // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced
             // request behind earlier ones [PLACE-21]; both resume when one completes.
-            if ((is_request(m.opcode) && s->rd_outstanding >= cfg_.max_rd_atomic) ||
+            if ((is_request(m.opcode) && s->rd_outstanding >= s->limits.max_rd_atomic) ||
                 (m.wr.fence && !m.internal && s->rd_outstanding > 0)) {
                 s->in_ready_list = false;
                 continue;

@@ -66,8 +66,29 @@ Result<uint32_t> Endpoint::reserve_stream(uint32_t pd) {
     auto s = std::make_unique<Stream>();
     s->id = static_cast<uint32_t>(streams_.size() + 1);
     s->pd = pd;
+    s->limits = default_stream_limits();
     streams_.push_back(std::move(s));
     return streams_.back()->id;
+}
+
+StreamLimits Endpoint::default_stream_limits() const {
+    StreamLimits l;
+    l.retry_limit = cfg_.retry_limit;
+    l.rnr_retry = cfg_.rnr_retry;
+    l.rnr_delay_us = cfg_.rnr_delay_us;
+    l.max_rd_atomic = cfg_.max_rd_atomic;
+    l.max_dest_rd_atomic = cfg_.max_dest_rd_atomic;
+    return l;
+}
+
+Error Endpoint::set_stream_limits(uint32_t stream_id, const StreamLimits& limits) {
+    Stream* s = stream_mut(stream_id);
+    if (!s) return Error::kNotFound;
+    if (limits.retry_limit > 1000 || limits.max_rd_atomic < 1 ||
+        limits.max_dest_rd_atomic < 1 || limits.min_delivery_timeout < Duration::zero())
+        return Error::kInvalidArgument;
+    s->limits = limits;
+    return Error::kOk;
 }
 
 Error Endpoint::bind_stream(uint32_t stream_id, const Address& peer, uint32_t remote_stream,

@@ -82,6 +82,13 @@ public:
     Error destroy_srq(uint32_t srq);
     size_t srq_size(uint32_t srq) const;
 
+    // Per-stream settings ([STREAM-12]): a stream starts with default_stream_limits() (the
+    // endpoint config's values); set_stream_limits replaces them, effective for whatever
+    // the stream does next. Errors: kNotFound, kInvalidArgument (max_rd_atomic or
+    // max_dest_rd_atomic 0, retry_limit over 1000, a negative timeout).
+    StreamLimits default_stream_limits() const;
+    Error set_stream_limits(uint32_t stream, const StreamLimits& limits);
+
     // destroy_stream ends a stream at once, busy or not ([STREAM-10]): every outstanding
     // work request and posted receive completes with kFlushed (reported now, before any
     // other event of it), nothing of it is sent or written again, and its id is never
@@ -96,6 +103,11 @@ public:
     const Connection* connection(uint32_t id) const;
     uint32_t connection_to(const Address& peer) const;
     const Stream* stream(uint32_t id) const;
+    // retired_stream: `id` was a stream of this endpoint and has been destroyed
+    // ([STREAM-13]); packets for it are stale.
+    bool retired_stream(uint32_t id) const {
+        return id != 0 && id <= streams_.size() && !streams_[id - 1];
+    }
     const EndpointStats& stats() const { return stats_; }
     size_t num_connections() const { return conns_.size(); }
 

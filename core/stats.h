@@ -46,6 +46,7 @@ struct ConnectionStats {
     uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped
     uint64_t malformed = 0;             // inconsistent with earlier packets or the handshake
     uint64_t unknown_stream = 0;
+    uint64_t retired_stream = 0;        // of those, for a destroyed stream [STREAM-13]
     uint64_t wrong_state = 0;           // arrived before establishment or after the end
     uint64_t nacks_dropped = 0;         // NACK queue full (a flood of bad packets)
     uint64_t access_errors = 0;         // rkey/PD/flags/bounds failures on our memory

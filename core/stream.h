@@ -10,6 +10,7 @@
 #include <deque>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/work.h"
 #include "util/time.h"
 #include "wire/data.h"
@@ -163,6 +164,20 @@ struct Srq {
     uint32_t users = 0;   // streams using it
 };
 
+// StreamLimits: the settings a queue pair may set for itself (spec [STREAM-12]); a new
+// stream takes the endpoint's (Endpoint::default_stream_limits). Path-level settings
+// (PTO, [LOSS-7] segment retries, path failure) stay connection-wide: paths are shared by
+// every stream of the connection.
+struct StreamLimits {
+    uint32_t retry_limit = 16;            // [STREAM-5] delivery probes without progress
+    uint32_t rnr_retry = 7;               // [PLACE-6] RNR NACKs per message; 7 = forever
+    uint32_t rnr_delay_us = 100;          // [PLACE-6] the wait our RNR NACKs ask for
+    Duration min_delivery_timeout{0};     // [STREAM-5] floor of the delivery timer
+    uint32_t max_rd_atomic = 16;          // [PLACE-20] requester side
+    uint32_t max_dest_rd_atomic = 64;     // [PLACE-20] responder side
+    uint32_t remote_access = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+};
+
 struct Stream {
     uint32_t id = 0;         // local id; the peer addresses it as DATA.stream_id
     uint32_t remote_id = 0;  // the peer's id, used as DATA.stream_id when sending
@@ -170,6 +185,7 @@ struct Stream {
     uint32_t pd = 0;
     bool seq_ready = false;  // sequence spaces known (after the handshake)
     bool failed = false;     // requester side hit an error: flushes, sends nothing more
+    StreamLimits limits;
 
     // requester (send) side
     std::deque<TxMessage> tx;   // posted, not yet completed; front is the oldest

@@ -86,6 +86,12 @@ public:
                 error = std::string("cannot create a queue pair: ") + text(qp.error());
                 return false;
             }
+            // INIT first: receives are posted before connect (verbs: from INIT on).
+            const api::QpModify init = api::qp_to_init(api::access::kRemoteWrite |
+                                                       api::access::kRemoteRead |
+                                                       api::access::kRemoteAtomic);
+            if (const Error e = (*qp)->modify(init.attr, init.mask, &error); e != Error::kOk)
+                return false;
             qps_.push_back(std::move(qp).value());
         }
         // Receives: SEND consumes them, and so does WRITE_WITH_IMM (latency). Posted before

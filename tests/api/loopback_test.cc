@@ -24,6 +24,7 @@ using api::Status;
 using api::WorkOpcode;
 namespace access = api::access;
 
+constexpr uint32_t kAllRemote = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
 constexpr auto kTimeout = std::chrono::milliseconds(20'000);
 
 // pattern is the payload byte at `offset` of message `msg`.
@@ -74,6 +75,9 @@ Side open_side(const api::DeviceConfig& cfg, size_t memory_bytes) {
     auto qp = s.pd->create_qp(*s.send_cq, *s.recv_cq);
     EXPECT_TRUE(qp.ok());
     s.qp = std::move(qp).value();
+    // INIT, as a verbs application does first, so that receives can be posted early.
+    const api::QpModify init = api::qp_to_init(kAllRemote);
+    EXPECT_EQ(s.qp->modify(init.attr, init.mask), Error::kOk);
     return s;
 }
 
@@ -365,8 +369,14 @@ TEST_P(Loopback, WriteToBadRkeyIsARemoteAccessError) {
     EXPECT_EQ(sends[0].status, Status::kRemoteAccess) << core::to_string(sends[0].status);
     EXPECT_TRUE(std::all_of(b_.memory.begin(), b_.memory.end(),
                             [](std::byte v) { return v == kSentinel; }));
-    // [ERR-1]: the QP is in error; later posts are refused.
-    EXPECT_EQ(a_.qp->post_send(w), Error::kWrongState);
+    // [ERR-1]: the QP is in error; later posts complete with a flush error (verbs).
+    EXPECT_EQ(a_.qp->state(), api::QpState::kError);
+    w.wr_id = 10;
+    EXPECT_EQ(a_.qp->post_send(w), Error::kOk);
+    sends.clear();
+    ASSERT_TRUE(collect(*a_.send_cq, 1, sends));
+    EXPECT_EQ(sends[0].wr_id, 10u);
+    EXPECT_EQ(sends[0].status, Status::kFlushed);
 }
 
 // Destroying a device closes its connections: the peer's outstanding receives flush.
@@ -443,20 +453,23 @@ TEST_P(Loopback, DeadPeerFailsTheConnectionWithAnErrorCompletion) {
     ASSERT_GE(n, 1u);
     EXPECT_EQ(e[n - 1].kind, api::EventKind::kConnectionFailed);
     EXPECT_EQ(e[n - 1].status, Status::kPeerDead);
+    EXPECT_EQ(a_.qp->state(), api::QpState::kError);
     EXPECT_EQ(a_.qp->post_send({4, WorkOpcode::kSend, a_.addr(0), 1, a_.mr->lkey()}),
-              Error::kWrongState);
+              Error::kOk);
+    Completion c[2];
+    ASSERT_EQ(a_.send_cq->poll(c), 1u);  // flushed at once, in ERR
+    EXPECT_EQ(c[0].wr_id, 4u);
+    EXPECT_EQ(c[0].status, Status::kFlushed);
 }
 
-// Receives posted before connect with a bad buffer complete with a local protection
-// error once connect hands them to the engine.
-TEST_P(Loopback, EarlyReceiveWithBadKeyCompletesWithAnError) {
+// A receive posted in INIT (before connect) is checked at once: a bad key is refused
+// and nothing is queued.
+TEST_P(Loopback, EarlyReceiveWithBadKeyIsRefusedAtPost) {
     open_pair(4096);
-    ASSERT_EQ(b_.qp->post_recv({1, b_.addr(0), 64, b_.mr->lkey() ^ 0x77}), Error::kOk);
+    EXPECT_EQ(b_.qp->post_recv({1, b_.addr(0), 64, b_.mr->lkey() ^ 0x77}), Error::kAccessDenied);
     connect_pair();
     Completion c[2];
-    ASSERT_EQ(b_.recv_cq->poll(c), 1u);
-    EXPECT_EQ(c[0].wr_id, 1u);
-    EXPECT_EQ(c[0].status, Status::kLocalProtection);
+    EXPECT_EQ(b_.recv_cq->poll(c), 0u);
 }
 
 TEST(Api, QueuePairsConnectInAnyOrder) {

@@ -1,0 +1,139 @@
+// api/device_state.h — internal: the state behind Device, CompletionQueue and QueuePair
+// (api/device.cc), and the queue pair state machine (api/qp_state.cc). Not installed.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "api/device.h"
+#include "core/endpoint.h"
+
+namespace mroce::api {
+
+namespace detail {
+
+struct CqState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Completion> queue;
+    size_t waiters = 0;
+
+    void push(const Completion& c) {
+        std::lock_guard<std::mutex> g(mu);
+        queue.push_back(c);
+        if (waiters) cv.notify_all();
+    }
+};
+
+// QpRecord is the engine-lock-guarded state of one queue pair.
+struct QpRecord {
+    uint32_t pd = 0;
+    QpAttr attr;               // attr.state is the state the application last set
+    bool stream_live = true;   // the engine stream exists (false in ERR: it was destroyed)
+    uint32_t srq = 0;          // the engine SRQ its receives come from, or 0
+    std::shared_ptr<CqState> send_cq, recv_cq;
+};
+
+struct DeviceState {
+    DeviceConfig cfg;
+    Address local;
+
+    // The engine lock guards everything down to `connections`.
+    std::mutex engine_mu;
+    std::unique_ptr<core::Endpoint> endpoint;
+    bool closed = false;
+    std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
+    std::set<uint32_t> connections;  // connection ids to close at shutdown
+    uint64_t completions_unrouted = 0;
+
+    std::mutex events_mu;
+    std::deque<Event> events;
+    uint64_t events_dropped = 0;
+
+    std::unique_ptr<datapath::UdpDatapath> dp;
+    std::unique_ptr<Driver> driver;
+    datapath::UdpStats final_udp_stats;  // after shutdown
+
+    // on_event routes one engine event; called by the driver with engine_mu held.
+    void on_event(const Event& e) {
+        if (e.kind == EventKind::kCompletion) {
+            const Completion& c = e.completion;
+            auto it = qps.find(c.stream);
+            if (it == qps.end()) {
+                ++completions_unrouted;
+                return;
+            }
+            const bool responder =
+                c.opcode == WorkOpcode::kRecv || c.opcode == WorkOpcode::kRecvWriteImm;
+            (responder ? it->second.recv_cq : it->second.send_cq)->push(c);
+            return;
+        }
+        if (e.kind == EventKind::kConnectionUp) connections.insert(e.connection);
+        std::lock_guard<std::mutex> g(events_mu);
+        if (events.size() >= Device::kMaxEvents) {
+            events.pop_front();
+            ++events_dropped;
+        }
+        events.push_back(e);
+    }
+
+    Time now() const { return dp->now(); }
+
+    // drain_events routes the engine's pending events now (engine_mu held), so that
+    // completions the API makes itself come after the engine's earlier ones.
+    void drain_events() {
+        while (auto e = endpoint->poll_event()) on_event(*e);
+    }
+
+    // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
+    void shutdown() {
+        driver->stop_thread();
+        {
+            std::lock_guard<std::mutex> g(engine_mu);
+            closed = true;
+            const Time t = now();
+            for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
+        }
+        driver->notify();
+        // A few passes transmit the CLOSE packets; more is best effort.
+        for (int i = 0; i < 4; ++i) (void)driver->run_once();
+        driver->with_datapath([&](datapath::Datapath&) { final_udp_stats = dp->stats(); });
+        driver->close();
+        dp.reset();
+    }
+};
+
+}  // namespace detail
+
+namespace detail {
+
+// SrqHandle owns one engine SRQ; the SharedReceiveQueue and every queue pair using it hold
+// it, so the engine SRQ is destroyed only once nothing uses it ([PLACE-24] refuses sooner).
+struct SrqHandle {
+    std::shared_ptr<DeviceState> st;
+    uint32_t id = 0;
+    ~SrqHandle() {
+        std::lock_guard<std::mutex> g(st->engine_mu);
+        if (!st->closed) (void)st->endpoint->destroy_srq(id);
+    }
+};
+
+// effective_state is the record's state, or kError once the engine failed its stream or
+// the stream's connection ended. Engine lock held.
+QpState effective_state(const DeviceState& st, uint32_t number, const QpRecord& r);
+// flush_posted completes a work request posted in ERR with kFlushed, after the engine's
+// pending completions. Engine lock held.
+void flush_posted(DeviceState& st, QpRecord& r, uint32_t number, uint64_t wr_id,
+                  WorkOpcode opcode);
+// modify_qp checks and applies one ibv_modify_qp-style transition of the queue pair
+// `number` (which a RESET changes). Engine lock held; see QueuePair::modify.
+Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t mask,
+                std::string* why);
+
+}  // namespace detail
+}  // namespace mroce::api
