@@ -240,11 +240,12 @@ void read_topology(Section s, RunSpec& r) {
     Section p = s.sub("pfc");
     if (p.boolean("enabled", false)) {
         // Defaults: headroom for what is in flight while a PAUSE travels (two wire delays
-        // at line rate plus two maximum packets); XOFF at a quarter of the port buffer.
+        // at line rate plus two maximum packets); XOFF at an eighth of the port buffer (set it
+        // so that ingress ports x (xoff + headroom) fit the buffer).
         const uint64_t bytes_per_us = t.cable.rate_bps / 8 / 1'000'000;
         const uint64_t headroom = 2 * bytes_per_us * static_cast<uint64_t>(to_ps(t.cable.delay)) / 1'000'000 + 2 * 9216;
         t.switches.pfc.lossless_classes = 1;
-        t.switches.pfc.xoff_bytes = p.u64("xoff_bytes", b.port_bytes / 4, 1);
+        t.switches.pfc.xoff_bytes = p.u64("xoff_bytes", b.port_bytes / 8, 1);
         t.switches.pfc.xon_bytes = p.u64("xon_bytes", t.switches.pfc.xoff_bytes / 2);
         t.switches.pfc.headroom_bytes = p.u64("headroom_bytes", headroom);
     } else {
@@ -264,6 +265,7 @@ void read_mroce(Section s, RunSpec& r) {
     if (w) c.window_bytes_per_path = w;
     c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
+    r.mroce.pfc = s.boolean("pfc", false);
     s.finish();
     c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
     if (r.mroce.window_auto) {
@@ -280,6 +282,7 @@ void read_rocev2(Section s, RunSpec& r) {
     rocev2::RoceConfig& c = r.rocev2.config;
     r.rocev2.qps_per_pair = s.u32("qps_per_pair", 1, 1, 256);
     c.dcqcn.enabled = s.boolean("dcqcn", true);
+    r.rocev2.pfc = s.boolean("pfc", true);
     c.mtu = s.u32("mtu", 4096, 64, 9000);
     c.window_packets = s.u32("window_packets", c.window_packets, 1, rocev2::kMaxWindowPackets);
     c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
@@ -390,6 +393,11 @@ void read_run(Section& root, RunSpec& r, const std::string& base_dir) {
     read_mroce(root.sub("mroce"), r);
     read_rocev2(root.sub("rocev2"), r);
     read_workload(root.sub("workload"), r, hosts, base_dir);
+    // PFC is the fabric's, but whether a run uses it is the protocol's choice.
+    if (!(r.protocol == Protocol::kMroce ? r.mroce.pfc : r.rocev2.pfc)) r.topology.switches.pfc.lossless_classes = 0;
+    r.topology.host.traffic_class = r.workload.traffic_class;
+    if (r.workload.traffic_class >= r.topology.switches.traffic_classes)
+        fail(root.ctx().where(nullptr) + "'workload.traffic_class' must be below topology.traffic_classes");
     read_faults(root.ctx(), root.array("faults"), r, hosts);
     Section run = root.sub("run");
     r.time_limit = run.duration_us("time_limit_us", r.time_limit, 1, 1e10);

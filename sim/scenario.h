@@ -34,11 +34,13 @@ struct MroceSpec {
     core::EndpointConfig endpoint;  // num_paths, max_payload, window_bytes_per_path, ...
     bool window_auto = true;        // window_bytes_per_path = BDP / paths + one packet
     bool stream_per_flow = true;    // false: one stream per (src, dst) pair
+    bool pfc = false;               // use topology.pfc (MetaRoCE is built for lossy fabrics)
 };
 
 struct RoceSpec {
     rocev2::RoceConfig config;  // mtu, window, timeouts, dcqcn.enabled
     uint32_t qps_per_pair = 1;  // a flow is split evenly over the pair's QPs
+    bool pfc = true;            // use topology.pfc when it is enabled there
 };
 
 enum class WorkloadKind : uint8_t { kExplicit, kIncast, kPermutation, kAllToAll, kRingAllreduce, kBackground };

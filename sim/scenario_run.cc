@@ -294,7 +294,7 @@ std::string port_name(const Topology& topo, size_t sw, size_t port) {
 
 }  // namespace
 
-bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err) {
+bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook) {
     Sim sim(seed);
     TopologyConfig tc = spec.topology;
     Topology topo(sim, tc);
@@ -444,6 +444,8 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             }
     }
     for (auto [s, p] : qports) out.queue_port_names.push_back(port_name(topo, s, p));
+
+    if (hook) hook(topo, spec);
 
     // Sampler: one event per interval while flows remain.
     const int64_t period_ps = to_ps(spec.output.sample);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,13 @@ struct RunOutput {
     RunMetrics metrics;
 };
 
+// RunHook is called once the topology is built and before the run starts: the place to
+// attach observers such as a pcap writer on host taps (sim/pcap.h).
+using RunHook = std::function<void(Topology& topology, const RunSpec& spec)>;
+
 // run_spec runs one point of a scenario. On a setup problem (an engine refusing a
-// work request) it returns false and sets err to one line.
-bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err);
+// work request, an unknown port name) it returns false and sets err to one line.
+bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err,
+              const RunHook& hook = {});
 
 }  // namespace mroce::sim

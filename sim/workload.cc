@@ -92,8 +92,8 @@ bool FlowSizeCdf::parse(const std::string& text, const std::string& name, std::s
             err = where + "expected 'size_bytes cum_prob'";
             return false;
         }
-        if (!(size >= 1) || !std::isfinite(size)) {
-            err = where + "size must be at least 1 byte";
+        if (!(size >= 0) || !std::isfinite(size)) {
+            err = where + "size must be a non-negative number of bytes";
             return false;
         }
         if (!(p >= 0 && p <= 1)) {

@@ -57,7 +57,8 @@ void ring_allreduce(Workload& w, uint32_t hosts, uint64_t bytes);
 
 // FlowSizeCdf: a piecewise-linear flow-size distribution. File format: '#' comments, then
 // lines "size_bytes cum_prob" with sizes strictly increasing, cum_prob non-decreasing in
-// [0, 1] and the last one exactly 1. Below the first point the first size is used.
+// [0, 1] and the last one exactly 1 (scenarios/data/*.cdf). Below the first point the
+// first size is used; a sample is never below 1 byte.
 class FlowSizeCdf {
   public:
     // load reads a CDF file; on failure returns false and sets err to "file:line: reason".
