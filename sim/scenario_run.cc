@@ -451,12 +451,17 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     const int64_t period_ps = to_ps(spec.output.sample);
     std::vector<uint64_t> last(std::min<size_t>(wl.size(), spec.output.flows), 0);
     uint64_t last_all = 0;
+    int64_t last_sample_ps = 0;
+    bool final_sample = false;
     std::function<void()> sample = [&] {
         const double t_us = static_cast<double>(to_ps(sim.now())) / 1e6;
-        const double per_gbps = 8.0 / (static_cast<double>(period_ps) / 1e12) / 1e9;
+        // Rates over the time since the previous sample (the last interval may be short).
+        const int64_t span_ps = to_ps(sim.now()) - last_sample_ps;
+        last_sample_ps = to_ps(sim.now());
+        const double per_gbps = 8.0 / (static_cast<double>(span_ps) / 1e12) / 1e9;
         for (size_t i = 0; i < last.size(); ++i) {
             const FlowOutcome& o = out.flows[i];
-            const bool active = o.start_ps >= 0 && (o.finish_ps < 0 || o.finish_ps > to_ps(sim.now()) - period_ps);
+            const bool active = o.start_ps >= 0 && (o.finish_ps < 0 || o.finish_ps > to_ps(sim.now()) - span_ps);
             if (active) out.throughput.push_back({t_us, static_cast<int64_t>(i), static_cast<double>(delivered[i] - last[i]) * per_gbps});
             last[i] = delivered[i];
         }
@@ -465,13 +470,17 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         for (uint32_t i = 0; i < qports.size(); ++i)
             out.queue.push_back({t_us, i, topo.switch_at(qports[i].first).port(qports[i].second).queue_bytes()});
         drv->sample_cc(t_us, spec.output.cc_conns, out.cc);
-        if (finished < wl.size()) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
+        if (finished < wl.size() && !final_sample) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
     };
     if (period_ps > 0) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
 
     const sim::RunResult r = sim.run_until([&] { return finished == wl.size() || !post_err.empty(); },
                                            SimTime{} + spec.time_limit,
                                            spec.max_events ? spec.max_events : UINT64_MAX);
+    if (period_ps > 0 && to_ps(sim.now()) > last_sample_ps) {  // the partial last interval
+        final_sample = true;
+        sample();
+    }
     if (!post_err.empty()) {
         for (uint32_t h = 0; h < hosts; ++h) topo.host(h).attach(nullptr);
         err = post_err;
