@@ -269,10 +269,11 @@ void read_mroce(Section s, RunSpec& r) {
     s.finish();
     c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
     if (r.mroce.window_auto) {
-        // One bandwidth-delay product per connection over all paths (base RTT of the
-        // longest path: 2 x 3 hops of propagation for a fat tree), plus one packet per path.
+        // One bandwidth-delay product per connection over all paths (the host's rate on
+        // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in
+        // a fat tree), plus one packet per path.
         const uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
-        const uint64_t bdp = r.topology.cable.rate_bps / 8 * rtt_ps / 1'000'000'000'000;
+        const uint64_t bdp = r.topology.cable.rate_bps * r.topology.planes / 8 * rtt_ps / 1'000'000'000'000;
         c.window_bytes_per_path = bdp / c.num_paths + c.max_payload;
     }
     if (const std::string err = core::config_error(c); !err.empty()) fail(s.ctx().where(nullptr) + "mroce: " + err);

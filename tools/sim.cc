@@ -166,7 +166,7 @@ void register_sim(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("sim", "run a scenario file on the packet-level simulator (docs/sim.md)");
     cmd->add_option("scenario", opts->scenario, "scenario file (TOML)")->required();
     cmd->add_option("--set", opts->sets, "override a key by dotted path, e.g. --set workload.bytes=65536")
-        ->take_all();
+        ->allow_extra_args(false);  // one key=value per --set, so the scenario may follow
     cmd->add_option("--seed", opts->seed, "random seed (replaces the file's)");
     cmd->add_option("--out", opts->out, "output directory (default sim-out)");
     cmd->add_option("--pcap", opts->pcap, "write captured packets to FILE (pcap)");
