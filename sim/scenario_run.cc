@@ -397,13 +397,12 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             if (c.opcode != core::WorkOpcode::kWrite) return;  // responder side: not ours
             const auto id = static_cast<uint32_t>(c.wr_id >> 32);
             const auto len = static_cast<uint32_t>(c.wr_id);
-            if (id >= wl.size() || wrs_left[id] == 0) return;
+            if (id >= wl.size()) return;
+            if (c.status != core::Status::kSuccess) ++m.failed_ops;
+            if (wrs_left[id] == 0) return;  // the flow already failed
             if (c.status != core::Status::kSuccess) {
-                ++m.failed_ops;
-                if (!out.flows[id].failed && !out.flows[id].completed) {
-                    wrs_left[id] = 0;
-                    flow_done(id, false);
-                }
+                wrs_left[id] = 0;
+                flow_done(id, false);
                 return;
             }
             delivered[id] += len;

@@ -131,6 +131,44 @@ sample_us = 5
     EXPECT_LE(peak, m.max_queue_bytes);
 }
 
+// A RoCEv2 flow across a cable cut for good exhausts its retries: its WRITEs fail, the run
+// counts them, and the flow that depends on it never starts; the unrelated flow completes.
+TEST(ScenarioRunFailure, DependentsOfAFailedFlowNeverStart) {
+    const uint64_t seed = testing::test_seed(24);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+protocol = "rocev2"
+[topology]
+kind = "single_switch"
+hosts = 4
+[rocev2]
+retransmit_timeout_us = 20
+[workload]
+kind = "explicit"
+message_bytes = 10000
+flows = [
+  { src = 0, dst = 1, bytes = 50000 },
+  { src = 2, dst = 3, bytes = 50000 },
+  { src = 1, dst = 2, bytes = 5000, depends_on = [0] },
+]
+[[faults]]
+at_us = 0
+kind = "cable_down"
+host = 1
+[run]
+time_limit_us = 2000
+)");
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    EXPECT_TRUE(out.flows[0].failed);
+    EXPECT_TRUE(out.flows[1].completed);
+    EXPECT_EQ(out.flows[2].start_ps, -1);
+    EXPECT_EQ(out.metrics.completed_flows, 1u);
+    EXPECT_EQ(out.metrics.failed_ops, 5u);  // the failed WRITE and the four flushed after it
+    EXPECT_EQ(out.metrics.stop_reason, "time limit");
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, ScenarioRun, ::testing::Values("mroce", "rocev2"));
 
 }  // namespace
