@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`mroce sim` end to end (docs/sim.md): every shipped scenario runs when shrunk, its output
-follows the contract, two runs with the same seed and overrides are identical except
+follows the contract, the PFC demonstration drops nothing with PFC and drops without, two runs with the same seed and overrides are identical except
 wall_seconds, and bad scenario files get a one-line error naming the key.
 
 usage: sim_cli_test.py MROCE_BINARY SCENARIOS_DIR
@@ -168,7 +168,24 @@ def test_bad_files():
     print("ok: bad files")
 
 
+def test_pfc_demo():
+    """The PFC demonstration at full size: with PFC nothing is dropped and the switch
+    pauses; without it the port overflows. Queues never exceed the 512 KiB buffer."""
+    with tempfile.TemporaryDirectory() as out:
+        p = run([os.path.join(SCENARIOS, "pfc-demo.toml"), "--out", out])
+        check(p.returncode == 0, "pfc-demo: %s" % p.stderr.strip())
+        runs = {r["params"]["rocev2.pfc"]: r["metrics"] for r in json.load(open(os.path.join(out, "summary.json")))["runs"]}
+        on, off = runs[True], runs[False]
+        check(on["drops"] == 0 and on["pfc_overflow_drops"] == 0 and on["pauses"] > 0, "pfc-demo with PFC: %s" % on)
+        check(off["drops"] > 0 and off["pauses"] == 0 and off["retransmits"] > 0, "pfc-demo without PFC: %s" % off)
+        for m in (on, off):
+            check(m["max_queue_bytes"] <= 524288, "pfc-demo: queue %d above the buffer" % m["max_queue_bytes"])
+            check(m["completed_flows"] == m["flows"], "pfc-demo: flows left")
+    print("ok: pfc demo")
+
+
 test_shipped_scenarios()
+test_pfc_demo()
 test_determinism()
 test_bad_files()
 if FAILURES:
