@@ -108,6 +108,12 @@ int run_sim(const SimOptions& o) {
         return 2;
     }
     const std::filesystem::path out(o.out);
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);  // fail before running, not after
+    if (ec) {
+        std::fprintf(stderr, "mroce sim: --out %s: %s\n", o.out.c_str(), ec.message().c_str());
+        return 2;
+    }
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     uint64_t events = 0, packets = 0;
     fmt::print("scenario {} ({}), seed {}, {} run(s), output in {}\n", sc->name, sc->file, sc->seed, sc->runs.size(),
