@@ -163,6 +163,11 @@ def test_bad_files():
             f.write("[workload]\nkind = \"incast\"\n")
         p = run([path, "--set", "workload.kind=zigzag"])
         check(p.returncode == 2 and "'workload.kind' must be one of" in p.stderr, "--set bad value: %r" % p.stderr)
+        with open(path, "w") as f:
+            f.write("[output]\nqueue_ports = [\"leaf9/p0\"]\n")
+        p = run([path, "--out", d])
+        check(p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
+              and "no port named 'leaf9/p0'" in p.stderr, "unknown queue port: %r" % p.stderr)
         p = run([os.path.join(d, "missing.toml")])
         check(p.returncode == 2 and "missing.toml: cannot open" in p.stderr, "missing file: %r" % p.stderr)
     print("ok: bad files")
