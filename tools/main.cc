@@ -4,6 +4,7 @@
 
 #include "tools/demo.h"
 #include "tools/perf.h"
+#include "tools/sim.h"
 #include "util/version.h"
 #include "wire/header.h"
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
     app.add_flag("--version", version, "print the library and wire protocol versions");
     mroce::tools::register_demo(app);
     mroce::tools::register_perf(app);
+    mroce::tools::register_sim(app);
     app.require_subcommand(0, 1);
     // Bad arguments: one line naming the problem (CLI11 adds a second, "Run with --help").
     app.failure_message([](const CLI::App*, const CLI::Error& e) {

@@ -1,0 +1,540 @@
+// sim/scenario.cc — TOML scenario files to RunSpecs: overrides, sweep expansion, and a
+// strict reader that names every unknown key, wrong type and out-of-range value.
+#include "sim/scenario.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace mroce::sim {
+namespace {
+
+struct ScenarioError {
+    std::string message;
+};
+
+[[noreturn]] void fail(const std::string& m) { throw ScenarioError{m}; }
+
+// Ctx carries what every error message needs: the file's name.
+struct Ctx {
+    std::string file;
+    std::string where(const toml::node* n) const {
+        if (n && n->source().begin.line > 0) return file + ":" + std::to_string(n->source().begin.line) + ": ";
+        return file + ": ";
+    }
+};
+
+// Section reads one table strictly: every getter marks its key used, finish() rejects the
+// rest. A missing table reads as empty (all defaults).
+class Section {
+  public:
+    Section(const Ctx& ctx, const toml::table* t, std::string prefix)
+        : ctx_(ctx), t_(t), prefix_(std::move(prefix)) {}
+
+    const toml::node* node(const std::string& key) {
+        used_.insert(key);
+        return t_ ? t_->get(key) : nullptr;
+    }
+    [[noreturn]] void bad(const toml::node* n, const std::string& key, const std::string& what) const {
+        fail(ctx_.where(n ? n : t_) + "'" + prefix_ + key + "' " + what);
+    }
+
+    bool boolean(const std::string& key, bool def) {
+        const toml::node* n = node(key);
+        if (!n) return def;
+        if (!n->is_boolean()) bad(n, key, "must be true or false");
+        return *n->value<bool>();
+    }
+    int64_t integer(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+        const toml::node* n = node(key);
+        if (!n) return def;
+        if (!n->is_integer()) bad(n, key, "must be an integer");
+        const int64_t v = *n->value<int64_t>();
+        if (v < lo || v > hi) bad(n, key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+        return v;
+    }
+    uint32_t u32(const std::string& key, uint32_t def, int64_t lo, int64_t hi) {
+        return static_cast<uint32_t>(integer(key, def, lo, hi));
+    }
+    uint64_t u64(const std::string& key, uint64_t def, int64_t lo = 0, int64_t hi = INT64_MAX) {
+        return static_cast<uint64_t>(integer(key, static_cast<int64_t>(def), lo, hi));
+    }
+    double real(const std::string& key, double def, double lo, double hi) {
+        const toml::node* n = node(key);
+        if (!n) return def;
+        if (!n->is_number()) bad(n, key, "must be a number");
+        const double v = *n->value<double>();
+        if (!(v >= lo && v <= hi)) {
+            std::ostringstream os;
+            os << "must be in [" << lo << ", " << hi << "]";
+            bad(n, key, os.str());
+        }
+        return v;
+    }
+    std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed) {
+        const toml::node* n = node(key);
+        if (!n) return def;
+        std::string all;
+        for (const auto& a : allowed) all += (all.empty() ? "" : "|") + a;
+        if (!n->is_string()) bad(n, key, "must be a string (" + all + ")");
+        const std::string v = *n->value<std::string>();
+        for (const auto& a : allowed)
+            if (a == v) return v;
+        bad(n, key, "must be one of " + all + ", not '" + v + "'");
+    }
+    std::string string(const std::string& key, const std::string& def) {
+        const toml::node* n = node(key);
+        if (!n) return def;
+        if (!n->is_string()) bad(n, key, "must be a string");
+        return *n->value<std::string>();
+    }
+    // duration_us reads microseconds (integer or real) into a SimDuration.
+    SimDuration duration_us(const std::string& key, SimDuration def, double lo, double hi) {
+        const double us = real(key, static_cast<double>(to_ps(def)) / 1e6, lo, hi);
+        return SimDuration(static_cast<int64_t>(std::llround(us * 1e6)));
+    }
+    Section sub(const std::string& key) {
+        const toml::node* n = node(key);
+        if (n && !n->is_table()) bad(n, key, "must be a table");
+        return Section(ctx_, n ? n->as_table() : nullptr, prefix_ + key + ".");
+    }
+    const toml::array* array(const std::string& key) {
+        const toml::node* n = node(key);
+        if (n && !n->is_array()) bad(n, key, "must be an array");
+        return n ? n->as_array() : nullptr;
+    }
+    void finish() const {
+        if (!t_) return;
+        for (auto&& [k, v] : *t_)
+            if (!used_.count(std::string(k.str()))) fail(ctx_.where(&v) + "unknown key '" + prefix_ + std::string(k.str()) + "'");
+    }
+    const Ctx& ctx() const { return ctx_; }
+    const std::string& prefix() const { return prefix_; }
+
+  private:
+    const Ctx& ctx_;
+    const toml::table* t_;
+    std::string prefix_;
+    std::set<std::string> used_;
+};
+
+std::vector<std::string> split_dots(const std::string& key) {
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : key) {
+        if (c == '.') {
+            parts.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    parts.push_back(cur);
+    return parts;
+}
+
+// set_key stores value at a dotted path, creating tables on the way.
+void set_key(toml::table& root, const std::string& key, const toml::node& value, const std::string& what) {
+    const std::vector<std::string> parts = split_dots(key);
+    toml::table* t = &root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        if (parts[i].empty()) fail(what + ": empty key segment in '" + key + "'");
+        toml::node* n = t->get(parts[i]);
+        if (!n) {
+            t->insert(parts[i], toml::table{});
+            n = t->get(parts[i]);
+        }
+        if (!n->is_table()) fail(what + ": '" + key + "': '" + parts[i] + "' is not a table");
+        t = n->as_table();
+    }
+    if (parts.back().empty()) fail(what + ": empty key segment in '" + key + "'");
+    value.visit([&](auto&& v) { t->insert_or_assign(parts.back(), v); });
+}
+
+// parse_value reads a command-line value as TOML ("0.01", "true", "[1,2]", "\"x\""), or
+// takes it as a bare string when it is not TOML (`--set protocol=rocev2`).
+toml::table parse_value(const std::string& value) {
+    toml::table holder;
+    try {
+        holder = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+        holder = toml::table{};
+        holder.insert("v", value);
+    }
+    return holder;
+}
+
+ParamValue to_param(const toml::node& n) {
+    if (n.is_boolean()) return *n.value<bool>();
+    if (n.is_integer()) return *n.value<int64_t>();
+    if (n.is_floating_point()) return *n.value<double>();
+    if (n.is_string()) return *n.value<std::string>();
+    std::ostringstream os;
+    n.visit([&](auto&& v) { os << toml::toml_formatter{v}; });
+    return os.str();
+}
+
+// flatten_sweep lists (dotted key, array) for every array in the [sweep] table, whether
+// written `"fabric.loss" = [...]` or as the nested tables TOML makes of `fabric.loss = [...]`.
+void flatten_sweep(const Ctx& ctx, const toml::table& t, const std::string& prefix,
+                   std::vector<std::pair<std::string, const toml::array*>>& out) {
+    for (auto&& [k, v] : t) {
+        const std::string key = prefix + std::string(k.str());
+        if (v.is_table()) {
+            flatten_sweep(ctx, *v.as_table(), key + ".", out);
+        } else if (v.is_array() && !v.as_array()->empty()) {
+            out.emplace_back(key, v.as_array());
+        } else {
+            fail(ctx.where(&v) + "'sweep." + key + "' must be a non-empty array of values");
+        }
+    }
+}
+
+uint32_t host_count(const TopologyConfig& t) {
+    switch (t.kind) {
+        case TopologyKind::kSingleSwitch: return t.hosts;
+        case TopologyKind::kLeafSpine: return t.leaves * t.hosts_per_leaf;
+        case TopologyKind::kFatTree: return t.k * t.k * t.k / 4;
+    }
+    return 0;
+}
+
+void read_topology(Section s, RunSpec& r) {
+    TopologyConfig& t = r.topology;
+    const std::string kind = s.choice("kind", "single_switch", {"single_switch", "leaf_spine", "fat_tree"});
+    t.kind = kind == "single_switch" ? TopologyKind::kSingleSwitch
+             : kind == "leaf_spine"  ? TopologyKind::kLeafSpine
+                                     : TopologyKind::kFatTree;
+    t.hosts = s.u32("hosts", 4, 2, 65536);
+    t.leaves = s.u32("leaves", 2, 1, 4096);
+    t.spines = s.u32("spines", 2, 1, 4096);
+    t.hosts_per_leaf = s.u32("hosts_per_leaf", 2, 1, 4096);
+    t.oversubscription = s.real("oversubscription", 1.0, 0.01, 1000);
+    t.k = s.u32("k", 4, 2, 64);
+    t.planes = s.u32("planes", 1, 1, 16);
+    t.cable.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 100, 0.001, 100000) * 1e9);
+    t.cable.delay = s.duration_us("delay_us", std::chrono::microseconds(1), 0, 1e6);
+    t.switches.traffic_classes = static_cast<uint8_t>(s.u32("traffic_classes", 1, 1, kMaxTrafficClasses));
+    BufferConfig& b = t.switches.buffer;
+    b.port_bytes = s.u64("buffer_bytes", b.port_bytes, 1, int64_t{1} << 40);
+    b.shared = s.boolean("shared_buffer", false);
+    b.shared_bytes = s.u64("shared_buffer_bytes", b.shared_bytes, 1, int64_t{1} << 40);
+    b.alpha = s.real("alpha", 1.0, 0.001, 1000);
+
+    Section e = s.sub("ecn");
+    const std::string mode = e.choice("mode", "off", {"off", "step", "red"});
+    const uint64_t k = e.u64("k_bytes", 0);
+    const uint64_t kmin = e.u64("kmin_bytes", 0), kmax = e.u64("kmax_bytes", 0);
+    const double pmax = e.real("pmax", 1.0, 0, 1);
+    if (mode == "step") t.switches.ecn = EcnConfig::step(k);
+    if (mode == "red") {
+        if (kmax < kmin) e.bad(nullptr, "kmax_bytes", "must be at least kmin_bytes");
+        t.switches.ecn = EcnConfig::red(kmin, kmax, pmax);
+    }
+    e.finish();
+
+    Section p = s.sub("pfc");
+    if (p.boolean("enabled", false)) {
+        // Defaults: headroom for what is in flight while a PAUSE travels (two wire delays
+        // at line rate plus two maximum packets); XOFF at an eighth of the port buffer (set it
+        // so that ingress ports x (xoff + headroom) fit the buffer).
+        const uint64_t bytes_per_us = t.cable.rate_bps / 8 / 1'000'000;
+        const uint64_t headroom = 2 * bytes_per_us * static_cast<uint64_t>(to_ps(t.cable.delay)) / 1'000'000 + 2 * 9216;
+        t.switches.pfc.lossless_classes = 1;
+        t.switches.pfc.xoff_bytes = p.u64("xoff_bytes", b.port_bytes / 8, 1);
+        t.switches.pfc.xon_bytes = p.u64("xon_bytes", t.switches.pfc.xoff_bytes / 2);
+        t.switches.pfc.headroom_bytes = p.u64("headroom_bytes", headroom);
+    } else {
+        p.u64("xoff_bytes", 0), p.u64("xon_bytes", 0), p.u64("headroom_bytes", 0);
+    }
+    p.finish();
+    s.finish();
+    if (const std::string err = check_topology_config(t); !err.empty()) fail(s.ctx().where(nullptr) + "topology: " + err);
+}
+
+void read_mroce(Section s, RunSpec& r) {
+    core::EndpointConfig& c = r.mroce.endpoint;
+    c.num_paths = static_cast<uint16_t>(s.u32("paths", c.num_paths, 1, 65535));
+    c.max_payload = s.u32("max_payload", 4096, 1, 65535);
+    const uint64_t w = s.u64("window_bytes", 0);
+    r.mroce.window_auto = w == 0;
+    if (w) c.window_bytes_per_path = w;
+    c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
+    r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
+    r.mroce.pfc = s.boolean("pfc", false);
+    s.finish();
+    c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
+    if (r.mroce.window_auto) {
+        // One bandwidth-delay product per connection over all paths (the host's rate on
+        // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in
+        // a fat tree), plus one packet per path.
+        const uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
+        const uint64_t bdp = r.topology.cable.rate_bps * r.topology.planes / 8 * rtt_ps / 1'000'000'000'000;
+        c.window_bytes_per_path = bdp / c.num_paths + c.max_payload;
+    }
+    if (const std::string err = core::config_error(c); !err.empty()) fail(s.ctx().where(nullptr) + "mroce: " + err);
+}
+
+void read_rocev2(Section s, RunSpec& r) {
+    rocev2::RoceConfig& c = r.rocev2.config;
+    r.rocev2.qps_per_pair = s.u32("qps_per_pair", 1, 1, 256);
+    c.dcqcn.enabled = s.boolean("dcqcn", true);
+    r.rocev2.pfc = s.boolean("pfc", true);
+    c.mtu = s.u32("mtu", 4096, 64, 9000);
+    c.window_packets = s.u32("window_packets", c.window_packets, 1, rocev2::kMaxWindowPackets);
+    c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
+    const SimDuration rto = s.duration_us("retransmit_timeout_us", std::chrono::microseconds(1000), 1, 1e7);
+    c.retransmit_timeout = std::chrono::duration_cast<Duration>(rto);
+    s.finish();
+    c.dcqcn.line_rate_bps = r.topology.cable.rate_bps;
+    if (const std::string err = rocev2::config_error(c); !err.empty()) fail(s.ctx().where(nullptr) + "rocev2: " + err);
+}
+
+void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& base_dir) {
+    WorkloadSpec& w = r.workload;
+    const std::string kind = s.choice("kind", "all_to_all",
+                                      {"explicit", "incast", "permutation", "all_to_all", "ring_allreduce", "background"});
+    w.kind = kind == "explicit"         ? WorkloadKind::kExplicit
+             : kind == "incast"         ? WorkloadKind::kIncast
+             : kind == "permutation"    ? WorkloadKind::kPermutation
+             : kind == "all_to_all"     ? WorkloadKind::kAllToAll
+             : kind == "ring_allreduce" ? WorkloadKind::kRingAllreduce
+                                        : WorkloadKind::kBackground;
+    w.bytes = s.u64("bytes", w.bytes, 1, UINT32_MAX);
+    w.message_bytes = s.u64("message_bytes", 0, 0, UINT32_MAX);
+    w.hosts = s.u32("hosts", 0, 0, hosts);
+    const uint32_t part = w.hosts ? w.hosts : hosts;
+    if (part < 2) s.bad(nullptr, "hosts", "must leave at least 2 hosts");
+    w.senders = s.u32("senders", 0, 0, part - 1);
+    w.receiver = s.u32("receiver", 0, 0, part - 1);
+    w.start = s.duration_us("start_us", {}, 0, 1e9);
+    w.traffic_class = static_cast<uint8_t>(s.u32("traffic_class", 0, 0, kMaxTrafficClasses - 1));
+    w.load = s.real("load", 0.3, 0, 1);
+    w.cdf = s.string("cdf", "");
+    w.duration = s.duration_us("duration_us", w.duration, 0, 1e9);
+    w.max_flows = s.u64("max_flows", 0, 0, 100'000'000);
+    if (w.kind == WorkloadKind::kBackground) {
+        if (w.cdf.empty()) s.bad(nullptr, "cdf", "is required by kind = \"background\"");
+        if (std::filesystem::path(w.cdf).is_relative()) w.cdf = (std::filesystem::path(base_dir) / w.cdf).string();
+        FlowSizeCdf cdf;
+        std::string err;
+        if (!cdf.load(w.cdf, err)) fail(s.ctx().where(nullptr) + "'" + s.prefix() + "cdf': " + err);
+    }
+    if (const toml::array* flows = s.array("flows")) {
+        for (size_t i = 0; i < flows->size(); ++i) {
+            const toml::node& n = *flows->get(i);
+            const std::string pre = s.prefix() + "flows[" + std::to_string(i) + "].";
+            if (!n.is_table()) fail(s.ctx().where(&n) + "'" + pre + "' must be a table");
+            Section f(s.ctx(), n.as_table(), pre);
+            Flow fl;
+            fl.id = static_cast<uint32_t>(i);
+            fl.src = f.u32("src", 0, 0, hosts - 1);
+            fl.dst = f.u32("dst", 1, 0, hosts - 1);
+            fl.bytes = f.u64("bytes", w.bytes, 1, UINT32_MAX);
+            fl.start = f.duration_us("start_us", w.start, 0, 1e9);
+            fl.traffic_class = static_cast<uint8_t>(f.u32("traffic_class", w.traffic_class, 0, kMaxTrafficClasses - 1));
+            if (const toml::array* deps = f.array("depends_on")) {
+                for (const toml::node& d : *deps) {
+                    if (!d.is_integer() || *d.value<int64_t>() < 0 || *d.value<int64_t>() >= static_cast<int64_t>(i))
+                        fail(s.ctx().where(&d) + "'" + pre + "depends_on' must list ids of earlier flows (0.." +
+                             std::to_string(i) + ")");
+                    fl.depends_on.push_back(static_cast<uint32_t>(*d.value<int64_t>()));
+                }
+            }
+            f.finish();
+            w.flows.push_back(std::move(fl));
+        }
+    }
+    s.finish();
+    if (w.kind == WorkloadKind::kExplicit) {
+        if (w.flows.empty()) s.bad(nullptr, "flows", "must list at least one flow for kind = \"explicit\"");
+        if (const std::string err = check_workload(w.flows, hosts); !err.empty())
+            fail(s.ctx().where(nullptr) + "workload: " + err);
+    }
+}
+
+void read_faults(const Ctx& ctx, const toml::array* faults, RunSpec& r, uint32_t hosts) {
+    if (!faults) return;
+    for (size_t i = 0; i < faults->size(); ++i) {
+        const toml::node& n = *faults->get(i);
+        const std::string pre = "faults[" + std::to_string(i) + "].";
+        if (!n.is_table()) fail(ctx.where(&n) + "'" + pre + "' must be a table");
+        Section s(ctx, n.as_table(), pre);
+        FaultSpec f;
+        f.at = s.duration_us("at_us", {}, 0, 1e9);
+        const std::string kind = s.choice("kind", "plane_down", {"plane_down", "plane_up", "cable_down", "cable_up", "loss", "rate"});
+        f.kind = kind == "plane_down"   ? FaultKind::kPlaneDown
+                 : kind == "plane_up"   ? FaultKind::kPlaneUp
+                 : kind == "cable_down" ? FaultKind::kCableDown
+                 : kind == "cable_up"   ? FaultKind::kCableUp
+                 : kind == "loss"       ? FaultKind::kLoss
+                                        : FaultKind::kRate;
+        f.plane = s.u32("plane", 0, 0, r.topology.planes - 1);
+        f.host = s.u32("host", 0, 0, hosts - 1);
+        if (s.node("reconverge_us")) f.reconverge = s.duration_us("reconverge_us", {}, 0, 1e9);
+        f.loss = s.real("loss", 0, 0, 1);
+        f.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 0, 0, 100000) * 1e9);
+        if (f.kind == FaultKind::kRate && f.rate_bps == 0) s.bad(&n, "rate_gbps", "must be positive for kind = \"rate\"");
+        s.finish();
+        r.faults.push_back(f);
+    }
+}
+
+void read_run(Section& root, RunSpec& r, const std::string& base_dir) {
+    r.loss = 0;
+    read_topology(root.sub("topology"), r);
+    const uint32_t hosts = host_count(r.topology);
+    Section fabric = root.sub("fabric");
+    r.loss = fabric.real("loss", 0, 0, 1);
+    fabric.finish();
+    read_mroce(root.sub("mroce"), r);
+    read_rocev2(root.sub("rocev2"), r);
+    read_workload(root.sub("workload"), r, hosts, base_dir);
+    // PFC is the fabric's, but whether a run uses it is the protocol's choice.
+    if (!(r.protocol == Protocol::kMroce ? r.mroce.pfc : r.rocev2.pfc)) r.topology.switches.pfc.lossless_classes = 0;
+    r.topology.host.traffic_class = r.workload.traffic_class;
+    if (r.workload.traffic_class >= r.topology.switches.traffic_classes)
+        fail(root.ctx().where(nullptr) + "'workload.traffic_class' must be below topology.traffic_classes");
+    read_faults(root.ctx(), root.array("faults"), r, hosts);
+    Section run = root.sub("run");
+    r.time_limit = run.duration_us("time_limit_us", r.time_limit, 1, 1e10);
+    r.max_events = run.u64("max_events", 0);
+    run.finish();
+    Section out = root.sub("output");
+    r.output.sample = out.duration_us("sample_us", r.output.sample, 0, 1e9);
+    r.output.flows = out.u32("flows", r.output.flows, 0, 1 << 20);
+    if (const toml::array* ports = out.array("queue_ports")) {
+        for (const toml::node& p : *ports) {
+            if (!p.is_string()) fail(root.ctx().where(&p) + "'output.queue_ports' must list port names (strings)");
+            r.output.queue_ports.push_back(*p.value<std::string>());
+        }
+    }
+    r.output.max_queue_ports = out.u32("max_queue_ports", r.output.max_queue_ports, 0, 1 << 16);
+    r.output.cc_conns = out.u32("cc_conns", r.output.cc_conns, 0, 1 << 20);
+    out.finish();
+}
+
+std::string sanitize(const std::string& s) {
+    std::string out;
+    for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
+    return out;
+}
+
+}  // namespace
+
+const char* to_string(Protocol p) { return p == Protocol::kMroce ? "mroce" : "rocev2"; }
+
+std::string param_to_string(const ParamValue& v) {
+    return std::visit(
+        [](auto&& x) -> std::string {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+            else if constexpr (std::is_same_v<T, std::string>) return x;
+            else {
+                std::ostringstream os;
+                os << x;
+                return os.str();
+            }
+        },
+        v);
+}
+
+std::optional<Scenario> parse_scenario(const std::string& text, const std::string& name,
+                                       const std::vector<std::string>& overrides,
+                                       std::optional<uint64_t> seed, std::string& err) {
+    const Ctx ctx{name};
+    try {
+        toml::table root;
+        try {
+            root = toml::parse(text, name);
+        } catch (const toml::parse_error& e) {
+            fail(name + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+        }
+        // --set: each key=value replaces or adds one value; remembered as a parameter.
+        std::vector<std::string> set_keys;
+        for (const std::string& o : overrides) {
+            const size_t eq = o.find('=');
+            if (eq == std::string::npos || eq == 0) fail("--set '" + o + "': expected key=value");
+            const std::string key = o.substr(0, eq);
+            const toml::table holder = parse_value(o.substr(eq + 1));
+            set_key(root, key, *holder.get("v"), "--set");
+            set_keys.push_back(key);
+        }
+        std::vector<std::pair<std::string, const toml::array*>> sweep;
+        toml::table sweep_table;
+        if (const toml::node* s = root.get("sweep")) {
+            if (!s->is_table()) fail(ctx.where(s) + "'sweep' must be a table");
+            sweep_table = *s->as_table();
+            flatten_sweep(ctx, sweep_table, "", sweep);
+        }
+        root.erase("sweep");
+
+        Scenario sc;
+        sc.file = name;
+        const std::string base_dir = std::filesystem::path(name).parent_path().string();
+        // Expand the cartesian product; the last sweep key varies fastest.
+        size_t points = 1;
+        for (const auto& [k, a] : sweep) points *= a->size();
+        if (points > 10000) fail(ctx.where(nullptr) + "'sweep' has " + std::to_string(points) + " points (at most 10000)");
+        std::set<std::string> labels;
+        for (size_t p = 0; p < points; ++p) {
+            toml::table& t = root;  // every point sets every swept key; copies would lose source lines
+            std::vector<std::pair<std::string, ParamValue>> params;
+            size_t rest = p;
+            std::vector<size_t> idx(sweep.size());
+            for (size_t i = sweep.size(); i-- > 0;) {
+                idx[i] = rest % sweep[i].second->size();
+                rest /= sweep[i].second->size();
+            }
+            std::string suffix;
+            for (size_t i = 0; i < sweep.size(); ++i) {
+                const toml::node& v = *sweep[i].second->get(idx[i]);
+                set_key(t, sweep[i].first, v, name + ": sweep");
+                params.emplace_back(sweep[i].first, to_param(v));
+                if (sweep[i].first != "protocol")
+                    suffix += "_" + split_dots(sweep[i].first).back() + "-" + param_to_string(to_param(v));
+            }
+            for (const std::string& k : set_keys) {
+                const toml::node* v = t.at_path(k).node();
+                if (v) params.emplace_back(k, to_param(*v));
+            }
+            Section top(ctx, &t, "");
+            RunSpec r;
+            sc.name = top.string("name", std::filesystem::path(name).stem().string());
+            sc.seed = top.u64("seed", 1);
+            const std::string proto = top.choice("protocol", "mroce", {"mroce", "rocev2"});
+            r.protocol = proto == "mroce" ? Protocol::kMroce : Protocol::kRocev2;
+            read_run(top, r, base_dir);
+            top.finish();
+            r.params = std::move(params);
+            std::string label = sanitize(proto + suffix);
+            for (int n = 2; labels.count(label); ++n) label = sanitize(proto + suffix) + "_" + std::to_string(n);
+            labels.insert(label);
+            r.label = label;
+            sc.runs.push_back(std::move(r));
+        }
+        if (seed) sc.seed = *seed;
+        return sc;
+    } catch (const ScenarioError& e) {
+        err = e.message;
+        return std::nullopt;
+    }
+}
+
+std::optional<Scenario> load_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                                      std::optional<uint64_t> seed, std::string& err) {
+    std::ifstream in(path);
+    if (!in) {
+        err = path + ": cannot open";
+        return std::nullopt;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_scenario(ss.str(), path, overrides, seed, err);
+}
+
+}  // namespace mroce::sim

@@ -1,0 +1,537 @@
+// sim/scenario_run.cc — one scenario run: topology, engines, workload, faults, sampling.
+#include "sim/scenario_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "baselines/rocev2/engine.h"
+#include "core/endpoint.h"
+#include "sim/faults.h"
+#include "wire/data.h"
+
+namespace mroce::sim {
+namespace {
+
+constexpr uint64_t kRoceHeaderBytes = 12 + 4;  // BTH + ICRC per packet (RETH on the first only)
+
+// Shared virtual payload: every flow WRITEs from one source buffer into one destination
+// buffer of the largest flow's size (the run measures the network, not the data; the
+// engines' own tests check data), so thousands of flows need two buffers, not thousands.
+struct Buffers {
+    std::vector<std::byte> src, dst;
+};
+
+// Driver adapts the workload to one protocol's engines: it owns them and turns a flow
+// into streams/QPs and WRITE work requests. wr_id = (flow id << 32) | WR length.
+class Driver {
+  public:
+    virtual ~Driver() = default;
+    virtual core::Engine* engine(uint32_t h) = 0;
+    // post queues flow f's WRITEs on host f.src. Returns "" or a one-line error.
+    virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) = 0;
+    virtual uint64_t retransmits() const = 0;
+    // sample_cc appends congestion state of the first `conns` connections / QPs.
+    virtual void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const = 0;
+};
+
+std::vector<uint32_t> split(uint64_t bytes, uint64_t piece) {
+    std::vector<uint32_t> out;
+    if (piece == 0) piece = bytes;
+    for (uint64_t off = 0; off < bytes; off += piece) out.push_back(static_cast<uint32_t>(std::min(piece, bytes - off)));
+    return out;
+}
+
+core::SendWr write_wr(uint32_t flow, uint32_t len, const Buffers& b, uint32_t lkey, uint32_t rkey) {
+    core::SendWr wr;
+    wr.wr_id = (uint64_t{flow} << 32) | len;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(b.src.data());
+    wr.length = len;
+    wr.lkey = lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(b.dst.data());
+    wr.rkey = rkey;
+    return wr;
+}
+
+class MroceDriver final : public Driver {
+  public:
+    MroceDriver(const RunSpec& spec, Topology& topo, const Buffers& b, uint64_t seed)
+        : spec_(spec), topo_(topo), buf_(b) {
+        for (uint32_t h = 0; h < topo.host_count(); ++h) {
+            Host& host = topo.host(h);
+            auto ep = std::make_unique<core::Endpoint>(spec.mroce.endpoint, host.address(), seed * 7919 + h);
+            Side s;
+            s.pd = ep->alloc_pd();
+            s.src = *ep->register_memory(s.pd, const_cast<std::byte*>(b.src.data()), b.src.size(), core::access::kLocalWrite);
+            s.dst = *ep->register_memory(s.pd, const_cast<std::byte*>(b.dst.data()), b.dst.size(),
+                                         core::access::kLocalWrite | core::access::kRemoteWrite);
+            sides_.push_back(s);
+            eps_.push_back(std::move(ep));
+        }
+    }
+    core::Engine* engine(uint32_t h) override { return eps_[h].get(); }
+
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) override {
+        uint32_t sid = 0;
+        const auto pair = std::make_pair(f.src, f.dst);
+        if (auto it = pair_stream_.find(pair); !spec_.mroce.stream_per_flow && it != pair_stream_.end()) {
+            sid = it->second;
+        } else {
+            core::Endpoint& a = *eps_[f.src];
+            core::Endpoint& b = *eps_[f.dst];
+            sid = *a.reserve_stream(sides_[f.src].pd);
+            const uint32_t sid_b = *b.reserve_stream(sides_[f.dst].pd);
+            if (a.bind_stream(sid, topo_.host(f.dst).address(), sid_b, now) != Error::kOk ||
+                b.bind_stream(sid_b, topo_.host(f.src).address(), sid, now) != Error::kOk)
+                return "flow " + std::to_string(f.id) + ": cannot bind a stream";
+            topo_.host(f.dst).kick();
+            pair_stream_[pair] = sid;
+            if (!pair_seen_.count(pair)) {
+                pair_seen_.insert({pair, pairs_.size()});
+                pairs_.push_back(pair);
+            }
+        }
+        o.src_port = o.dst_port = spec_.mroce.endpoint.port;
+        for (uint32_t len : split(f.bytes, message_bytes)) {
+            const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
+            if (eps_[f.src]->post_send(sid, wr, now) != Error::kOk)
+                return "flow " + std::to_string(f.id) + ": post_send refused";
+        }
+        return "";
+    }
+
+    uint64_t retransmits() const override {
+        uint64_t n = 0;
+        for (const auto& [a, b] : pairs_) {
+            const core::Connection* c = eps_[a]->connection(eps_[a]->connection_to(topo_.host(b).address()));
+            if (c) n += c->stats().retransmits;
+        }
+        return n;
+    }
+
+    void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const override {
+        for (uint32_t i = 0; i < conns && i < pairs_.size(); ++i) {
+            const auto [a, b] = pairs_[i];
+            const core::Connection* c = eps_[a]->connection(eps_[a]->connection_to(topo_.host(b).address()));
+            if (!c) continue;
+            // Fixed-window congestion control: a path's window is the configured one while
+            // it carries data, 0 while it is suspect or failed.
+            int64_t total = 0;
+            for (uint16_t p = 0; p < c->num_paths(); ++p) {
+                const int64_t w = c->tx_path(p).state == core::PathState::kActive
+                                      ? static_cast<int64_t>(spec_.mroce.endpoint.window_bytes_per_path)
+                                      : 0;
+                total += w;
+                rows.push_back({t_us, i, p, w, -1});
+            }
+            rows.push_back({t_us, i, -1, total, -1});
+        }
+    }
+
+  private:
+    struct Side {
+        uint32_t pd = 0;
+        core::MemoryKeys src, dst;
+    };
+    const RunSpec& spec_;
+    Topology& topo_;
+    const Buffers& buf_;
+    std::vector<std::unique_ptr<core::Endpoint>> eps_;
+    std::vector<Side> sides_;
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_stream_;
+    std::map<std::pair<uint32_t, uint32_t>, size_t> pair_seen_;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;  // in order of first use
+};
+
+class RoceDriver final : public Driver {
+  public:
+    RoceDriver(const RunSpec& spec, Topology& topo, const Buffers& b, uint64_t seed)
+        : spec_(spec), topo_(topo), buf_(b) {
+        for (uint32_t h = 0; h < topo.host_count(); ++h) {
+            Address local = topo.host(h).address();
+            auto e = std::make_unique<rocev2::RoceEngine>(spec.rocev2.config, local, seed * 7919 + h);
+            Side s;
+            s.pd = e->alloc_pd();
+            s.src = *e->register_memory(s.pd, const_cast<std::byte*>(b.src.data()), b.src.size(), core::access::kLocalWrite);
+            s.dst = *e->register_memory(s.pd, const_cast<std::byte*>(b.dst.data()), b.dst.size(),
+                                        core::access::kLocalWrite | core::access::kRemoteWrite);
+            sides_.push_back(s);
+            engines_.push_back(std::move(e));
+        }
+    }
+    core::Engine* engine(uint32_t h) override { return engines_[h].get(); }
+
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) override {
+        const auto pair = std::make_pair(f.src, f.dst);
+        auto it = pair_qps_.find(pair);
+        if (it == pair_qps_.end()) {
+            std::vector<uint32_t> qps;
+            rocev2::RoceEngine& a = *engines_[f.src];
+            rocev2::RoceEngine& b = *engines_[f.dst];
+            for (uint32_t q = 0; q < spec_.rocev2.qps_per_pair; ++q) {
+                const uint32_t qa = *a.reserve_stream(sides_[f.src].pd);
+                const uint32_t qb = *b.reserve_stream(sides_[f.dst].pd);
+                if (a.bind_stream(qa, topo_.host(f.dst).address(), qb, now) != Error::kOk ||
+                    b.bind_stream(qb, topo_.host(f.src).address(), qa, now) != Error::kOk)
+                    return "flow " + std::to_string(f.id) + ": cannot bind a QP";
+                qps.push_back(qa);
+                all_qps_.emplace_back(f.src, qa);
+            }
+            it = pair_qps_.emplace(pair, std::move(qps)).first;
+        }
+        const std::vector<uint32_t>& qps = it->second;
+        const rocev2::QueuePair* qp0 = engines_[f.src]->qp(qps[0]);
+        o.src_port = qp0->src_port;
+        o.dst_port = spec_.rocev2.config.port;
+        // An even split over the pair's QPs (as a NIC library stripes one message).
+        const uint64_t q = qps.size();
+        for (uint64_t i = 0; i < q; ++i) {
+            const uint64_t part = f.bytes / q + (i < f.bytes % q ? 1 : 0);
+            if (part == 0) continue;
+            for (uint32_t len : split(part, message_bytes)) {
+                const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
+                if (engines_[f.src]->post_send(qps[i], wr, now) != Error::kOk)
+                    return "flow " + std::to_string(f.id) + ": post_send refused";
+            }
+        }
+        return "";
+    }
+
+    uint64_t retransmits() const override {
+        uint64_t n = 0;
+        for (const auto& e : engines_) n += e->totals().retransmitted_packets;
+        return n;
+    }
+
+    void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const override {
+        for (uint32_t i = 0; i < conns && i < all_qps_.size(); ++i) {
+            const auto [h, qpn] = all_qps_[i];
+            const rocev2::QueuePair* qp = engines_[h]->qp(qpn);
+            const double rate = spec_.rocev2.config.dcqcn.enabled
+                                    ? static_cast<double>(qp->dcqcn.rate_bps()) / 1e9
+                                    : static_cast<double>(spec_.topology.cable.rate_bps) / 1e9;
+            rows.push_back({t_us, i, -1, -1, rate});
+        }
+    }
+
+  private:
+    struct Side {
+        uint32_t pd = 0;
+        core::MemoryKeys src, dst;
+    };
+    const RunSpec& spec_;
+    Topology& topo_;
+    const Buffers& buf_;
+    std::vector<std::unique_ptr<rocev2::RoceEngine>> engines_;
+    std::vector<Side> sides_;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<uint32_t>> pair_qps_;
+    std::vector<std::pair<uint32_t, uint32_t>> all_qps_;  // (host, qpn) in order of creation
+};
+
+uint32_t host_hops(const TopologyConfig& t, uint32_t a, uint32_t b) {
+    switch (t.kind) {
+        case TopologyKind::kSingleSwitch: return 2;
+        case TopologyKind::kLeafSpine: return a / t.hosts_per_leaf == b / t.hosts_per_leaf ? 2 : 4;
+        case TopologyKind::kFatTree: {
+            const uint32_t edge = t.k / 2, pod = t.k * t.k / 4;
+            if (a / edge == b / edge) return 2;
+            return a / pod == b / pod ? 4 : 6;
+        }
+    }
+    return 2;
+}
+
+// Workload generation from the spec (explicit flows are copied).
+Workload make_workload(const RunSpec& s, uint32_t hosts, Rng rng) {
+    const WorkloadSpec& w = s.workload;
+    const uint32_t n = w.hosts ? w.hosts : hosts;
+    Workload out;
+    switch (w.kind) {
+        case WorkloadKind::kExplicit: out = w.flows; break;
+        case WorkloadKind::kIncast: {
+            std::vector<uint32_t> senders;
+            for (uint32_t h = 0; h < n && (w.senders == 0 || senders.size() < w.senders); ++h)
+                if (h != w.receiver) senders.push_back(h);
+            incast(out, senders, w.receiver, w.bytes, w.start);
+            break;
+        }
+        case WorkloadKind::kPermutation: permutation(out, n, w.bytes, rng); break;
+        case WorkloadKind::kAllToAll: all_to_all(out, n, w.bytes); break;
+        case WorkloadKind::kRingAllreduce: ring_allreduce(out, n, w.bytes); break;
+        case WorkloadKind::kBackground: {
+            FlowSizeCdf cdf;
+            std::string err;
+            cdf.load(w.cdf, err);  // validated when the scenario was parsed
+            background(out, n, w.load, s.topology.cable.rate_bps, cdf, w.start, w.start + w.duration,
+                       w.max_flows, rng, w.traffic_class);
+            break;
+        }
+    }
+    for (Flow& f : out) {
+        if (w.kind != WorkloadKind::kExplicit && w.kind != WorkloadKind::kBackground) f.start = w.start;
+        if (w.kind != WorkloadKind::kExplicit) f.traffic_class = w.traffic_class;
+    }
+    return out;
+}
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+    return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
+}
+
+std::string port_name(const Topology& topo, size_t sw, size_t port) {
+    std::string name = topo.switch_at(sw).name();
+    // "topo/p<plane>/leaf0" -> "leaf0", with "P<plane>." in front when there are planes.
+    name = name.substr(name.rfind('/') + 1);
+    if (topo.config().planes > 1) name = "P" + std::to_string(topo.switch_plane(sw)) + "." + name;
+    return name + "/p" + std::to_string(port);
+}
+
+}  // namespace
+
+bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook) {
+    Sim sim(seed);
+    TopologyConfig tc = spec.topology;
+    Topology topo(sim, tc);
+    const auto hosts = static_cast<uint32_t>(topo.host_count());
+    for (size_t c = 0; c < topo.cable_count() && spec.loss > 0; ++c) {
+        topo.cable(c).a_to_b->config().loss_probability = spec.loss;
+        topo.cable(c).b_to_a->config().loss_probability = spec.loss;
+    }
+    FaultInjector faults(topo);
+    for (const FaultSpec& f : spec.faults) {
+        const SimTime at = SimTime{} + f.at;
+        const size_t cable = topo.host_cable(f.host, f.plane);
+        switch (f.kind) {
+            case FaultKind::kPlaneDown: faults.plane_down(at, f.plane, f.reconverge); break;
+            case FaultKind::kPlaneUp: faults.plane_up(at, f.plane, f.reconverge); break;
+            case FaultKind::kCableDown: faults.cable_down(at, cable, f.reconverge); break;
+            case FaultKind::kCableUp: faults.cable_up(at, cable, f.reconverge); break;
+            case FaultKind::kLoss: faults.set_loss(at, cable, f.loss); break;
+            case FaultKind::kRate: faults.set_rate(at, cable, f.rate_bps); break;
+        }
+    }
+
+    const Workload wl = make_workload(spec, hosts, sim.fork_rng("scenario/workload"));
+    if (const std::string e = check_workload(wl, hosts); !e.empty()) {
+        err = "workload: " + e;
+        return false;
+    }
+    uint64_t max_bytes = 1;
+    for (const Flow& f : wl) max_bytes = std::max(max_bytes, f.bytes);
+    Buffers buf;
+    buf.src.assign(max_bytes, std::byte{0x42});
+    buf.dst.resize(max_bytes);
+
+    std::unique_ptr<Driver> drv;
+    if (spec.protocol == Protocol::kMroce) drv = std::make_unique<MroceDriver>(spec, topo, buf, seed);
+    else drv = std::make_unique<RoceDriver>(spec, topo, buf, seed);
+
+    // Ideal FCT: propagation over the path's hops, store-and-forward of one packet per
+    // switch, and the flow's bytes plus per-packet headers at the rate it can use alone.
+    const bool mroce = spec.protocol == Protocol::kMroce;
+    const uint64_t mtu = mroce ? spec.mroce.endpoint.max_payload : spec.rocev2.config.mtu;
+    const uint64_t hdr = mroce ? wire::kDataHeaderSize : kRoceHeaderBytes;
+    const uint64_t lanes = mroce ? std::min<uint64_t>(tc.planes, spec.mroce.endpoint.num_paths) : 1;
+    const double rate = static_cast<double>(tc.cable.rate_bps);
+    out.flows.assign(wl.size(), {});
+    for (const Flow& f : wl) {
+        FlowOutcome& o = out.flows[f.id];
+        o.flow = f;
+        const uint32_t hops = host_hops(tc, f.src, f.dst);
+        const uint64_t pkts = (f.bytes + mtu - 1) / mtu;
+        const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (rate * static_cast<double>(lanes)) * 1e12;
+        const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / rate * 1e12;
+        o.ideal_ps = static_cast<int64_t>(hops * static_cast<double>(to_ps(tc.cable.delay)) + (hops - 1) * pkt + ser);
+    }
+
+    // Flow state: WRs outstanding, dependencies outstanding, dependents.
+    std::vector<uint32_t> wrs_left(wl.size(), 0), deps_left(wl.size(), 0);
+    std::vector<std::vector<uint32_t>> dependents(wl.size());
+    std::vector<uint64_t> delivered(wl.size(), 0);
+    uint64_t delivered_all = 0, finished = 0;
+    RunMetrics& m = out.metrics;
+    std::string post_err;
+    std::function<void(uint32_t)> start_at;
+    auto start_now = [&](uint32_t id) {
+        const Flow& f = wl[id];
+        FlowOutcome& o = out.flows[id];
+        o.start_ps = to_ps(sim.now());
+        wrs_left[id] = static_cast<uint32_t>(split(f.bytes, spec.workload.message_bytes).size());
+        if (spec.protocol == Protocol::kRocev2)
+            wrs_left[id] = 0;  // counted per part below
+        if (spec.protocol == Protocol::kRocev2) {
+            const uint64_t q = spec.rocev2.qps_per_pair;
+            for (uint64_t i = 0; i < q; ++i) {
+                const uint64_t part = f.bytes / q + (i < f.bytes % q ? 1 : 0);
+                if (part) wrs_left[id] += static_cast<uint32_t>(split(part, spec.workload.message_bytes).size());
+            }
+        }
+        if (const std::string e = drv->post(f, spec.workload.message_bytes, to_core_time(sim.now()), o); !e.empty() && post_err.empty())
+            post_err = e;
+        topo.host(f.src).kick();
+    };
+    start_at = [&](uint32_t id) {
+        const SimTime when = std::max(sim.now(), SimTime{} + wl[id].start);
+        sim.schedule_at(when, [&start_now, id] { start_now(id); });
+    };
+    auto flow_done = [&](uint32_t id, bool ok) {
+        FlowOutcome& o = out.flows[id];
+        ++finished;
+        o.finish_ps = to_ps(sim.now());
+        o.completed = ok;
+        o.failed = !ok;
+        if (!ok) return;  // dependents of a failed flow never start
+        for (uint32_t d : dependents[id])
+            if (--deps_left[d] == 0) start_at(d);
+    };
+    for (uint32_t h = 0; h < hosts; ++h) {
+        topo.host(h).set_event_callback([&](const core::Event& e) {
+            if (e.kind != core::EventKind::kCompletion) return;
+            const core::Completion& c = e.completion;
+            if (c.opcode != core::WorkOpcode::kWrite) return;  // responder side: not ours
+            const auto id = static_cast<uint32_t>(c.wr_id >> 32);
+            const auto len = static_cast<uint32_t>(c.wr_id);
+            if (id >= wl.size()) return;
+            if (c.status != core::Status::kSuccess) ++m.failed_ops;
+            if (wrs_left[id] == 0) return;  // the flow already failed
+            if (c.status != core::Status::kSuccess) {
+                wrs_left[id] = 0;
+                flow_done(id, false);
+                return;
+            }
+            delivered[id] += len;
+            delivered_all += len;
+            if (--wrs_left[id] == 0) flow_done(id, true);
+        });
+        topo.host(h).attach(drv->engine(h));
+    }
+    for (const Flow& f : wl) {
+        deps_left[f.id] = static_cast<uint32_t>(f.depends_on.size());
+        for (uint32_t d : f.depends_on) dependents[d].push_back(f.id);
+    }
+    for (const Flow& f : wl)
+        if (f.depends_on.empty()) start_at(f.id);
+
+    // Queue ports: the named ones, else each plane's ToR port towards the first receivers.
+    std::vector<std::pair<size_t, size_t>> qports;
+    std::map<std::string, std::pair<size_t, size_t>> by_name;
+    for (size_t s = 0; s < topo.switch_count(); ++s)
+        for (size_t p = 0; p < topo.switch_at(s).port_count(); ++p) by_name[port_name(topo, s, p)] = {s, p};
+    for (const std::string& n : spec.output.queue_ports) {
+        auto it = by_name.find(n);
+        if (it == by_name.end()) {
+            err = "output.queue_ports: no port named '" + n + "' (e.g. '" + by_name.begin()->first + "')";
+            for (uint32_t h = 0; h < hosts; ++h) topo.host(h).attach(nullptr);
+            return false;
+        }
+        qports.push_back(it->second);
+    }
+    if (spec.output.queue_ports.empty()) {
+        std::vector<uint32_t> receivers;
+        for (const Flow& f : wl)
+            if (std::find(receivers.begin(), receivers.end(), f.dst) == receivers.end()) receivers.push_back(f.dst);
+        for (uint32_t r : receivers)
+            for (uint32_t p = 0; p < tc.planes && qports.size() < spec.output.max_queue_ports; ++p) {
+                const Cable& c = topo.cable(topo.host_cable(r, p));
+                qports.emplace_back(c.b.node, c.b.port);
+            }
+    }
+    for (auto [s, p] : qports) out.queue_port_names.push_back(port_name(topo, s, p));
+
+    if (hook) hook(topo, spec);
+
+    // Sampler: one event per interval while flows remain.
+    const int64_t period_ps = to_ps(spec.output.sample);
+    std::vector<uint64_t> last(std::min<size_t>(wl.size(), spec.output.flows), 0);
+    uint64_t last_all = 0;
+    int64_t last_sample_ps = 0;
+    bool final_sample = false;
+    std::function<void()> sample = [&] {
+        const double t_us = static_cast<double>(to_ps(sim.now())) / 1e6;
+        // Rates over the time since the previous sample (the last interval may be short).
+        const int64_t span_ps = to_ps(sim.now()) - last_sample_ps;
+        last_sample_ps = to_ps(sim.now());
+        const double per_gbps = 8.0 / (static_cast<double>(span_ps) / 1e12) / 1e9;
+        for (size_t i = 0; i < last.size(); ++i) {
+            const FlowOutcome& o = out.flows[i];
+            const bool active = o.start_ps >= 0 && (o.finish_ps < 0 || o.finish_ps > to_ps(sim.now()) - span_ps);
+            if (active) out.throughput.push_back({t_us, static_cast<int64_t>(i), static_cast<double>(delivered[i] - last[i]) * per_gbps});
+            last[i] = delivered[i];
+        }
+        out.throughput.push_back({t_us, -1, static_cast<double>(delivered_all - last_all) * per_gbps});
+        last_all = delivered_all;
+        for (uint32_t i = 0; i < qports.size(); ++i)
+            out.queue.push_back({t_us, i, topo.switch_at(qports[i].first).port(qports[i].second).queue_bytes()});
+        drv->sample_cc(t_us, spec.output.cc_conns, out.cc);
+        if (finished < wl.size() && !final_sample) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
+    };
+    if (period_ps > 0) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
+
+    const sim::RunResult r = sim.run_until([&] { return finished == wl.size() || !post_err.empty(); },
+                                           SimTime{} + spec.time_limit,
+                                           spec.max_events ? spec.max_events : UINT64_MAX);
+    if (period_ps > 0 && to_ps(sim.now()) > last_sample_ps) {  // the partial last interval
+        final_sample = true;
+        sample();
+    }
+    if (!post_err.empty()) {
+        for (uint32_t h = 0; h < hosts; ++h) topo.host(h).attach(nullptr);
+        err = post_err;
+        return false;
+    }
+
+    // Metrics from the engines' and the fabric's counters.
+    const FabricTotals t = topo.totals();
+    m.events = r.events;
+    m.sim_packets = t.host_tx_packets;
+    m.stop_reason = to_string(r.reason);
+    m.flows = wl.size();
+    m.retransmits = drv->retransmits();
+    m.drops = t.switch_drops + t.wire_drops;
+    m.pfc_overflow_drops = t.pfc_overflow_drops;
+    m.ecn_marks = t.ecn_marks;
+    m.max_queue_bytes = t.max_queue_bytes;
+    m.pauses = t.pauses_sent;
+    std::vector<double> fct, slow;
+    int64_t end_ps = 0;
+    std::vector<uint64_t> tx(hosts, 0), rx(hosts, 0);
+    for (const FlowOutcome& o : out.flows) {
+        tx[o.flow.src] += o.flow.bytes;
+        rx[o.flow.dst] += o.flow.bytes;
+        if (!o.completed) continue;
+        ++m.completed_flows;
+        const double f = static_cast<double>(o.finish_ps - o.start_ps);
+        fct.push_back(f / 1e6);
+        slow.push_back(f / static_cast<double>(std::max<int64_t>(1, o.ideal_ps)));
+        end_ps = std::max(end_ps, o.finish_ps);
+    }
+    m.completion_time_us = static_cast<double>(end_ps) / 1e6;
+    m.fct_p50_us = percentile(fct, 0.5);
+    m.fct_p99_us = percentile(fct, 0.99);
+    m.slowdown_p50 = percentile(slow, 0.5);
+    m.slowdown_p99 = percentile(slow, 0.99);
+    m.slowdown_max = slow.empty() ? 0 : *std::max_element(slow.begin(), slow.end());
+    if (end_ps > 0) {
+        m.goodput_gbps = static_cast<double>(delivered_all) * 8 / (static_cast<double>(end_ps) / 1e12) / 1e9;
+        // Bottleneck: the receivers' NIC capacity (every plane).
+        uint64_t receivers = 0, busiest = 0;
+        for (uint32_t h = 0; h < hosts; ++h) {
+            receivers += rx[h] > 0;
+            busiest = std::max({busiest, tx[h], rx[h]});
+        }
+        const double cap_gbps = rate * static_cast<double>(tc.planes) / 1e9;
+        m.goodput_fraction = m.goodput_gbps / (cap_gbps * static_cast<double>(std::max<uint64_t>(1, receivers)));
+        const double ideal_ps = static_cast<double>(busiest) * 8 / (cap_gbps * 1e9) * 1e12;
+        m.finish_fraction_of_ideal = m.completed_flows == m.flows ? ideal_ps / static_cast<double>(end_ps) : 0;
+    }
+    for (uint32_t h = 0; h < hosts; ++h) topo.host(h).attach(nullptr);
+    return true;
+}
+
+}  // namespace mroce::sim

@@ -1,0 +1,78 @@
+// sim/scenario_run.h — runs one RunSpec: builds the topology, attaches one engine per host
+// (core::Endpoint or rocev2::RoceEngine), drives the workload through them (a flow starts
+// at max(start, completion of its dependencies) and is posted as RDMA WRITEs), applies the
+// fault timeline, samples time series and collects metrics from the engines' and
+// switches' own counters. The output files are written by tools/sim.cc.
+//
+//   RunSpec ─► Topology + FaultInjector ─► Driver (mroce | rocev2): streams/QPs per flow
+//           ─► Sim::run_until(all flows done | time limit | event budget) ─► RunResult
+//
+// Deterministic: everything random is forked from `seed`. Threading: none.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+
+namespace mroce::sim {
+
+struct FlowOutcome {
+    Flow flow;
+    bool completed = false;
+    bool failed = false;                 // a WR completed with an error
+    int64_t start_ps = -1, finish_ps = -1;  // posted, last WR completed
+    int64_t ideal_ps = 0;                // alone on an idle fabric
+    uint16_t src_port = 0, dst_port = 0;
+};
+
+struct ThroughputRow {
+    double time_us;
+    int64_t flow;  // -1 = all
+    double gbps;
+};
+struct QueueRow {
+    double time_us;
+    uint32_t port;  // index into RunResult::queue_port_names
+    uint64_t bytes;
+};
+struct CcRow {
+    double time_us;
+    uint32_t conn;
+    int32_t path;          // -1 = the connection / QP
+    int64_t window_bytes;  // -1 = not applicable
+    double rate_gbps;      // < 0 = not applicable
+};
+
+struct RunMetrics {
+    double goodput_gbps = 0, goodput_fraction = 0, completion_time_us = 0;
+    double fct_p50_us = 0, fct_p99_us = 0;
+    double slowdown_p50 = 0, slowdown_p99 = 0, slowdown_max = 0;  // fct / ideal
+    double finish_fraction_of_ideal = 0;  // busiest host's bytes at line rate / completion time
+    uint64_t retransmits = 0, drops = 0, ecn_marks = 0, max_queue_bytes = 0, failed_ops = 0;
+    uint64_t pauses = 0, pfc_overflow_drops = 0, flows = 0, completed_flows = 0;
+    uint64_t events = 0, sim_packets = 0;
+    std::string stop_reason;
+};
+
+struct RunOutput {
+    std::vector<FlowOutcome> flows;
+    std::vector<ThroughputRow> throughput;
+    std::vector<std::string> queue_port_names;
+    std::vector<QueueRow> queue;
+    std::vector<CcRow> cc;
+    RunMetrics metrics;
+};
+
+// RunHook is called once the topology is built and before the run starts: the place to
+// attach observers such as a pcap writer on host taps (sim/pcap.h).
+using RunHook = std::function<void(Topology& topology, const RunSpec& spec)>;
+
+// run_spec runs one point of a scenario. On a setup problem (an engine refusing a
+// work request, an unknown port name) it returns false and sets err to one line.
+bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err,
+              const RunHook& hook = {});
+
+}  // namespace mroce::sim

@@ -1,0 +1,113 @@
+// sim/scenario_test.cc — scenario parsing: defaults, overrides, sweeps, one-line errors.
+#include "sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace mroce::sim {
+namespace {
+
+const char* kBase = R"(name = "t"
+seed = 7
+protocol = "mroce"
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 4
+rate_gbps = 25
+delay_us = 2
+[workload]
+kind = "incast"
+bytes = 1000
+)";
+
+std::optional<Scenario> parse(const std::string& text, std::string& err, std::vector<std::string> sets = {}) {
+    return parse_scenario(text, "s.toml", sets, std::nullopt, err);
+}
+
+TEST(Scenario, ReadsValuesAndDefaults) {
+    std::string err;
+    auto s = parse(kBase, err);
+    ASSERT_TRUE(s) << err;
+    EXPECT_EQ(s->name, "t");
+    EXPECT_EQ(s->seed, 7u);
+    ASSERT_EQ(s->runs.size(), 1u);
+    const RunSpec& r = s->runs[0];
+    EXPECT_EQ(r.label, "mroce");
+    EXPECT_EQ(r.topology.kind, TopologyKind::kLeafSpine);
+    EXPECT_EQ(r.topology.cable.rate_bps, 25'000'000'000u);
+    EXPECT_EQ(r.topology.cable.delay, std::chrono::microseconds(2));
+    EXPECT_EQ(r.workload.kind, WorkloadKind::kIncast);
+    EXPECT_EQ(r.workload.bytes, 1000u);
+    EXPECT_TRUE(r.params.empty());
+}
+
+TEST(Scenario, SetOverridesByDottedPathAndBecomesAParam) {
+    std::string err;
+    auto s = parse(kBase, err, {"workload.bytes=65536", "fabric.loss=0.01", "protocol=rocev2", "rocev2.qps_per_pair=4"});
+    ASSERT_TRUE(s) << err;
+    const RunSpec& r = s->runs[0];
+    EXPECT_EQ(r.workload.bytes, 65536u);
+    EXPECT_DOUBLE_EQ(r.loss, 0.01);
+    EXPECT_EQ(r.protocol, Protocol::kRocev2);
+    EXPECT_EQ(r.rocev2.qps_per_pair, 4u);
+    ASSERT_EQ(r.params.size(), 4u);
+    EXPECT_EQ(r.params[0].first, "workload.bytes");
+    EXPECT_EQ(std::get<int64_t>(r.params[0].second), 65536);
+}
+
+TEST(Scenario, SweepRunsTheCartesianProductWithUniqueLabels) {
+    std::string err;
+    const std::string text = std::string(kBase) + "[sweep]\nprotocol = [\"mroce\", \"rocev2\"]\nfabric.loss = [0, 0.001, 0.01]\n";
+    auto s = parse(text, err);
+    ASSERT_TRUE(s) << err;
+    ASSERT_EQ(s->runs.size(), 6u);
+    std::set<std::string> labels;
+    for (const RunSpec& r : s->runs) {
+        labels.insert(r.label);
+        EXPECT_EQ(r.params.size(), 2u);
+        EXPECT_EQ(r.label.find('/'), std::string::npos);
+    }
+    EXPECT_EQ(labels.size(), 6u);
+    // Keys in table order (fabric.loss, protocol), the last varying fastest.
+    EXPECT_EQ(s->runs[0].label, "mroce_loss-0");
+    EXPECT_EQ(s->runs[1].label, "rocev2_loss-0");
+    EXPECT_EQ(s->runs[5].protocol, Protocol::kRocev2);
+    EXPECT_DOUBLE_EQ(s->runs[5].loss, 0.01);
+}
+
+TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
+    struct Case {
+        std::string text;
+        std::string expect;
+    };
+    const std::vector<Case> cases = {
+        {std::string(kBase) + "colour = 3\n", "s.toml:14: unknown key 'workload.colour'"},
+        {"[topology]\nleaves = \"two\"\n", "s.toml:2: 'topology.leaves' must be an integer"},
+        {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree, not 'torus'"},
+        {"[fabric]\nloss = 1.5\n", "s.toml:2: 'fabric.loss' must be in [0, 1]"},
+        {"[topology.ecn]\nmode = \"red\"\nkmn_bytes = 5\n", "s.toml:3: unknown key 'topology.ecn.kmn_bytes'"},
+        {"[[faults]]\nkind = \"plane_down\"\nplane = 3\n", "'faults[0].plane' must be in 0..0"},
+        {"[workload]\nkind = \"background\"\n", "'workload.cdf' is required"},
+        {"[sweep]\nfabric.loss = 0.1\n", "'sweep.fabric.loss' must be a non-empty array"},
+        {"[workload\n", "s.toml:1:"},
+        {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, depends_on = [0]}]\n",
+         "'workload.flows[0].depends_on' must list ids of earlier flows"},
+    };
+    for (const Case& c : cases) {
+        std::string err;
+        EXPECT_FALSE(parse(c.text, err)) << c.text;
+        EXPECT_NE(err.find(c.expect), std::string::npos) << "got: " << err;
+        EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    }
+    std::string err;
+    EXPECT_FALSE(parse(kBase, err, {"nokey"}));
+    EXPECT_EQ(err, "--set 'nokey': expected key=value");
+    EXPECT_FALSE(parse(kBase, err, {"topology.planes=0"}));
+    EXPECT_NE(err.find("'topology.planes' must be in 1..16"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace mroce::sim

@@ -1,0 +1,175 @@
+// tests/sim/scenario_run_test.cc — the scenario runner on small scenarios, both engines:
+// dependencies are honoured (a ring all-reduce step never starts before its input has
+// arrived), start times are honoured, every flow completes once, and the counters add up.
+#include <gtest/gtest.h>
+
+#include "sim/scenario.h"
+#include "sim/scenario_run.h"
+#include "sim/test_seed.h"
+
+namespace mroce::sim {
+namespace {
+
+RunSpec spec_from(const std::string& text, const std::vector<std::string>& sets = {}) {
+    std::string err;
+    auto s = parse_scenario(text, "test.toml", sets, std::nullopt, err);
+    EXPECT_TRUE(s) << err;
+    return s ? s->runs.at(0) : RunSpec{};
+}
+
+const char* kRing = R"(
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 3
+rate_gbps = 25
+[workload]
+kind = "ring_allreduce"
+bytes = 393216
+message_bytes = 16384
+[output]
+sample_us = 5
+)";
+
+class ScenarioRun : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScenarioRun, RingAllreduceStepNeverStartsBeforeItsInputArrived) {
+    const uint64_t seed = testing::test_seed(21);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(kRing, {"protocol=" + GetParam(), "fabric.loss=0.002"});
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    ASSERT_EQ(out.flows.size(), 6u * 10);  // 2(n-1) steps of n flows
+    EXPECT_EQ(out.metrics.completed_flows, out.flows.size()) << out.metrics.stop_reason;
+    EXPECT_EQ(out.metrics.failed_ops, 0u);
+    int64_t checked = 0;
+    for (const FlowOutcome& o : out.flows) {
+        ASSERT_TRUE(o.completed) << "flow " << o.flow.id;
+        EXPECT_GT(o.finish_ps, o.start_ps);
+        for (uint32_t d : o.flow.depends_on) {
+            const FlowOutcome& in = out.flows[d];
+            EXPECT_EQ(in.flow.dst, o.flow.src);
+            EXPECT_GE(o.start_ps, in.finish_ps) << "flow " << o.flow.id << " started before flow " << d << " completed";
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 6 * 9);
+    // Steps are serialised per host: the last step ends no earlier than 10 chunk times.
+    const double chunk_ps = 65536.0 * 8 / 25e9 * 1e12;
+    EXPECT_GE(out.metrics.completion_time_us * 1e6, 10 * chunk_ps);
+}
+
+TEST_P(ScenarioRun, ExplicitFlowsStartAtMaxOfStartAndDependencies) {
+    const uint64_t seed = testing::test_seed(22);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 4
+[workload]
+kind = "explicit"
+flows = [
+  { src = 0, dst = 1, bytes = 200000 },
+  { src = 2, dst = 3, bytes = 1000, start_us = 500 },
+  { src = 1, dst = 2, bytes = 5000, depends_on = [0] },
+  { src = 3, dst = 0, bytes = 5000, start_us = 700, depends_on = [0, 1] },
+]
+)", {"protocol=" + GetParam()});
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    ASSERT_EQ(out.metrics.completed_flows, 4u);
+    EXPECT_EQ(out.flows[0].start_ps, 0);
+    EXPECT_EQ(out.flows[1].start_ps, 500'000'000);
+    EXPECT_EQ(out.flows[2].start_ps, out.flows[0].finish_ps);  // right when its input completed
+    EXPECT_EQ(out.flows[3].start_ps, 700'000'000);             // both done well before 700 us
+    for (const FlowOutcome& o : out.flows) EXPECT_GE(o.finish_ps - o.start_ps, o.ideal_ps / 2);
+}
+
+TEST_P(ScenarioRun, IncastCountersAddUpAndTimeSeriesCoverTheRun) {
+    const uint64_t seed = testing::test_seed(23);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 7
+buffer_bytes = 100000
+[workload]
+kind = "incast"
+bytes = 300000
+message_bytes = 30000
+[output]
+sample_us = 5
+)", {"protocol=" + GetParam()});
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    const RunMetrics& m = out.metrics;
+    ASSERT_EQ(m.completed_flows, 6u);
+    // Goodput counted from completions: all bytes over the completion time.
+    EXPECT_NEAR(m.goodput_gbps * m.completion_time_us * 1e3 / 8, 6 * 300000.0, 1.0);
+    EXPECT_LE(m.goodput_fraction, 1.0);
+    EXPECT_GT(m.drops, 0u);                  // 6 x 300 kB into a 100 kB port without PFC
+    EXPECT_GE(m.retransmits, 1u);
+    EXPECT_LE(m.max_queue_bytes, 100000u);   // never above the buffer
+    double bytes = 0, prev_us = 0;
+    for (const ThroughputRow& t : out.throughput) {
+        if (t.flow >= 0) continue;
+        EXPECT_LE(t.time_us - prev_us, 5.0 + 1e-9);  // 5 us intervals, the last one shorter
+        bytes += t.gbps * (t.time_us - prev_us) * 1e3 / 8;
+        prev_us = t.time_us;
+    }
+    EXPECT_DOUBLE_EQ(prev_us, m.completion_time_us);
+    EXPECT_NEAR(bytes, 6 * 300000.0, 1.0);   // every completed byte is in some interval
+    ASSERT_FALSE(out.queue_port_names.empty());
+    EXPECT_EQ(out.queue_port_names[0], "switch0/p0");  // the receiver's port
+    uint64_t peak = 0;
+    for (const QueueRow& q : out.queue) peak = std::max(peak, q.bytes);
+    EXPECT_GT(peak, 0u);
+    EXPECT_LE(peak, m.max_queue_bytes);
+}
+
+// A RoCEv2 flow across a cable cut for good exhausts its retries: its WRITEs fail, the run
+// counts them, and the flow that depends on it never starts; the unrelated flow completes.
+TEST(ScenarioRunFailure, DependentsOfAFailedFlowNeverStart) {
+    const uint64_t seed = testing::test_seed(24);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+protocol = "rocev2"
+[topology]
+kind = "single_switch"
+hosts = 4
+[rocev2]
+retransmit_timeout_us = 20
+[workload]
+kind = "explicit"
+message_bytes = 10000
+flows = [
+  { src = 0, dst = 1, bytes = 50000 },
+  { src = 2, dst = 3, bytes = 50000 },
+  { src = 1, dst = 2, bytes = 5000, depends_on = [0] },
+]
+[[faults]]
+at_us = 0
+kind = "cable_down"
+host = 1
+[run]
+time_limit_us = 2000
+)");
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    EXPECT_TRUE(out.flows[0].failed);
+    EXPECT_TRUE(out.flows[1].completed);
+    EXPECT_EQ(out.flows[2].start_ps, -1);
+    EXPECT_EQ(out.metrics.completed_flows, 1u);
+    EXPECT_EQ(out.metrics.failed_ops, 5u);  // the failed WRITE and the four flushed after it
+    EXPECT_EQ(out.metrics.stop_reason, "time limit");
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, ScenarioRun, ::testing::Values("mroce", "rocev2"));
+
+}  // namespace
+}  // namespace mroce::sim

@@ -1,0 +1,182 @@
+// tools/sim.cc — `mroce sim`: load a scenario, run every point, write docs/sim.md's files.
+#include "tools/sim.h"
+
+#include <fmt/core.h>
+#include <fmt/os.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "sim/host.h"
+#include "sim/scenario.h"
+#include "sim/scenario_run.h"
+
+namespace mroce::tools {
+namespace {
+
+struct SimOptions {
+    std::string scenario;
+    std::vector<std::string> sets;
+    std::optional<uint64_t> seed;
+    std::string out = "sim-out";
+    std::string pcap;
+};
+
+nlohmann::ordered_json param_json(const sim::ParamValue& v) {
+    return std::visit([](auto&& x) { return nlohmann::ordered_json(x); }, v);
+}
+
+nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
+    nlohmann::ordered_json j;
+    j["goodput_gbps"] = m.goodput_gbps;
+    j["goodput_fraction"] = m.goodput_fraction;
+    j["completion_time_us"] = m.completion_time_us;
+    j["fct_p50_us"] = m.fct_p50_us;
+    j["fct_p99_us"] = m.fct_p99_us;
+    j["retransmits"] = m.retransmits;
+    j["drops"] = m.drops;
+    j["ecn_marks"] = m.ecn_marks;
+    j["max_queue_bytes"] = m.max_queue_bytes;
+    j["failed_ops"] = m.failed_ops;
+    j["flows"] = m.flows;
+    j["completed_flows"] = m.completed_flows;
+    j["slowdown_p50"] = m.slowdown_p50;
+    j["slowdown_p99"] = m.slowdown_p99;
+    j["slowdown_max"] = m.slowdown_max;
+    j["finish_fraction_of_ideal"] = m.finish_fraction_of_ideal;
+    j["pauses"] = m.pauses;
+    j["pfc_overflow_drops"] = m.pfc_overflow_drops;
+    j["events"] = m.events;
+    j["sim_packets"] = m.sim_packets;
+    j["stop_reason"] = m.stop_reason;
+    return j;
+}
+
+// write_run writes one run's directory: fct.txt and the three time-series CSVs.
+bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::string& err) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        err = dir.string() + ": " + ec.message();
+        return false;
+    }
+    try {
+        auto fct = fmt::output_file((dir / "fct.txt").string());
+        for (const sim::FlowOutcome& o : r.flows) {
+            if (!o.completed) continue;
+            fct.print("{:08x} {:08x} {} {} {} {} {} {}\n", sim::host_ipv4(o.flow.src), sim::host_ipv4(o.flow.dst),
+                      o.src_port, o.dst_port, o.flow.bytes, o.start_ps / 1000, (o.finish_ps - o.start_ps) / 1000,
+                      o.ideal_ps / 1000);
+        }
+        auto tp = fmt::output_file((dir / "throughput.csv").string());
+        tp.print("time_us,flow,gbps\n");
+        for (const sim::ThroughputRow& t : r.throughput) {
+            if (t.flow < 0) tp.print("{:.3f},all,{:.6g}\n", t.time_us, t.gbps);
+            else tp.print("{:.3f},{},{:.6g}\n", t.time_us, t.flow, t.gbps);
+        }
+        auto q = fmt::output_file((dir / "queue.csv").string());
+        q.print("time_us,port,bytes\n");
+        for (const sim::QueueRow& row : r.queue) q.print("{:.3f},{},{}\n", row.time_us, r.queue_port_names[row.port], row.bytes);
+        auto cc = fmt::output_file((dir / "cc.csv").string());
+        cc.print("time_us,conn,path,window_bytes,rate_gbps\n");
+        for (const sim::CcRow& row : r.cc) {
+            const std::string w = row.window_bytes < 0 ? "" : std::to_string(row.window_bytes);
+            const std::string rate = row.rate_gbps < 0 ? "" : fmt::format("{:.6g}", row.rate_gbps);
+            cc.print("{:.3f},{},{},{},{}\n", row.time_us, row.conn, row.path, w, rate);
+        }
+    } catch (const std::exception& e) {
+        err = dir.string() + ": " + e.what();
+        return false;
+    }
+    return true;
+}
+
+int run_sim(const SimOptions& o) {
+    const auto wall0 = std::chrono::steady_clock::now();
+    std::string err;
+    const std::optional<sim::Scenario> sc = sim::load_scenario(o.scenario, o.sets, o.seed, err);
+    if (!sc) {
+        std::fprintf(stderr, "mroce sim: %s\n", err.c_str());
+        return 2;
+    }
+    if (!o.pcap.empty()) {
+        // Hook point: sim/pcap.h (simtools) attaches its writer through sim::RunHook.
+        std::fprintf(stderr, "mroce sim: --pcap: packet capture is not built in yet\n");
+        return 2;
+    }
+    const std::filesystem::path out(o.out);
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);  // fail before running, not after
+    if (ec) {
+        std::fprintf(stderr, "mroce sim: --out %s: %s\n", o.out.c_str(), ec.message().c_str());
+        return 2;
+    }
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    uint64_t events = 0, packets = 0;
+    fmt::print("scenario {} ({}), seed {}, {} run(s), output in {}\n", sc->name, sc->file, sc->seed, sc->runs.size(),
+               out.string());
+    fmt::print("{:<28} {:>11} {:>12} {:>9} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>7}\n", "run", "flows", "finish_us",
+               "goodput", "frac", "fct_p50us", "fct_p99us", "retx", "drops", "ecn", "pauses");
+    for (const sim::RunSpec& spec : sc->runs) {
+        sim::RunOutput r;
+        if (!sim::run_spec(spec, sc->seed, r, err)) {
+            std::fprintf(stderr, "mroce sim: run %s: %s\n", spec.label.c_str(), err.c_str());
+            return 1;
+        }
+        if (!write_run(out / spec.label, r, err)) {
+            std::fprintf(stderr, "mroce sim: %s\n", err.c_str());
+            return 1;
+        }
+        const sim::RunMetrics& m = r.metrics;
+        events += m.events;
+        packets += m.sim_packets;
+        nlohmann::ordered_json run;
+        run["protocol"] = sim::to_string(spec.protocol);
+        run["label"] = spec.label;
+        run["dir"] = spec.label;
+        run["params"] = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : spec.params) run["params"][k] = param_json(v);
+        run["metrics"] = metrics_json(m);
+        runs.push_back(std::move(run));
+        fmt::print("{:<28} {:>5}/{:<5} {:>12.1f} {:>9.2f} {:>6.3f} {:>10.1f} {:>10.1f} {:>8} {:>8} {:>8} {:>7}\n",
+                   spec.label, m.completed_flows, m.flows, m.completion_time_us, m.goodput_gbps, m.goodput_fraction,
+                   m.fct_p50_us, m.fct_p99_us, m.retransmits, m.drops, m.ecn_marks, m.pauses);
+        if (m.completed_flows < m.flows)
+            fmt::print("  {}: {} flow(s) did not complete (stop: {}, failed ops {})\n", spec.label,
+                       m.flows - m.completed_flows, m.stop_reason, m.failed_ops);
+    }
+    nlohmann::ordered_json j;
+    j["scenario"] = sc->name;
+    j["scenario_file"] = sc->file;
+    j["seed"] = sc->seed;
+    j["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    j["events"] = events;
+    j["sim_packets"] = packets;
+    j["runs"] = std::move(runs);
+    std::ofstream f(out / "summary.json");
+    f << j.dump(2) << "\n";
+    if (!f) {
+        std::fprintf(stderr, "mroce sim: %s: cannot write\n", (out / "summary.json").string().c_str());
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace
+
+void register_sim(CLI::App& app) {
+    auto opts = std::make_shared<SimOptions>();
+    CLI::App* cmd = app.add_subcommand("sim", "run a scenario file on the packet-level simulator (docs/sim.md)");
+    cmd->add_option("scenario", opts->scenario, "scenario file (TOML)")->required();
+    cmd->add_option("--set", opts->sets, "override a key by dotted path, e.g. --set workload.bytes=65536")
+        ->allow_extra_args(false);  // one key=value per --set, so the scenario may follow
+    cmd->add_option("--seed", opts->seed, "random seed (replaces the file's)");
+    cmd->add_option("--out", opts->out, "output directory (default sim-out)");
+    cmd->add_option("--pcap", opts->pcap, "write captured packets to FILE (pcap)");
+    cmd->callback([opts] { std::exit(run_sim(*opts)); });
+}
+
+}  // namespace mroce::tools
