@@ -444,7 +444,12 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     }
     for (auto [s, p] : qports) out.queue_port_names.push_back(port_name(topo, s, p));
 
-    if (hook) hook(topo, spec);
+    if (hook) {
+        if (std::string why = hook(topo, spec); !why.empty()) {
+            err = std::move(why);
+            return false;
+        }
+    }
 
     // Sampler: one event per interval while flows remain.
     const int64_t period_ps = to_ps(spec.output.sample);

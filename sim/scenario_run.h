@@ -67,8 +67,10 @@ struct RunOutput {
 };
 
 // RunHook is called once the topology is built and before the run starts: the place to
-// attach observers such as a pcap writer on host taps (sim/pcap.h).
-using RunHook = std::function<void(Topology& topology, const RunSpec& spec)>;
+// attach observers such as a pcap writer on host taps (sim/pcap.h). It returns an empty
+// string, or a one-line reason that stops the run before it starts (run_spec then fails
+// with that reason).
+using RunHook = std::function<std::string(Topology& topology, const RunSpec& spec)>;
 
 // run_spec runs one point of a scenario. On a setup problem (an engine refusing a
 // work request, an unknown port name) it returns false and sets err to one line.

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "sim/capture_spec.h"
 #include "sim/host.h"
+#include "sim/pcap.h"
 #include "sim/scenario.h"
 #include "sim/scenario_run.h"
 
@@ -23,7 +25,17 @@ struct SimOptions {
     std::optional<uint64_t> seed;
     std::string out = "sim-out";
     std::string pcap;
+    std::string pcap_at = "host:0";
 };
+
+// pcap_path_for is the capture file of one run: FILE itself for a single run, otherwise
+// FILE's stem + "-" + the run's label + its extension (cap.pcap -> cap-mroce_loss-0.01.pcap),
+// so the runs of a sweep never overwrite each other's capture.
+std::filesystem::path pcap_path_for(const std::string& file, const std::string& label, size_t runs) {
+    const std::filesystem::path p(file);
+    if (runs <= 1) return p;
+    return p.parent_path() / (p.stem().string() + "-" + label + p.extension().string());
+}
 
 nlohmann::ordered_json param_json(const sim::ParamValue& v) {
     return std::visit([](auto&& x) { return nlohmann::ordered_json(x); }, v);
@@ -102,11 +114,6 @@ int run_sim(const SimOptions& o) {
         std::fprintf(stderr, "mroce sim: %s\n", err.c_str());
         return 2;
     }
-    if (!o.pcap.empty()) {
-        // Hook point: sim/pcap.h (simtools) attaches its writer through sim::RunHook.
-        std::fprintf(stderr, "mroce sim: --pcap: packet capture is not built in yet\n");
-        return 2;
-    }
     const std::filesystem::path out(o.out);
     std::error_code ec;
     std::filesystem::create_directories(out, ec);  // fail before running, not after
@@ -122,9 +129,29 @@ int run_sim(const SimOptions& o) {
                "goodput", "frac", "fct_p50us", "fct_p99us", "retx", "drops", "ecn", "pauses");
     for (const sim::RunSpec& spec : sc->runs) {
         sim::RunOutput r;
-        if (!sim::run_spec(spec, sc->seed, r, err)) {
+        std::unique_ptr<sim::PcapWriter> pcap;
+        sim::RunHook hook;
+        if (!o.pcap.empty()) {
+            const std::string path = pcap_path_for(o.pcap, spec.label, sc->runs.size()).string();
+            pcap = sim::PcapWriter::open(path, &err);
+            if (!pcap) {
+                std::fprintf(stderr, "mroce sim: --pcap: %s\n", err.c_str());
+                return 2;
+            }
+            hook = [&](sim::Topology& topo, const sim::RunSpec&) -> std::string {
+                const std::string why = sim::apply_capture_spec(topo, o.pcap_at, *pcap);
+                return why.empty() ? why : "--pcap-at: " + why;
+            };
+        }
+        if (!sim::run_spec(spec, sc->seed, r, err, hook)) {
             std::fprintf(stderr, "mroce sim: run %s: %s\n", spec.label.c_str(), err.c_str());
             return 1;
+        }
+        if (pcap) {
+            if (const std::string e = pcap->close(); !e.empty()) {
+                std::fprintf(stderr, "mroce sim: --pcap: %s\n", e.c_str());
+                return 1;
+            }
         }
         if (!write_run(out / spec.label, r, err)) {
             std::fprintf(stderr, "mroce sim: %s\n", err.c_str());
@@ -175,7 +202,10 @@ void register_sim(CLI::App& app) {
         ->allow_extra_args(false);  // one key=value per --set, so the scenario may follow
     cmd->add_option("--seed", opts->seed, "random seed (replaces the file's)");
     cmd->add_option("--out", opts->out, "output directory (default sim-out)");
-    cmd->add_option("--pcap", opts->pcap, "write captured packets to FILE (pcap)");
+    cmd->add_option("--pcap", opts->pcap,
+                    "write the packets seen at --pcap-at to FILE (pcap, ns timestamps; one file per run)");
+    cmd->add_option("--pcap-at", opts->pcap_at,
+                    "capture points: host:N, cable:N or hosts, comma-separated (default host:0)");
     cmd->callback([opts] { std::exit(run_sim(*opts)); });
 }
 

@@ -189,7 +189,38 @@ def test_pfc_demo():
     print("ok: pfc demo")
 
 
+def test_pcap():
+    """--pcap: a sweep writes one capture per run that tcpdump reads as UDP to the sim's
+    endpoint port; the records are exactly what host 0 sent and received (one line each);
+    a bad capture point stops before running, in one line."""
+    path = os.path.join(SCENARIOS, "loss-sweep.toml")
+    sets = shrink(path)
+    with tempfile.TemporaryDirectory() as out:
+        cap = os.path.join(out, "cap.pcap")
+        p = run([path, "--out", out, "--pcap", cap, "--pcap-at", "host:0", *set_args(sets)])
+        check(p.returncode == 0, "--pcap run: %s" % p.stderr.strip())
+        runs = json.load(open(os.path.join(out, "summary.json")))["runs"]
+        for r in runs:
+            f = os.path.join(out, "cap-%s.pcap" % r["label"])
+            check(os.path.exists(f), "--pcap: no capture %s" % f)
+            if not os.path.exists(f):
+                continue
+            t = subprocess.run(["tcpdump", "-nn", "-r", f], capture_output=True, text=True)
+            check(t.returncode == 0, "tcpdump -r %s: %s" % (f, t.stderr.strip()))
+            lines = [l for l in t.stdout.splitlines() if l.strip()]
+            udp = [l for l in lines if " UDP, length " in l]
+            check(len(lines) > 0 and len(udp) == len(lines), "%s: %d records, %d UDP" % (f, len(lines), len(udp)))
+            # Host 0 is 198.18.0.1 (sim/topology.h): each record is from or to it.
+            mine = [l for l in lines if re.search(r"\b198\.18\.0\.1\.\d+ [>]|> 198\.18\.0\.1\.\d+:", l)]
+            check(len(mine) == len(lines), "%s: %d of %d records not at host 0" % (f, len(lines) - len(mine), len(lines)))
+        p = run([path, "--out", out, "--pcap", cap, "--pcap-at", "host:999", *set_args(sets)])
+        check(p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "host:999" in p.stderr,
+              "bad --pcap-at: %r" % p.stderr)
+    print("ok: pcap")
+
+
 test_shipped_scenarios()
+test_pcap()
 test_pfc_demo()
 test_determinism()
 test_bad_files()
