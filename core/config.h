@@ -36,6 +36,9 @@ struct EndpointConfig {
     // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
     uint32_t overtake_shift = 1;
+    // [LOSS-13] while no ACK has come on any path for less than this, a path's later
+    // timeouts only probe: the silence is the peer's (or our) scheduling, not this route.
+    Duration stall_tolerance = 50ms;
     uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
 
@@ -87,6 +90,7 @@ inline std::string config_error(const EndpointConfig& c) {
         return "min_pto must be positive and no larger than max_pto";
     if (c.initial_rtt <= Duration::zero()) return "initial_rtt must be positive";
     if (c.max_ack_delay < Duration::zero()) return "max_ack_delay must not be negative";
+    if (c.stall_tolerance < Duration::zero()) return "stall_tolerance must not be negative";
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
     if (c.max_connections < 1 || c.max_connections > 65535)

@@ -164,6 +164,7 @@ private:
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);
     void check_overtaken(const TxPath& acked, Time sent, Time now);
+    bool is_overtaken(const TxPath& p) const;
     Duration reorder_window(const TxPath& path) const;
     void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
     void complete_front(Stream& s);

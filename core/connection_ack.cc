@@ -59,21 +59,28 @@ void Connection::note_overdue(TxPath& path) {
     }
 }
 
+bool Connection::is_overtaken(const TxPath& p) const {
+    // [PATH-11]: another path answered a packet sent more than the margin after this path's
+    // oldest unanswered one.
+    if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
+    const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
+    const Duration margin = std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
+    return newest_answered_sent_ - p.overdue_since > margin;
+}
+
 void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     // [PATH-11]: `acked` has just proved that a packet sent at `sent` arrived. Paths are
     // FIFO routes of similar delay, so a path still waiting for an answer to a packet sent
     // well before that has most likely lost it (a dead route): its PTO is due now. This
     // compares paths with each other, so it ignores what delays all of them alike (queues
     // shared by every path, a peer that was descheduled), which inflates the PTO itself.
-    if (!cfg_.detect_overtaken || sent <= newest_answered_sent_) return;
+    if (sent <= newest_answered_sent_) return;
     newest_answered_sent_ = sent;
+    if (!cfg_.detect_overtaken) return;
     for (TxPath& p : tx_paths_) {
         if (&p == &acked || p.state == PathState::kFailed || p.overtaken ||
-            p.overdue_since == kNever || p.pto_deadline == kNever || p.pto_deadline <= now)
+            p.pto_deadline == kNever || p.pto_deadline <= now || !is_overtaken(p))
             continue;
-        const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
-        const Duration margin = std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
-        if (sent - p.overdue_since <= margin) continue;
         p.overtaken = true;
         p.pto_deadline = now;
         note_deadline(now);
@@ -308,6 +315,20 @@ void Connection::path_timeout(TxPath& path, Time now) {
     ++path_stats_[path.id].timeouts;
     if (path.overtaken) ++path_stats_[path.id].overtaken;
     path.overtaken = false;
+    // [LOSS-13]: no other path has answered anything sent after this path's oldest
+    // unanswered packet, and some ACK came less than stall_tolerance ago: nothing singles
+    // this route out. Every route going quiet at once is what a descheduled peer looks
+    // like, so probe again, holding the ladder at its first step; the replies show holes.
+    if (path.backoff >= 1 && !is_overtaken(path) && last_progress_ != kNever &&
+        now - last_progress_ < cfg_.stall_tolerance) {
+        ++path_stats_[path.id].stalled_timeouts;
+        path.backoff = 1;
+        request_probe(path);
+        path.overdue_since = now;
+        path.pto_deadline = now + pto(path);
+        note_deadline(path.pto_deadline);
+        return;
+    }
     ++path.backoff;
     if (path.backoff >= cfg_.path_fail_timeouts) return fail_path(path, now);
     if (path.backoff >= 2) {
