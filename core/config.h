@@ -35,7 +35,7 @@ struct EndpointConfig {
     // [PATH-11] a path whose oldest unanswered packet was overtaken by packets sent this
     // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
-    uint32_t overtake_shift = 1;
+    uint32_t overtake_shift = 0;
     // [LOSS-13] while no ACK has come on any path for less than this, a path's later
     // timeouts only probe: the silence is the peer's (or our) scheduling, not this route.
     Duration stall_tolerance = 50ms;
