@@ -245,6 +245,8 @@ private:
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
     Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
+    static constexpr uint16_t kNoAckRound = 0xffff;
+    uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
     Time cached_deadline_ = kNever;          // see next_deadline
