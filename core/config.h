@@ -36,8 +36,8 @@ struct EndpointConfig {
     // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
     uint32_t overtake_shift = 0;
-    // [LOSS-13] while no ACK has come on any path for less than this, a path's later
-    // timeouts only probe: the silence is the peer's (or our) scheduling, not this route.
+    // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
+    // the last ACK on any path is younger than this (a quiet peer, not a dead route).
     Duration stall_tolerance = 50ms;
     uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long

@@ -141,7 +141,8 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             path.any_acked = true;
         }
         // RTT sample from the echoed timestamp, less the receiver's ACK delay.
-        const bool progress = path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply);
+        const bool progress =
+            path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply);
         if (progress) {
             const int64_t sample = static_cast<int64_t>(static_cast<uint32_t>(ts32(now) - a.ts_echo)) -
                                    static_cast<int64_t>(a.ack_delay_ns);
@@ -197,7 +198,8 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         if (progress) {
             note_overdue(path);
             // ts_echo is our own clock's low 32 bits when the echoed packet left.
-            check_overtaken(path, now - Duration{static_cast<uint32_t>(ts32(now) - a.ts_echo)}, now);
+            const Duration age{static_cast<uint32_t>(ts32(now) - a.ts_echo)};
+            check_overtaken(path, now - age, now);
         }
     }
     for (uint16_t i = 0; i < a.stream_count; ++i) {

@@ -209,7 +209,8 @@ CutResult cut_one_route(bool detect_overtaken) {
     Pair p(14, small_net(), cfg, cfg);
     const auto cut = sim::SimTime{} + 2ms;
     for (uint32_t r : {2u, 5u})
-        p.net.link(p.host_a(), p.host_b(), r).config().blackhole = sim::TimeWindow{cut, sim::kSimForever};
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{cut, sim::kSimForever};
     WriteFlow f(p, 80, 256 * 1024);
     Time failed_at = kNever;
     p.host_a().set_event_callback([&](const core::Event& e) {
