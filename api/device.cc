@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "api/device_state.h"
+#include "api/window_rule.h"
 #include "core/endpoint.h"
 
 namespace mroce::api {
@@ -54,6 +55,9 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     }
     core::EndpointConfig ecfg = cfg.endpoint;
     ecfg.port = st->local.port;
+    if (cfg.fit_window_to_datapath)
+        ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
+    st->cfg.endpoint.window_bytes_per_path = ecfg.window_bytes_per_path;
     st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed);
 
     DeviceState* raw = st.get();

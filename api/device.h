@@ -68,6 +68,9 @@ struct DeviceConfig {
     Address local = Address::ipv4(0, wire::kDefaultPort);
     // Protocol tunables; endpoint.port is overwritten with the port actually bound.
     core::EndpointConfig endpoint;
+    // When true, open() raises endpoint.window_bytes_per_path to fit the datapath: the
+    // rule is udp_window_per_path (api/window_rule.h). False keeps the value as given.
+    bool fit_window_to_datapath = true;
     // Seeds every random choice of the engine; by default drawn from getrandom(2).
     std::optional<uint64_t> seed;
     ProgressMode progress = ProgressMode::kThread;

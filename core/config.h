@@ -32,6 +32,13 @@ struct EndpointConfig {
     Duration min_reorder_window = 2us;  // [LOSS-2] floor of the reorder window
     uint32_t reorder_window_shift = 3;  // [LOSS-2] reorder window = srtt >> shift
     uint32_t path_fail_timeouts = 3;    // [PATH-3] consecutive timeouts that fail a path
+    // [PATH-11] a path whose oldest unanswered packet was overtaken by packets sent this
+    // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
+    bool detect_overtaken = true;
+    uint32_t overtake_shift = 0;
+    // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
+    // the last ACK on any path is younger than this (a quiet peer, not a dead route).
+    Duration stall_tolerance = 50ms;
     uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
 
@@ -77,11 +84,13 @@ inline std::string config_error(const EndpointConfig& c) {
         return "window_bytes_per_path must hold at least one max_payload packet";
     if (c.ack_every < 1) return "ack_every must be at least 1";
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
+    if (c.overtake_shift > 16) return "overtake_shift must be 0..16";
     if (c.retry_limit < 1 || c.retry_limit > 1000) return "retry_limit must be 1..1000";
     if (c.min_pto <= Duration::zero() || c.max_pto < c.min_pto)
         return "min_pto must be positive and no larger than max_pto";
     if (c.initial_rtt <= Duration::zero()) return "initial_rtt must be positive";
     if (c.max_ack_delay < Duration::zero()) return "max_ack_delay must not be negative";
+    if (c.stall_tolerance < Duration::zero()) return "stall_tolerance must not be negative";
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
     if (c.max_connections < 1 || c.max_connections > 65535)

@@ -244,6 +244,7 @@ bool Connection::outstanding_data() const {
 }
 
 void Connection::on_timeout(Time now) {
+    ack_round_path_ = kNoAckRound;  // delayed ACKs that fall due form a new round [ACK-13]
     run_timers(now);
     cached_deadline_ = exact_deadline();
 }

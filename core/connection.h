@@ -163,6 +163,9 @@ private:
     void fail_path(TxPath& path, Time now);
     void arm_pto(TxPath& path, Time now);
     Duration pto(const TxPath& path) const;
+    void note_overdue(TxPath& path);
+    void check_overtaken(const TxPath& acked, Time sent, Time now);
+    bool is_overtaken(const TxPath& p) const;
     Duration reorder_window(const TxPath& path) const;
     void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
     void complete_front(Stream& s);
@@ -242,6 +245,9 @@ private:
     TimedQueue delivery_timers_;             // [STREAM-5] path-acked, awaiting delivery
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
+    Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
+    static constexpr uint16_t kNoAckRound = 0xffff;
+    uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
     Time cached_deadline_ = kNever;          // see next_deadline

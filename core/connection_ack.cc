@@ -45,10 +45,51 @@ Duration Connection::delivery_timeout(const Stream& s) const {
 }
 
 void Connection::arm_pto(TxPath& path, Time now) {
+    path.overtaken = false;
     path.pto_deadline = (path.in_flight_pkts > 0 || path.state == PathState::kSuspect)
                             ? now + pto(path)
                             : kNever;
     note_deadline(path.pto_deadline);
+}
+
+void Connection::note_overdue(TxPath& path) {
+    // [PATH-11]: the oldest DATA still in flight (records below it are answered or lost).
+    path.overdue_since = kNever;
+    for (uint32_t psn = path.base; psn != path.next_psn; ++psn) {
+        const TxRecord& r = path.rec(psn);
+        if (r.state == TxRecord::State::kInFlight) {
+            path.overdue_since = r.sent;
+            return;
+        }
+    }
+}
+
+bool Connection::is_overtaken(const TxPath& p) const {
+    // [PATH-11]: another path answered a packet sent more than the margin after this path's
+    // oldest unanswered one.
+    if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
+    const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
+    const Duration margin = std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
+    return newest_answered_sent_ - p.overdue_since > margin;
+}
+
+void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
+    // [PATH-11]: `acked` has just proved that a packet sent at `sent` arrived. Paths are
+    // FIFO routes of similar delay, so a path still waiting for an answer to a packet sent
+    // well before that has most likely lost it (a dead route): its PTO is due now. This
+    // compares paths with each other, so it ignores what delays all of them alike (queues
+    // shared by every path, a peer that was descheduled), which inflates the PTO itself.
+    if (sent <= newest_answered_sent_) return;
+    newest_answered_sent_ = sent;
+    if (!cfg_.detect_overtaken) return;
+    for (TxPath& p : tx_paths_) {
+        if (&p == &acked || p.state == PathState::kFailed || p.overtaken ||
+            p.pto_deadline == kNever || p.pto_deadline <= now || !is_overtaken(p))
+            continue;
+        p.overtaken = true;
+        p.pto_deadline = now;
+        note_deadline(now);
+    }
 }
 
 void Connection::on_ack(const wire::AckPacket& a, Time now) {
@@ -105,7 +146,9 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             path.any_acked = true;
         }
         // RTT sample from the echoed timestamp, less the receiver's ACK delay.
-        if (path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply)) {
+        const bool progress =
+            path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply);
+        if (progress) {
             const int64_t sample = static_cast<int64_t>(static_cast<uint32_t>(ts32(now) - a.ts_echo)) -
                                    static_cast<int64_t>(a.ack_delay_ns);
             if (sample > 0 && sample < 10'000'000'000LL) {
@@ -157,6 +200,12 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             }
         }
         arm_pto(path, now);
+        if (progress) {
+            note_overdue(path);
+            // ts_echo is our own clock's low 32 bits when the echoed packet left.
+            const Duration age{static_cast<uint32_t>(ts32(now) - a.ts_echo)};
+            check_overtaken(path, now - age, now);
+        }
     }
     for (uint16_t i = 0; i < a.stream_count; ++i) {
         Stream* s = stream_by_remote(a.streams[i].stream_id);
@@ -271,6 +320,22 @@ void Connection::path_timeout(TxPath& path, Time now) {
     if (path.state == PathState::kFailed) return;
     if (path.in_flight_pkts == 0 && path.state == PathState::kActive) return;
     ++path_stats_[path.id].timeouts;
+    if (path.overtaken) ++path_stats_[path.id].overtaken;
+    path.overtaken = false;
+    // [LOSS-13]: no other path has answered anything sent after this path's oldest
+    // unanswered packet, and some ACK came less than stall_tolerance ago: nothing singles
+    // this route out. Every route going quiet at once is what a descheduled peer looks
+    // like, so probe again, holding the ladder at its first step; the replies show holes.
+    if (path.backoff >= 1 && !is_overtaken(path) && last_progress_ != kNever &&
+        now - last_progress_ < cfg_.stall_tolerance) {
+        ++path_stats_[path.id].stalled_timeouts;
+        path.backoff = 1;
+        request_probe(path);
+        path.overdue_since = now;
+        path.pto_deadline = now + pto(path);
+        note_deadline(path.pto_deadline);
+        return;
+    }
     ++path.backoff;
     if (path.backoff >= cfg_.path_fail_timeouts) return fail_path(path, now);
     if (path.backoff >= 2) {
@@ -282,6 +347,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
     }
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
     request_probe(path);
+    path.overdue_since = now;  // [PATH-11]: the next step waits for this PROBE to be overtaken
     path.pto_deadline = now + pto(path);
     note_deadline(path.pto_deadline);
 }
@@ -322,6 +388,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     path.last_ce = 0;
     path.reorder_deadline = kNever;
     path.pto_deadline = kNever;
+    path.overdue_since = kNever;
     path.state = PathState::kFailed;
     ++ps.rerolls;
     ++stats_.path_rerolls;

@@ -25,6 +25,7 @@ Connection::RxGen Connection::rx_generation(RxPath& rp, uint8_t gen) {
 
 void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now) {
     const wire::DataHeader& h = p.hdr;
+    ack_round_path_ = kNoAckRound;  // [ACK-13]: the next ACKs written start a new round
     if (state_ != ConnState::kEstablished) {
         ++stats_.wrong_state;  // e.g. DATA overtook the HELLO_ACK; the sender retransmits
         return;
@@ -515,14 +516,18 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     rp.unacked = 0;
     rp.probe_reply = false;
     rp.ack_deadline = kNever;
-    // [ACK-13]: the ACK leaves on our next usable path, round-robin, not on a path tied
-    // to the data path: a dead return route costs a share of ACKs, never a whole path.
-    meta = meta_for(tx_paths_[next_return_path()]);
+    // [ACK-13]: the ACKs of one round (written between two inputs) leave together on one
+    // random usable path, so the datapath sends them with one system call; each round
+    // covers every path, so a dead return route costs each path a share of its ACKs.
+    if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed)
+        ack_round_path_ = next_return_path();
+    meta = meta_for(tx_paths_[ack_round_path_]);
     ++path_stats_[rx_path].acks_sent;
     return *n;
 }
 
 void Connection::on_probe(const wire::ProbePacket& p, Time now) {
+    ack_round_path_ = kNoAckRound;
     if (state_ != ConnState::kEstablished) return;
     ++stats_.probes_received;
     if (p.path_id >= rx_paths_.size() || seq_gt(p.psn_floor, p.next_psn)) {

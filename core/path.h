@@ -55,6 +55,10 @@ struct TxPath {
     Time reorder_deadline = kNever;
     uint32_t reorder_limit = 0;    // holes below this PSN are lost at reorder_deadline
     Time probe_deadline = kNever;  // failed path: next PROBE
+    // [PATH-11]: send time of the oldest packet still awaiting an answer (its oldest DATA in
+    // flight, or the PROBE of its last timeout); kNever when none is or the path is Failed.
+    Time overdue_since = kNever;
+    bool overtaken = false;        // pto_deadline was brought forward by [PATH-11]
     bool probe_pending = false;    // a PROBE should go out now
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]

@@ -16,6 +16,8 @@ struct PathStats {
     uint64_t spurious_retransmits = 0;  // declared lost, then acknowledged after all
     uint64_t sack_holes = 0;            // holes first seen in an ACK
     uint64_t timeouts = 0;
+    uint64_t overtaken = 0;             // of those, brought forward by [PATH-11]
+    uint64_t stalled_timeouts = 0;      // of those, only probed: not overtaken [LOSS-13]
     uint64_t probes_sent = 0;
     uint64_t acks_received = 0;
     uint64_t ecn_echoed = 0;            // CE marks the peer reported for this path

@@ -3,7 +3,8 @@
 (the numbers behind docs/results.md "mroce perf over loopback").
 
 Each repetition runs, in this order: WRITE bandwidth at 64 KiB and 1 MiB messages over
-MetaRoCE (with the engine's default window and with --window-kib 1024), the same traffic
+MetaRoCE (with the window the device fits to the datapath, api/window_rule.h, and with
+--window-kib 256, the engine's fixed default before that rule), the same traffic
 with --raw (plain UDP through the same datapath, no protocol), kernel TCP with iperf3 (one
 stream), then 8-byte WRITE latency over MetaRoCE and the --raw UDP ping-pong. Client on
 CPU 0, server on CPU 1 (as notes/datapath.md). Prints every run and the medians, with the
@@ -84,10 +85,10 @@ def main():
     d = ["-D", str(a.seconds), "--report_gbits"]
     bw_runs = [
         ("mroce 64K", ["-s", "65536"] + d),
-        ("mroce 64K w1M", ["-s", "65536", "--window-kib", "1024"] + d),
+        ("mroce 64K w256K", ["-s", "65536", "--window-kib", "256"] + d),
         ("raw 64K", ["-s", "65536", "--raw"] + d),
         ("mroce 1M", ["-s", "1048576"] + d),
-        ("mroce 1M w1M", ["-s", "1048576", "--window-kib", "1024"] + d),
+        ("mroce 1M w256K", ["-s", "1048576", "--window-kib", "256"] + d),
         ("raw 1M", ["-s", "1048576", "--raw"] + d),
     ]
     lat_runs = [

@@ -282,7 +282,8 @@ void register_perf(CLI::App& app) {
     cmd->add_option("--paths", o->paths, "MetaRoCE paths (UDP source ports) per connection (8)")
         ->check(CLI::Range(1, 256));
     cmd->add_option("--window-kib", o->window_kib,
-                    "fixed congestion window per path in KiB (engine default: 256)")
+                    "fixed congestion window per path in KiB (default: fitted to the "
+                    "receive buffer, at most 256 packets; api/window_rule.h)")
         ->check(CLI::Range(4, 1024));
     cmd->add_option("--verb", *verb, "write | send | read | atomic (FETCH_ADD, 8 bytes)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));

@@ -1,13 +1,21 @@
-// tools/perf_oob.h — the out-of-band channel of `mroce perf`: one TCP connection between
-// client and server (perftest's port 18515) carrying newline-delimited JSON messages:
-// the options, addresses, queue pair numbers, rkeys and buffer addresses, then one
-// run/go/end exchange per message size.
+// tools/perf_oob.h — the out-of-band channel of `mroce perf`: TCP between client and
+// server (perftest's port 18515) carrying newline-delimited JSON messages: the options,
+// addresses, queue pair numbers, rkeys and buffer addresses, then one run/go/end exchange
+// per message size.
+//
+// The channel is up to kLanes TCP connections ("lanes"), each from its own source port, so
+// on an ECMP fabric they hash onto different routes. Every message goes on every lane with
+// a sequence number and the receiver takes the first copy: a route that dies mid-run (a cut
+// plane) stalls the lanes on it, not the channel. A lane's first line is a header
+// {"lanes": n, "lane": i} from the client, which tells the server how many to accept.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +52,7 @@ public:
     // poll returns a message if one has fully arrived, without waiting. Sets error() and
     // returns nullopt if the peer closed the connection (check alive()).
     std::optional<Json> poll();
-    bool alive() const { return fd_ >= 0 && error_.empty(); }
+    bool alive() const { return !lanes_.empty() && error_.empty(); }
     // quiet: true while the peer is connected and has said nothing; during a test run any
     // message or a closed connection is an error (one line in `error`).
     bool quiet(std::string& error);
@@ -55,13 +63,24 @@ public:
     Address local_ip() const { return local_; }
     Address peer_ip() const { return peer_; }
 
+    // lanes is how many TCP connections carry the channel (for tests and reports).
+    size_t lanes() const { return lanes_.size(); }
+
+    static constexpr size_t kLanes = 4;
+
 private:
-    explicit Oob(int fd);
+    struct Lane {
+        int fd = -1;
+        std::string in;
+    };
+    explicit Oob(std::vector<int> fds);
     bool fill(int timeout_ms);  // reads what is available; false on EOF or error
     std::optional<Json> take_line();
+    void drop_lane(Lane& l);
 
-    int fd_ = -1;
-    std::string in_;
+    std::vector<Lane> lanes_;
+    uint64_t send_seq_ = 0;
+    uint64_t recv_seq_ = 0;
     std::string error_;
     Address local_, peer_;
 };

@@ -60,7 +60,10 @@ public:
         cfg.local = oob_.local_ip().with_port(0);
         cfg.progress = api::ProgressMode::kManual;
         cfg.endpoint.num_paths = static_cast<uint16_t>(o_.paths);
-        if (o_.window_kib) cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
+        if (o_.window_kib) {
+            cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
+            cfg.fit_window_to_datapath = false;
+        }
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;

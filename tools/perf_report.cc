@@ -134,6 +134,9 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
         j["ecn_marks_received"] = y.ecn_marks - x.ecn_marks;
         j["failures"] = y.failures - x.failures;
         j["rerolls"] = y.rerolls - x.rerolls;
+        j["timeouts"] = y.timeouts - x.timeouts;
+        j["overtaken"] = y.overtaken - x.overtaken;
+        j["stalled_timeouts"] = y.stalled_timeouts - x.stalled_timeouts;
         spurious += j["spurious_retransmits"].get<uint64_t>();
         ecn_echoed += j["ecn_echoed"].get<uint64_t>();
         ecn_marks += j["ecn_marks_received"].get<uint64_t>();

@@ -125,6 +125,10 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     if (set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, options.recv_buffer_bytes) != 0)
         (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, options.recv_buffer_bytes);
     (void)set_int(fd, SOL_SOCKET, SO_SNDBUF, options.send_buffer_bytes);
+    int granted = 0;
+    socklen_t glen = sizeof(granted);
+    if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &glen) == 0 && granted > 0)
+        dp->recv_buffer_bytes_ = static_cast<size_t>(granted) / 2;
     const bool wildcard = is_unspecified(local);
     if (dp->family_ == AF_INET) {
         if (set_int(fd, IPPROTO_IP, IP_RECVTOS, 1) != 0)

@@ -126,6 +126,9 @@ public:
     // options and accepted by the kernel; GSO turns itself off if the kernel refuses it).
     bool gso_enabled() const { return gso_; }
     bool gro_enabled() const { return gro_; }
+    // recv_buffer_bytes is the endpoint socket's receive buffer as granted: what SO_RCVBUF
+    // reads back, halved (the kernel doubles the request for its bookkeeping).
+    size_t recv_buffer_bytes() const { return recv_buffer_bytes_; }
     // last_error is the message of the most recent counted failure ("" if none).
     const std::string& last_error() const { return last_error_; }
 
@@ -159,6 +162,7 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     size_t rx_slot_bytes_ = 0;  // size of one receive slot in the bounce buffer
+    size_t recv_buffer_bytes_ = 0;
 
     // Received messages not yet handed out: message `pending_msg_` of `pending_count_`,
     // from byte `pending_offset_` (a super-packet split across recv_batch calls).

@@ -194,6 +194,100 @@ TEST(Connection, DeadRouteFailsPathAndRerolls) {
     EXPECT_EQ(f.dst, f.src);
 }
 
+// [PATH-11] a route cut in the middle of a transfer is declared failed sooner when the
+// other paths' ACKs can overtake it than by its own backed-off PTOs alone ([PATH-3]), and
+// the transfer completes without an error either way. Returns the time from the cut to the
+// first kPathFailed, and the overtaken timeouts counted.
+struct CutResult {
+    Duration detect{};
+    uint64_t overtaken = 0;
+};
+CutResult cut_one_route(bool detect_overtaken) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    cfg.detect_overtaken = detect_overtaken;
+    Pair p(14, small_net(), cfg, cfg);
+    const auto cut = sim::SimTime{} + 2ms;
+    for (uint32_t r : {2u, 5u})
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{cut, sim::kSimForever};
+    WriteFlow f(p, 80, 256 * 1024);
+    Time failed_at = kNever;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        f.events.push_back(e);
+        if (e.kind == core::EventKind::kPathFailed && failed_at == kNever) failed_at = p.now();
+    });
+    f.post_all();
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 80; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 80u);
+    EXPECT_EQ(f.count(core::EventKind::kConnectionFailed), 0u);
+    EXPECT_EQ(f.dst, f.src);
+    EXPECT_NE(failed_at, kNever) << "the cut route was never declared failed";
+    CutResult r;
+    r.detect = failed_at - sim::to_core_time(cut);
+    r.overtaken = f.path_sum(&core::PathStats::overtaken);
+    return r;
+}
+
+TEST(Connection, CutRouteIsOvertakenBeforeItsTimeouts) {
+    const CutResult with = cut_one_route(true);
+    const CutResult without = cut_one_route(false);
+    std::printf("cut route declared failed after %lld us with [PATH-11] (%llu overtaken "
+                "timeouts), %lld us by PTOs alone\n",
+                static_cast<long long>(with.detect.count() / 1000),
+                static_cast<unsigned long long>(with.overtaken),
+                static_cast<long long>(without.detect.count() / 1000));
+    EXPECT_GE(with.overtaken, 1u);
+    EXPECT_EQ(without.overtaken, 0u);
+    EXPECT_GT(with.detect, Duration::zero());
+    EXPECT_LT(with.detect, without.detect);
+}
+
+// [LOSS-13] every route silent for 3 ms in both directions (what a descheduled peer looks
+// like to the sender): within stall_tolerance the paths only probe, none is failed and no
+// window is declared lost by timeout; the probes' replies find the packets really lost.
+// With the tolerance off, the same silence fails paths. Both complete correctly.
+core::PathStats silent_network(Duration tolerance) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    cfg.stall_tolerance = tolerance;
+    Pair p(17, small_net(), cfg, cfg);
+    const auto from = sim::SimTime{} + 2ms;
+    const sim::TimeWindow silence{from, from + 3ms};
+    for (uint32_t r = 0; r < 8; ++r) {
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole = silence;
+        p.net.link(p.host_b(), p.host_a(), r).config().blackhole = silence;
+    }
+    WriteFlow f(p, 80, 256 * 1024);
+    f.post_all();
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 80; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 80u);
+    EXPECT_EQ(f.dst, f.src);
+    core::PathStats sum;
+    sum.failures = f.path_sum(&core::PathStats::failures);
+    sum.lost_by_timeout = f.path_sum(&core::PathStats::lost_by_timeout);
+    sum.lost_by_sack = f.path_sum(&core::PathStats::lost_by_sack);
+    sum.stalled_timeouts = f.path_sum(&core::PathStats::stalled_timeouts);
+    return sum;
+}
+
+TEST(Connection, SilenceOnEveryRouteOnlyProbes) {
+    const core::PathStats tolerant = silent_network(50ms);
+    const core::PathStats strict = silent_network(Duration::zero());
+    std::printf("3 ms of silence: tolerant %llu failures, %llu lost by timeout, %llu by SACK, "
+                "%llu stalled timeouts; strict %llu failures, %llu lost by timeout\n",
+                static_cast<unsigned long long>(tolerant.failures),
+                static_cast<unsigned long long>(tolerant.lost_by_timeout),
+                static_cast<unsigned long long>(tolerant.lost_by_sack),
+                static_cast<unsigned long long>(tolerant.stalled_timeouts),
+                static_cast<unsigned long long>(strict.failures),
+                static_cast<unsigned long long>(strict.lost_by_timeout));
+    EXPECT_GE(tolerant.stalled_timeouts, 1u);
+    EXPECT_EQ(tolerant.failures, 0u);
+    EXPECT_EQ(strict.stalled_timeouts, 0u);
+    EXPECT_GE(strict.failures, 1u);
+}
+
 // [ACK-13] a dead return route loses a share of ACKs but fails no forward path.
 TEST(Connection, DeadReturnRouteDoesNotFailForwardPaths) {
     core::EndpointConfig cfg;

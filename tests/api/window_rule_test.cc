@@ -1,0 +1,28 @@
+// tests/api/window_rule_test.cc — the window a Device over UDP picks (api/window_rule.h).
+#include <gtest/gtest.h>
+
+#include "api/window_rule.h"
+
+namespace mroce::api {
+namespace {
+
+TEST(WindowRule, SharesTheReceiveBufferAmongPathsUpToThePsnWindow) {
+    core::EndpointConfig c;  // 8 paths, 4096-byte payloads, 256 KiB configured
+    // 4 MiB granted: 512 KiB per path, above the configured 256 KiB.
+    EXPECT_EQ(udp_window_per_path(c, 4u << 20), 512u << 10);
+    // 32 MiB granted: 4 MiB per path, capped at 256 full packets (the SACK span).
+    EXPECT_EQ(udp_window_per_path(c, 32u << 20), 256u * c.max_payload);
+    c.num_paths = 2;  // fewer paths: each gets a larger share, still capped
+    EXPECT_EQ(udp_window_per_path(c, 1u << 20), 512u << 10);
+}
+
+TEST(WindowRule, NeverLowersTheConfiguredWindow) {
+    core::EndpointConfig c;
+    // An unprivileged process gets net.core.rmem_max (often 208 KiB): keep the default.
+    EXPECT_EQ(udp_window_per_path(c, 208u << 10), c.window_bytes_per_path);
+    c.window_bytes_per_path = 900u << 10;
+    EXPECT_EQ(udp_window_per_path(c, 4u << 20), 900u << 10);
+}
+
+}  // namespace
+}  // namespace mroce::api
