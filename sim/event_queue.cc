@@ -136,7 +136,12 @@ bool Sim::queue_settle_head() {
     base_ = next;
     const size_t i = static_cast<size_t>(next) % kWheelSlots;
     if (wheel_nonempty_[i / 64] >> (i % 64) & 1) {
-        current_.swap(wheel_[i]);  // wheel_[i] keeps current_'s (empty) buffer for reuse
+        // Copied, not swapped: swapping would pass the largest buffer from slot to slot
+        // until every slot had one (phase-locked ports fill one bucket with a thousand
+        // events at start). A slot that held an unusually large bucket frees it.
+        current_.assign(wheel_[i].begin(), wheel_[i].end());
+        if (wheel_[i].capacity() > kSlotKeepEntries) wheel_[i] = std::vector<Entry>{};
+        else wheel_[i].clear();
         wheel_nonempty_[i / 64] &= ~(uint64_t{1} << (i % 64));
     }
     while (!overflow_.empty() && bucket_of(overflow_.front()) == next) {

@@ -123,6 +123,7 @@ class Sim {
     // covers kWheelSlots buckets (16.8 us) ahead of the current one.
     static constexpr int kBucketBits = 12;
     static constexpr size_t kWheelSlots = 4096;
+    static constexpr size_t kSlotKeepEntries = 256;  // larger slot buffers are freed when drained
 
     Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
     const Slot& slot(uint32_t i) const { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
