@@ -80,6 +80,8 @@ bool Sim::cancel(EventHandle h) {
 
 void Sim::compact() {
     auto stale = [this](const Entry& e) { return slot(e.slot).seq != e.seq; };
+    current_.erase(current_.begin(), current_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
     std::erase_if(current_, stale);  // keeps the order
     for (size_t i = 0; i < kWheelSlots; ++i) {
         std::erase_if(wheel_[i], stale);
@@ -91,9 +93,11 @@ void Sim::compact() {
 }
 
 void Sim::current_insert(const Entry& e) {
-    // current_ is descending: the first element that runs after e stays in front of it.
-    auto pos = std::lower_bound(current_.begin(), current_.end(), e,
-                                [](const Entry& x, const Entry& v) { return later(x, v); });
+    // current_ is ascending from head_; e goes after everything that runs before it, which
+    // for the usual case (a later time, and always a larger seq) is at or near the end.
+    auto pos = std::upper_bound(current_.begin() + static_cast<std::ptrdiff_t>(head_),
+                                current_.end(), e,
+                                [](const Entry& v, const Entry& x) { return later(x, v); });
     current_.insert(pos, e);
 }
 
@@ -113,7 +117,7 @@ void Sim::queue_push(const Entry& e) {
 }
 
 bool Sim::queue_settle_head() {
-    if (!current_.empty()) return true;
+    if (head_ < current_.size()) return true;
     if (queued_ == 0) return false;
     // The next bucket is the first non-empty wheel slot after base_ (every wheel entry
     // lies in (base_, base_ + kWheelSlots), one bucket per slot) or the overflow's
@@ -149,7 +153,8 @@ bool Sim::queue_settle_head() {
         current_.push_back(overflow_.back());
         overflow_.pop_back();
     }
-    std::sort(current_.begin(), current_.end(), later);  // descending: earliest at the back
+    std::sort(current_.begin(), current_.end(),
+              [](const Entry& a, const Entry& b) { return later(b, a); });
     return true;
 }
 

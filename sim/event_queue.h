@@ -119,10 +119,10 @@ class Sim {
     };
     static constexpr uint32_t kChunkBits = 10;
     static constexpr uint32_t kChunkSize = 1u << kChunkBits;
-    // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (4.1 ns); the wheel
+    // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (1.02 ns); the wheel
     // covers kWheelSlots buckets (16.8 us) ahead of the current one.
-    static constexpr int kBucketBits = 12;
-    static constexpr size_t kWheelSlots = 4096;
+    static constexpr int kBucketBits = 10;
+    static constexpr size_t kWheelSlots = 16384;
     static constexpr size_t kSlotKeepEntries = 256;  // larger slot buffers are freed when drained
 
     Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
@@ -131,10 +131,13 @@ class Sim {
     bool pop_stale_head();  // drops cancelled entries at the head; false if queue empty
     void compact();
     void queue_push(const Entry& e);
-    bool queue_settle_head();  // makes the minimum current_.back(); false if queue empty
-    const Entry& queue_head() const { return current_.back(); }
+    bool queue_settle_head();  // makes the minimum current_[head_]; false if queue empty
+    const Entry& queue_head() const { return current_[head_]; }
     void queue_pop_head() {
-        current_.pop_back();
+        if (++head_ == current_.size()) {
+            current_.clear();
+            head_ = 0;
+        }
         --queued_;
     }
     void current_insert(const Entry& e);
@@ -160,13 +163,14 @@ class Sim {
     std::vector<uint32_t> free_slots_;
     // The queue is a timing wheel of flat arrays (a calendar queue, as in ns-2 and
     // OMNeT++-style simulators): almost every event lands within a few microseconds, so a
-    // push is an append to its bucket's array and a pop takes the back of current_, the
+    // push is an append to its bucket's array and a pop takes the front of current_, the
     // earliest bucket sorted once when it becomes current (a few dozen entries), instead of
     // a sift through a heap of every pending event. Events beyond the wheel (long timers)
     // wait in a small heap. An event for the current bucket or earlier (a zero delay, or
     // one scheduled after run_until stopped at a time limit) is inserted into current_ in
     // order. Entries may be stale (cancelled): their seq no longer matches their slot's.
-    std::vector<Entry> current_;                      // bucket base_ and earlier, descending
+    std::vector<Entry> current_;  // bucket base_ and earlier, ascending from head_
+    size_t head_ = 0;             // current_[head_] is the minimum; earlier ones have run
     std::array<std::vector<Entry>, kWheelSlots> wheel_;  // bucket n in wheel_[n % slots]
     std::array<uint64_t, kWheelSlots / 64> wheel_nonempty_{};
     std::vector<Entry> overflow_;  // min-heap (by later) of buckets >= base_ + kWheelSlots
