@@ -148,14 +148,52 @@ bool Sim::queue_settle_head() {
         else wheel_[i].clear();
         wheel_nonempty_[i / 64] &= ~(uint64_t{1} << (i % 64));
     }
+    bool from_overflow = false;
     while (!overflow_.empty() && bucket_of(overflow_.front()) == next) {
         std::pop_heap(overflow_.begin(), overflow_.end(), later);
         current_.push_back(overflow_.back());
         overflow_.pop_back();
+        from_overflow = true;
     }
-    std::sort(current_.begin(), current_.end(),
-              [](const Entry& a, const Entry& b) { return later(b, a); });
+    sort_current(!from_overflow);
     return true;
+}
+
+// sort_current orders the new current bucket by (time, seq). A wheel slot's entries were
+// appended in seq order, so a stable sort on the time offset within the bucket (10 bits)
+// is enough: two counting passes of 5 bits, or an insertion sort when there are few.
+// (Phase-locked ports put a few hundred events into one nanosecond.) Entries taken from the
+// overflow heap break the seq order; then it is a plain comparison sort.
+void Sim::sort_current(bool seq_ordered) {
+    auto earlier = [](const Entry& a, const Entry& b) { return later(b, a); };
+    const size_t n = current_.size();
+    if (!seq_ordered) {
+        std::sort(current_.begin(), current_.end(), earlier);
+        return;
+    }
+    if (n <= 24) {
+        for (size_t i = 1; i < n; ++i) {
+            const Entry e = current_[i];
+            size_t j = i;
+            for (; j > 0 && e.time_ps < current_[j - 1].time_ps; --j) current_[j] = current_[j - 1];
+            current_[j] = e;
+        }
+        return;
+    }
+    static_assert(kBucketBits == 10, "two passes of 5 bits cover the offset in a bucket");
+    scratch_.resize(n);
+    std::vector<Entry>* src = &current_;
+    std::vector<Entry>* dst = &scratch_;
+    for (int shift = 0; shift < kBucketBits; shift += 5) {
+        std::array<uint32_t, 33> start{};
+        for (const Entry& e : *src) ++start[static_cast<size_t>((e.time_ps >> shift) & 31) + 1];
+        for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
+        for (const Entry& e : *src)
+            (*dst)[start[static_cast<size_t>((e.time_ps >> shift) & 31)]++] = e;
+        std::swap(src, dst);
+    }
+    // Two passes: the result is back in current_.
+    MROCE_SLOW_DCHECK(std::is_sorted(current_.begin(), current_.end(), earlier));
 }
 
 bool Sim::pop_stale_head() {

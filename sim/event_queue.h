@@ -141,6 +141,7 @@ class Sim {
         --queued_;
     }
     void current_insert(const Entry& e);
+    void sort_current(bool seq_ordered);
     static int64_t bucket_of(const Entry& e) { return e.time_ps >> kBucketBits; }
     // later is the strict (time, seq) order: a runs after b.
     static bool later(const Entry& a, const Entry& b) {
@@ -176,6 +177,7 @@ class Sim {
     std::vector<Entry> overflow_;  // min-heap (by later) of buckets >= base_ + kWheelSlots
     int64_t base_ = INT64_MIN;     // the current bucket; only grows, except in rebuilds
     size_t queued_ = 0;            // entries everywhere, stale ones included
+    std::vector<Entry> scratch_;   // sort_current's second buffer
 };
 
 }  // namespace mroce::sim
