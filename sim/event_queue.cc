@@ -161,7 +161,7 @@ bool Sim::queue_settle_head() {
 
 // sort_current orders the new current bucket by (time, seq). A wheel slot's entries were
 // appended in seq order, so a stable sort on the time offset within the bucket (10 bits)
-// is enough: two counting passes of 5 bits, or an insertion sort when there are few.
+// is enough: two counting passes of kBucketBits / 2 bits, or an insertion sort when few.
 // (Phase-locked ports put a few hundred events into one nanosecond.) Entries taken from the
 // overflow heap break the seq order; then it is a plain comparison sort.
 void Sim::sort_current(bool seq_ordered) {
@@ -180,16 +180,19 @@ void Sim::sort_current(bool seq_ordered) {
         }
         return;
     }
-    static_assert(kBucketBits == 10, "two passes of 5 bits cover the offset in a bucket");
+    constexpr int kDigitBits = kBucketBits / 2;
+    constexpr int64_t kDigitMask = (int64_t{1} << kDigitBits) - 1;
+    static_assert(kBucketBits % 2 == 0, "two passes cover the offset in a bucket");
     scratch_.resize(n);
     std::vector<Entry>* src = &current_;
     std::vector<Entry>* dst = &scratch_;
-    for (int shift = 0; shift < kBucketBits; shift += 5) {
-        std::array<uint32_t, 33> start{};
-        for (const Entry& e : *src) ++start[static_cast<size_t>((e.time_ps >> shift) & 31) + 1];
+    for (int shift = 0; shift < kBucketBits; shift += kDigitBits) {
+        std::array<uint32_t, (size_t{1} << kDigitBits) + 1> start{};
+        for (const Entry& e : *src)
+            ++start[static_cast<size_t>((e.time_ps >> shift) & kDigitMask) + 1];
         for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
         for (const Entry& e : *src)
-            (*dst)[start[static_cast<size_t>((e.time_ps >> shift) & 31)]++] = e;
+            (*dst)[start[static_cast<size_t>((e.time_ps >> shift) & kDigitMask)]++] = e;
         std::swap(src, dst);
     }
     // Two passes: the result is back in current_.

@@ -119,10 +119,10 @@ class Sim {
     };
     static constexpr uint32_t kChunkBits = 10;
     static constexpr uint32_t kChunkSize = 1u << kChunkBits;
-    // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (1.02 ns); the wheel
+    // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (4.1 ns); the wheel
     // covers kWheelSlots buckets (4.2 us: a serialisation plus a wire delay) ahead of the current one.
-    static constexpr int kBucketBits = 10;
-    static constexpr size_t kWheelSlots = 4096;
+    static constexpr int kBucketBits = 12;
+    static constexpr size_t kWheelSlots = 1024;
     static constexpr size_t kSlotKeepEntries = 64;  // larger slot buffers are freed when drained
 
     Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
