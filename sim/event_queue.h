@@ -120,7 +120,8 @@ class Sim {
     static constexpr uint32_t kChunkBits = 10;
     static constexpr uint32_t kChunkSize = 1u << kChunkBits;
     // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (4.1 ns); the wheel
-    // covers kWheelSlots buckets (4.2 us: a serialisation plus a wire delay) ahead of the current one.
+    // covers kWheelSlots buckets ahead of the current one (4.2 us: a serialisation plus a
+    // wire delay).
     static constexpr int kBucketBits = 12;
     static constexpr size_t kWheelSlots = 1024;
     static constexpr size_t kSlotKeepEntries = 64;  // larger slot buffers are freed when drained
@@ -162,10 +163,9 @@ class Sim {
     std::vector<std::unique_ptr<Slot[]>> chunks_;
     uint32_t slots_used_ = 0;
     std::vector<uint32_t> free_slots_;
-    // The queue is a timing wheel of flat arrays (a calendar queue, as in ns-2 and
-    // OMNeT++-style simulators): almost every event lands within a few microseconds, so a
+    // The queue is a timing wheel of flat arrays (a calendar queue, as in ns-2): almost every event lands within a few microseconds, so a
     // push is an append to its bucket's array and a pop takes the front of current_, the
-    // earliest bucket sorted once when it becomes current (a few dozen entries), instead of
+    // earliest bucket sorted once when it becomes current (tens to hundreds of entries), not
     // a sift through a heap of every pending event. Events beyond the wheel (long timers)
     // wait in a small heap. An event for the current bucket or earlier (a zero delay, or
     // one scheduled after run_until stopped at a time limit) is inserted into current_ in
@@ -175,7 +175,7 @@ class Sim {
     std::array<std::vector<Entry>, kWheelSlots> wheel_;  // bucket n in wheel_[n % slots]
     std::array<uint64_t, kWheelSlots / 64> wheel_nonempty_{};
     std::vector<Entry> overflow_;  // min-heap (by later) of buckets >= base_ + kWheelSlots
-    int64_t base_ = INT64_MIN;     // the current bucket; only grows, except in rebuilds
+    int64_t base_ = INT64_MIN;     // the current bucket; only grows
     size_t queued_ = 0;            // entries everywhere, stale ones included
     std::vector<Entry> scratch_;   // sort_current's second buffer
 };
