@@ -128,7 +128,8 @@ bool Sim::queue_settle_head() {
         // Bits of the 64 slots from start + n on (wrapping), as one word.
         const size_t i = (start + n) % kWheelSlots;
         uint64_t word = wheel_nonempty_[i / 64] >> (i % 64);
-        if (i % 64 != 0) word |= wheel_nonempty_[(i / 64 + 1) % (kWheelSlots / 64)] << (64 - i % 64);
+        if (i % 64 != 0)
+            word |= wheel_nonempty_[(i / 64 + 1) % (kWheelSlots / 64)] << (64 - i % 64);
         if (word != 0) {
             const size_t d = n + static_cast<size_t>(std::countr_zero(word));
             if (d < kWheelSlots) next = base_ + 1 + static_cast<int64_t>(d);

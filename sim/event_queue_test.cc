@@ -176,7 +176,8 @@ TEST(Sim, RandomScheduleRunsInTimeThenInsertionOrder) {
     std::vector<Key> want;
     for (size_t i = 0; i < expected.size(); ++i)
         if (!cancelled[i]) want.push_back(expected[i]);
-    std::stable_sort(want.begin(), want.end(), [](const Key& a, const Key& b) { return a.t < b.t; });
+    std::stable_sort(want.begin(), want.end(),
+                     [](const Key& a, const Key& b) { return a.t < b.t; });
     ASSERT_EQ(ran.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_EQ(ran[i].t, want[i].t) << "event " << i;
