@@ -165,9 +165,9 @@ class Sim {
     std::vector<uint32_t> free_slots_;
     // The queue is a timing wheel of flat arrays (a calendar queue, as in ns-2): almost
     // every event lands within a few microseconds, so a push is an append to its bucket's
-    // array and a pop takes the front of current_, the earliest bucket, sorted once when it becomes current (tens to hundreds of entries), not
-    // a sift through a heap of every pending event. Events beyond the wheel (long timers)
-    // wait in a small heap. An event for the current bucket or earlier (a zero delay, or
+    // array and a pop takes the front of current_, the earliest bucket, sorted once when it
+    // becomes current (tens to hundreds of entries), not a sift through a heap of every
+    // pending event. Events beyond the wheel (long timers) wait in a small heap. An event for the current bucket or earlier (a zero delay, or
     // one scheduled after run_until stopped at a time limit) is inserted into current_ in
     // order. Entries may be stale (cancelled): their seq no longer matches their slot's.
     std::vector<Entry> current_;  // bucket base_ and earlier, ascending from head_
