@@ -167,9 +167,10 @@ class Sim {
     // every event lands within a few microseconds, so a push is an append to its bucket's
     // array and a pop takes the front of current_, the earliest bucket, sorted once when it
     // becomes current (tens to hundreds of entries), not a sift through a heap of every
-    // pending event. Events beyond the wheel (long timers) wait in a small heap. An event for the current bucket or earlier (a zero delay, or
-    // one scheduled after run_until stopped at a time limit) is inserted into current_ in
-    // order. Entries may be stale (cancelled): their seq no longer matches their slot's.
+    // pending event. Events beyond the wheel (long timers) wait in a small heap. An event
+    // for the current bucket or earlier (a zero delay, or one scheduled after run_until
+    // stopped at a time limit) is inserted into current_ in order. Entries may be stale
+    // (cancelled): their seq no longer matches their slot's.
     std::vector<Entry> current_;  // bucket base_ and earlier, ascending from head_
     size_t head_ = 0;             // current_[head_] is the minimum; earlier ones have run
     std::array<std::vector<Entry>, kWheelSlots> wheel_;  // bucket n in wheel_[n % slots]
