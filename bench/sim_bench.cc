@@ -228,8 +228,9 @@ int main(int argc, char** argv) {
     const double cpu_setup = cpu_seconds() - cpu0;
 
     const double cpu1 = cpu_seconds();
+    const bool stop_when_done = o.engine == "core";  // not a string compare per event
     const sim::RunResult r = sim.run_until(
-        [&] { return o.engine == "core" && (done == flows.size() || failed > 0); },
+        [&] { return stop_when_done && (done == flows.size() || failed > 0); },
         sim::SimTime{} + std::chrono::microseconds(o.time_limit_us), UINT64_MAX);
     const double cpu_run = cpu_seconds() - cpu1;
 

@@ -1,6 +1,8 @@
 #include "sim/event_queue.h"
 
 #include <algorithm>
+#include <bit>
+#include <climits>
 
 #include "util/check.h"
 
@@ -21,11 +23,17 @@ const char* to_string(StopReason r) {
 }
 
 Sim::Sim(uint64_t seed, SimTime start)
-    : packets_(std::make_unique<PacketPool>()), seed_(seed), root_rng_(seed), now_(start) {}
+    : packets_(std::make_unique<PacketPool>()),
+      seed_(seed),
+      root_rng_(seed),
+      now_(start),
+      base_((to_ps(start) >> kBucketBits) - 1) {}
 
 Sim::~Sim() {
     // Destroy callbacks (and the packets they own) while the pool is still alive.
-    heap_.clear();
+    current_.clear();
+    for (auto& w : wheel_) w.clear();
+    overflow_.clear();
     chunks_.clear();
 }
 
@@ -48,7 +56,7 @@ EventHandle Sim::schedule_at(SimTime t, Callback cb) {
     Slot& s = slot(i);
     s.fn = std::move(cb);
     s.seq = next_seq_++;
-    heap_push(Entry{to_ps(t), s.seq, i});
+    queue_push(Entry{to_ps(t), s.seq, i});
     ++live_events_;
     return EventHandle{i, s.seq};
 }
@@ -64,58 +72,139 @@ bool Sim::cancel(EventHandle h) {
     s.fn.reset();
     free_slots_.push_back(h.slot);
     --live_events_;
-    // The heap entry stays until it reaches the head or a compaction; its seq no longer
+    // The queue entry stays until it reaches the head or a compaction; its seq no longer
     // matches the slot's, which is how it is recognised as stale.
-    if (heap_.size() > 4096 && heap_.size() > 2 * live_events_) compact();
+    if (queued_ > 4096 && queued_ > 2 * live_events_) compact();
     return true;
 }
 
 void Sim::compact() {
-    std::erase_if(heap_, [this](const Entry& e) { return slot(e.slot).seq != e.seq; });
-    // A sorted array is a valid heap of any arity.
-    std::sort(heap_.begin(), heap_.end(),
-              [](const Entry& a, const Entry& b) { return later(b, a); });
+    auto stale = [this](const Entry& e) { return slot(e.slot).seq != e.seq; };
+    current_.erase(current_.begin(), current_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+    std::erase_if(current_, stale);  // keeps the order
+    for (size_t i = 0; i < kWheelSlots; ++i) {
+        std::erase_if(wheel_[i], stale);
+        if (wheel_[i].empty()) wheel_nonempty_[i / 64] &= ~(uint64_t{1} << (i % 64));
+    }
+    std::erase_if(overflow_, stale);
+    std::make_heap(overflow_.begin(), overflow_.end(), later);
+    queued_ = live_events_;
 }
 
-// A 4-ary heap: half the depth of a binary one, and the four children of a node share a
-// cache line or two, which matters once hundreds of thousands of events are pending.
-void Sim::heap_push(Entry e) {
-    size_t i = heap_.size();
-    heap_.push_back(e);
-    while (i > 0) {
-        const size_t parent = (i - 1) / kArity;
-        if (!later(heap_[parent], e)) break;
-        heap_[i] = heap_[parent];
-        i = parent;
-    }
-    heap_[i] = e;
+void Sim::current_insert(const Entry& e) {
+    // current_ is ascending from head_; e goes after everything that runs before it, which
+    // for the usual case (a later time, and always a larger seq) is at or near the end.
+    auto pos = std::upper_bound(current_.begin() + static_cast<std::ptrdiff_t>(head_),
+                                current_.end(), e,
+                                [](const Entry& v, const Entry& x) { return later(x, v); });
+    current_.insert(pos, e);
 }
 
-void Sim::heap_pop() {
-    const Entry last = heap_.back();
-    heap_.pop_back();
-    const size_t n = heap_.size();
-    if (n == 0) return;
-    size_t i = 0;
-    for (;;) {
-        const size_t first = kArity * i + 1;
-        if (first >= n) break;
-        size_t best = first;
-        const size_t end = std::min(first + kArity, n);
-        for (size_t c = first + 1; c < end; ++c)
-            if (later(heap_[best], heap_[c])) best = c;
-        if (!later(last, heap_[best])) break;
-        heap_[i] = heap_[best];
-        i = best;
+void Sim::queue_push(const Entry& e) {
+    ++queued_;
+    const int64_t b = bucket_of(e);
+    if (b <= base_) {
+        current_insert(e);
+    } else if (b - base_ < static_cast<int64_t>(kWheelSlots)) {
+        const size_t i = static_cast<size_t>(b) % kWheelSlots;
+        wheel_[i].push_back(e);
+        wheel_nonempty_[i / 64] |= uint64_t{1} << (i % 64);
+    } else {
+        overflow_.push_back(e);
+        std::push_heap(overflow_.begin(), overflow_.end(), later);
     }
-    heap_[i] = last;
+}
+
+bool Sim::queue_settle_head() {
+    if (head_ < current_.size()) return true;
+    if (queued_ == 0) return false;
+    // The next bucket is the first non-empty wheel slot after base_ (every wheel entry
+    // lies in (base_, base_ + kWheelSlots), one bucket per slot) or the overflow's
+    // earliest, whichever comes first.
+    int64_t next = INT64_MAX;
+    const size_t start = static_cast<size_t>(base_ + 1) % kWheelSlots;
+    for (size_t n = 0; n <= kWheelSlots; n += 64) {
+        // Bits of the 64 slots from start + n on (wrapping), as one word.
+        const size_t i = (start + n) % kWheelSlots;
+        uint64_t word = wheel_nonempty_[i / 64] >> (i % 64);
+        if (i % 64 != 0)
+            word |= wheel_nonempty_[(i / 64 + 1) % (kWheelSlots / 64)] << (64 - i % 64);
+        if (word != 0) {
+            const size_t d = n + static_cast<size_t>(std::countr_zero(word));
+            if (d < kWheelSlots) next = base_ + 1 + static_cast<int64_t>(d);
+            break;
+        }
+    }
+    if (!overflow_.empty()) next = std::min(next, bucket_of(overflow_.front()));
+    MROCE_DCHECK(next != INT64_MAX);
+    base_ = next;
+    const size_t i = static_cast<size_t>(next) % kWheelSlots;
+    if (wheel_nonempty_[i / 64] >> (i % 64) & 1) {
+        // Copied, not swapped: swapping would pass the largest buffer from slot to slot
+        // until every slot had one (phase-locked ports fill one bucket with a thousand
+        // events at start). A slot that held an unusually large bucket frees it.
+        current_.assign(wheel_[i].begin(), wheel_[i].end());
+        if (wheel_[i].capacity() > kSlotKeepEntries) wheel_[i] = std::vector<Entry>{};
+        else wheel_[i].clear();
+        wheel_nonempty_[i / 64] &= ~(uint64_t{1} << (i % 64));
+    }
+    bool from_overflow = false;
+    while (!overflow_.empty() && bucket_of(overflow_.front()) == next) {
+        std::pop_heap(overflow_.begin(), overflow_.end(), later);
+        current_.push_back(overflow_.back());
+        overflow_.pop_back();
+        from_overflow = true;
+    }
+    sort_current(!from_overflow);
+    return true;
+}
+
+// sort_current orders the new current bucket by (time, seq). A wheel slot's entries were
+// appended in seq order, so a stable sort on the time offset within the bucket (10 bits)
+// is enough: two counting passes of kBucketBits / 2 bits, or an insertion sort when few.
+// (Phase-locked ports put a few hundred events into one nanosecond.) Entries taken from the
+// overflow heap break the seq order; then it is a plain comparison sort.
+void Sim::sort_current(bool seq_ordered) {
+    auto earlier = [](const Entry& a, const Entry& b) { return later(b, a); };
+    const size_t n = current_.size();
+    if (!seq_ordered) {
+        std::sort(current_.begin(), current_.end(), earlier);
+        return;
+    }
+    if (n <= 24) {
+        for (size_t i = 1; i < n; ++i) {
+            const Entry e = current_[i];
+            size_t j = i;
+            for (; j > 0 && e.time_ps < current_[j - 1].time_ps; --j) current_[j] = current_[j - 1];
+            current_[j] = e;
+        }
+        return;
+    }
+    constexpr int kDigitBits = kBucketBits / 2;
+    constexpr int64_t kDigitMask = (int64_t{1} << kDigitBits) - 1;
+    static_assert(kBucketBits % 2 == 0, "two passes cover the offset in a bucket");
+    scratch_.resize(n);
+    std::vector<Entry>* src = &current_;
+    std::vector<Entry>* dst = &scratch_;
+    for (int shift = 0; shift < kBucketBits; shift += kDigitBits) {
+        std::array<uint32_t, (size_t{1} << kDigitBits) + 1> start{};
+        for (const Entry& e : *src)
+            ++start[static_cast<size_t>((e.time_ps >> shift) & kDigitMask) + 1];
+        for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
+        for (const Entry& e : *src)
+            (*dst)[start[static_cast<size_t>((e.time_ps >> shift) & kDigitMask)]++] = e;
+        std::swap(src, dst);
+    }
+    // Two passes: the result is back in current_.
+    MROCE_SLOW_DCHECK(std::is_sorted(current_.begin(), current_.end(), earlier));
 }
 
 bool Sim::pop_stale_head() {
-    while (!heap_.empty()) {
-        const Entry& top = heap_.front();
+    while (queue_settle_head()) {
+        const Entry& top = queue_head();
         if (slot(top.slot).seq == top.seq) return true;
-        heap_pop();
+        queue_pop_head();
     }
     return false;
 }
@@ -137,13 +226,13 @@ RunResult Sim::run_until(const std::function<bool()>& done, SimTime time_limit,
             result.reason = StopReason::kQueueEmpty;
             return result;
         }
-        const Entry top = heap_.front();
+        const Entry top = queue_head();
         if (top.time_ps > limit_ps) {
             if (time_limit > now_) now_ = time_limit;
             result.reason = StopReason::kTimeLimit;
             return result;
         }
-        heap_pop();
+        queue_pop_head();
 
         now_ = sim_time_from_ps(top.time_ps);
         Slot& s = slot(top.slot);

@@ -15,6 +15,7 @@
 // Threading: a Sim and everything attached to it are used from one thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -118,16 +119,32 @@ class Sim {
     };
     static constexpr uint32_t kChunkBits = 10;
     static constexpr uint32_t kChunkSize = 1u << kChunkBits;
-    static constexpr size_t kArity = 4;
+    // Timing wheel: bucket n holds times [n, n + 1) * 2^kBucketBits ps (4.1 ns); the wheel
+    // covers kWheelSlots buckets ahead of the current one (4.2 us: a serialisation plus a
+    // wire delay).
+    static constexpr int kBucketBits = 12;
+    static constexpr size_t kWheelSlots = 1024;
+    static constexpr size_t kSlotKeepEntries = 64;  // larger slot buffers are freed when drained
 
     Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
     const Slot& slot(uint32_t i) const { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
     uint32_t alloc_slot();
     bool pop_stale_head();  // drops cancelled entries at the head; false if queue empty
     void compact();
-    void heap_push(Entry e);
-    void heap_pop();  // removes the head
-
+    void queue_push(const Entry& e);
+    bool queue_settle_head();  // makes the minimum current_[head_]; false if queue empty
+    const Entry& queue_head() const { return current_[head_]; }
+    void queue_pop_head() {
+        if (++head_ == current_.size()) {
+            current_.clear();
+            head_ = 0;
+        }
+        --queued_;
+    }
+    void current_insert(const Entry& e);
+    void sort_current(bool seq_ordered);
+    static int64_t bucket_of(const Entry& e) { return e.time_ps >> kBucketBits; }
+    // later is the strict (time, seq) order: a runs after b.
     static bool later(const Entry& a, const Entry& b) {
         return a.time_ps != b.time_ps ? a.time_ps > b.time_ps : a.seq > b.seq;
     }
@@ -142,11 +159,26 @@ class Sim {
     uint64_t events_run_ = 0;
     size_t live_events_ = 0;
     // Callbacks live in fixed chunks so a running callback never moves when another one is
-    // scheduled; the heap holds only 24-byte entries.
+    // scheduled; the queue holds only 24-byte entries.
     std::vector<std::unique_ptr<Slot[]>> chunks_;
     uint32_t slots_used_ = 0;
     std::vector<uint32_t> free_slots_;
-    std::vector<Entry> heap_;  // 4-ary min-heap on (time, seq); may hold stale entries
+    // The queue is a timing wheel of flat arrays (a calendar queue, as in ns-2): almost
+    // every event lands within a few microseconds, so a push is an append to its bucket's
+    // array and a pop takes the front of current_, the earliest bucket, sorted once when it
+    // becomes current (tens to hundreds of entries), not a sift through a heap of every
+    // pending event. Events beyond the wheel (long timers) wait in a small heap. An event
+    // for the current bucket or earlier (a zero delay, or one scheduled after run_until
+    // stopped at a time limit) is inserted into current_ in order. Entries may be stale
+    // (cancelled): their seq no longer matches their slot's.
+    std::vector<Entry> current_;  // bucket base_ and earlier, ascending from head_
+    size_t head_ = 0;             // current_[head_] is the minimum; earlier ones have run
+    std::array<std::vector<Entry>, kWheelSlots> wheel_;  // bucket n in wheel_[n % slots]
+    std::array<uint64_t, kWheelSlots / 64> wheel_nonempty_{};
+    std::vector<Entry> overflow_;  // min-heap (by later) of buckets >= base_ + kWheelSlots
+    int64_t base_ = INT64_MIN;     // the current bucket; only grows
+    size_t queued_ = 0;            // entries everywhere, stale ones included
+    std::vector<Entry> scratch_;   // sort_current's second buffer
 };
 
 }  // namespace mroce::sim

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -123,6 +125,65 @@ TEST(Sim, MassCancellationKeepsOrder) {
     sim.run_until({});
     ASSERT_EQ(ran.size(), kept);
     EXPECT_TRUE(std::is_sorted(ran.begin(), ran.end()));
+}
+
+// The queue is a monotone (radix) heap: this drives it the way a simulation does (events
+// scheduling later events, ties, cancellations) plus the one non-monotone case, an event
+// scheduled from outside after run_until stopped at a time limit, before the head it saw.
+// The order must be exactly (time, insertion) order, checked against a sorted reference.
+TEST(Sim, RandomScheduleRunsInTimeThenInsertionOrder) {
+    const uint64_t seed = testing::test_seed(12);
+    SCOPED_TRACE(testing::seed_note(seed));
+    Sim sim(seed, sim_time_from_ps(-5'000'000));  // negative times order like the rest
+    Rng rng = sim.fork_rng("test");
+    struct Key {
+        int64_t t;
+        uint64_t n;
+    };
+    std::vector<Key> expected, ran;
+    uint64_t next = 0;
+    std::vector<std::pair<EventHandle, size_t>> cancellable;  // handle, index in expected
+    std::vector<bool> cancelled;
+    std::function<void(int64_t)> add = [&](int64_t t) {
+        const uint64_t n = next++;
+        expected.push_back({t, n});
+        cancelled.push_back(false);
+        const EventHandle h = sim.schedule_at(sim_time_from_ps(t), [&, n, t] {
+            ran.push_back({t, n});
+            // Each event schedules 0-2 more: at now (a tie), nearby, or far away.
+            for (uint64_t k = rng.uniform(3); k > 0 && next < 30'000; --k) {
+                const uint64_t kind = rng.uniform(4);
+                add(t + (kind == 0   ? 0
+                         : kind == 1 ? static_cast<int64_t>(rng.uniform(1000))
+                         : kind == 2 ? static_cast<int64_t>(rng.uniform(1'000'000))
+                                     : static_cast<int64_t>(rng.uniform(1ull << 40))));
+            }
+            if (!cancellable.empty() && rng.uniform(4) == 0) {
+                const auto [handle, index] = cancellable[rng.uniform(cancellable.size())];
+                if (sim.cancel(handle)) cancelled[index] = true;
+            }
+        });
+        if (rng.uniform(8) == 0) cancellable.push_back({h, expected.size() - 1});
+    };
+    for (int i = 0; i < 200; ++i) add(-5'000'000 + static_cast<int64_t>(rng.uniform(3'000'000)));
+    for (int round = 0; round < 50; ++round) {
+        // Stop at a time limit before the head, then schedule below that head.
+        const SimTime limit = sim.now() + SimDuration{static_cast<int64_t>(rng.uniform(2'000'000))};
+        sim.run_until({}, limit, 400);
+        add(to_ps(sim.now()) + static_cast<int64_t>(rng.uniform(10)));
+    }
+    sim.run_until({});
+    std::vector<Key> want;
+    for (size_t i = 0; i < expected.size(); ++i)
+        if (!cancelled[i]) want.push_back(expected[i]);
+    std::stable_sort(want.begin(), want.end(),
+                     [](const Key& a, const Key& b) { return a.t < b.t; });
+    ASSERT_EQ(ran.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(ran[i].t, want[i].t) << "event " << i;
+        ASSERT_EQ(ran[i].n, want[i].n) << "event " << i;
+    }
+    EXPECT_GT(want.size(), 1000u);
 }
 
 TEST(Sim, RunUntilStopReasons) {

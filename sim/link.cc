@@ -47,12 +47,12 @@ bool later_arrival(SimTime a_time, uint64_t a_seq, SimTime b_time, uint64_t b_se
 
 Link::Link(Sim& sim, const LinkConfig& config, std::string name, PacketSink* sink)
     : sim_(sim),
+      sink_(sink),
+      jitter_rng_(sim.fork_rng(name + "/jitter")),
       config_(config),
       name_(std::move(name)),
-      sink_(sink),
       loss_rng_(sim.fork_rng(name_ + "/loss")),
       burst_rng_(sim.fork_rng(name_ + "/burst")),
-      jitter_rng_(sim.fork_rng(name_ + "/jitter")),
       duplicate_rng_(sim.fork_rng(name_ + "/duplicate")),
       late_duplicate_rng_(sim.fork_rng(name_ + "/late-duplicate")),
       reorder_rng_(sim.fork_rng(name_ + "/reorder")) {}

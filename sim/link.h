@@ -154,20 +154,11 @@ class Link final : public PacketSink {
     void on_late_head();
     void deliver(PacketPtr packet);
 
+    // Members in the order a packet on a plain wire (rate 0, no impairments: every
+    // switch-to-switch cable) touches them, so that hop reads a few adjacent cache lines
+    // of the link instead of one line per member spread over ~760 bytes.
     Sim& sim_;
-    LinkConfig config_;
-    std::string name_;
     PacketSink* sink_;
-    LinkStats stats_;
-
-    Rng loss_rng_, burst_rng_, jitter_rng_, duplicate_rng_, late_duplicate_rng_, reorder_rng_;
-    bool burst_bad_ = false;
-    uint64_t wire_index_ = 0;
-
-    RingQueue<PacketPtr> queue_;  // front is in service while service_event_ is pending
-    uint64_t queue_bytes_ = 0;
-    EventHandle service_event_;
-
     struct InPipe {
         SimTime arrival{};
         PacketPtr packet{nullptr, {}};
@@ -175,6 +166,18 @@ class Link final : public PacketSink {
     RingQueue<InPipe> pipe_;  // arrivals non-decreasing: one event for the head only
     SimTime last_pipe_arrival_{};
     EventHandle pipe_event_;
+    uint64_t wire_index_ = 0;
+    Rng jitter_rng_;
+    LinkStats stats_;
+    LinkConfig config_;
+
+    RingQueue<PacketPtr> queue_;  // front is in service while service_event_ is pending
+    uint64_t queue_bytes_ = 0;
+    EventHandle service_event_;
+
+    std::string name_;
+    Rng loss_rng_, burst_rng_, duplicate_rng_, late_duplicate_rng_, reorder_rng_;
+    bool burst_bad_ = false;
 
     std::vector<Late> late_;  // min-heap on (arrival, seq); one event for the head only
     uint64_t late_seq_ = 0;

@@ -41,7 +41,7 @@ bool is_ect(uint8_t codepoint) { return codepoint == ecn::kEct0 || codepoint == 
 // SwitchPort
 
 SwitchPort::SwitchPort(Switch& owner, uint16_t index, uint64_t rate_bps)
-    : owner_(owner), index_(index), rate_bps_(rate_bps) {
+    : owner_(owner), rate_bps_(rate_bps), index_(index) {
     MROCE_DCHECK(rate_bps > 0);
 }
 
