@@ -322,15 +322,24 @@ void Connection::path_timeout(TxPath& path, Time now) {
     ++path_stats_[path.id].timeouts;
     if (path.overtaken) ++path_stats_[path.id].overtaken;
     path.overtaken = false;
-    // [LOSS-13]: no other path has answered anything sent after this path's oldest
-    // unanswered packet, and some ACK came less than stall_tolerance ago: nothing singles
-    // this route out. Every route going quiet at once is what a descheduled peer looks
-    // like, so probe again, holding the ladder at its first step; the replies show holes.
-    if (path.backoff >= 1 && !is_overtaken(path) && last_progress_ != kNever &&
+    // [LOSS-13]: no path has answered anything sent since this path's oldest unanswered
+    // packet, and some ACK came less than stall_tolerance ago: nothing singles this route
+    // out. Every route going quiet at once is what a descheduled peer looks like, so probe
+    // again, holding the ladder at its first step; the replies show holes. An idle healthy
+    // path sends nothing that could answer for the peer, so one of them is probed too: if
+    // the peer is alive its reply proves this route is the silent one, and the next timeout
+    // escalates (without it, a dead route beside idle ones would probe forever).
+    if (path.backoff >= 1 && newest_answered_sent_ < path.overdue_since && last_progress_ != kNever &&
         now - last_progress_ < cfg_.stall_tolerance) {
         ++path_stats_[path.id].stalled_timeouts;
         path.backoff = 1;
         request_probe(path);
+        for (TxPath& other : tx_paths_) {
+            if (&other != &path && other.state == PathState::kActive && other.in_flight_pkts == 0) {
+                request_probe(other);
+                break;
+            }
+        }
         path.overdue_since = now;
         path.pto_deadline = now + pto(path);
         note_deadline(path.pto_deadline);

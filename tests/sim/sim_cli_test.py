@@ -219,7 +219,27 @@ def test_pcap():
     print("ok: pcap")
 
 
+def test_plane_failure():
+    """The plane-failure timeline at full size: a plane dies for good mid-run and every flow
+    still completes, with the core's default timer floor too (a dead route beside idle
+    paths once probed forever, [LOSS-13])."""
+    path = os.path.join(SCENARIOS, "plane-failure.toml")
+    for sets in ([], ["mroce.min_pto_us=200"]):
+        with tempfile.TemporaryDirectory() as out:
+            p = run([path, "--out", out, *set_args(sets)])
+            check(p.returncode == 0, "plane-failure %s: %s" % (sets, p.stderr.strip()))
+            if p.returncode != 0:
+                continue
+            m = json.load(open(os.path.join(out, "summary.json")))["runs"][0]["metrics"]
+            check(m["completed_flows"] == m["flows"] and m["failed_ops"] == 0,
+                  "plane-failure %s: %d of %d flows, %d failed ops, stop %s"
+                  % (sets, m["completed_flows"], m["flows"], m["failed_ops"], m["stop_reason"]))
+            check(m["drops"] > 0, "plane-failure %s: the dead plane dropped nothing" % sets)
+    print("ok: plane failure")
+
+
 test_shipped_scenarios()
+test_plane_failure()
 test_pcap()
 test_pfc_demo()
 test_determinism()
