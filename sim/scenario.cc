@@ -266,6 +266,12 @@ void read_mroce(Section s, RunSpec& r) {
     c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
+    // The core's timer floors are set for hosts whose scheduling adds milliseconds of
+    // jitter; a simulated fabric has microsecond RTTs, so scenarios may lower them.
+    const auto us = [](SimDuration d) { return std::chrono::duration_cast<Duration>(d); };
+    c.min_pto = us(s.duration_us("min_pto_us", std::chrono::duration_cast<SimDuration>(c.min_pto), 1, 1e7));
+    c.initial_rtt =
+        us(s.duration_us("initial_rtt_us", std::chrono::duration_cast<SimDuration>(c.initial_rtt), 1, 1e7));
     s.finish();
     c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
     if (r.mroce.window_auto) {
