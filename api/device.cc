@@ -22,6 +22,23 @@
 #include "core/endpoint.h"
 
 namespace mroce::api {
+namespace {
+
+// post_chain posts wrs in order through post and stops at the first refusal, as verbs'
+// post lists do: what went before stays posted and *bad_wr names the refused one.
+template <class Wr, class PostOne>
+Error post_chain(std::span<const Wr> wrs, const Wr** bad_wr, PostOne post) {
+    if (bad_wr) *bad_wr = nullptr;
+    for (const Wr& wr : wrs) {
+        if (Error e = post(wr); e != Error::kOk) {
+            if (bad_wr) *bad_wr = &wr;
+            return e;
+        }
+    }
+    return Error::kOk;
+}
+
+}  // namespace
 
 
 using detail::CqState;
@@ -176,14 +193,7 @@ Error SharedReceiveQueue::post_recv(const RecvWr& wr) {
 }
 
 Error SharedReceiveQueue::post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr) {
-    if (bad_wr) *bad_wr = nullptr;
-    for (const RecvWr& wr : wrs) {
-        if (Error e = post_recv(wr); e != Error::kOk) {
-            if (bad_wr) *bad_wr = &wr;
-            return e;
-        }
-    }
-    return Error::kOk;
+    return post_chain(wrs, bad_wr, [this](const RecvWr& wr) { return post_recv(wr); });
 }
 
 Error SharedReceiveQueue::arm_limit(uint32_t limit) {
@@ -374,27 +384,12 @@ Error QueuePair::post_recv(const RecvWr& wr) {
     return Error::kOk;
 }
 
-// Chains stop at the first refusal, as verbs' post lists do; what went before stays.
 Error QueuePair::post_send_chain(std::span<const SendWr> wrs, const SendWr** bad_wr) {
-    if (bad_wr) *bad_wr = nullptr;
-    for (const SendWr& wr : wrs) {
-        if (Error e = post_send(wr); e != Error::kOk) {
-            if (bad_wr) *bad_wr = &wr;
-            return e;
-        }
-    }
-    return Error::kOk;
+    return post_chain(wrs, bad_wr, [this](const SendWr& wr) { return post_send(wr); });
 }
 
 Error QueuePair::post_recv_chain(std::span<const RecvWr> wrs, const RecvWr** bad_wr) {
-    if (bad_wr) *bad_wr = nullptr;
-    for (const RecvWr& wr : wrs) {
-        if (Error e = post_recv(wr); e != Error::kOk) {
-            if (bad_wr) *bad_wr = &wr;
-            return e;
-        }
-    }
-    return Error::kOk;
+    return post_chain(wrs, bad_wr, [this](const RecvWr& wr) { return post_recv(wr); });
 }
 
 // ---------------------------------------------------------------------------------------

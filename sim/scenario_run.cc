@@ -24,6 +24,25 @@ struct Buffers {
     std::vector<std::byte> src, dst;
 };
 
+// HostMemory is one host's protection domain and its registrations of the shared source
+// and destination buffers (every flow reads src and lands in dst: payload is virtual).
+struct HostMemory {
+    uint32_t pd = 0;
+    core::MemoryKeys src, dst;
+};
+
+// register_buffers registers the shared buffers with one engine; both protocol engines
+// offer the same alloc_pd / register_memory calls.
+template <class EngineT>
+HostMemory register_buffers(EngineT& e, const Buffers& b) {
+    HostMemory m;
+    m.pd = e.alloc_pd();
+    m.src = *e.register_memory(m.pd, const_cast<std::byte*>(b.src.data()), b.src.size(), core::access::kLocalWrite);
+    m.dst = *e.register_memory(m.pd, const_cast<std::byte*>(b.dst.data()), b.dst.size(),
+                               core::access::kLocalWrite | core::access::kRemoteWrite);
+    return m;
+}
+
 // Driver adapts the workload to one protocol's engines: it owns them and turns a flow
 // into streams/QPs and WRITE work requests. wr_id = (flow id << 32) | WR length.
 class Driver {
@@ -63,12 +82,7 @@ class MroceDriver final : public Driver {
         for (uint32_t h = 0; h < topo.host_count(); ++h) {
             Host& host = topo.host(h);
             auto ep = std::make_unique<core::Endpoint>(spec.mroce.endpoint, host.address(), seed * 7919 + h);
-            Side s;
-            s.pd = ep->alloc_pd();
-            s.src = *ep->register_memory(s.pd, const_cast<std::byte*>(b.src.data()), b.src.size(), core::access::kLocalWrite);
-            s.dst = *ep->register_memory(s.pd, const_cast<std::byte*>(b.dst.data()), b.dst.size(),
-                                         core::access::kLocalWrite | core::access::kRemoteWrite);
-            sides_.push_back(s);
+            sides_.push_back(register_buffers(*ep, b));
             eps_.push_back(std::move(ep));
         }
     }
@@ -132,15 +146,11 @@ class MroceDriver final : public Driver {
     }
 
   private:
-    struct Side {
-        uint32_t pd = 0;
-        core::MemoryKeys src, dst;
-    };
     const RunSpec& spec_;
     Topology& topo_;
     const Buffers& buf_;
     std::vector<std::unique_ptr<core::Endpoint>> eps_;
-    std::vector<Side> sides_;
+    std::vector<HostMemory> sides_;
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_stream_;
     std::map<std::pair<uint32_t, uint32_t>, size_t> pair_seen_;
     std::vector<std::pair<uint32_t, uint32_t>> pairs_;  // in order of first use
@@ -153,12 +163,7 @@ class RoceDriver final : public Driver {
         for (uint32_t h = 0; h < topo.host_count(); ++h) {
             Address local = topo.host(h).address();
             auto e = std::make_unique<rocev2::RoceEngine>(spec.rocev2.config, local, seed * 7919 + h);
-            Side s;
-            s.pd = e->alloc_pd();
-            s.src = *e->register_memory(s.pd, const_cast<std::byte*>(b.src.data()), b.src.size(), core::access::kLocalWrite);
-            s.dst = *e->register_memory(s.pd, const_cast<std::byte*>(b.dst.data()), b.dst.size(),
-                                        core::access::kLocalWrite | core::access::kRemoteWrite);
-            sides_.push_back(s);
+            sides_.push_back(register_buffers(*e, b));
             engines_.push_back(std::move(e));
         }
     }
@@ -218,15 +223,11 @@ class RoceDriver final : public Driver {
     }
 
   private:
-    struct Side {
-        uint32_t pd = 0;
-        core::MemoryKeys src, dst;
-    };
     const RunSpec& spec_;
     Topology& topo_;
     const Buffers& buf_;
     std::vector<std::unique_ptr<rocev2::RoceEngine>> engines_;
-    std::vector<Side> sides_;
+    std::vector<HostMemory> sides_;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<uint32_t>> pair_qps_;
     std::vector<std::pair<uint32_t, uint32_t>> all_qps_;  // (host, qpn) in order of creation
 };
