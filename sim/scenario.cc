@@ -297,6 +297,7 @@ void read_rocev2(Section s, RunSpec& r) {
     c.retransmit_timeout = std::chrono::duration_cast<Duration>(rto);
     s.finish();
     c.dcqcn.line_rate_bps = r.topology.cable.rate_bps;
+    c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
     if (const std::string err = rocev2::config_error(c); !err.empty()) fail(s.ctx().where(nullptr) + "rocev2: " + err);
 }
 

@@ -18,6 +18,10 @@ struct RoceConfig {
     uint16_t port = kUdpPort;  // UDP port the engine receives on (peers send to it)
     uint32_t mtu = 4096;       // payload bytes per packet (the path MTU of IB terms)
     uint16_t pkey = kDefaultPkey;
+    // NIC ports (planes) of the host. A QP is one flow: all its packets leave through one
+    // port, chosen by its UDP source port (src_port % num_local_ports), so a host's QPs
+    // spread over the planes the way independent flows would, each staying on one.
+    uint16_t num_local_ports = 1;
 
     // Requester: at most this many packets unacknowledged per QP (go-back-N window).
     uint32_t window_packets = kMaxWindowPackets;
@@ -53,6 +57,7 @@ struct RoceConfig {
 // config_error names the first invalid setting in one line, or returns "" when usable.
 inline std::string config_error(const RoceConfig& c) {
     if (c.mtu < 64 || c.mtu > 9000) return "mtu must be 64..9000 bytes";
+    if (c.num_local_ports < 1) return "num_local_ports must be at least 1";
     if (c.window_packets < 1 || c.window_packets > kMaxWindowPackets)
         return "window_packets must be 1.." + std::to_string(kMaxWindowPackets);
     if (c.ack_every < 1) return "ack_every must be at least 1";

@@ -224,7 +224,7 @@ size_t RoceEngine::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Tim
         meta.src = local_.with_port(q.src_port);
         meta.dst = q.peer;
         meta.ecn = ecn::kEct0;
-        meta.local_port = 0;
+        meta.local_port = static_cast<uint16_t>(q.src_port % cfg_.num_local_ports);
         ++stats_.datagrams_sent;
         return n;
     }
