@@ -2,7 +2,8 @@
 # scripts/run-demo.sh — what `make run` shows: the version, then `mroce demo` (a transfer
 # over the simulated lossy multipath network and one over loopback UDP), then a short
 # `mroce perf` between two processes on 127.0.0.1: WRITE bandwidth, the same traffic as
-# plain UDP (--raw, the baseline) and 8-byte WRITE latency.
+# plain UDP (--raw, the baseline) and 8-byte WRITE latency; last, one scenario file on the
+# switched simulator with MetaRoCE and RoCEv2 side by side (`mroce sim`, docs/sim.md).
 set -euo pipefail
 mroce=${1:-build/mroce}
 "$mroce" --version
@@ -27,3 +28,8 @@ echo "mroce perf over loopback (server and client are two processes on this host
 perf_pair -D 2 -s 65536 --report_gbits
 perf_pair -D 1 -s 65536 --report_gbits --raw
 perf_pair --lat -s 8 -n 2000
+
+echo
+echo "\$ mroce sim scenarios/incast-small.toml --out build/sim-demo   (16 -> 1 incast, MetaRoCE on a lossy fabric vs RoCEv2 with PFC)"
+"$mroce" sim scenarios/incast-small.toml --out build/sim-demo
+echo "(per-run fct.txt and time series in build/sim-demo/; plots: /usr/bin/python3 scripts/plot.py build/sim-demo)"
