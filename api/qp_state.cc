@@ -159,7 +159,9 @@ core::StreamLimits limits_for(const core::StreamLimits& base, const QpAttr& a) {
     l.rnr_delay_us = kRnrTimerUs[a.min_rnr_timer % 32];
     l.max_dest_rd_atomic = std::max<uint32_t>(a.max_dest_rd_atomic, 1);
     l.max_rd_atomic = std::max<uint32_t>(a.max_rd_atomic, 1);
-    l.retry_limit = a.retry_cnt;
+    // retry_cnt 7 is verbs' maximum ("as patient as possible"): keep the endpoint's own
+    // limit; lower values lower it for this stream ([STREAM-12]).
+    l.retry_limit = a.retry_cnt >= 7 ? base.retry_limit : std::min<uint32_t>(a.retry_cnt, base.retry_limit);
     l.rnr_retry = a.rnr_retry;
     // verbs: 4.096 us * 2^timeout; 0 means "no floor" here (the engine's own timer).
     l.min_delivery_timeout =

@@ -576,7 +576,13 @@ void Connection::stream_timer_expired(Time now) {
         // The limit counts probes without any delivery progress on the stream: a message
         // queued behind slow ones (a responder deferring requests, say) is not a dead peer.
         ++m->stream_probes;
-        if (++s->stalled_probes > s->limits.retry_limit) return fail(Status::kRetryExceeded, now);
+        if (++s->stalled_probes > s->limits.retry_limit) {
+            // Past the endpoint's own limit the peer is taken for dead; a stream's lower
+            // limit (a queue pair's retry_cnt, [STREAM-12]) ends that stream alone.
+            if (s->stalled_probes > cfg_.retry_limit) return fail(Status::kRetryExceeded, now);
+            fail_stream(*s, Status::kRetryExceeded);
+            continue;
+        }
         ++stats_.retransmits_timeout;
         resend_message(*s, *m, false, now);
     }
