@@ -279,7 +279,9 @@ void read_mroce(Section s, RunSpec& r) {
         // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in
         // a fat tree), plus one packet per path.
         const uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
-        const uint64_t bdp = r.topology.cable.rate_bps * r.topology.planes / 8 * rtt_ps / 1'000'000'000'000;
+        // In double: rate x planes x RTT in ps overflows 64 bits at realistic values.
+        const auto bdp = static_cast<uint64_t>(static_cast<double>(r.topology.cable.rate_bps) * r.topology.planes /
+                                               8 * static_cast<double>(rtt_ps) / 1e12);
         c.window_bytes_per_path = bdp / c.num_paths + c.max_payload;
     }
     if (const std::string err = core::config_error(c); !err.empty()) fail(s.ctx().where(nullptr) + "mroce: " + err);
@@ -311,7 +313,7 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
              : kind == "all_to_all"     ? WorkloadKind::kAllToAll
              : kind == "ring_allreduce" ? WorkloadKind::kRingAllreduce
                                         : WorkloadKind::kBackground;
-    w.bytes = s.u64("bytes", w.bytes, 1, UINT32_MAX);
+    w.bytes = s.u64("bytes", w.bytes, 1, kMaxFlowBytes);
     w.message_bytes = s.u64("message_bytes", 0, 0, UINT32_MAX);
     w.hosts = s.u32("hosts", 0, 0, hosts);
     const uint32_t part = w.hosts ? w.hosts : hosts;
@@ -341,7 +343,7 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
             fl.id = static_cast<uint32_t>(i);
             fl.src = f.u32("src", 0, 0, hosts - 1);
             fl.dst = f.u32("dst", 1, 0, hosts - 1);
-            fl.bytes = f.u64("bytes", w.bytes, 1, UINT32_MAX);
+            fl.bytes = f.u64("bytes", w.bytes, 1, kMaxFlowBytes);
             fl.start = f.duration_us("start_us", w.start, 0, 1e9);
             fl.traffic_class = static_cast<uint8_t>(f.u32("traffic_class", w.traffic_class, 0, kMaxTrafficClasses - 1));
             if (const toml::array* deps = f.array("depends_on")) {
@@ -485,8 +487,10 @@ std::optional<Scenario> parse_scenario(const std::string& text, const std::strin
         const std::string base_dir = std::filesystem::path(name).parent_path().string();
         // Expand the cartesian product; the last sweep key varies fastest.
         size_t points = 1;
-        for (const auto& [k, a] : sweep) points *= a->size();
-        if (points > 10000) fail(ctx.where(nullptr) + "'sweep' has " + std::to_string(points) + " points (at most 10000)");
+        for (const auto& [k, a] : sweep) {
+            points *= a->size();  // checked at each step, so the product cannot wrap
+            if (points > 10000) fail(ctx.where(nullptr) + "'sweep' has more than 10000 points");
+        }
         std::set<std::string> labels;
         for (size_t p = 0; p < points; ++p) {
             toml::table& t = root;  // every point sets every swept key; copies would lose source lines

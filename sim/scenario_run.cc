@@ -323,8 +323,17 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         err = "workload: " + e;
         return false;
     }
-    uint64_t max_bytes = 1;
-    for (const Flow& f : wl) max_bytes = std::max(max_bytes, f.bytes);
+    uint64_t max_bytes = 1, messages = 0;
+    const uint64_t piece = spec.workload.message_bytes;
+    for (const Flow& f : wl) {
+        max_bytes = std::max(max_bytes, f.bytes);
+        messages += piece ? (f.bytes + piece - 1) / piece : 1;
+    }
+    if (messages > kMaxMessages) {
+        err = "workload: " + std::to_string(messages) + " messages, the limit is " + std::to_string(kMaxMessages) +
+              " (raise workload.message_bytes)";
+        return false;
+    }
     Buffers buf;
     buf.src.assign(max_bytes, std::byte{0x42});
     buf.dst.resize(max_bytes);

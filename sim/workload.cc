@@ -10,6 +10,9 @@
 namespace mroce::sim {
 
 std::string check_workload(const Workload& w, uint32_t hosts) {
+    if (w.size() >= kMaxFlows)
+        return std::to_string(w.size()) + " flows, the limit is " + std::to_string(kMaxFlows - 1) +
+               " (lower the load, duration_us or max_flows)";
     for (size_t i = 0; i < w.size(); ++i) {
         const Flow& f = w[i];
         const std::string name = "flow " + std::to_string(i);
@@ -18,6 +21,7 @@ std::string check_workload(const Workload& w, uint32_t hosts) {
             return name + ": host index out of range (" + std::to_string(hosts) + " hosts)";
         if (f.src == f.dst) return name + ": src and dst are the same host";
         if (f.bytes == 0) return name + ": zero bytes";
+        if (f.bytes > kMaxFlowBytes) return name + ": more than " + std::to_string(kMaxFlowBytes) + " bytes";
         if (f.start < SimDuration::zero()) return name + ": negative start";
         for (uint32_t d : f.depends_on)
             if (d >= f.id) return name + ": depends on flow " + std::to_string(d) + ", not an earlier flow";
@@ -119,6 +123,14 @@ bool FlowSizeCdf::parse(const std::string& text, const std::string& name, std::s
         points_.clear();
         return false;
     }
+    // A zero mean would make the background arrival rate infinite; a size beyond the flow
+    // limit could not be run.
+    if (mean() < 1 || points_.back().first > static_cast<double>(kMaxFlowBytes)) {
+        err = name + ": sizes must have a mean of at least 1 byte and stay at most " +
+              std::to_string(kMaxFlowBytes) + " bytes";
+        points_.clear();
+        return false;
+    }
     return true;
 }
 
@@ -151,7 +163,8 @@ void background(Workload& w, uint32_t hosts, double load, uint64_t rate_bps,
     const double per_s = load * static_cast<double>(hosts) * static_cast<double>(rate_bps) / 8 / cdf.mean();
     double t_s = static_cast<double>(to_ps(from)) / 1e12;
     const double end_s = static_cast<double>(to_ps(until)) / 1e12;
-    for (uint64_t n = 0; max_flows == 0 || n < max_flows; ++n) {
+    const uint64_t cap = max_flows ? std::min(max_flows, kMaxFlows) : kMaxFlows;
+    for (uint64_t n = 0; n < cap; ++n) {
         const double u = (static_cast<double>(rng.next_u64() >> 11) + 1) * 0x1.0p-53;  // (0, 1]
         t_s += -std::log(u) / per_s;
         if (t_s >= end_s) break;

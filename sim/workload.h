@@ -75,9 +75,17 @@ class FlowSizeCdf {
     std::vector<std::pair<double, double>> points_;  // (size, cum_prob)
 };
 
+// Bounds on what one run may ask for, so a scenario value cannot exhaust memory: the
+// run allocates a source and a destination buffer of its largest flow, and keeps one
+// entry per flow and per message.
+inline constexpr uint64_t kMaxFlowBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMaxFlows = 10'000'000;
+inline constexpr uint64_t kMaxMessages = 50'000'000;
+
 // background: Poisson arrivals from `from` to `until` whose offered load is `load` of the
 // hosts' aggregate line rate (hosts * rate_bps), sizes from cdf, src and dst uniform over
-// distinct hosts, at most max_flows flows (0 = no cap).
+// distinct hosts, at most max_flows flows (0 = kMaxFlows; check_workload reports a run
+// that reached kMaxFlows).
 void background(Workload& w, uint32_t hosts, double load, uint64_t rate_bps,
                 const FlowSizeCdf& cdf, SimDuration from, SimDuration until, uint64_t max_flows,
                 Rng& rng, uint8_t tc = 0);

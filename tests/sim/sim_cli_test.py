@@ -168,6 +168,25 @@ def test_bad_files():
         p = run([path, "--out", d])
         check(p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
               and "no port named 'leaf9/p0'" in p.stderr, "unknown queue port: %r" % p.stderr)
+        # Values that would exhaust memory are refused in one line, before anything runs.
+        with open(os.path.join(d, "zero.cdf"), "w") as f:
+            f.write("0 1\n")
+        with open(path, "w") as f:
+            f.write("[workload]\nkind = \"background\"\ncdf = \"zero.cdf\"\n")
+        p = run([path, "--out", d])
+        check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "mean of at least 1 byte" in p.stderr,
+              "zero-mean CDF: %r" % p.stderr)
+        with open(path, "w") as f:
+            f.write("[workload]\nkind = \"incast\"\n")
+        p = run([path, "--out", d, "--set", "workload.bytes=4294967295"])
+        check(p.returncode == 2 and "'workload.bytes' must be in 1..1073741824" in p.stderr, "huge flow: %r" % p.stderr)
+        p = run([path, "--out", d, "--set", "workload.bytes=1000000000", "--set", "workload.message_bytes=1"])
+        check(p.returncode != 0 and "messages, the limit is 50000000" in p.stderr
+              and len(p.stderr.strip().splitlines()) == 1, "too many messages: %r" % p.stderr)
+        with open(path, "w") as f:
+            f.write("[sweep]\n" + "".join("\"run.k%d\" = [1, 2]\n" % i for i in range(64)))
+        p = run([path, "--out", d])
+        check(p.returncode == 2 and "more than 10000 points" in p.stderr, "2^64-point sweep: %r" % p.stderr)
         p = run([os.path.join(d, "missing.toml")])
         check(p.returncode == 2 and "missing.toml: cannot open" in p.stderr, "missing file: %r" % p.stderr)
     print("ok: bad files")
