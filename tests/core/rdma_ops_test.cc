@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tests/core/harness.h"
+#include "wire/ack.h"
 
 namespace mroce::test {
 namespace {
@@ -300,6 +301,76 @@ TEST(RdmaOps, AccessErrorFailsOnlyItsStream) {
     EXPECT_EQ(f.p.a->post_send(s1, f.read(3, 0, 0, 8), f.p.now()), Error::kWrongState);
     EXPECT_EQ(f.p.a->post_recv(s1, r, f.p.now()), Error::kWrongState);
     EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+}
+
+// HideReports wraps an engine and drops every ACK it sends that carries a delivery report
+// for one stream: the path-level acknowledgements still get through in later ACKs, so the
+// peer sees that stream's data acknowledged but never delivered, and probes it.
+class HideReports final : public core::Engine {
+  public:
+    HideReports(core::Engine& inner, uint32_t stream) : inner_(inner), stream_(stream) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        inner_.on_datagram(d, m, now);
+    }
+    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
+            const Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+            bool hide = false;
+            if (a.ok())
+                for (uint16_t i = 0; i < a->stream_count; ++i) hide |= a->streams[i].stream_id == stream_;
+            if (!hide) return n;
+            ++hidden;
+        }
+        return 0;
+    }
+    Time next_deadline() const override { return inner_.next_deadline(); }
+    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
+    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
+    uint64_t hidden = 0;
+
+  private:
+    core::Engine& inner_;
+    uint32_t stream_;
+};
+
+// [STREAM-5] [STREAM-12]: a stream whose own probe limit (a queue pair's retry_cnt) runs
+// out fails alone with kRetryExceeded; the other stream and the connection carry on.
+TEST(RdmaOps, StreamProbeLimitFailsOnlyItsStream) {
+    Fixture f(11, 0.0);
+    const auto [s1, s1b] = f.stream(1);
+    const auto [s2, s2b] = f.stream(2);
+    (void)s2b;
+    core::StreamLimits strict = f.p.a->default_stream_limits();
+    strict.retry_limit = 1;
+    ASSERT_EQ(f.p.a->set_stream_limits(s1, strict), Error::kOk);
+    HideReports filter(*f.p.b, s1b);
+    f.p.host_b().attach(&filter);
+    core::SendWr w;
+    w.opcode = WorkOpcode::kWrite;
+    w.lkey = f.a.keys.lkey;
+    w.rkey = f.b.keys.rkey;
+    w.length = 4096;
+    for (uint64_t i = 0; i < 40; ++i) {
+        w.wr_id = i;
+        w.local_addr = f.a.addr(i * 4096);
+        w.remote_addr = f.b.addr(i * 4096);
+        f.post(i < 4 ? s1 : s2, w);  // a little on the strict stream, a lot on the other
+    }
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 40; }));
+    EXPECT_GT(filter.hidden, 0u);
+    size_t ok2 = 0;
+    std::vector<core::Completion> on1;
+    for (const auto& c : f.a.done) {
+        if (c.stream == s1) on1.push_back(c);
+        else ok2 += c.status == Status::kSuccess;
+    }
+    ASSERT_EQ(on1.size(), 4u);
+    EXPECT_EQ(on1[0].status, Status::kRetryExceeded) << core::to_string(on1[0].status);
+    for (size_t i = 1; i < on1.size(); ++i) EXPECT_EQ(on1[i].status, Status::kFlushed);
+    EXPECT_EQ(ok2, 36u);
+    EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+    EXPECT_EQ(f.p.a->post_send(s1, w, f.p.now()), Error::kWrongState);
 }
 
 // [PLACE-12]: last packet last. Over heavily reordering paths, after every simulated
