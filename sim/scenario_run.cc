@@ -49,8 +49,9 @@ class Driver {
   public:
     virtual ~Driver() = default;
     virtual core::Engine* engine(uint32_t h) = 0;
-    // post queues flow f's WRITEs on host f.src. Returns "" or a one-line error.
-    virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) = 0;
+    // post queues flow f's WRITEs on host f.src and adds how many it posted to `wrs`.
+    // Returns "" or a one-line error.
+    virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) = 0;
     virtual uint64_t retransmits() const = 0;
     // sample_cc appends congestion state of the first `conns` connections / QPs.
     virtual void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const = 0;
@@ -88,7 +89,7 @@ class MroceDriver final : public Driver {
     }
     core::Engine* engine(uint32_t h) override { return eps_[h].get(); }
 
-    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) override {
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
         uint32_t sid = 0;
         const auto pair = std::make_pair(f.src, f.dst);
         if (auto it = pair_stream_.find(pair); !spec_.mroce.stream_per_flow && it != pair_stream_.end()) {
@@ -113,6 +114,7 @@ class MroceDriver final : public Driver {
             const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
             if (eps_[f.src]->post_send(sid, wr, now) != Error::kOk)
                 return "flow " + std::to_string(f.id) + ": post_send refused";
+            ++wrs;
         }
         return "";
     }
@@ -169,7 +171,7 @@ class RoceDriver final : public Driver {
     }
     core::Engine* engine(uint32_t h) override { return engines_[h].get(); }
 
-    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o) override {
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
         const auto pair = std::make_pair(f.src, f.dst);
         auto it = pair_qps_.find(pair);
         if (it == pair_qps_.end()) {
@@ -200,6 +202,7 @@ class RoceDriver final : public Driver {
                 const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
                 if (engines_[f.src]->post_send(qps[i], wr, now) != Error::kOk)
                     return "flow " + std::to_string(f.id) + ": post_send refused";
+                ++wrs;
             }
         }
         return "";
@@ -318,6 +321,14 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         }
     }
 
+    // Observers attach before any engine does, so a refusal leaves nothing to undo.
+    if (hook) {
+        if (std::string why = hook(topo, spec); !why.empty()) {
+            err = std::move(why);
+            return false;
+        }
+    }
+
     const Workload wl = make_workload(spec, hosts, sim.fork_rng("scenario/workload"));
     if (const std::string e = check_workload(wl, hosts); !e.empty()) {
         err = "workload: " + e;
@@ -372,17 +383,10 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         const Flow& f = wl[id];
         FlowOutcome& o = out.flows[id];
         o.start_ps = to_ps(sim.now());
-        wrs_left[id] = static_cast<uint32_t>(split(f.bytes, spec.workload.message_bytes).size());
-        if (spec.protocol == Protocol::kRocev2)
-            wrs_left[id] = 0;  // counted per part below
-        if (spec.protocol == Protocol::kRocev2) {
-            const uint64_t q = spec.rocev2.qps_per_pair;
-            for (uint64_t i = 0; i < q; ++i) {
-                const uint64_t part = f.bytes / q + (i < f.bytes % q ? 1 : 0);
-                if (part) wrs_left[id] += static_cast<uint32_t>(split(part, spec.workload.message_bytes).size());
-            }
-        }
-        if (const std::string e = drv->post(f, spec.workload.message_bytes, to_core_time(sim.now()), o); !e.empty() && post_err.empty())
+        // Completions come from later events, so counting the WRs as they are posted is safe.
+        wrs_left[id] = 0;
+        if (const std::string e = drv->post(f, spec.workload.message_bytes, to_core_time(sim.now()), o, wrs_left[id]);
+            !e.empty() && post_err.empty())
             post_err = e;
         topo.host(f.src).kick();
     };
@@ -453,13 +457,6 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             }
     }
     for (auto [s, p] : qports) out.queue_port_names.push_back(port_name(topo, s, p));
-
-    if (hook) {
-        if (std::string why = hook(topo, spec); !why.empty()) {
-            err = std::move(why);
-            return false;
-        }
-    }
 
     // Sampler: one event per interval while flows remain.
     const int64_t period_ps = to_ps(spec.output.sample);
