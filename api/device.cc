@@ -74,7 +74,8 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     ecfg.port = st->local.port;
     if (cfg.fit_window_to_datapath)
         ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
-    st->cfg.endpoint.window_bytes_per_path = ecfg.window_bytes_per_path;
+    if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
+    st->cfg.endpoint = ecfg;  // the settings in effect, as Device::config() reports them
     st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed);
 
     DeviceState* raw = st.get();

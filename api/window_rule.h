@@ -1,5 +1,6 @@
-// api/window_rule.h — the congestion window per path that a Device over the UDP datapath
-// uses unless the application sets its own (DeviceConfig::fit_window_to_datapath).
+// api/window_rule.h — the engine settings a Device fits to the UDP datapath unless the
+// application keeps its own: the window per path (DeviceConfig::fit_window_to_datapath) and
+// the ACK rate (DeviceConfig::fit_acks_to_datapath).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "util/time.h"
 #include "wire/ack.h"
 
 namespace mroce::api {
@@ -22,6 +24,26 @@ inline uint64_t udp_window_per_path(const core::EndpointConfig& cfg, size_t recv
     const uint64_t psn_window = uint64_t{wire::kSackBits} * cfg.max_payload;
     const uint64_t share = recv_buffer_bytes / std::max<uint16_t>(cfg.num_paths, 1);
     return std::max(cfg.window_bytes_per_path, std::min(psn_window, share));
+}
+
+// The delayed-ACK bound fit_udp_acks uses: far below the smallest probe timeout ([LOSS-4],
+// 200 µs), so a delayed ACK never looks like a lost one, and long enough that a path
+// receiving a few Gbit/s gathers several packets per ACK.
+inline constexpr Duration kUdpMaxAckDelay = std::chrono::microseconds(50);
+
+// fit_udp_acks: the engine's ACK rule ([ACK-11]: every 2 packets, 10 µs) was sized for the
+// simulator, where an ACK costs a few hundred ns. Through the kernel each ACK datagram costs
+// both hosts a socket write and read (µs), and the receiver already answers a whole receive
+// batch with one round of ACKs ([ACK-13]). So: one ACK per eighth of the window on each
+// path, within kUdpMaxAckDelay; ACK_NOW only on the last message before the sender pauses
+// ([ACK-12]). The window here is the sender's cap (window_bytes_per_path), taken as the
+// receiver's own: both ends of a Device pair run the same rule. An eighth leaves the sender
+// seven eighths of its window to send while the ACK travels. Settings only ever grow.
+inline void fit_udp_acks(core::EndpointConfig& cfg) {
+    const uint64_t window_pkts = cfg.window_bytes_per_path / std::max<uint32_t>(cfg.max_payload, 1);
+    cfg.ack_every = std::max<uint32_t>(cfg.ack_every, static_cast<uint32_t>(window_pkts / 8));
+    cfg.max_ack_delay = std::max(cfg.max_ack_delay, kUdpMaxAckDelay);
+    cfg.ack_now_every_message = false;
 }
 
 }  // namespace mroce::api

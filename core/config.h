@@ -24,6 +24,11 @@ struct EndpointConfig {
     // spec §6 [ACK-11]: acknowledge every ack_every packets, or after max_ack_delay.
     uint32_t ack_every = 2;
     Duration max_ack_delay = 10us;
+    // spec §6 [ACK-12]: ACK_NOW on the last segment of every message (true), or only on
+    // the last segment that leaves while nothing else of the connection waits to be sent
+    // (false). A datapath that coalesces ACKs with a large ack_every sets false, or every
+    // message end would cost an ACK datagram (api/window_rule.h).
+    bool ack_now_every_message = true;
 
     // spec §7 loss recovery and path health.
     Duration initial_rtt = 100us;       // [LOSS-4] before the first sample

@@ -228,9 +228,13 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.common = peer_header(wire::PacketType::kData);
     h.opcode = m.opcode;
     const bool last = seg + 1 == m.nseg;
-    // [ACK-12]: the last segment of a message and retransmissions ask for an immediate ACK.
-    h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast | wire::data_flag::kAckNow : 0) |
-                                   (retx ? wire::data_flag::kRetx | wire::data_flag::kAckNow : 0));
+    // [ACK-12]: the last segment of a message (of the last one queued, when configured so)
+    // and retransmissions ask for an immediate ACK.
+    const bool ack_now =
+        retx || (last && (cfg_.ack_now_every_message || (ready_streams_.empty() && retx_.empty())));
+    h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
+                                   (retx ? wire::data_flag::kRetx : 0) |
+                                   (ack_now ? wire::data_flag::kAckNow : 0));
     h.path_id = path.id;
     h.path_gen = path.gen;
     h.payload_len = static_cast<uint16_t>(bytes);

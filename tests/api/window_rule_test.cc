@@ -24,5 +24,27 @@ TEST(WindowRule, NeverLowersTheConfiguredWindow) {
     EXPECT_EQ(udp_window_per_path(c, 4u << 20), 900u << 10);
 }
 
+TEST(AckRule, OneAckPerEighthOfTheWindowWithinTheDelayBound) {
+    core::EndpointConfig c;
+    c.window_bytes_per_path = 256u * c.max_payload;  // what udp_window_per_path gives perf
+    fit_udp_acks(c);
+    EXPECT_EQ(c.ack_every, 32u);
+    EXPECT_EQ(c.max_ack_delay, kUdpMaxAckDelay);
+    EXPECT_FALSE(c.ack_now_every_message);
+}
+
+TEST(AckRule, NeverLowersTheConfiguredRate) {
+    core::EndpointConfig c;  // 64-packet window: an eighth is 8
+    c.ack_every = 12;
+    c.max_ack_delay = std::chrono::microseconds(300);
+    fit_udp_acks(c);
+    EXPECT_EQ(c.ack_every, 12u);
+    EXPECT_EQ(c.max_ack_delay, std::chrono::microseconds(300));
+    core::EndpointConfig small;
+    small.window_bytes_per_path = 4u * small.max_payload;  // an eighth rounds to 0
+    fit_udp_acks(small);
+    EXPECT_EQ(small.ack_every, core::EndpointConfig{}.ack_every);
+}
+
 }  // namespace
 }  // namespace mroce::api

@@ -563,6 +563,36 @@ TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
     EXPECT_EQ(dst, src);
 }
 
+// [ACK-12] with ack_now_every_message = false a busy sender asks for an immediate ACK
+// only on the last segment before it runs out of work; the others ride on [ACK-11].
+TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
+    for (const bool every : {true, false}) {
+        SCOPED_TRACE(every ? "ack_now_every_message" : "ack_now at a pause only");
+        core::EndpointConfig cfg;
+        cfg.ack_now_every_message = every;
+        Pair p(23, small_net(), cfg, cfg);
+        size_t last = 0, ack_now = 0, retx = 0;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+            if (&rx != &p.host_b()) return;
+            auto d = wire::decode_data(pkt.bytes);
+            if (!d) return;
+            last += (d->hdr.flags & wire::data_flag::kLast) != 0;
+            ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
+            retx += (d->hdr.flags & wire::data_flag::kRetx) != 0;
+        });
+        constexpr uint32_t kMessages = 20;
+        WriteFlow f(p, kMessages, 2 * cfg.max_payload);  // two segments each
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == kMessages; }, 100ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), kMessages);
+        EXPECT_EQ(f.dst, f.src);
+        EXPECT_EQ(retx, 0u);
+        EXPECT_EQ(last, kMessages);
+        // All 40 segments fit the window at once, so only the last one leaves idle.
+        EXPECT_EQ(ack_now, every ? kMessages : 1u);
+    }
+}
+
 // [STREAM-1] [ERR-6] a peer stream id binds to one local stream per connection; errors
 // come back from the call.
 TEST(Connection, RemoteStreamBindsOnce) {
