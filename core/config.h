@@ -18,8 +18,13 @@ struct EndpointConfig {
     uint16_t num_local_ports = 1;
     // spec §2 [UDP-3]: payload bytes per DATA packet.
     uint32_t max_payload = wire::kDefaultMaxPayload;
-    // Fixed-window congestion control: bytes in flight per path (spec §9 [CC-1]).
+    // spec §9: the congestion controller, fixed window ([CC-1]) or ECN AIMD ([CC-7]).
+    enum class Cc : uint8_t { kFixed, kAimd };
+    Cc congestion_control = Cc::kFixed;
+    // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).
     uint64_t window_bytes_per_path = 64 * 4096;
+    // Where AIMD's slow start begins on every path ([CC-7]).
+    uint64_t initial_window_bytes_per_path = 16 * 4096;
 
     // spec §6 [ACK-11]: acknowledge every ack_every packets, or after max_ack_delay.
     uint32_t ack_every = 2;
@@ -87,6 +92,10 @@ inline std::string config_error(const EndpointConfig& c) {
                std::to_string(wire::kMaxMaxPayload) + " bytes";
     if (c.window_bytes_per_path < c.max_payload)
         return "window_bytes_per_path must hold at least one max_payload packet";
+    if (c.congestion_control == EndpointConfig::Cc::kAimd &&
+        (c.initial_window_bytes_per_path < c.max_payload ||
+         c.initial_window_bytes_per_path > c.window_bytes_per_path))
+        return "initial_window_bytes_per_path must be one max_payload packet .. window_bytes_per_path";
     if (c.ack_every < 1) return "ack_every must be at least 1";
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
     if (c.overtake_shift > 16) return "overtake_shift must be 0..16";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cc/aimd.h"
 #include "core/endpoint.h"
 #include "util/seq.h"
 
@@ -24,7 +25,12 @@ uint32_t random_nonzero(Rng& rng) {
 
 Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now)
     : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng) {
-    cc_ = std::make_unique<cc::FixedWindow>(cfg_.window_bytes_per_path);
+    if (cfg_.congestion_control == EndpointConfig::Cc::kAimd)
+        cc_ = std::make_unique<cc::Aimd>(cfg_.num_paths,
+                                         cc::AimdConfig{cfg_.max_payload, cfg_.initial_window_bytes_per_path,
+                                                        cfg_.window_bytes_per_path});
+    else
+        cc_ = std::make_unique<cc::FixedWindow>(cfg_.window_bytes_per_path);
     // spec §4 [CONN-5]: a random 64-bit token and random initial sequence numbers.
     do token_ = rng_.next_u64();
     while (token_ == 0);
