@@ -57,7 +57,8 @@ void emit(const Json& j) { std::cout << j.dump() << '\n' << std::flush; }
               << "       transfer_peer sender --local IP --peer IP:PORT --qp N --rkey K --vaddr V"
                  " --bytes N --seed S [options]\n"
               << "options: --paths P (8) --window-kib W (16) --qp-timeout T (16) --chunk-kib C"
-                 " (1024) --depth D (8) --deadline-s S (60) --pause-at BYTES (0: none)\n";
+                 " (1024) --depth D (8) --deadline-s S (60) --pause-at BYTES (0: none)"
+                 " --detect-overtaken 0|1 (1)\n";
     std::exit(2);
 }
 
@@ -247,6 +248,8 @@ int open_peer(const Options& o, Peer& p, size_t bytes) {
     // overflow it and turn queue drops into retry exhaustion (docs/testbed.md "Plane rate").
     cfg.endpoint.window_bytes_per_path = o.number("window-kib", 16) << 10;
     cfg.fit_window_to_datapath = false;
+    // [PATH-11] on or off (1/0), to compare how paths fail when planes queue unequally.
+    cfg.endpoint.detect_overtaken = o.number("detect-overtaken", 1) != 0;
     cfg.seed = o.number("seed") ^ (o.role == "sender" ? 0x5eedu : 0xcafeu);
     std::string error;
     auto dev = api::Device::open(cfg, &error);
