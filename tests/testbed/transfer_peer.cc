@@ -56,7 +56,7 @@ void emit(const Json& j) { std::cout << j.dump() << '\n' << std::flush; }
               << "usage: transfer_peer receiver --local IP --bytes N --seed S [options]\n"
               << "       transfer_peer sender --local IP --peer IP:PORT --qp N --rkey K --vaddr V"
                  " --bytes N --seed S [options]\n"
-              << "options: --paths P (8) --window-kib W (16) --qp-timeout T (16) --chunk-kib C"
+              << "options: --paths P (8) --window-kib W (64) --qp-timeout T (16) --chunk-kib C"
                  " (1024) --depth D (8) --deadline-s S (60) --pause-at BYTES (0: none)"
                  " --detect-overtaken 0|1 (1)\n";
     std::exit(2);
@@ -246,7 +246,7 @@ int open_peer(const Options& o, Peer& p, size_t bytes) {
     cfg.endpoint.num_paths = static_cast<uint16_t>(o.number("paths", 8));
     // A capped plane's queue is small: the default UDP window (up to 1 MiB per path) would
     // overflow it and turn queue drops into retry exhaustion (docs/testbed.md "Plane rate").
-    cfg.endpoint.window_bytes_per_path = o.number("window-kib", 16) << 10;
+    cfg.endpoint.window_bytes_per_path = o.number("window-kib", 64) << 10;
     cfg.fit_window_to_datapath = false;
     // [PATH-11] on or off (1/0), to compare how paths fail when planes queue unequally.
     cfg.endpoint.detect_overtaken = o.number("detect-overtaken", 1) != 0;
