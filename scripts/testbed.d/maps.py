@@ -6,10 +6,14 @@ bottleneck in front of a host) is one directory of pinned maps: config, counters
 
 Usage:
   maps.py set DIR FIELD=VALUE...   read-modify-write the element's config
-  maps.py show [--json] DIR...     counters, config and virtual-queue state of each element
+  maps.py show [--json] [--tc PREFIX] DIR...
+                                   counters, config and virtual-queue state of each element;
+                                   with --tc, also each plane's rate cap (`testbed rate`), read
+                                   from the tbf qdiscs in the namespaces PREFIX-pJ
 """
 import json
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -75,12 +79,34 @@ def command_set(element, assignments):
     write_config(element, config)
 
 
-def command_show(elements, as_json):
+def read_plane_rate(prefix, element):
+    """The rate cap of plane element `pJ`: the tbf rates (bit/s) at the egress of the plane
+    router's l<i> interfaces, one per receiving host; 0 where there is none."""
+    netns = f"/run/netns/{prefix}-{element.name}"
+    links = subprocess.run(["nsenter", f"--net={netns}", "ip", "-j", "link", "show"],
+                           capture_output=True, text=True)
+    if links.returncode != 0:
+        raise MapError(f"cannot list the links of {netns}: {links.stderr.strip()}")
+    rates = []
+    for name in sorted((link["ifname"] for link in json.loads(links.stdout)
+                        if re.fullmatch(r"l[0-9]+", link["ifname"])), key=lambda n: int(n[1:])):
+        qdiscs = subprocess.run(["nsenter", f"--net={netns}", "tc", "-j", "qdisc", "show",
+                                 "dev", name], capture_output=True, text=True)
+        if qdiscs.returncode != 0:
+            raise MapError(f"cannot read the qdiscs of {name} in {netns}")
+        tbf = [q for q in json.loads(qdiscs.stdout) if q.get("kind") == "tbf" and q.get("root")]
+        rates.append(8 * int(tbf[0]["options"]["rate"]) if tbf else 0)
+    return rates
+
+
+def command_show(elements, as_json, tc_prefix=None):
     report = {}
     for element in elements:
         report[element.name] = {"counters": read_counters(element),
                                 "config": read_config(element),
                                 "vqueue": read_vqueue(element)}
+        if tc_prefix and element.name.startswith("p"):
+            report[element.name]["rate_bps"] = read_plane_rate(tc_prefix, element)
     if as_json:
         json.dump(report, sys.stdout, indent=1, sort_keys=True)
         print()
@@ -93,7 +119,13 @@ def command_show(elements, as_json):
                     for i, (h, w) in enumerate(zip(["element"] + columns, widths)))
           + "  config (non-zero)")
     for row, data in zip(rows, report.values()):
-        config = " ".join(f"{k}={v}" for k, v in data["config"].items() if v) or "-"
+        config = " ".join(f"{k}={v}" for k, v in data["config"].items() if v)
+        rates = data.get("rate_bps", [])
+        if any(rates):
+            # One cap per receiving host; `testbed rate` sets them all alike.
+            shown = sorted(set(rates))
+            config += " rate=" + "/".join(f"{r / 1e6:g}mbit" if r else "none" for r in shown)
+        config = config.strip() or "-"
         print("  ".join(c.rjust(w) if i else c.ljust(w)
                         for i, (c, w) in enumerate(zip(row, widths))) + "  " + config)
 
@@ -107,8 +139,13 @@ def main(argv):
         if argv[0] == "set":
             command_set(pathlib.Path(argv[1]), argv[2:])
         else:
-            as_json = argv[1] == "--json"
-            command_show([pathlib.Path(p) for p in argv[1 + as_json:]], as_json)
+            args = argv[1:]
+            as_json = bool(args) and args[0] == "--json"
+            args = args[as_json:]
+            tc_prefix = None
+            if len(args) >= 2 and args[0] == "--tc":
+                tc_prefix, args = args[1], args[2:]
+            command_show([pathlib.Path(p) for p in args], as_json, tc_prefix)
     except MapError as error:
         print(f"maps.py: {error}", file=sys.stderr)
         return 1

@@ -11,6 +11,9 @@ the eBPF counters:
              overloaded one; Not-ECT is dropped there, never marked
   plane-down `plane-down 2` blackholes exactly plane 2's ports, routes do not change;
              `plane-up 2` restores them
+  rate       `rate 1 20mbit` caps what plane 1's ports receive at 20 Mbit/s (measured at the
+             receiver under an unpaced sender) while the other planes carry more than twice
+             that; `status` shows the cap; `rate 1 off` lifts it
   bad input  one error line naming the problem, nothing changed
   down       leaves no namespace, link or pinned map with the prefix
 Exits 77 (ctest SKIP_RETURN_CODE) with a one-line reason when the machine cannot run it (not
@@ -180,6 +183,47 @@ class Traffic:
         os.sched_setaffinity(0, set(range(os.cpu_count())))
         return sent, received
 
+    def plane_rates(self, ports, planes, seconds, size=MAX_PAYLOAD):
+        """Unpaced round-robin from `ports` for `seconds` while a forked receiver (CPU 1)
+        notes each plane's received payload bytes and first and last arrival. Returns
+        {plane: bit/s} over each plane's own arrival span (a capped plane's queue drains at
+        its rate after the sender stops, so the span covers it)."""
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.sched_setaffinity(0, {1})
+            seen = {}
+            self.rx.settimeout(5.0)
+            while True:
+                try:
+                    n, _, _, (_, port) = self.rx.recvmsg(MAX_PAYLOAD, 64)
+                except socket.timeout:
+                    break
+                now = time.monotonic()
+                entry = seen.setdefault(planes.get(port, -1), [0, now, now])
+                entry[0] += len(n)
+                entry[2] = now
+                self.rx.settimeout(1.0)
+            os.write(write_end, json.dumps(seen).encode())
+            os._exit(0)
+        os.close(write_end)
+        os.sched_setaffinity(0, {0})
+        payload = bytes(size)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for port in ports:
+                self.tx[port].sendto(payload, self.destination)
+        chunks = []
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+        os.waitpid(child, 0)
+        os.close(read_end)
+        os.sched_setaffinity(0, set(range(os.cpu_count())))
+        rates = {}
+        for plane, (total, first, last) in json.loads(b"".join(chunks) or b"{}").items():
+            rates[int(plane)] = total * 8 / (last - first) if last > first else 0.0
+        return rates
+
     def set_tos(self, tos):
         for s in self.tx.values():
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
@@ -308,6 +352,36 @@ def test_plane_down(testbed, traffic, planes, ports, sockets):
           f"plane-up restored all {len(ports)} ports")
 
 
+def test_rate(testbed, traffic, planes, ports):
+    cap = 20_000_000  # bit/s; an unpaced Python sender offers each plane 10x that or more
+    chosen = [p for k in range(PLANES) for p in [q for q in ports if planes[q] == k][:4]]
+    testbed.run("rate", "1", "20mbit")
+    try:
+        shown = json.loads(testbed.run("status", "--json"))
+        check(shown["p1"]["rate_bps"] == [cap, cap] and shown["p0"]["rate_bps"] == [0, 0],
+              f"rate: status shows {shown['p1']['rate_bps']} on plane 1, "
+              f"{shown['p0']['rate_bps']} on plane 0")
+        capped = traffic.plane_rates(chosen, {p: planes[p] for p in chosen}, 2.0)
+    finally:
+        testbed.run("rate", "1", "off")
+    check(all(k in capped for k in range(PLANES)), f"rate: a plane carried nothing: {capped}")
+    # A full tbf queue sends at its rate: the payload rate sits just below the cap (headers).
+    # The bucket's first burst (18 KB) adds under 1% over 2 s.
+    check(0.7 * cap <= capped[1] <= 1.02 * cap,
+          f"rate: plane 1 capped at 20 Mbit/s carried {capped[1] / 1e6:.1f} Mbit/s")
+    for k in (0, 2, 3):
+        check(capped[k] > 2 * cap,
+              f"rate: uncapped plane {k} carried only {capped[k] / 1e6:.1f} Mbit/s")
+    check(json.loads(testbed.run("status", "--json"))["p1"]["rate_bps"] == [0, 0],
+          "rate: status still shows a cap after `rate 1 off`")
+    free = traffic.plane_rates(chosen, {p: planes[p] for p in chosen}, 1.0)
+    check(free.get(1, 0) > 2 * cap,
+          f"rate: plane 1 carried only {free.get(1, 0) / 1e6:.1f} Mbit/s after `rate 1 off`")
+    print("rate: with `rate 1 20mbit` planes 0..3 carried "
+          + " / ".join(f"{capped[k] / 1e6:.1f}" for k in range(PLANES))
+          + f" Mbit/s; after `rate 1 off` plane 1 carried {free[1] / 1e6:.1f} Mbit/s")
+
+
 def test_ecn(testbed, traffic, ports):
     # 20 Mbit/s drains 1000 B in 400 us: 2 ms apart the queue never holds two packets,
     # while an unpaced burst of 3000 (3 MB) overfills it even from a slow Python sender
@@ -385,6 +459,8 @@ def test_bad_input(testbed):
     cases = [(["loss", "7", "5"], "plane"), (["loss", "1", "150"], "150"),
              (["ecn", "fast", "1", "2", "0.1"], "fast"), (["ecn", "1mbit", "1", "2", "3"], "PMAX"),
              (["plane-down", "x"], "plane"), (["up", "--hosts", "1"], "--hosts"),
+             (["rate", "4", "10mbit"], "plane"), (["rate", "1", "fast"], "fast"),
+             (["rate", "1", "10mbit", "100"], "LIMIT"),
              (["plane-of", "0", "1", "9000", "70000"], "70000"), (["frob"], "frob")]
     for args, named in cases:
         result = subprocess.run([testbed.path, *args], env=testbed.env, capture_output=True,
@@ -463,6 +539,7 @@ def main():
         test_spread(testbed, traffic, planes, ports)
         test_loss(testbed, traffic, planes, ports)
         test_plane_down(testbed, traffic, planes, ports, sockets)
+        test_rate(testbed, traffic, planes, ports)
         test_ecn(testbed, traffic, ports)
         test_bad_input(testbed)
         print(testbed.run("status"), end="")
