@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "api/driver.h"
+#include "api/window_rule.h"
 #include "core/config.h"
 #include "core/event.h"
 #include "core/memory.h"
@@ -66,8 +67,9 @@ struct DeviceConfig {
     // Local IP and endpoint UDP port. Port 0 picks an ephemeral port. A specific address is
     // better than the wildcard: it is the source address of every packet.
     Address local = Address::ipv4(0, wire::kDefaultPort);
-    // Protocol tunables; endpoint.port is overwritten with the port actually bound.
-    core::EndpointConfig endpoint;
+    // Protocol tunables; endpoint.port is overwritten with the port actually bound. The
+    // spec's defaults except for congestion control (udp_endpoint_defaults).
+    core::EndpointConfig endpoint = udp_endpoint_defaults();
     // When true, open() raises endpoint.window_bytes_per_path to fit the datapath: the
     // rule is udp_window_per_path (api/window_rule.h). False keeps the value as given.
     bool fit_window_to_datapath = true;

@@ -26,6 +26,17 @@ inline uint64_t udp_window_per_path(const core::EndpointConfig& cfg, size_t recv
     return std::max(cfg.window_bytes_per_path, std::min(psn_window, share));
 }
 
+// udp_endpoint_defaults: the engine settings a Device starts from (DeviceConfig::endpoint).
+// They differ from the spec's defaults in one place: ECN AIMD (spec §9.1) instead of the
+// fixed window. Over real networks the fitted window (up to 1 MiB per path) is far more
+// than a switch queue holds; a fixed window that size turns every queue it meets into
+// losses until retries run out, where AIMD backs off to what the fabric carries.
+inline core::EndpointConfig udp_endpoint_defaults() {
+    core::EndpointConfig c;
+    c.congestion_control = core::EndpointConfig::Cc::kAimd;
+    return c;
+}
+
 // The delayed-ACK bound fit_udp_acks uses: far below the smallest probe timeout ([LOSS-4],
 // 200 µs), so a delayed ACK never looks like a lost one, and long enough that a path
 // receiving a few Gbit/s gathers several packets per ACK.

@@ -54,9 +54,12 @@ void Aimd::end_round(PathCc& p) {
     p.alpha = p.alpha - (p.alpha >> kGainShift) + (f >> kGainShift);
     uint64_t cut = 0;
     if (p.ce_packets > 0) cut = p.cwnd * std::max<uint32_t>(p.alpha, 1) / (2 * kAlphaOne);
-    // [CC-9]: loss while the RTT stands well above its minimum is a queue that overflowed;
-    // so is losing more than an eighth of a round, whatever the RTT (a dying route).
-    const bool queued = p.min_rtt > Duration::zero() && p.rtt > 2 * p.min_rtt;
+    // [CC-9]: on a path that never saw CE, loss while the RTT stands well above its minimum
+    // is a queue that overflowed (a fabric that marks would have said so first, and then
+    // [CC-8] does the cutting); losing more than an eighth of a round is congestion on any
+    // path, whatever the RTT (an overflowing burst, a dying route).
+    if (p.ce_packets > 0) p.ecn_seen = true;
+    const bool queued = !p.ecn_seen && p.min_rtt > Duration::zero() && p.rtt > 2 * p.min_rtt;
     if (p.lost_packets > 0 && (queued || (p.lost_packets << kLossShift) > acked + p.lost_packets))
         cut = std::max(cut, p.cwnd / 2);
     if (cut > 0) {

@@ -2,9 +2,10 @@
 //
 // Each path has its own window, cut once per round trip by the fraction of its packets that
 // came back CE-marked (DCTCP: cwnd × (1 − α/2), α a moving average of that fraction), or
-// halved on loss that comes with a queue (the RTT above twice its minimum) or that takes
-// more than an eighth of a round: a queue that overflowed, which a network without ECN (or
-// a dying route) shows only that way. Random loss on an idle route costs no rate ([CC-2]). Between
+// halved on loss that takes more than an eighth of a round, or, on a path that never saw
+// CE, on loss that comes with a queue (the RTT above twice its minimum): a queue that
+// overflowed, which a network without ECN (or a dying route) shows only that way. Random
+// loss costs no rate ([CC-2]) unless it meets a queue on a fabric that does not mark. Between
 // signals a path grows one segment per round trip, after a slow start from the initial
 // window that ends at the first signal. All arithmetic is integer ([CC-3]).
 #pragma once
@@ -57,6 +58,7 @@ private:
         Duration rtt{};      // the latest smoothed RTT reported with an ACK
         Duration min_rtt{};  // the smallest of those: the path without queues
         bool round_started = false;
+        bool ecn_seen = false;  // a CE echo arrived once: this path's fabric marks
     };
     void end_round(PathCc& p);
     void clamp(PathCc& p) const;

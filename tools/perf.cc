@@ -43,6 +43,7 @@ Json options_json(const Options& o) {
     j["tx_depth"] = o.tx_depth;
     j["paths"] = o.paths;
     j["window_kib"] = o.window_kib;
+    j["cc"] = o.cc;
     j["report_gbits"] = o.report_gbits;
     j["offload"] = o.offload;
     return j;
@@ -64,6 +65,8 @@ std::string adopt_options(const Json& j, Options& o) {
     o.tx_depth = j.value("tx_depth", 128u);
     o.paths = j.value("paths", 8u);
     o.window_kib = j.value("window_kib", 0u);
+    o.cc = j.value("cc", std::string{});
+    if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
     o.report_gbits = j.value("report_gbits", false);
     o.offload = j.value("offload", true);
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
@@ -285,6 +288,10 @@ void register_perf(CLI::App& app) {
                     "fixed congestion window per path in KiB (default: fitted to the "
                     "receive buffer, at most 256 packets; api/window_rule.h)")
         ->check(CLI::Range(4, 1024));
+    cmd->add_option("--cc", o->cc,
+                    "congestion control: fixed (spec [CC-1]) or aimd (ECN AIMD, spec 9.1); "
+                    "the window above is AIMD's cap")
+        ->check(CLI::IsMember({"fixed", "aimd"}));
     cmd->add_option("--verb", *verb, "write | send | read | atomic (FETCH_ADD, 8 bytes)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
     auto bw_flag = std::make_shared<bool>(false);

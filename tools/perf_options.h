@@ -41,6 +41,7 @@ struct Options {
     uint32_t tx_depth = 128;  // -t: outstanding work requests per queue pair
     uint32_t paths = 8;       // --paths
     uint32_t window_kib = 0;  // --window-kib: bytes in flight per path; 0: the engine's
+    std::string cc;           // --cc fixed|aimd; empty: the Device's default
     bool report_gbits = false;
     bool offload = true;      // GSO/GRO (--no-offload turns them off)
     std::string json_path;    // --json FILE (client only)

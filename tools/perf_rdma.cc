@@ -64,6 +64,8 @@ public:
             cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
             cfg.fit_window_to_datapath = false;
         }
+        if (o_.cc == "aimd") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kAimd;
+        if (o_.cc == "fixed") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kFixed;
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;

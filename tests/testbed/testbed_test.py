@@ -382,6 +382,34 @@ def test_rate(testbed, traffic, planes, ports):
           + f" Mbit/s; after `rate 1 off` plane 1 carried {free[1] / 1e6:.1f} Mbit/s")
 
 
+def test_rate_ecn(testbed, traffic, planes, ports):
+    """`rate 1 20mbit LIMIT ecn ...`: plane 1 marks CE on its own queue, plane 0 does not."""
+    on1 = [p for p in ports if planes[p] == 1][:8]
+    on0 = [p for p in ports if planes[p] == 0][:8]
+    testbed.run("rate", "1", "20mbit", "2000000", "ecn", "20000", "100000", "0.2")
+    try:
+        config = json.loads(testbed.run("status", "--json"))
+        check(config["p1"]["config"].get("kmin") == 20000 and not config["p0"]["config"].get("kmin"),
+              f"rate ecn: status shows the marker as {config['p1']['config']} / {config['p0']['config']}")
+        traffic.set_tos(ECT0)
+        before = testbed.counters()
+        busy = totals(traffic.send(on1, 3000 // len(on1)), on1)
+        other = totals(traffic.send(on0, 3000 // len(on0)), on0)
+        seen = delta(testbed.counters(), before)
+        check(seen["p1"]["ce_marks"] > 0 and busy["ce"] > busy["rx"] / 2,
+              f"rate ecn: plane 1 over its cap marked {busy['ce']} of {busy['rx']} (counter "
+              f"{seen['p1']['ce_marks']})")
+        check(other["ce"] == 0 and seen["p0"]["ce_marks"] == 0,
+              f"rate ecn: uncapped plane 0 marked {other['ce']} of {other['rx']}")
+    finally:
+        traffic.set_tos(0)
+        testbed.run("rate", "1", "off")
+    check(not json.loads(testbed.run("status", "--json"))["p1"]["config"].get("kmin"),
+          "rate ecn: `rate 1 off` left the marker on")
+    print(f"rate ecn: plane 1 at 20 Mbit/s marked {busy['ce']} of {busy['rx']} received; "
+          f"plane 0 marked {other['ce']} of {other['rx']}")
+
+
 def test_ecn(testbed, traffic, ports):
     # 20 Mbit/s drains 1000 B in 400 us: 2 ms apart the queue never holds two packets,
     # while an unpaced burst of 3000 (3 MB) overfills it even from a slow Python sender
@@ -540,6 +568,7 @@ def main():
         test_loss(testbed, traffic, planes, ports)
         test_plane_down(testbed, traffic, planes, ports, sockets)
         test_rate(testbed, traffic, planes, ports)
+        test_rate_ecn(testbed, traffic, planes, ports)
         test_ecn(testbed, traffic, ports)
         test_bad_input(testbed)
         print(testbed.run("status"), end="")

@@ -58,7 +58,7 @@ void emit(const Json& j) { std::cout << j.dump() << '\n' << std::flush; }
                  " --bytes N --seed S [options]\n"
               << "options: --paths P (8) --window-kib W (64) --qp-timeout T (16) --chunk-kib C"
                  " (1024) --depth D (8) --deadline-s S (60) --pause-at BYTES (0: none)"
-                 " --detect-overtaken 0|1 (1)\n";
+                 " --detect-overtaken 0|1 (1) --aimd 0|1 (1)\n";
     std::exit(2);
 }
 
@@ -250,6 +250,10 @@ int open_peer(const Options& o, Peer& p, size_t bytes) {
     cfg.fit_window_to_datapath = false;
     // [PATH-11] on or off (1/0), to compare how paths fail when planes queue unequally.
     cfg.endpoint.detect_overtaken = o.number("detect-overtaken", 1) != 0;
+    // Congestion control: 1 ECN AIMD (spec §9.1, the Device's default) capped at the
+    // window, 0 the fixed window ([CC-1]).
+    cfg.endpoint.congestion_control = o.number("aimd", 1) != 0 ? core::EndpointConfig::Cc::kAimd
+                                                               : core::EndpointConfig::Cc::kFixed;
     cfg.seed = o.number("seed") ^ (o.role == "sender" ? 0x5eedu : 0xcafeu);
     std::string error;
     auto dev = api::Device::open(cfg, &error);
