@@ -491,7 +491,9 @@ void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, 
 
 size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now) {
     RxPath& rp = rx_paths_[rx_path];
-    wire::AckPacket a;
+    // One AckPacket per endpoint, reused: only the fields below and the first
+    // stream_count entries are written and encoded, so there is nothing to clear.
+    wire::AckPacket& a = ep_.tx_ack_;
     a.common = peer_header(wire::PacketType::kAck);
     a.path_id = rx_path;
     a.path_gen = rp.gen;
@@ -502,7 +504,9 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     a.ts_echo = rp.last_ts;
     a.ack_delay_ns = static_cast<uint32_t>(std::clamp<int64_t>(to_ns(now - rp.last_rx_time), 0,
                                                                UINT32_MAX));
+    a.rate_hint_mbps = 0;
     a.probe_psn = rp.probe_reply ? rp.probe_psn : 0;
+    a.stream_count = 0;
     // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along.
     while (!stream_acks_.empty() && a.stream_count < wire::kMaxAckStreams) {
         Stream* s = ep_.stream_mut(stream_acks_.front());
@@ -511,8 +515,8 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         s->stream_ack_pending = false;
         a.streams[a.stream_count++] = wire::StreamAck{s->id, s->delivered_seq};
     }
-    auto n = wire::encode_ack(a, buf);
-    if (!n) return 0;
+    if (buf.size() < wire::encoded_size(a)) return 0;
+    const size_t n = wire::store_ack(a, buf.data());
     rp.unacked = 0;
     rp.probe_reply = false;
     rp.ack_deadline = kNever;
@@ -523,7 +527,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         ack_round_path_ = next_return_path();
     meta = meta_for(tx_paths_[ack_round_path_]);
     ++path_stats_[rx_path].acks_sent;
-    return *n;
+    return n;
 }
 
 void Connection::on_probe(const wire::ProbePacket& p, Time now) {

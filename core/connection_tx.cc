@@ -249,8 +249,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         h.remote_addr = m.resp_to;  // [PLACE-16]: names the request it answers
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
-    [[maybe_unused]] auto n = wire::encode_data_header(h, buf);
-    MROCE_DCHECK(n.ok());
+    wire::store_data_header(h, buf.data());  // room checked in produce_data
     if (bytes) {
         std::byte* out = buf.data() + wire::kDataHeaderSize;
         // A READ's source is re-checked as it is read: the application may have

@@ -374,32 +374,37 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now) {
     ++stats_.datagrams_received;
-    auto common = wire::decode_common_header(datagram);
-    if (!common) return count_decode_error(common.error());
-    if (common->type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
+    wire::CommonHeader common;
+    if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk)
+        return count_decode_error(e);
+    if (common.type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
 
-    Connection* c = conn_mut(common->dst_conn_id);
+    Connection* c = conn_mut(common.dst_conn_id);
     if (!c) {
         ++stats_.unknown_connection;
         return;
     }
     // spec §4 [CONN-4]: every packet but HELLO carries the receiver's token; a wrong
     // token is counted and dropped, so off-path packets cannot touch the connection.
-    if (common->dst_token != c->token()) {
+    if (common.dst_token != c->token()) {
         ++stats_.bad_token;
         return;
     }
-    switch (common->type) {
+    switch (common.type) {
         case wire::PacketType::kData: {
-            auto p = wire::decode_data(datagram, *common);
-            if (!p) return count_decode_error(p.error());
-            c->on_data(*p, meta, now);
+            // DATA and ACK decode into members reused for every packet: no Result, no
+            // copy of the header, no clearing of the ACK's 32 stream entries.
+            if (Error e = wire::parse_data_body(datagram, rx_data_); e != Error::kOk)
+                return count_decode_error(e);
+            rx_data_.hdr.common = common;
+            c->on_data(rx_data_, meta, now);
             break;
         }
         case wire::PacketType::kAck: {
-            auto a = wire::decode_ack(datagram, *common);
-            if (!a) return count_decode_error(a.error());
-            c->on_ack(*a, now);
+            if (Error e = wire::parse_ack_body(datagram, rx_ack_); e != Error::kOk)
+                return count_decode_error(e);
+            rx_ack_.common = common;
+            c->on_ack(rx_ack_, now);
             break;
         }
         case wire::PacketType::kNack: {

@@ -167,6 +167,10 @@ private:
     mutable std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
     mutable std::vector<uint32_t> dirty_;  // connections whose deadline may have changed
     std::deque<Event> events_;
+    // The packet being handled (see on_datagram): decoded in place, reused.
+    wire::DataPacket rx_data_;
+    wire::AckPacket rx_ack_;
+    wire::AckPacket tx_ack_;  // the ACK being written (Connection::write_ack)
 };
 
 }  // namespace mroce::core
