@@ -74,7 +74,20 @@ public:
 
     // produce writes the next datagram; 0 when nothing may be sent now.
     size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
-    bool has_work(Time now) const;
+    // has_work: produce would write something now. Inline: asked after every packet in
+    // and out; the common answers come from a few flags.
+    bool has_work(Time now) const {
+        (void)now;
+        if (state_ != ConnState::kEstablished)
+            return state_ == ConnState::kConnecting ? hello_pending_ : close_pending_;
+        if (close_pending_ || hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty() ||
+            probes_pending_ > 0)
+            return true;
+        if (retx_.empty() && ready_streams_.empty()) return false;
+        for (const TxPath& p : tx_paths_)
+            if (path_can_send(p, segment_size_)) return true;
+        return false;
+    }
 
     void on_timeout(Time now);
     // next_deadline is a lower bound of the earliest timer: exact after on_timeout, and
@@ -104,7 +117,8 @@ private:
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
     wire::CommonHeader peer_header(wire::PacketType type) const;
-    PacketMeta meta_for(const TxPath& path) const;
+    // set_meta addresses a packet to leave on `path` (written in place: no temporary).
+    void set_meta(const TxPath& path, PacketMeta& m) const;
     uint16_t next_return_path();
 
     // connection_tx.cc
@@ -113,13 +127,29 @@ private:
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
-    bool path_can_send(const TxPath& p, uint32_t bytes) const;
+    // [PATH-5]: at most kSackBits PSNs between the lowest unresolved PSN and the next one,
+    // so the receiver's 256-bit window always covers what is in flight. Inline: asked for
+    // every path choice and every has_work.
+    bool path_can_send(const TxPath& p, uint32_t bytes) const {
+        if (p.state != PathState::kActive) return false;
+        const bool room = p.span() < wire::kSackBits ||
+                          p.rec(p.base).state != TxRecord::State::kInFlight;
+        if (!room) return false;
+        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
+    }
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
     size_t write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now);
     size_t write_close(std::span<std::byte> buf, PacketMeta& meta);
     uint32_t segment_bytes(const TxMessage& m, uint32_t seg) const;
-    TxMessage* find_tx(Stream& s, uint32_t msg_seq);
+    // find_tx: the started message msg_seq of s, or nullptr. Inline: once per ACKed PSN.
+    TxMessage* find_tx(Stream& s, uint32_t msg_seq) {
+        if (s.tx.empty() || !s.tx.front().started()) return nullptr;
+        const uint32_t idx = msg_seq - s.tx.front().msg_seq;  // negative wraps to huge
+        if (idx >= s.tx.size()) return nullptr;
+        TxMessage& m = s.tx[idx];
+        return m.started() && m.msg_seq == msg_seq ? &m : nullptr;
+    }
     // live_tx: the message msg_seq of stream s if both still need work (the stream has not
     // failed, the message is posted, started and not done), else nullptr.
     TxMessage* live_tx(Stream* s, uint32_t msg_seq) {
@@ -147,8 +177,21 @@ private:
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);
 
     // connection_ack.cc
-    void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked);
-    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now);
+    // AckedMsg remembers the message of the previous PSN acknowledged by one ACK:
+    // consecutive PSNs mostly carry segments of one message, so the stream and message
+    // lookups run once per message, not once per PSN. Valid only within on_ack's record
+    // loops, where no message is added or removed.
+    struct AckedMsg {
+        bool valid = false;
+        uint32_t stream = 0;
+        uint32_t msg_seq = 0;
+        Stream* s = nullptr;
+        TxMessage* m = nullptr;  // nullptr: no such started message
+    };
+    void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked,
+                    AckedMsg& cache);
+    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
+                       AckedMsg& cache);
     void declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now);
     void declare_all_lost(TxPath& path, LossReason why, Time now);
     Duration delivery_timeout() const;
@@ -165,7 +208,15 @@ private:
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);
     void check_overtaken(const TxPath& acked, Time sent, Time now);
-    bool is_overtaken(const TxPath& p) const;
+    bool is_overtaken(const TxPath& p) const {
+        // [PATH-11]: another path answered a packet sent more than the margin after this
+        // path's oldest unanswered one.
+        if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
+        const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
+        const Duration margin =
+            std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
+        return newest_answered_sent_ - p.overdue_since > margin;
+    }
     Duration reorder_window(const TxPath& path) const;
     void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
     void complete_front(Stream& s);
@@ -260,7 +311,9 @@ private:
         if (!p.probe_pending) ++probes_pending_;
         p.probe_pending = true;
     }
-    bool outstanding_data() const;
+    // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
+    // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).
+    bool outstanding_data() const { return in_flight_total_ > 0 || !retx_.empty(); }
 
     ConnectionStats stats_;
 };

@@ -64,15 +64,6 @@ void Connection::note_overdue(TxPath& path) {
     }
 }
 
-bool Connection::is_overtaken(const TxPath& p) const {
-    // [PATH-11]: another path answered a packet sent more than the margin after this path's
-    // oldest unanswered one.
-    if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
-    const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
-    const Duration margin = std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
-    return newest_answered_sent_ - p.overdue_since > margin;
-}
-
 void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     // [PATH-11]: `acked` has just proved that a packet sent at `sent` arrived. Paths are
     // FIFO routes of similar delay, so a path still waiting for an answer to a packet sent
@@ -109,9 +100,10 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
     // [PATH-7]: an ACK of an older generation says nothing about the current route.
     if (a.path_gen == path.gen) {
         uint64_t bytes_acked = 0;
+        AckedMsg cache;
         const uint32_t before = path.in_flight_pkts;
         for (uint32_t psn = path.base; psn != path.next_psn && seq_le(psn, a.cum_psn); ++psn)
-            ack_record(path, psn, false, now, bytes_acked);
+            ack_record(path, psn, false, now, bytes_acked, cache);
         uint32_t highest = a.cum_psn;
         bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
         uint32_t passed = path.base;  // [PROBE-3] PSNs below this were passed by a probe
@@ -130,7 +122,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                 if (!(v & (0x80u >> b))) continue;
                 const uint32_t psn = a.cum_psn + 1 + byte * 8 + b;  // [ACK-2]
                 if (seq_lt(psn, path.base) || seq_ge(psn, path.next_psn)) continue;
-                ack_record(path, psn, true, now, bytes_acked);
+                ack_record(path, psn, true, now, bytes_acked, cache);
                 highest = psn;
                 any = true;
             }
@@ -214,7 +206,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
 }
 
 void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
-                            uint64_t& bytes_acked) {
+                            uint64_t& bytes_acked, AckedMsg& cache) {
     TxRecord& r = path.rec(psn);
     if (r.state == TxRecord::State::kInFlight) {
         --path.in_flight_pkts;
@@ -233,7 +225,7 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         return;
     }
     r.state = TxRecord::State::kAcked;
-    segment_acked(r.stream, r.msg_seq, r.seg, now);
+    segment_acked(r.stream, r.msg_seq, r.seg, now, cache);
 }
 
 void Connection::advance_base(TxPath& path) {
@@ -243,9 +235,14 @@ void Connection::advance_base(TxPath& path) {
     }
 }
 
-void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now) {
-    Stream* s = ep_.stream_mut(stream);
-    TxMessage* m = s ? find_tx(*s, msg_seq) : nullptr;
+void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
+                               AckedMsg& cache) {
+    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq) {
+        Stream* st = ep_.stream_mut(stream);
+        cache = AckedMsg{true, stream, msg_seq, st, st ? find_tx(*st, msg_seq) : nullptr};
+    }
+    Stream* s = cache.s;
+    TxMessage* m = cache.m;
     if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
     m->set_acked(seg);
     if (++m->path_acked == m->nseg) {

@@ -525,7 +525,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     // covers every path, so a dead return route costs each path a share of its ACKs.
     if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed)
         ack_round_path_ = next_return_path();
-    meta = meta_for(tx_paths_[ack_round_path_]);
+    set_meta(tx_paths_[ack_round_path_], meta);
     ++path_stats_[rx_path].acks_sent;
     return n;
 }

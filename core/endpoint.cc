@@ -18,21 +18,9 @@ Endpoint::~Endpoint() = default;
 
 size_t Endpoint::max_datagram_size() const { return wire::kDataHeaderSize + cfg_.max_payload; }
 
-Stream* Endpoint::stream_mut(uint32_t id) {
-    if (id == 0 || id > streams_.size()) return nullptr;
-    return streams_[id - 1].get();
-}
 const Stream* Endpoint::stream(uint32_t id) const {
     if (id == 0 || id > streams_.size()) return nullptr;
     return streams_[id - 1].get();
-}
-// Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
-// compare, and the random half still makes a stale or guessed id miss.
-Connection* Endpoint::conn_mut(uint32_t id) {
-    const uint32_t slot = (id & 0xFFFF) - 1;
-    if (slot >= conns_.size()) return nullptr;
-    Connection* c = conns_[slot].get();
-    return c && c->id() == id ? c : nullptr;
 }
 const Connection* Endpoint::connection(uint32_t id) const {
     return const_cast<Endpoint*>(this)->conn_mut(id);
@@ -486,14 +474,25 @@ Time Endpoint::next_deadline() const {
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     while (!ready_.empty()) {
         const uint32_t id = ready_.front();
-        ready_.pop_front();
         Connection* c = conn_mut(id);
-        if (!c) continue;
-        c->in_ready = false;
+        if (!c) {
+            ready_.pop_front();
+            continue;
+        }
         const size_t n = c->produce(buf, meta, now);
         // Re-queue at the back if it has more (round-robin). A connection that produced
-        // nothing waits for the event that unblocks it, so this loop cannot spin.
-        touched(*c, now, n > 0);
+        // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
+        // ready connection that has more simply stays where it is.
+        if (n > 0 && c->has_work(now)) {
+            if (ready_.size() > 1) {
+                ready_.pop_front();
+                ready_.push_back(id);
+            }
+        } else {
+            ready_.pop_front();
+            c->in_ready = false;
+        }
+        touched(*c, now, false);
         if (n > 0) {
             meta.src.ip = local_.ip;
             return n;

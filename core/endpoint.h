@@ -123,11 +123,21 @@ public:
 private:
     friend class Connection;
 
-    Stream* stream_mut(uint32_t id);
+    // The per-packet lookups, inline: an index and a compare.
+    Stream* stream_mut(uint32_t id) {
+        return id == 0 || id > streams_.size() ? nullptr : streams_[id - 1].get();
+    }
     Srq* srq_mut(uint32_t id) {
         return id == 0 || id > srqs_.size() ? nullptr : srqs_[id - 1].get();
     }
-    Connection* conn_mut(uint32_t id);
+    // Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
+    // compare, and the random half still makes a stale or guessed id miss.
+    Connection* conn_mut(uint32_t id) {
+        const uint32_t slot = (id & 0xFFFF) - 1;
+        if (slot >= conns_.size()) return nullptr;
+        Connection* c = conns_[slot].get();
+        return c && c->id() == id ? c : nullptr;
+    }
     Connection* new_connection(const Address& peer, Time now);
     void emit(const Event& e) { events_.push_back(e); }
     // touched re-evaluates a connection after any change: the ready list now, its timer
