@@ -56,14 +56,6 @@ void Connection::start_connect(Time now) {
     note_deadline(hello_deadline_);
 }
 
-wire::CommonHeader Connection::peer_header(wire::PacketType type) const {
-    wire::CommonHeader h;
-    h.type = type;
-    h.dst_conn_id = peer_conn_id_;
-    h.dst_token = peer_token_;
-    return h;
-}
-
 void Connection::set_meta(const TxPath& path, PacketMeta& m) const {
     m.src.ip = ep_.local_.ip;
     m.src.port = path.src_port;
@@ -273,11 +265,6 @@ void Connection::run_timers(Time now) {
     if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
         now - last_progress_ >= cfg_.peer_dead_timeout)
         fail(Status::kPeerDead, now);
-}
-
-Time Connection::next_deadline() const {
-    MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
-    return cached_deadline_;
 }
 
 Time Connection::exact_deadline() const {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <deque>
 #include <memory>
@@ -93,7 +94,10 @@ public:
     // next_deadline is a lower bound of the earliest timer: exact after on_timeout, and
     // only ever moved earlier by note_deadline in between. An early call to on_timeout is
     // harmless (nothing is due yet) and makes it exact again.
-    Time next_deadline() const;
+    Time next_deadline() const {
+        MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
+        return cached_deadline_;
+    }
 
     // fail ends the connection: every outstanding work request completes with `why` (the
     // oldest per stream) or kFlushed (the rest). [ERR-1]
@@ -116,7 +120,13 @@ private:
     void closed_after_failure();
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
-    wire::CommonHeader peer_header(wire::PacketType type) const;
+    wire::CommonHeader peer_header(wire::PacketType type) const {
+        wire::CommonHeader h;
+        h.type = type;
+        h.dst_conn_id = peer_conn_id_;
+        h.dst_token = peer_token_;
+        return h;
+    }
     // set_meta addresses a packet to leave on `path` (written in place: no temporary).
     void set_meta(const TxPath& path, PacketMeta& m) const;
     uint16_t next_return_path();
@@ -161,14 +171,27 @@ private:
     void place(Stream& s, const wire::DataPacket& p, Time now);
     void deliver_in_order(Stream& s);
     void report_delivery(Stream& s);
-    void queue_ack(uint16_t rx_path);
+    void queue_ack(uint16_t rx_path) {  // inline: most DATA ask for an ACK
+        RxPath& rp = rx_paths_[rx_path];
+        rp.ack_deadline = kNever;
+        if (rp.ack_queued) return;
+        rp.ack_queued = true;
+        ack_queue_.push_back(rx_path);
+    }
     void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
     bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
                         uint32_t& read_len);
     std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                const Piece*& sg, uint32_t& nsg);
-    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
+    // write_payload puts message bytes [off, off + n) at their final place: one buffer, or
+    // a scatter list ([PLACE-22]). Inline: once per DATA.
+    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n) {
+        if (slot.sg)
+            copy_to_pieces(slot.sg, slot.nsg, off, data, n);
+        else
+            std::memcpy(slot.target + off, data, n);
+    }
     void take_srq_receive(Stream& s, uint32_t msg_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
     void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);

@@ -107,7 +107,11 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         uint32_t highest = a.cum_psn;
         bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
         uint32_t passed = path.base;  // [PROBE-3] PSNs below this were passed by a probe
-        for (uint32_t byte = 0; byte < a.sack.bytes.size(); ++byte) {
+        uint64_t sack_words[4];
+        static_assert(sizeof sack_words == sizeof a.sack.bytes);
+        std::memcpy(sack_words, a.sack.bytes.data(), sizeof sack_words);
+        const bool any_sack = (sack_words[0] | sack_words[1] | sack_words[2] | sack_words[3]) != 0;
+        for (uint32_t byte = 0; any_sack && byte < a.sack.bytes.size(); ++byte) {
             if (byte % 8 == 0) {  // skip empty 64-bit groups at once: SACK is mostly zero
                 uint64_t group;
                 std::memcpy(&group, a.sack.bytes.data() + byte, 8);

@@ -290,16 +290,6 @@ void Connection::complete_receive(const Stream& s, uint64_t wr_id, const RxMessa
     ep_.emit(e);
 }
 
-// write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
-// scatter list ([PLACE-22]).
-void Connection::write_payload(const RxMessage& slot, uint64_t off, const std::byte* data,
-                               size_t n) {
-    if (slot.sg)
-        copy_to_pieces(slot.sg, slot.nsg, off, data, n);
-    else
-        std::memcpy(slot.target + off, data, n);
-}
-
 // accept_request checks the first (only) DATA of a READ or atomic request before any
 // state is kept: body size and the memory it names. On refusal it
 // has answered with a NACK and returns false.
@@ -460,14 +450,6 @@ void Connection::refuse(Stream& s, const wire::DataHeader& h, wire::NackReason r
         s.rx_fail_reason = static_cast<uint8_t>(reason);
     }
     queue_nack(h, reason, 0);
-}
-
-void Connection::queue_ack(uint16_t rx_path) {
-    RxPath& rp = rx_paths_[rx_path];
-    rp.ack_deadline = kNever;
-    if (rp.ack_queued) return;
-    rp.ack_queued = true;
-    ack_queue_.push_back(rx_path);
 }
 
 void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail) {

@@ -176,7 +176,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         const uint32_t seg = m.next_new_seg++;
         if (m.next_new_seg == m.nseg) ++s->send_cursor;
         if (s->send_cursor < ntx) {
-            if (ready_streams_.size() > 1) {  // round-robin: one segment per turn
+            if (&ready_streams_.front() != &ready_streams_.back()) {  // round-robin: one segment per turn
                 ready_streams_.pop_front();
                 ready_streams_.push_back(sid);
             }
@@ -197,7 +197,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         last_progress_ = now;  // [ERR-2] the dead-peer clock starts
         note_deadline(now + cfg_.peer_dead_timeout);
     }
-    make_room(path);
+    // The common case needs neither of make_room's steps: nothing to drop below a span of
+    // kSackBits, and the ring holds the span.
+    if (path.span() >= wire::kSackBits || path.span() >= path.ring.size()) make_room(path);
     const uint32_t psn = path.next_psn++;
     TxRecord& rec = path.rec(psn);
     rec = TxRecord{TxRecord::State::kInFlight, retx, s.id, m.msg_seq, seg, bytes, now};

@@ -424,17 +424,6 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
     touched(*c, now);
 }
 
-void Endpoint::touched(Connection& c, Time now, bool may_send) {
-    if (may_send && !c.in_ready && c.has_work(now)) {
-        c.in_ready = true;
-        ready_.push_back(c.id());
-    }
-    if (!c.deadline_dirty) {
-        c.deadline_dirty = true;
-        dirty_.push_back(c.id());
-    }
-}
-
 void Endpoint::flush_deadlines() const {
     for (uint32_t id : dirty_) {
         Connection* cp = const_cast<Endpoint*>(this)->conn_mut(id);
@@ -484,7 +473,7 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
         // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
         // ready connection that has more simply stays where it is.
         if (n > 0 && c->has_work(now)) {
-            if (ready_.size() > 1) {
+            if (&ready_.front() != &ready_.back()) {  // more than one ready
                 ready_.pop_front();
                 ready_.push_back(id);
             }

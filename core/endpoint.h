@@ -142,7 +142,16 @@ private:
     void emit(const Event& e) { events_.push_back(e); }
     // touched re-evaluates a connection after any change: the ready list now, its timer
     // lazily (flush_deadlines), so a batch of packets costs one deadline computation.
-    void touched(Connection& c, Time now, bool may_send = true);
+    void touched(Connection& c, Time now, bool may_send = true) {
+        if (may_send && !c.in_ready && c.has_work(now)) {
+            c.in_ready = true;
+            ready_.push_back(c.id());
+        }
+        if (!c.deadline_dirty) {
+            c.deadline_dirty = true;
+            dirty_.push_back(c.id());
+        }
+    }
     void flush_deadlines() const;
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
