@@ -320,6 +320,14 @@ private:
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
     Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
+    // overdue_floor_ is at most every path's overdue_since (check_overtaken's shortcut):
+    // set_overdue lowers it, check_overtaken's scan makes it exact; kNever values (a path
+    // with nothing overdue) may leave it lower than needed, which only costs a scan.
+    Time overdue_floor_ = kNever;
+    void set_overdue(TxPath& p, Time t) {
+        p.overdue_since = t;
+        if (t < overdue_floor_) overdue_floor_ = t;
+    }
     static constexpr uint16_t kNoAckRound = 0xffff;
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths

@@ -58,7 +58,7 @@ void Connection::note_overdue(TxPath& path) {
     for (uint32_t psn = path.base; psn != path.next_psn; ++psn) {
         const TxRecord& r = path.rec(psn);
         if (r.state == TxRecord::State::kInFlight) {
-            path.overdue_since = r.sent;
+            set_overdue(path, r.sent);
             return;
         }
     }
@@ -73,7 +73,13 @@ void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     if (sent <= newest_answered_sent_) return;
     newest_answered_sent_ = sent;
     if (!cfg_.detect_overtaken) return;
+    // A path is overtaken only if its overdue_since lies more than its margin, which is at
+    // least min_pto, before `sent`. overdue_floor_ is at most every path's, so when it is
+    // not that old no path can be, and the scan (once per ACK) is skipped.
+    if (overdue_floor_ == kNever || sent - overdue_floor_ <= cfg_.min_pto) return;
+    Time floor = kNever;
     for (TxPath& p : tx_paths_) {
+        floor = std::min(floor, p.overdue_since);
         if (&p == &acked || p.state == PathState::kFailed || p.overtaken ||
             p.pto_deadline == kNever || p.pto_deadline <= now || !is_overtaken(p))
             continue;
@@ -81,6 +87,7 @@ void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
         p.pto_deadline = now;
         note_deadline(now);
     }
+    overdue_floor_ = floor;  // exact again
 }
 
 void Connection::on_ack(const wire::AckPacket& a, Time now) {
@@ -341,7 +348,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
                 break;
             }
         }
-        path.overdue_since = now;
+        set_overdue(path, now);
         path.pto_deadline = now + pto(path);
         note_deadline(path.pto_deadline);
         return;
@@ -357,7 +364,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
     }
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
     request_probe(path);
-    path.overdue_since = now;  // [PATH-11]: the next step waits for this PROBE to be overtaken
+    set_overdue(path, now);  // [PATH-11]: the next step waits for this PROBE to be overtaken
     path.pto_deadline = now + pto(path);
     note_deadline(path.pto_deadline);
 }

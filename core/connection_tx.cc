@@ -259,7 +259,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     }
     cc_->on_sent(path.id, bytes, now);
     if (path.pto_deadline == kNever) arm_pto(path, now);
-    if (path.overdue_since == kNever) path.overdue_since = now;  // [PATH-11]
+    if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;
 }
 

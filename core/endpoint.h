@@ -147,7 +147,10 @@ private:
             c.in_ready = true;
             ready_.push_back(c.id());
         }
-        if (!c.deadline_dirty) {
+        // Only a connection whose deadline moved needs flushing. Every change to a
+        // connection goes through an Endpoint entry point that ends here, so one whose
+        // deadline equals its armed one now has nothing for flush_deadlines to do.
+        if (!c.deadline_dirty && c.next_deadline() != c.armed_deadline) {
             c.deadline_dirty = true;
             dirty_.push_back(c.id());
         }
