@@ -62,21 +62,12 @@ void Connection::start_connect(Time now) {
     note_deadline(hello_deadline_);
 }
 
-wire::CommonHeader Connection::peer_header(wire::PacketType type) const {
-    wire::CommonHeader h;
-    h.type = type;
-    h.dst_conn_id = peer_conn_id_;
-    h.dst_token = peer_token_;
-    return h;
-}
-
-PacketMeta Connection::meta_for(const TxPath& path) const {
-    PacketMeta m;
-    m.src = ep_.local_.with_port(path.src_port);
+void Connection::set_meta(const TxPath& path, PacketMeta& m) const {
+    m.src.ip = ep_.local_.ip;
+    m.src.port = path.src_port;
     m.dst = peer_;
     m.ecn = ecn::kEct0;  // spec §2 [UDP-5]: every packet is sent ECT(0)
     m.local_port = path.local_port;
-    return m;
 }
 
 // next_return_path picks the path for a control packet: a seeded random choice among the
@@ -109,7 +100,7 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.max_payload = cfg_.max_payload;
     auto n = wire::encode_hello(h, buf);
     if (!n) return 0;
-    meta = meta_for(tx_paths_[next_return_path()]);
+    set_meta(tx_paths_[next_return_path()], meta);
     ++stats_.hello_sent;
     return *n;
 }
@@ -243,12 +234,6 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     emit_state(kind, why);
 }
 
-bool Connection::outstanding_data() const {
-    // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
-    // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).
-    return in_flight_total_ > 0 || !retx_.empty();
-}
-
 void Connection::on_timeout(Time now) {
     ack_round_path_ = kNoAckRound;  // delayed ACKs that fall due form a new round [ACK-13]
     run_timers(now);
@@ -286,11 +271,6 @@ void Connection::run_timers(Time now) {
     if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
         now - last_progress_ >= cfg_.peer_dead_timeout)
         fail(Status::kPeerDead, now);
-}
-
-Time Connection::next_deadline() const {
-    MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
-    return cached_deadline_;
 }
 
 Time Connection::exact_deadline() const {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <deque>
 #include <memory>
@@ -74,13 +75,29 @@ public:
 
     // produce writes the next datagram; 0 when nothing may be sent now.
     size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
-    bool has_work(Time now) const;
+    // has_work: produce would write something now. Inline: asked after every packet in
+    // and out; the common answers come from a few flags.
+    bool has_work(Time now) const {
+        (void)now;
+        if (state_ != ConnState::kEstablished)
+            return state_ == ConnState::kConnecting ? hello_pending_ : close_pending_;
+        if (close_pending_ || hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty() ||
+            probes_pending_ > 0)
+            return true;
+        if (retx_.empty() && ready_streams_.empty()) return false;
+        for (const TxPath& p : tx_paths_)
+            if (path_can_send(p, segment_size_)) return true;
+        return false;
+    }
 
     void on_timeout(Time now);
     // next_deadline is a lower bound of the earliest timer: exact after on_timeout, and
     // only ever moved earlier by note_deadline in between. An early call to on_timeout is
     // harmless (nothing is due yet) and makes it exact again.
-    Time next_deadline() const;
+    Time next_deadline() const {
+        MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
+        return cached_deadline_;
+    }
 
     // fail ends the connection: every outstanding work request completes with `why` (the
     // oldest per stream) or kFlushed (the rest). [ERR-1]
@@ -103,8 +120,15 @@ private:
     void closed_after_failure();
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
-    wire::CommonHeader peer_header(wire::PacketType type) const;
-    PacketMeta meta_for(const TxPath& path) const;
+    wire::CommonHeader peer_header(wire::PacketType type) const {
+        wire::CommonHeader h;
+        h.type = type;
+        h.dst_conn_id = peer_conn_id_;
+        h.dst_token = peer_token_;
+        return h;
+    }
+    // set_meta addresses a packet to leave on `path` (written in place: no temporary).
+    void set_meta(const TxPath& path, PacketMeta& m) const;
     uint16_t next_return_path();
 
     // connection_tx.cc
@@ -113,13 +137,29 @@ private:
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
-    bool path_can_send(const TxPath& p, uint32_t bytes) const;
+    // [PATH-5]: at most kSackBits PSNs between the lowest unresolved PSN and the next one,
+    // so the receiver's 256-bit window always covers what is in flight. Inline: asked for
+    // every path choice and every has_work.
+    bool path_can_send(const TxPath& p, uint32_t bytes) const {
+        if (p.state != PathState::kActive) return false;
+        const bool room = p.span() < wire::kSackBits ||
+                          p.rec(p.base).state != TxRecord::State::kInFlight;
+        if (!room) return false;
+        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
+    }
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
     size_t write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now);
     size_t write_close(std::span<std::byte> buf, PacketMeta& meta);
     uint32_t segment_bytes(const TxMessage& m, uint32_t seg) const;
-    TxMessage* find_tx(Stream& s, uint32_t msg_seq);
+    // find_tx: the started message msg_seq of s, or nullptr. Inline: once per ACKed PSN.
+    TxMessage* find_tx(Stream& s, uint32_t msg_seq) {
+        if (s.tx.empty() || !s.tx.front().started()) return nullptr;
+        const uint32_t idx = msg_seq - s.tx.front().msg_seq;  // negative wraps to huge
+        if (idx >= s.tx.size()) return nullptr;
+        TxMessage& m = s.tx[idx];
+        return m.started() && m.msg_seq == msg_seq ? &m : nullptr;
+    }
     // live_tx: the message msg_seq of stream s if both still need work (the stream has not
     // failed, the message is posted, started and not done), else nullptr.
     TxMessage* live_tx(Stream* s, uint32_t msg_seq) {
@@ -131,14 +171,27 @@ private:
     void place(Stream& s, const wire::DataPacket& p, Time now);
     void deliver_in_order(Stream& s);
     void report_delivery(Stream& s);
-    void queue_ack(uint16_t rx_path);
+    void queue_ack(uint16_t rx_path) {  // inline: most DATA ask for an ACK
+        RxPath& rp = rx_paths_[rx_path];
+        rp.ack_deadline = kNever;
+        if (rp.ack_queued) return;
+        rp.ack_queued = true;
+        ack_queue_.push_back(rx_path);
+    }
     void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
     bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
                         uint32_t& read_len);
     std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                const Piece*& sg, uint32_t& nsg);
-    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n);
+    // write_payload puts message bytes [off, off + n) at their final place: one buffer, or
+    // a scatter list ([PLACE-22]). Inline: once per DATA.
+    void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n) {
+        if (slot.sg)
+            copy_to_pieces(slot.sg, slot.nsg, off, data, n);
+        else
+            std::memcpy(slot.target + off, data, n);
+    }
     void take_srq_receive(Stream& s, uint32_t msg_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
     void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);
@@ -147,8 +200,21 @@ private:
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);
 
     // connection_ack.cc
-    void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked);
-    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now);
+    // AckedMsg remembers the message of the previous PSN acknowledged by one ACK:
+    // consecutive PSNs mostly carry segments of one message, so the stream and message
+    // lookups run once per message, not once per PSN. Valid only within on_ack's record
+    // loops, where no message is added or removed.
+    struct AckedMsg {
+        bool valid = false;
+        uint32_t stream = 0;
+        uint32_t msg_seq = 0;
+        Stream* s = nullptr;
+        TxMessage* m = nullptr;  // nullptr: no such started message
+    };
+    void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked,
+                    AckedMsg& cache);
+    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
+                       AckedMsg& cache);
     void declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now);
     void declare_all_lost(TxPath& path, LossReason why, Time now);
     Duration delivery_timeout() const;
@@ -165,7 +231,15 @@ private:
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);
     void check_overtaken(const TxPath& acked, Time sent, Time now);
-    bool is_overtaken(const TxPath& p) const;
+    bool is_overtaken(const TxPath& p) const {
+        // [PATH-11]: another path answered a packet sent more than the margin after this
+        // path's oldest unanswered one.
+        if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
+        const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
+        const Duration margin =
+            std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
+        return newest_answered_sent_ - p.overdue_since > margin;
+    }
     Duration reorder_window(const TxPath& path) const;
     void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
     void complete_front(Stream& s);
@@ -246,6 +320,14 @@ private:
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
     Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
     Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
+    // overdue_floor_ is at most every path's overdue_since (check_overtaken's shortcut):
+    // set_overdue lowers it, check_overtaken's scan makes it exact; kNever values (a path
+    // with nothing overdue) may leave it lower than needed, which only costs a scan.
+    Time overdue_floor_ = kNever;
+    void set_overdue(TxPath& p, Time t) {
+        p.overdue_since = t;
+        if (t < overdue_floor_) overdue_floor_ = t;
+    }
     static constexpr uint16_t kNoAckRound = 0xffff;
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
@@ -260,7 +342,9 @@ private:
         if (!p.probe_pending) ++probes_pending_;
         p.probe_pending = true;
     }
-    bool outstanding_data() const;
+    // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
+    // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).
+    bool outstanding_data() const { return in_flight_total_ > 0 || !retx_.empty(); }
 
     ConnectionStats stats_;
 };

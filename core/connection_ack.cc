@@ -58,19 +58,10 @@ void Connection::note_overdue(TxPath& path) {
     for (uint32_t psn = path.base; psn != path.next_psn; ++psn) {
         const TxRecord& r = path.rec(psn);
         if (r.state == TxRecord::State::kInFlight) {
-            path.overdue_since = r.sent;
+            set_overdue(path, r.sent);
             return;
         }
     }
-}
-
-bool Connection::is_overtaken(const TxPath& p) const {
-    // [PATH-11]: another path answered a packet sent more than the margin after this path's
-    // oldest unanswered one.
-    if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
-    const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
-    const Duration margin = std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
-    return newest_answered_sent_ - p.overdue_since > margin;
 }
 
 void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
@@ -82,7 +73,13 @@ void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     if (sent <= newest_answered_sent_) return;
     newest_answered_sent_ = sent;
     if (!cfg_.detect_overtaken) return;
+    // A path is overtaken only if its overdue_since lies more than its margin, which is at
+    // least min_pto, before `sent`. overdue_floor_ is at most every path's, so when it is
+    // not that old no path can be, and the scan (once per ACK) is skipped.
+    if (overdue_floor_ == kNever || sent - overdue_floor_ <= cfg_.min_pto) return;
+    Time floor = kNever;
     for (TxPath& p : tx_paths_) {
+        floor = std::min(floor, p.overdue_since);
         if (&p == &acked || p.state == PathState::kFailed || p.overtaken ||
             p.pto_deadline == kNever || p.pto_deadline <= now || !is_overtaken(p))
             continue;
@@ -90,6 +87,7 @@ void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
         p.pto_deadline = now;
         note_deadline(now);
     }
+    overdue_floor_ = floor;  // exact again
 }
 
 void Connection::on_ack(const wire::AckPacket& a, Time now) {
@@ -109,13 +107,18 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
     // [PATH-7]: an ACK of an older generation says nothing about the current route.
     if (a.path_gen == path.gen) {
         uint64_t bytes_acked = 0;
+        AckedMsg cache;
         const uint32_t before = path.in_flight_pkts;
         for (uint32_t psn = path.base; psn != path.next_psn && seq_le(psn, a.cum_psn); ++psn)
-            ack_record(path, psn, false, now, bytes_acked);
+            ack_record(path, psn, false, now, bytes_acked, cache);
         uint32_t highest = a.cum_psn;
         bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
         uint32_t passed = path.base;  // [PROBE-3] PSNs below this were passed by a probe
-        for (uint32_t byte = 0; byte < a.sack.bytes.size(); ++byte) {
+        uint64_t sack_words[4];
+        static_assert(sizeof sack_words == sizeof a.sack.bytes);
+        std::memcpy(sack_words, a.sack.bytes.data(), sizeof sack_words);
+        const bool any_sack = (sack_words[0] | sack_words[1] | sack_words[2] | sack_words[3]) != 0;
+        for (uint32_t byte = 0; any_sack && byte < a.sack.bytes.size(); ++byte) {
             if (byte % 8 == 0) {  // skip empty 64-bit groups at once: SACK is mostly zero
                 uint64_t group;
                 std::memcpy(&group, a.sack.bytes.data() + byte, 8);
@@ -130,7 +133,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                 if (!(v & (0x80u >> b))) continue;
                 const uint32_t psn = a.cum_psn + 1 + byte * 8 + b;  // [ACK-2]
                 if (seq_lt(psn, path.base) || seq_ge(psn, path.next_psn)) continue;
-                ack_record(path, psn, true, now, bytes_acked);
+                ack_record(path, psn, true, now, bytes_acked, cache);
                 highest = psn;
                 any = true;
             }
@@ -214,7 +217,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
 }
 
 void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
-                            uint64_t& bytes_acked) {
+                            uint64_t& bytes_acked, AckedMsg& cache) {
     TxRecord& r = path.rec(psn);
     if (r.state == TxRecord::State::kInFlight) {
         --path.in_flight_pkts;
@@ -233,7 +236,7 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         return;
     }
     r.state = TxRecord::State::kAcked;
-    segment_acked(r.stream, r.msg_seq, r.seg, now);
+    segment_acked(r.stream, r.msg_seq, r.seg, now, cache);
 }
 
 void Connection::advance_base(TxPath& path) {
@@ -243,9 +246,14 @@ void Connection::advance_base(TxPath& path) {
     }
 }
 
-void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now) {
-    Stream* s = ep_.stream_mut(stream);
-    TxMessage* m = s ? find_tx(*s, msg_seq) : nullptr;
+void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
+                               AckedMsg& cache) {
+    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq) {
+        Stream* st = ep_.stream_mut(stream);
+        cache = AckedMsg{true, stream, msg_seq, st, st ? find_tx(*st, msg_seq) : nullptr};
+    }
+    Stream* s = cache.s;
+    TxMessage* m = cache.m;
     if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
     m->set_acked(seg);
     if (++m->path_acked == m->nseg) {
@@ -340,7 +348,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
                 break;
             }
         }
-        path.overdue_since = now;
+        set_overdue(path, now);
         path.pto_deadline = now + pto(path);
         note_deadline(path.pto_deadline);
         return;
@@ -356,7 +364,7 @@ void Connection::path_timeout(TxPath& path, Time now) {
     }
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
     request_probe(path);
-    path.overdue_since = now;  // [PATH-11]: the next step waits for this PROBE to be overtaken
+    set_overdue(path, now);  // [PATH-11]: the next step waits for this PROBE to be overtaken
     path.pto_deadline = now + pto(path);
     note_deadline(path.pto_deadline);
 }

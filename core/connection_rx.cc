@@ -290,16 +290,6 @@ void Connection::complete_receive(const Stream& s, uint64_t wr_id, const RxMessa
     ep_.emit(e);
 }
 
-// write_payload puts message bytes [off, off + n) at their final place: one buffer, or a
-// scatter list ([PLACE-22]).
-void Connection::write_payload(const RxMessage& slot, uint64_t off, const std::byte* data,
-                               size_t n) {
-    if (slot.sg)
-        copy_to_pieces(slot.sg, slot.nsg, off, data, n);
-    else
-        std::memcpy(slot.target + off, data, n);
-}
-
 // accept_request checks the first (only) DATA of a READ or atomic request before any
 // state is kept: body size and the memory it names. On refusal it
 // has answered with a NACK and returns false.
@@ -462,14 +452,6 @@ void Connection::refuse(Stream& s, const wire::DataHeader& h, wire::NackReason r
     queue_nack(h, reason, 0);
 }
 
-void Connection::queue_ack(uint16_t rx_path) {
-    RxPath& rp = rx_paths_[rx_path];
-    rp.ack_deadline = kNever;
-    if (rp.ack_queued) return;
-    rp.ack_queued = true;
-    ack_queue_.push_back(rx_path);
-}
-
 void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail) {
     // A flood of bad packets cannot grow the queue without bound.
     static constexpr size_t kMaxQueuedNacks = 64;
@@ -491,7 +473,9 @@ void Connection::queue_nack(const wire::DataHeader& h, wire::NackReason reason, 
 
 size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now) {
     RxPath& rp = rx_paths_[rx_path];
-    wire::AckPacket a;
+    // One AckPacket per endpoint, reused: only the fields below and the first
+    // stream_count entries are written and encoded, so there is nothing to clear.
+    wire::AckPacket& a = ep_.tx_ack_;
     a.common = peer_header(wire::PacketType::kAck);
     a.path_id = rx_path;
     a.path_gen = rp.gen;
@@ -502,7 +486,9 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     a.ts_echo = rp.last_ts;
     a.ack_delay_ns = static_cast<uint32_t>(std::clamp<int64_t>(to_ns(now - rp.last_rx_time), 0,
                                                                UINT32_MAX));
+    a.rate_hint_mbps = 0;
     a.probe_psn = rp.probe_reply ? rp.probe_psn : 0;
+    a.stream_count = 0;
     // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along.
     while (!stream_acks_.empty() && a.stream_count < wire::kMaxAckStreams) {
         Stream* s = ep_.stream_mut(stream_acks_.front());
@@ -511,8 +497,8 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         s->stream_ack_pending = false;
         a.streams[a.stream_count++] = wire::StreamAck{s->id, s->delivered_seq};
     }
-    auto n = wire::encode_ack(a, buf);
-    if (!n) return 0;
+    if (buf.size() < wire::encoded_size(a)) return 0;
+    const size_t n = wire::store_ack(a, buf.data());
     rp.unacked = 0;
     rp.probe_reply = false;
     rp.ack_deadline = kNever;
@@ -521,9 +507,9 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     // covers every path, so a dead return route costs each path a share of its ACKs.
     if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed)
         ack_round_path_ = next_return_path();
-    meta = meta_for(tx_paths_[ack_round_path_]);
+    set_meta(tx_paths_[ack_round_path_], meta);
     ++path_stats_[rx_path].acks_sent;
-    return *n;
+    return n;
 }
 
 void Connection::on_probe(const wire::ProbePacket& p, Time now) {

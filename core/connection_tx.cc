@@ -33,7 +33,7 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
         auto n = wire::encode_nack(nacks_.front(), buf);
         nacks_.pop_front();
         if (n) {
-            meta = meta_for(tx_paths_[next_return_path()]);
+            set_meta(tx_paths_[next_return_path()], meta);
             ++stats_.nacks_sent;
             return *n;
         }
@@ -50,45 +50,14 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     return produce_data(buf, meta, now);
 }
 
-bool Connection::has_work(Time now) const {
-    (void)now;
-    if (state_ == ConnState::kConnecting) return hello_pending_;
-    if (close_pending_) return true;
-    if (state_ != ConnState::kEstablished) return false;
-    if (hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty()) return true;
-    if (probes_pending_ > 0) return true;
-    if (retx_.empty() && ready_streams_.empty()) return false;
-    for (const TxPath& p : tx_paths_)
-        if (path_can_send(p, segment_size_)) return true;
-    return false;
-}
-
 uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
     const uint64_t off = uint64_t{seg} * segment_size_;
     return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.msg_len - off));
 }
 
-TxMessage* Connection::find_tx(Stream& s, uint32_t msg_seq) {
-    if (s.tx.empty() || !s.tx.front().started()) return nullptr;
-    const int32_t idx = seq_diff(msg_seq, s.tx.front().msg_seq);
-    if (idx < 0 || static_cast<size_t>(idx) >= s.tx.size()) return nullptr;
-    TxMessage& m = s.tx[static_cast<size_t>(idx)];
-    return m.started() && m.msg_seq == msg_seq ? &m : nullptr;
-}
-
 Stream* Connection::stream_by_remote(uint32_t remote_id) {
     auto it = by_remote_.find(remote_id);
     return it == by_remote_.end() ? nullptr : ep_.stream_mut(it->second);
-}
-
-// [PATH-5]: at most kSackBits PSNs between the lowest unresolved PSN and the next one,
-// so the receiver's 256-bit window always covers what is in flight.
-bool Connection::path_can_send(const TxPath& p, uint32_t bytes) const {
-    if (p.state != PathState::kActive) return false;
-    const bool room = p.span() < wire::kSackBits ||
-                      const_cast<TxPath&>(p).rec(p.base).state != TxRecord::State::kInFlight;
-    if (!room) return false;
-    return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
 }
 
 void Connection::make_room(TxPath& p) {
@@ -116,11 +85,13 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
 
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
     const uint16_t n = num_paths();
+    uint16_t p = rr_path_;  // < n
     for (uint16_t i = 0; i < n; ++i) {
-        const uint16_t p = static_cast<uint16_t>((rr_path_ + i) % n);
-        if (path_can_send(tx_paths_[p], bytes)) {
-            rr_path_ = static_cast<uint16_t>((p + 1) % n);
-            return &tx_paths_[p];
+        TxPath& path = tx_paths_[p];
+        if (++p == n) p = 0;  // p is now the path after this one
+        if (path_can_send(path, bytes)) {
+            rr_path_ = p;
+            return &path;
         }
     }
     return nullptr;
@@ -159,11 +130,17 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
     }
     for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
+        // The stream stays at the front until we know where it goes: a lone ready stream
+        // that keeps sending is never popped and pushed back.
         const uint32_t sid = ready_streams_.front();
-        ready_streams_.pop_front();
         Stream* s = ep_.stream_mut(sid);
-        if (!s) continue;
-        if (s->failed || s->send_cursor >= s->tx.size()) {
+        if (!s) {
+            ready_streams_.pop_front();
+            continue;
+        }
+        const size_t ntx = s->tx.size();  // a deque's size() costs a division: once
+        if (s->failed || s->send_cursor >= ntx) {
+            ready_streams_.pop_front();
             s->in_ready_list = false;
             continue;
         }
@@ -172,6 +149,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
             const uint32_t front = s->tx.front().started() ? s->tx.front().msg_seq : s->next_msg_seq;
             if (seq_diff(s->next_msg_seq, front) >= static_cast<int32_t>(kStreamWindow)) {
+                ready_streams_.pop_front();
                 s->in_ready_list = false;  // re-added when the front completes
                 continue;
             }
@@ -179,6 +157,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             // request behind earlier ones [PLACE-21]; both resume when one completes.
             if ((is_request(m.opcode) && s->rd_outstanding >= s->limits.max_rd_atomic) ||
                 (m.wr.fence && !m.internal && s->rd_outstanding > 0)) {
+                ready_streams_.pop_front();
                 s->in_ready_list = false;
                 continue;
             }
@@ -193,16 +172,18 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             m.retries.assign(m.nseg, 0);
         }
         TxPath* p = pick_new_data_path(segment_bytes(m, m.next_new_seg));
-        if (!p) {
-            ready_streams_.push_front(sid);
-            return 0;
-        }
+        if (!p) return 0;  // it stays at the front
         const uint32_t seg = m.next_new_seg++;
         if (m.next_new_seg == m.nseg) ++s->send_cursor;
-        if (s->send_cursor < s->tx.size())
-            ready_streams_.push_back(sid);  // round-robin: one segment per turn
-        else
+        if (s->send_cursor < ntx) {
+            if (&ready_streams_.front() != &ready_streams_.back()) {  // round-robin: one segment per turn
+                ready_streams_.pop_front();
+                ready_streams_.push_back(sid);
+            }
+        } else {
+            ready_streams_.pop_front();
             s->in_ready_list = false;
+        }
         return send_segment(*s, m, seg, false, *p, buf, meta, now);
     }
     return 0;
@@ -216,7 +197,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         last_progress_ = now;  // [ERR-2] the dead-peer clock starts
         note_deadline(now + cfg_.peer_dead_timeout);
     }
-    make_room(path);
+    // The common case needs neither of make_room's steps: nothing to drop below a span of
+    // kSackBits, and the ring holds the span.
+    if (path.span() >= wire::kSackBits || path.span() >= path.ring.size()) make_room(path);
     const uint32_t psn = path.next_psn++;
     TxRecord& rec = path.rec(psn);
     rec = TxRecord{TxRecord::State::kInFlight, retx, s.id, m.msg_seq, seg, bytes, now};
@@ -253,8 +236,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         h.remote_addr = m.resp_to;  // [PLACE-16]: names the request it answers
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
-    [[maybe_unused]] auto n = wire::encode_data_header(h, buf);
-    MROCE_DCHECK(n.ok());
+    wire::store_data_header(h, buf.data());  // room checked in produce_data
     if (bytes) {
         std::byte* out = buf.data() + wire::kDataHeaderSize;
         // A READ's source is re-checked as it is read: the application may have
@@ -270,7 +252,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
             std::memcpy(out, m.payload() + h.offset, bytes);
         }
     }
-    meta = meta_for(path);
+    set_meta(path, meta);
 
     PathStats& ps = path_stats_[path.id];
     ++ps.packets_sent;
@@ -281,7 +263,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     }
     cc_->on_sent(path.id, bytes, now);
     if (path.pto_deadline == kNever) arm_pto(path, now);
-    if (path.overdue_since == kNever) path.overdue_since = now;  // [PATH-11]
+    if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;
 }
 
@@ -297,7 +279,7 @@ size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& 
     pr.timestamp = ts32(now);
     auto n = wire::encode_probe(pr, buf);
     if (!n) return 0;
-    meta = meta_for(p);  // a probe travels the path it tests
+    set_meta(p, meta);  // a probe travels the path it tests
     ++path_stats_[p.id].probes_sent;
     return *n;
 }
@@ -308,7 +290,7 @@ size_t Connection::write_close(std::span<std::byte> buf, PacketMeta& meta) {
     c.reason = static_cast<uint32_t>(wire::CloseReason::kNormal);
     auto n = wire::encode_close(c, buf);
     if (!n) return 0;
-    meta = meta_for(tx_paths_[next_return_path()]);
+    set_meta(tx_paths_[next_return_path()], meta);
     return *n;
 }
 

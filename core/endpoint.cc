@@ -18,21 +18,9 @@ Endpoint::~Endpoint() = default;
 
 size_t Endpoint::max_datagram_size() const { return wire::kDataHeaderSize + cfg_.max_payload; }
 
-Stream* Endpoint::stream_mut(uint32_t id) {
-    if (id == 0 || id > streams_.size()) return nullptr;
-    return streams_[id - 1].get();
-}
 const Stream* Endpoint::stream(uint32_t id) const {
     if (id == 0 || id > streams_.size()) return nullptr;
     return streams_[id - 1].get();
-}
-// Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
-// compare, and the random half still makes a stale or guessed id miss.
-Connection* Endpoint::conn_mut(uint32_t id) {
-    const uint32_t slot = (id & 0xFFFF) - 1;
-    if (slot >= conns_.size()) return nullptr;
-    Connection* c = conns_[slot].get();
-    return c && c->id() == id ? c : nullptr;
 }
 const Connection* Endpoint::connection(uint32_t id) const {
     return const_cast<Endpoint*>(this)->conn_mut(id);
@@ -374,32 +362,37 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now) {
     ++stats_.datagrams_received;
-    auto common = wire::decode_common_header(datagram);
-    if (!common) return count_decode_error(common.error());
-    if (common->type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
+    wire::CommonHeader common;
+    if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk)
+        return count_decode_error(e);
+    if (common.type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
 
-    Connection* c = conn_mut(common->dst_conn_id);
+    Connection* c = conn_mut(common.dst_conn_id);
     if (!c) {
         ++stats_.unknown_connection;
         return;
     }
     // spec §4 [CONN-4]: every packet but HELLO carries the receiver's token; a wrong
     // token is counted and dropped, so off-path packets cannot touch the connection.
-    if (common->dst_token != c->token()) {
+    if (common.dst_token != c->token()) {
         ++stats_.bad_token;
         return;
     }
-    switch (common->type) {
+    switch (common.type) {
         case wire::PacketType::kData: {
-            auto p = wire::decode_data(datagram, *common);
-            if (!p) return count_decode_error(p.error());
-            c->on_data(*p, meta, now);
+            // DATA and ACK decode into members reused for every packet: no Result, no
+            // copy of the header, no clearing of the ACK's 32 stream entries.
+            if (Error e = wire::parse_data_body(datagram, rx_data_); e != Error::kOk)
+                return count_decode_error(e);
+            rx_data_.hdr.common = common;
+            c->on_data(rx_data_, meta, now);
             break;
         }
         case wire::PacketType::kAck: {
-            auto a = wire::decode_ack(datagram, *common);
-            if (!a) return count_decode_error(a.error());
-            c->on_ack(*a, now);
+            if (Error e = wire::parse_ack_body(datagram, rx_ack_); e != Error::kOk)
+                return count_decode_error(e);
+            rx_ack_.common = common;
+            c->on_ack(rx_ack_, now);
             break;
         }
         case wire::PacketType::kNack: {
@@ -429,17 +422,6 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kHello: break;  // handled above
     }
     touched(*c, now);
-}
-
-void Endpoint::touched(Connection& c, Time now, bool may_send) {
-    if (may_send && !c.in_ready && c.has_work(now)) {
-        c.in_ready = true;
-        ready_.push_back(c.id());
-    }
-    if (!c.deadline_dirty) {
-        c.deadline_dirty = true;
-        dirty_.push_back(c.id());
-    }
 }
 
 void Endpoint::flush_deadlines() const {
@@ -481,14 +463,25 @@ Time Endpoint::next_deadline() const {
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     while (!ready_.empty()) {
         const uint32_t id = ready_.front();
-        ready_.pop_front();
         Connection* c = conn_mut(id);
-        if (!c) continue;
-        c->in_ready = false;
+        if (!c) {
+            ready_.pop_front();
+            continue;
+        }
         const size_t n = c->produce(buf, meta, now);
         // Re-queue at the back if it has more (round-robin). A connection that produced
-        // nothing waits for the event that unblocks it, so this loop cannot spin.
-        touched(*c, now, n > 0);
+        // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
+        // ready connection that has more simply stays where it is.
+        if (n > 0 && c->has_work(now)) {
+            if (&ready_.front() != &ready_.back()) {  // more than one ready
+                ready_.pop_front();
+                ready_.push_back(id);
+            }
+        } else {
+            ready_.pop_front();
+            c->in_ready = false;
+        }
+        touched(*c, now, false);
         if (n > 0) {
             meta.src.ip = local_.ip;
             return n;

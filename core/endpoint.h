@@ -123,16 +123,38 @@ public:
 private:
     friend class Connection;
 
-    Stream* stream_mut(uint32_t id);
+    // The per-packet lookups, inline: an index and a compare.
+    Stream* stream_mut(uint32_t id) {
+        return id == 0 || id > streams_.size() ? nullptr : streams_[id - 1].get();
+    }
     Srq* srq_mut(uint32_t id) {
         return id == 0 || id > srqs_.size() ? nullptr : srqs_[id - 1].get();
     }
-    Connection* conn_mut(uint32_t id);
+    // Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
+    // compare, and the random half still makes a stale or guessed id miss.
+    Connection* conn_mut(uint32_t id) {
+        const uint32_t slot = (id & 0xFFFF) - 1;
+        if (slot >= conns_.size()) return nullptr;
+        Connection* c = conns_[slot].get();
+        return c && c->id() == id ? c : nullptr;
+    }
     Connection* new_connection(const Address& peer, Time now);
     void emit(const Event& e) { events_.push_back(e); }
     // touched re-evaluates a connection after any change: the ready list now, its timer
     // lazily (flush_deadlines), so a batch of packets costs one deadline computation.
-    void touched(Connection& c, Time now, bool may_send = true);
+    void touched(Connection& c, Time now, bool may_send = true) {
+        if (may_send && !c.in_ready && c.has_work(now)) {
+            c.in_ready = true;
+            ready_.push_back(c.id());
+        }
+        // Only a connection whose deadline moved needs flushing. Every change to a
+        // connection goes through an Endpoint entry point that ends here, so one whose
+        // deadline equals its armed one now has nothing for flush_deadlines to do.
+        if (!c.deadline_dirty && c.next_deadline() != c.armed_deadline) {
+            c.deadline_dirty = true;
+            dirty_.push_back(c.id());
+        }
+    }
     void flush_deadlines() const;
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
@@ -167,6 +189,10 @@ private:
     mutable std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
     mutable std::vector<uint32_t> dirty_;  // connections whose deadline may have changed
     std::deque<Event> events_;
+    // The packet being handled (see on_datagram): decoded in place, reused.
+    wire::DataPacket rx_data_;
+    wire::AckPacket rx_ack_;
+    wire::AckPacket tx_ack_;  // the ACK being written (Connection::write_ack)
 };
 
 }  // namespace mroce::core

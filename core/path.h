@@ -64,6 +64,7 @@ struct TxPath {
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
 
     TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }
+    const TxRecord& rec(uint32_t psn) const { return ring[psn & (ring.size() - 1)]; }
     uint32_t span() const { return next_psn - base; }
 };
 

@@ -45,16 +45,9 @@ public:
     // advance_to moves cum forward to `psn` (used for the sender's psn_floor, [PATH-6]);
     // bits below are forgotten. Returns how many PSNs were skipped without arriving.
     uint32_t advance_to(uint32_t psn) {
-        const int32_t d = seq_diff(psn, cum_);
-        if (d <= 0) return 0;
-        uint32_t skipped = 0;
-        const uint32_t n = static_cast<uint32_t>(d);
-        for (uint32_t i = 0; i < n && i < kBits; ++i) skipped += !test(i);
-        if (n > kBits) skipped += n - kBits;
-        shift(n);
-        cum_ = psn;
-        advance_contiguous();
-        return skipped;
+        // Every DATA carries a floor; it is almost never above cum: keep that test inline.
+        if (seq_diff(psn, cum_) <= 0) return 0;
+        return skip_to(psn);
     }
 
     uint32_t cum() const { return cum_; }
@@ -76,6 +69,17 @@ public:
     }
 
 private:
+    [[gnu::noinline]] uint32_t skip_to(uint32_t psn) {
+        const int32_t d = seq_diff(psn, cum_);
+        uint32_t skipped = 0;
+        const uint32_t n = static_cast<uint32_t>(d);
+        for (uint32_t i = 0; i < n && i < kBits; ++i) skipped += !test(i);
+        if (n > kBits) skipped += n - kBits;
+        shift(n);
+        cum_ = psn;
+        advance_contiguous();
+        return skipped;
+    }
     static uint8_t reverse_bits(uint8_t b) {
         static constexpr auto kTable = [] {
             std::array<uint8_t, 256> t{};

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "util/result.h"
@@ -65,5 +66,62 @@ Result<size_t> encode_ack(const AckPacket& ack, std::span<std::byte> out);
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram);
 // decode_ack with the common header already decoded by the caller (see decode_data).
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram, const CommonHeader& common);
+
+// store_ack writes the whole ACK at p, which has room for encoded_size(a) bytes, with
+// a.stream_count <= kMaxAckStreams (both checked by the caller). Entries past stream_count
+// are not read, so a reused AckPacket needs no clearing. Returns encoded_size(a).
+inline size_t store_ack(const AckPacket& a, std::byte* p) {
+    store_common_header(p, a.common, PacketType::kAck);
+    store_be16(p + 16, a.path_id);
+    p[18] = static_cast<std::byte>(a.path_gen);
+    p[19] = static_cast<std::byte>(a.flags);
+    store_be32(p + 20, a.cum_psn);
+    std::memcpy(p + 24, a.sack.bytes.data(), a.sack.bytes.size());  // 24..55
+    store_be32(p + 56, a.ecn_ce_count);
+    store_be32(p + 60, a.ts_echo);
+    store_be32(p + 64, a.ack_delay_ns);
+    store_be32(p + 68, a.rate_hint_mbps);
+    store_be32(p + 72, a.probe_psn);
+    store_be16(p + 76, a.stream_count);
+    store_be16(p + 78, 0);  // reserved
+    std::byte* e = p + kAckFixedSize;
+    for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
+        store_be32(e, a.streams[i].stream_id);
+        store_be32(e + 4, a.streams[i].delivered_seq);
+    }
+    return kAckFixedSize + size_t{a.stream_count} * kAckStreamEntrySize;
+}
+
+// parse_ack_body is the per-packet decoder: decode_ack's checks and errors for everything
+// after the common header, written into `a` (a.common untouched; the rest unspecified on
+// error) at fixed offsets. Only the first stream_count entries are written, so one
+// AckPacket can be reused for every ACK without clearing its 32 entries.
+inline Error parse_ack_body(std::span<const std::byte> datagram, AckPacket& a) {
+    if (datagram.size() < kAckFixedSize) return Error::kTruncated;
+    const std::byte* p = datagram.data();
+    a.path_id = load_be16(p + 16);
+    a.path_gen = static_cast<uint8_t>(p[18]);
+    a.flags = static_cast<uint8_t>(p[19]);
+    a.cum_psn = load_be32(p + 20);
+    std::memcpy(a.sack.bytes.data(), p + 24, a.sack.bytes.size());
+    a.ecn_ce_count = load_be32(p + 56);
+    a.ts_echo = load_be32(p + 60);
+    a.ack_delay_ns = load_be32(p + 64);
+    a.rate_hint_mbps = load_be32(p + 68);
+    a.probe_psn = load_be32(p + 72);
+    a.stream_count = load_be16(p + 76);
+    // spec §3.3 [ACK-5]: never trust the count; cap it and check it against the length.
+    if (a.stream_count > kMaxAckStreams) return Error::kBadLength;
+    // spec §3.3 [ACK-1]: the entries fill the rest of the datagram exactly; a datagram
+    // shorter or longer than stream_count entries disagrees with its count.
+    if (datagram.size() - kAckFixedSize != size_t{a.stream_count} * kAckStreamEntrySize)
+        return Error::kBadLength;
+    const std::byte* e = p + kAckFixedSize;
+    for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
+        a.streams[i].stream_id = load_be32(e);
+        a.streams[i].delivered_seq = load_be32(e + 4);
+    }
+    return Error::kOk;
+}
 
 }  // namespace mroce::wire

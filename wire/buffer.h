@@ -16,6 +16,36 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire/buffer.h assumes 
 
 namespace mroce::wire {
 
+// Fixed-offset big-endian loads and stores, for the hot-path codecs (DATA, ACK) that check
+// the datagram's length once and then read or write every field at its spec offset.
+inline uint16_t load_be16(const std::byte* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return __builtin_bswap16(v);
+}
+inline uint32_t load_be32(const std::byte* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+inline uint64_t load_be64(const std::byte* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+inline void store_be16(std::byte* p, uint16_t v) {
+    v = __builtin_bswap16(v);
+    std::memcpy(p, &v, 2);
+}
+inline void store_be32(std::byte* p, uint32_t v) {
+    v = __builtin_bswap32(v);
+    std::memcpy(p, &v, 4);
+}
+inline void store_be64(std::byte* p, uint64_t v) {
+    v = __builtin_bswap64(v);
+    std::memcpy(p, &v, 8);
+}
+
 class Reader {
 public:
     explicit Reader(std::span<const std::byte> in) : in_(in) {}

@@ -86,6 +86,30 @@ struct DataPacket {
 // Returns bytes written. Errors: kBufferTooSmall.
 Result<size_t> encode_data_header(const DataHeader& hdr, std::span<std::byte> out);
 
+// store_data_header writes the 72-byte header at p, which has room for it (the caller
+// checked). Inline for the sender's per-packet path: with a DataHeader built on the
+// stack just before, the compiler stores the fields straight into the packet.
+inline void store_data_header(const DataHeader& h, std::byte* p) {
+    store_common_header(p, h.common, PacketType::kData);
+    p[16] = static_cast<std::byte>(h.opcode);
+    p[17] = static_cast<std::byte>(h.flags);
+    store_be16(p + 18, h.path_id);
+    p[20] = static_cast<std::byte>(h.path_gen);
+    p[21] = std::byte{0};  // reserved
+    store_be16(p + 22, h.payload_len);
+    store_be32(p + 24, h.path_psn);
+    store_be32(p + 28, h.psn_floor);
+    store_be32(p + 32, h.stream_id);
+    store_be32(p + 36, h.msg_seq);
+    store_be32(p + 40, h.recv_seq);
+    store_be32(p + 44, h.msg_len);
+    store_be32(p + 48, h.offset);
+    store_be32(p + 52, h.timestamp);
+    store_be32(p + 56, h.rkey);
+    store_be64(p + 60, h.remote_addr);
+    store_be32(p + 68, h.immediate);
+}
+
 // decode_data parses a whole DATA datagram. Checks [DATA-3]: payload_len equals the bytes
 // after the header, offset + payload_len <= msg_len, and the LAST flag is set exactly
 // when the payload ends the message. Errors: kTruncated, kBadVersion, kBadType, kBadLength.
@@ -93,5 +117,43 @@ Result<DataPacket> decode_data(std::span<const std::byte> datagram);
 // decode_data with the common header already decoded by the caller (who dispatched on its
 // type): the same checks on the rest, without decoding the first 16 bytes twice.
 Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common);
+
+// parse_data_body is the receiver's per-packet decoder: decode_data's checks and errors
+// for everything after the common header, written into `p` (p.hdr.common untouched; the
+// rest unspecified on error) at fixed offsets, without a Result or a copy of the header.
+inline Error parse_data_body(std::span<const std::byte> datagram, DataPacket& p) {
+    if (datagram.size() < kDataHeaderSize) return Error::kTruncated;
+    const std::byte* b = datagram.data();
+    const uint8_t opcode = static_cast<uint8_t>(b[16]);
+    if (!is_known_opcode(opcode)) return Error::kBadType;
+    DataHeader& h = p.hdr;
+    h.opcode = static_cast<Opcode>(opcode);
+    h.flags = static_cast<uint8_t>(b[17]);
+    h.path_id = load_be16(b + 18);
+    h.path_gen = static_cast<uint8_t>(b[20]);
+    h.payload_len = load_be16(b + 22);
+    h.path_psn = load_be32(b + 24);
+    h.psn_floor = load_be32(b + 28);
+    h.stream_id = load_be32(b + 32);
+    h.msg_seq = load_be32(b + 36);
+    h.recv_seq = load_be32(b + 40);
+    h.msg_len = load_be32(b + 44);
+    h.offset = load_be32(b + 48);
+    h.timestamp = load_be32(b + 52);
+    h.rkey = load_be32(b + 56);
+    h.remote_addr = load_be64(b + 60);
+    h.immediate = load_be32(b + 68);
+    // spec §3.2 [DATA-3]: the payload fills the rest of the datagram exactly and lies
+    // inside the message; LAST marks exactly the segment that reaches msg_len.
+    if (datagram.size() - kDataHeaderSize != h.payload_len) return Error::kBadLength;
+    const uint64_t end = uint64_t{h.offset} + h.payload_len;
+    if (end > h.msg_len) return Error::kBadLength;
+    const bool last = (h.flags & data_flag::kLast) != 0;
+    if (last != (end == h.msg_len)) return Error::kBadLength;
+    // A zero-length payload is legal only for a zero-length message.
+    if (h.payload_len == 0 && h.msg_len != 0) return Error::kBadLength;
+    p.payload = datagram.subspan(kDataHeaderSize);
+    return Error::kOk;
+}
 
 }  // namespace mroce::wire

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "util/result.h"
+#include "wire/buffer.h"
 
 namespace mroce::wire {
 
@@ -48,5 +49,31 @@ Result<CommonHeader> decode_common_header(std::span<const std::byte> datagram);
 
 // is_known_type reports whether t is a packet type of this version [WIRE-2].
 inline bool is_known_type(uint8_t t) { return t >= 1 && t <= 7; }
+
+// parse_common_header is decode_common_header for the per-packet path: the same checks
+// and errors, the header written to `out` (unspecified on error) instead of returned in a
+// Result, and inline, so dispatching a datagram costs a few loads and compares.
+inline Error parse_common_header(std::span<const std::byte> datagram, CommonHeader& out) {
+    if (datagram.size() < kCommonHeaderSize) return Error::kTruncated;
+    const std::byte* p = datagram.data();
+    out.version = static_cast<uint8_t>(p[0]);
+    const uint8_t type = static_cast<uint8_t>(p[1]);
+    // 2..3 reserved, ignored on receive [WIRE-6]
+    out.dst_conn_id = load_be32(p + 4);
+    out.dst_token = load_be64(p + 8);
+    if (out.version != kProtocolVersion) return Error::kBadVersion;  // [WIRE-3]
+    if (!is_known_type(type)) return Error::kBadType;                // [WIRE-4]
+    out.type = static_cast<PacketType>(type);
+    return Error::kOk;
+}
+
+// store_common_header writes the 16-byte common header at p (room checked by the caller).
+inline void store_common_header(std::byte* p, const CommonHeader& h, PacketType type) {
+    p[0] = static_cast<std::byte>(h.version);
+    p[1] = static_cast<std::byte>(type);
+    p[2] = p[3] = std::byte{0};  // [WIRE-6]: reserved, sent as zero
+    store_be32(p + 4, h.dst_conn_id);
+    store_be64(p + 8, h.dst_token);
+}
 
 }  // namespace mroce::wire
