@@ -138,15 +138,29 @@ void Link::drop(uint32_t size, DropReason why) {
     stats_.dropped_bytes += size;
 }
 
-void Link::put_on_wire(PacketPtr packet, uint32_t size) {
-    if (auto why = wire_drop_decision()) {
-        drop(size, *why);
-        return;
-    }
+SimTime Link::wire_arrival() {
     SimTime arrival = sim_.now() + config_.delay;
     if (config_.jitter_max > SimDuration{0})
         arrival += SimDuration{static_cast<int64_t>(
             jitter_rng_.uniform(static_cast<uint64_t>(to_ps(config_.jitter_max)) + 1))};
+    return arrival;
+}
+
+void Link::put_on_wire(PacketPtr packet, uint32_t size) {
+    if (!impaired()) [[likely]] {
+        // A plain wire (every cable until a fault or loss is configured on it): no loss
+        // decision, no copies, no reordering. It draws what the general path below draws
+        // for it (only the jitter) and counts the packet's wire index the same way, so
+        // taking this path changes no random sequence and no outcome.
+        ++wire_index_;
+        pipe_push(wire_arrival(), std::move(packet), size);
+        return;
+    }
+    if (auto why = wire_drop_decision()) {
+        drop(size, *why);
+        return;
+    }
+    SimTime arrival = wire_arrival();
 
     const bool reorder =
         config_.reorder_probability > 0 && reorder_rng_.bernoulli(config_.reorder_probability);

@@ -150,9 +150,19 @@ class Link final : public PacketSink {
     };
 
     static uint32_t packet_size(const Packet& p) { return static_cast<uint32_t>(p.size()); }
+    // impaired: some loss model, drop pattern, blackhole, copy or reorder impairment is
+    // configured (active or not), so put_on_wire must take its general path. Evaluated per
+    // packet because config() may be changed at any time.
+    bool impaired() const {
+        const LinkConfig& c = config_;
+        return (c.loss_probability > 0) | c.burst_loss.has_value() | c.blackhole.has_value() |
+               !c.drop_pattern.empty() | (c.duplicate_probability > 0) |
+               (c.late_duplicate_probability > 0) | (c.reorder_probability > 0);
+    }
     void start_service();
     void on_serialized();
     void put_on_wire(PacketPtr packet, uint32_t size);
+    SimTime wire_arrival();  // now + delay + a jitter draw
     std::optional<DropReason> wire_drop_decision();
     void drop(uint32_t size, DropReason why);
     void pipe_push(SimTime arrival, PacketPtr packet, uint32_t size);
