@@ -137,6 +137,7 @@ class Sim {
     void queue_push(const Entry& e);
     bool queue_settle_head();  // makes the minimum current_[head_]; false if queue empty
     const Entry& queue_head() const { return current_[head_]; }
+    void prefetch_next();
     void queue_pop_head() {
         if (++head_ == current_.size()) {
             current_.clear();
