@@ -230,7 +230,8 @@ inline void prefetch(uintptr_t a) {
 
 }  // namespace
 
-void Sim::prefetch_next() {
+// Inlined into run_until: called once per event, a call would cost as much as its body.
+[[gnu::always_inline]] inline void Sim::prefetch_next() {
     const size_t n = current_.size();
     if (head_ + 1 < n) prefetch(reinterpret_cast<uintptr_t>(&slot(current_[head_ + 1].slot)));
     if (head_ < n) {
