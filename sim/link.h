@@ -155,9 +155,9 @@ class Link final : public PacketSink {
     // packet because config() may be changed at any time.
     bool impaired() const {
         const LinkConfig& c = config_;
-        return (c.loss_probability > 0) | c.burst_loss.has_value() | c.blackhole.has_value() |
-               !c.drop_pattern.empty() | (c.duplicate_probability > 0) |
-               (c.late_duplicate_probability > 0) | (c.reorder_probability > 0);
+        return c.loss_probability > 0 || c.burst_loss.has_value() || c.blackhole.has_value() ||
+               !c.drop_pattern.empty() || c.duplicate_probability > 0 ||
+               c.late_duplicate_probability > 0 || c.reorder_probability > 0;
     }
     void start_service();
     void on_serialized();
