@@ -3,11 +3,12 @@
 // The event queue stores one of these per pending event. std::function would do, but it
 // must be copyable (so a lambda owning a PacketPtr cannot go in) and libstdc++ only keeps
 // 16 bytes inline, so most simulator lambdas would allocate once per event. Callables of
-// up to kInlineBytes that are nothrow-movable live inside the object; larger ones fall
-// back to one heap allocation (correct, just slower).
+// up to kInlineBytes that are nothrow-movable and need no more than pointer alignment live
+// inside the object; others fall back to one heap allocation (correct, just slower).
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -17,7 +18,7 @@ namespace mroce::sim {
 template <size_t kInlineBytes>
 class InlineCallback {
   public:
-    InlineCallback() = default;
+    InlineCallback() { clear_first_word(); }
 
     // Wraps any callable invocable as f(). Takes ownership of f (moved in).
     template <class F>
@@ -25,6 +26,7 @@ class InlineCallback {
              std::is_invocable_r_v<void, std::decay_t<F>&>)
         InlineCallback(F&& f) {  // NOLINT(google-explicit-constructor): lambdas convert implicitly
         using Fn = std::decay_t<F>;
+        clear_first_word();
         if constexpr (fits_inline<Fn>()) {
             ::new (static_cast<void*>(storage_)) Fn(std::forward<F>(f));
             ops_ = &kInlineOps<Fn>;
@@ -63,8 +65,18 @@ class InlineCallback {
     // True if a callable of type F is stored without a heap allocation.
     template <class F>
     static constexpr bool fits_inline() {
-        return sizeof(F) <= kInlineBytes && alignof(F) <= alignof(std::max_align_t) &&
+        return sizeof(F) <= kInlineBytes && alignof(F) <= alignof(void*) &&
                std::is_nothrow_move_constructible_v<F>;
+    }
+
+    // first_word is the first pointer-sized word of the stored callable: for a lambda whose
+    // first capture is a pointer (`[this] {...}`, every callback the simulator schedules)
+    // the object it will run on; for a heap-stored callable, the heap object; 0 for a
+    // callable smaller than a pointer. A hint for prefetching only, never dereferenced.
+    const void* first_word() const {
+        const void* w;
+        std::memcpy(&w, storage_, sizeof w);
+        return w;
     }
 
   private:
@@ -92,7 +104,12 @@ class InlineCallback {
         [](void* s) { delete *std::launder(static_cast<Fn**>(s)); },
     };
 
+    // A callable smaller than a pointer leaves part of the first word unwritten; zeroing it
+    // first keeps first_word() a defined value.
+    void clear_first_word() { std::memset(storage_, 0, sizeof(void*)); }
+
     void take(InlineCallback& other) noexcept {
+        clear_first_word();
         if (other.ops_) {
             other.ops_->move_to(storage_, other.storage_);
             ops_ = other.ops_;
@@ -100,12 +117,16 @@ class InlineCallback {
         }
     }
 
-    alignas(std::max_align_t) unsigned char storage_[kInlineBytes];
+    static_assert(kInlineBytes >= sizeof(void*) && kInlineBytes % alignof(void*) == 0);
+    alignas(void*) unsigned char storage_[kInlineBytes];
     const Ops* ops_ = nullptr;
 };
 
 // Callback is what the event queue runs. 48 inline bytes hold `this` plus a PacketPtr plus
-// a few words, which covers every callback the simulator itself schedules.
+// a few words, which covers every callback the simulator itself schedules. Pointer
+// alignment (not max_align_t's 16) keeps it at 56 bytes, so an event slot (callback and
+// sequence number) is exactly one cache line.
 using Callback = InlineCallback<48>;
+static_assert(sizeof(Callback) == 56);
 
 }  // namespace mroce::sim

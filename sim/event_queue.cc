@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <cstdint>
 
 #include "util/check.h"
 
@@ -209,6 +210,38 @@ bool Sim::pop_stale_head() {
     return false;
 }
 
+// prefetch_next starts loading, while the current event runs, what the next events will
+// touch first: the slot of the event after next, and the object the next event's callable
+// points at (its captured `this`: a link, a switch port, a host), read from its slot, which
+// the previous event prefetched. With ~100 k packets in flight over thousands of ports and
+// links, that object is usually not in cache; one event is enough time to fetch it. Only
+// hints: an entry may be stale, a word may not be a pointer; prefetching never faults.
+namespace {
+
+// prefetch asks for the line holding address a. GCC 12 drops __builtin_prefetch once
+// prefetch_next is inlined into run_until (checked in the disassembly), hence the asm.
+inline void prefetch(uintptr_t a) {
+#if defined(__x86_64__)
+    asm volatile("prefetcht0 (%0)" : : "r"(a));
+#else
+    __builtin_prefetch(reinterpret_cast<const void*>(a));
+#endif
+}
+
+}  // namespace
+
+// Inlined into run_until: called once per event, a call would cost as much as its body.
+[[gnu::always_inline]] inline void Sim::prefetch_next() {
+    const size_t n = current_.size();
+    if (head_ + 1 < n) prefetch(reinterpret_cast<uintptr_t>(&slot(current_[head_ + 1].slot)));
+    if (head_ < n) {
+        // Integer arithmetic: the word may be null or not a pointer at all.
+        const auto target = reinterpret_cast<uintptr_t>(slot(current_[head_].slot).fn.first_word());
+        prefetch(target);
+        prefetch(target + 64);
+    }
+}
+
 RunResult Sim::run_until(const std::function<bool()>& done, SimTime time_limit,
                          uint64_t max_events) {
     RunResult result;
@@ -233,6 +266,7 @@ RunResult Sim::run_until(const std::function<bool()>& done, SimTime time_limit,
             return result;
         }
         queue_pop_head();
+        prefetch_next();
 
         now_ = sim_time_from_ps(top.time_ps);
         Slot& s = slot(top.slot);

@@ -108,10 +108,13 @@ class Sim {
     PacketPool& packets() { return *packets_; }
 
   private:
-    struct Slot {
+    // One slot per cache line: running an event touches exactly one line of slot memory
+    // (the callable, its ops pointer and the seq), never two.
+    struct alignas(64) Slot {
         Callback fn;
         uint64_t seq = 0;  // seq of the event held, 0 when free
     };
+    static_assert(sizeof(Slot) == 64);
     struct Entry {
         int64_t time_ps;
         uint64_t seq;
@@ -134,6 +137,7 @@ class Sim {
     void queue_push(const Entry& e);
     bool queue_settle_head();  // makes the minimum current_[head_]; false if queue empty
     const Entry& queue_head() const { return current_[head_]; }
+    void prefetch_next();
     void queue_pop_head() {
         if (++head_ == current_.size()) {
             current_.clear();

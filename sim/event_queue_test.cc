@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -259,6 +260,40 @@ TEST(Sim, PendingPacketsAreReturnedWhenTheSimDies) {
     sim->schedule_in(1us, [q = std::move(p)] {});
     EXPECT_EQ(sim->packets().outstanding(), 1u);
     sim.reset();  // must not leak or touch freed memory (ASan)
+}
+
+TEST(PacketPool, PayloadsHaveTheirOwnSlabsAndMayOutgrowThem) {
+    Sim sim(1);
+    PacketPool& pool = sim.packets();
+    PacketPtr a = pool.acquire();
+    PacketPtr b = pool.acquire();
+    EXPECT_GE(a->bytes.capacity(), PacketPool::kSlabBytes);
+    a->bytes.resize(PacketPool::kSlabBytes);
+    b->bytes.resize(PacketPool::kSlabBytes);
+    std::memset(a->bytes.data(), 0xAA, a->size());
+    std::memset(b->bytes.data(), 0xBB, b->size());
+    EXPECT_EQ(a->bytes[PacketPool::kSlabBytes - 1], std::byte{0xAA});  // slabs do not overlap
+    EXPECT_EQ(b->bytes[0], std::byte{0xBB});
+
+    // Beyond the slab: the bytes written so far move with it.
+    const size_t big = 3 * PacketPool::kSlabBytes;
+    a->bytes.resize(big);
+    EXPECT_EQ(a->size(), big);
+    EXPECT_EQ(a->bytes[PacketPool::kSlabBytes - 1], std::byte{0xAA});
+    a->bytes[big - 1] = std::byte{0x11};
+    PacketPtr c = pool.clone(*a);
+    ASSERT_EQ(c->size(), big);
+    EXPECT_EQ(c->bytes[0], std::byte{0xAA});
+    EXPECT_EQ(c->bytes[big - 1], std::byte{0x11});
+    EXPECT_EQ(b->bytes[0], std::byte{0xBB});
+
+    // A returned packet comes back empty and keeps its storage.
+    Packet* raw = a.get();
+    a.reset();
+    PacketPtr again = pool.acquire();
+    ASSERT_EQ(again.get(), raw);
+    EXPECT_TRUE(again->bytes.empty());
+    EXPECT_GE(again->bytes.capacity(), big);
 }
 
 TEST(Sim, SimsAreIndependentAndForkedStreamsDependOnlyOnSeedAndLabel) {

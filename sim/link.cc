@@ -65,16 +65,15 @@ Link::~Link() {
 
 size_t Link::in_flight() const { return queue_.size() + pipe_.size() + late_.size(); }
 
-void Link::receive(PacketPtr packet) {
-    const uint64_t size = packet->size();
+void Link::receive(PacketPtr packet, uint32_t size) {
     ++stats_.offered_packets;
     stats_.offered_bytes += size;
     if (config_.rate_bps == 0 && queue_.empty()) {  // infinitely fast: no queue builds
-        put_on_wire(std::move(packet));
+        put_on_wire(std::move(packet), size);
         return;
     }
     if (queue_bytes_ + size > config_.queue_capacity_bytes) {
-        drop(*packet, DropReason::kQueueFull);
+        drop(size, DropReason::kQueueFull);
         return;
     }
     if (config_.ecn_threshold_bytes && queue_bytes_ >= *config_.ecn_threshold_bytes &&
@@ -84,22 +83,23 @@ void Link::receive(PacketPtr packet) {
     }
     queue_bytes_ += size;
     stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, queue_bytes_);
-    queue_.push_back(std::move(packet));
+    queue_.push_back(Queued{std::move(packet), size});
     if (queue_.size() == 1) start_service();
 }
 
 void Link::start_service() {
-    const SimDuration t = serialization_time(queue_.front()->size(), config_.rate_bps);
+    const SimDuration t = serialization_time(queue_.front().size, config_.rate_bps);
     service_event_ = sim_.schedule_in(t, [this] { on_serialized(); });
 }
 
 void Link::on_serialized() {
     service_event_ = {};
-    PacketPtr packet = std::move(queue_.front());
+    PacketPtr packet = std::move(queue_.front().packet);
+    const uint32_t size = queue_.front().size;
     queue_.pop_front();
-    queue_bytes_ -= packet->size();
+    queue_bytes_ -= size;
     if (!queue_.empty()) start_service();
-    put_on_wire(std::move(packet));
+    put_on_wire(std::move(packet), size);
 }
 
 std::optional<DropReason> Link::wire_drop_decision() {
@@ -132,20 +132,34 @@ std::optional<DropReason> Link::wire_drop_decision() {
     return std::nullopt;
 }
 
-void Link::drop(const Packet& p, DropReason why) {
+void Link::drop(uint32_t size, DropReason why) {
     ++stats_.dropped_packets[static_cast<size_t>(why)];
-    stats_.dropped_bytes += p.size();
+    stats_.dropped_bytes += size;
 }
 
-void Link::put_on_wire(PacketPtr packet) {
-    if (auto why = wire_drop_decision()) {
-        drop(*packet, *why);
-        return;
-    }
+SimTime Link::wire_arrival() {
     SimTime arrival = sim_.now() + config_.delay;
     if (config_.jitter_max > SimDuration{0})
         arrival += SimDuration{static_cast<int64_t>(
             jitter_rng_.uniform(static_cast<uint64_t>(to_ps(config_.jitter_max)) + 1))};
+    return arrival;
+}
+
+void Link::put_on_wire(PacketPtr packet, uint32_t size) {
+    if (!impaired()) [[likely]] {
+        // A plain wire (every cable until a fault or loss is configured on it): no loss
+        // decision, no copies, no reordering. It draws what the general path below draws
+        // for it (only the jitter) and counts the packet's wire index the same way, so
+        // taking this path changes no random sequence and no outcome.
+        ++wire_index_;
+        pipe_push(wire_arrival(), std::move(packet), size);
+        return;
+    }
+    if (auto why = wire_drop_decision()) {
+        drop(size, *why);
+        return;
+    }
+    SimTime arrival = wire_arrival();
 
     const bool reorder =
         config_.reorder_probability > 0 && reorder_rng_.bernoulli(config_.reorder_probability);
@@ -165,8 +179,8 @@ void Link::put_on_wire(PacketPtr packet) {
         late_push(arrival, std::move(packet));
         if (copy) late_push(arrival, std::move(copy));  // same time, inserted after
     } else {
-        pipe_push(arrival, std::move(packet));
-        if (copy) pipe_push(arrival, std::move(copy));
+        pipe_push(arrival, std::move(packet), size);
+        if (copy) pipe_push(arrival, std::move(copy), size);
     }
     if (duplicate) ++stats_.duplicated;
     if (late_copy) {
@@ -175,21 +189,22 @@ void Link::put_on_wire(PacketPtr packet) {
     }
 }
 
-void Link::pipe_push(SimTime arrival, PacketPtr packet) {
+void Link::pipe_push(SimTime arrival, PacketPtr packet, uint32_t size) {
     // Clamp so the pipe stays FIFO whatever the jitter or a delay change mid-run.
     arrival = std::max(arrival, last_pipe_arrival_);
     last_pipe_arrival_ = arrival;
-    pipe_.push_back(InPipe{arrival, std::move(packet)});
+    pipe_.push_back(InPipe{arrival, std::move(packet), size});
     if (pipe_.size() == 1) pipe_event_ = sim_.schedule_at(arrival, [this] { on_pipe_head(); });
 }
 
 void Link::on_pipe_head() {
     pipe_event_ = {};
     PacketPtr packet = std::move(pipe_.front().packet);
+    const uint32_t size = pipe_.front().size;
     pipe_.pop_front();
     if (!pipe_.empty())
         pipe_event_ = sim_.schedule_at(pipe_.front().arrival, [this] { on_pipe_head(); });
-    deliver(std::move(packet));
+    deliver(std::move(packet), size);
 }
 
 void Link::late_push(SimTime arrival, PacketPtr packet) {
@@ -218,12 +233,13 @@ void Link::on_late_head() {
         late_event_time_ = late_.front().arrival;
         late_event_ = sim_.schedule_at(late_event_time_, [this] { on_late_head(); });
     }
-    deliver(std::move(packet));
+    const uint32_t size = packet_size(*packet);  // the late heap is rare: no size kept
+    deliver(std::move(packet), size);
 }
 
-void Link::deliver(PacketPtr packet) {
+void Link::deliver(PacketPtr packet, uint32_t size) {
     ++stats_.delivered_packets;
-    stats_.delivered_bytes += packet->size();
+    stats_.delivered_bytes += size;
     if (sink_) sink_->receive(std::move(packet));
 }
 

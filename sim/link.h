@@ -122,7 +122,13 @@ class Link final : public PacketSink {
     Link& operator=(const Link&) = delete;
 
     // receive offers a packet to the link at sim.now(). Takes ownership.
-    void receive(PacketPtr packet) override;
+    void receive(PacketPtr packet) override {
+        const uint32_t size = packet_size(*packet);
+        receive(std::move(packet), size);
+    }
+    // receive with the packet's size already known (== packet->size()): a switch port
+    // hands on what its queue entry carries, so the hop does not load the packet header.
+    void receive(PacketPtr packet, uint32_t size);
 
     // config may be changed at any time (e.g. blackhole a route mid-run, raise its loss);
     // changes apply to packets serialised (or, for the queue, offered) afterwards.
@@ -143,25 +149,44 @@ class Link final : public PacketSink {
         PacketPtr packet;
     };
 
+    static uint32_t packet_size(const Packet& p) { return static_cast<uint32_t>(p.size()); }
+    // impaired: some loss model, drop pattern, blackhole, copy or reorder impairment is
+    // configured (active or not), so put_on_wire must take its general path. Evaluated per
+    // packet because config() may be changed at any time.
+    bool impaired() const {
+        const LinkConfig& c = config_;
+        return c.loss_probability > 0 || c.burst_loss.has_value() || c.blackhole.has_value() ||
+               !c.drop_pattern.empty() || c.duplicate_probability > 0 ||
+               c.late_duplicate_probability > 0 || c.reorder_probability > 0;
+    }
     void start_service();
     void on_serialized();
-    void put_on_wire(PacketPtr packet);
+    void put_on_wire(PacketPtr packet, uint32_t size);
+    SimTime wire_arrival();  // now + delay + a jitter draw
     std::optional<DropReason> wire_drop_decision();
-    void drop(const Packet& p, DropReason why);
-    void pipe_push(SimTime arrival, PacketPtr packet);
+    void drop(uint32_t size, DropReason why);
+    void pipe_push(SimTime arrival, PacketPtr packet, uint32_t size);
     void on_pipe_head();
     void late_push(SimTime arrival, PacketPtr packet);
     void on_late_head();
-    void deliver(PacketPtr packet);
+    void deliver(PacketPtr packet, uint32_t size);
 
     // Members in the order a packet on a plain wire (rate 0, no impairments: every
     // switch-to-switch cable) touches them, so that hop reads a few adjacent cache lines
     // of the link instead of one line per member spread over ~760 bytes.
     Sim& sim_;
     PacketSink* sink_;
+    // Queue and pipe entries carry the packet's size: serialisation, occupancy and the
+    // counters need only that, so a packet's header is loaded once per hop (by whoever
+    // receives it next), not again when it leaves the queue or the pipe.
     struct InPipe {
         SimTime arrival{};
         PacketPtr packet{nullptr, {}};
+        uint32_t size = 0;
+    };
+    struct Queued {
+        PacketPtr packet{nullptr, {}};
+        uint32_t size = 0;
     };
     RingQueue<InPipe> pipe_;  // arrivals non-decreasing: one event for the head only
     SimTime last_pipe_arrival_{};
@@ -171,7 +196,7 @@ class Link final : public PacketSink {
     LinkStats stats_;
     LinkConfig config_;
 
-    RingQueue<PacketPtr> queue_;  // front is in service while service_event_ is pending
+    RingQueue<Queued> queue_;  // front is in service while service_event_ is pending
     uint64_t queue_bytes_ = 0;
     EventHandle service_event_;
 

@@ -243,6 +243,51 @@ TEST(Link, PatternCountsOnlyPacketsThatReachTheWire) {
     EXPECT_EQ(out.log.size(), 1u);
 }
 
+// A wire with no impairment configured takes a shorter path (link.cc); it must draw the same
+// jitter, count the same wire indices and notice an impairment switched on mid-run.
+TEST(Link, PlainWireMatchesTheGeneralPathAndSeesConfigChanges) {
+    auto run = [](bool force_general) {
+        Sim sim(7);
+        Collector out(sim);
+        LinkConfig c;  // default jitter on: the plain path must draw it like the general one
+        c.rate_bps = 0;
+        // An index no packet reaches: the pattern drops nothing but makes the link impaired.
+        if (force_general) c.drop_pattern.indices = {1'000'000};
+        Link link(sim, c, "l", &out);
+        for (int i = 0; i < 40; ++i)
+            sim.schedule_at(SimTime{} + i * 100ns, [&] { link.receive(make_packet(sim, 100)); });
+        sim.run_until({});
+        return out.log;
+    };
+    const auto plain = run(false);
+    ASSERT_EQ(plain.size(), 40u);
+    EXPECT_EQ(plain, run(true));
+
+    Sim sim(1);
+    Collector out(sim);
+    Link link(sim, quiet(0, 1us), "l", &out);
+    for (int i = 0; i < 30; ++i)
+        sim.schedule_at(SimTime{} + i * 100ns, [&] { link.receive(make_packet(sim, 100)); });
+    // Packets 0-9 go over the plain wire; then index 12 is to be dropped (the indices count
+    // the plain packets too) and every packet from 20 on is lost until loss is cleared.
+    sim.schedule_at(SimTime{} + 950ns, [&] { link.config().drop_pattern.indices = {12}; });
+    sim.schedule_at(SimTime{} + 1950ns, [&] {
+        link.config().drop_pattern = DropPattern{};
+        link.config().loss_probability = 1;
+    });
+    sim.schedule_at(SimTime{} + 2450ns, [&] { link.config().loss_probability = 0; });
+    sim.run_until({});
+    EXPECT_EQ(link.stats().dropped(DropReason::kPattern), 1u);
+    EXPECT_EQ(link.stats().dropped(DropReason::kRandomLoss), 5u);
+    std::vector<uint64_t> got;
+    for (const Arrival& a : out.log) got.push_back((to_ps(a.at) - 1'000'000) / 100'000);
+    std::vector<uint64_t> want;
+    for (uint64_t i = 0; i < 30; ++i)
+        if (i != 12 && (i < 20 || i >= 25)) want.push_back(i);
+    EXPECT_EQ(got, want);
+    expect_conservation(link);
+}
+
 TEST(Link, BlackholeWindowThenForever) {
     Sim sim(1);
     Collector out(sim);

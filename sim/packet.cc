@@ -19,7 +19,14 @@ PacketPtr PacketPool::acquire() {
 PacketPtr PacketPool::take() {
     if (free_.empty()) {
         chunks_.push_back(std::make_unique<Packet[]>(kChunkPackets));
+        // for_overwrite: the slabs are not zeroed (nor touched) until a packet is written.
+        payloads_.push_back(std::make_unique_for_overwrite<Slab[]>(kChunkPackets));
         Packet* chunk = chunks_.back().get();
+        Slab* slabs = payloads_.back().get();
+        for (size_t i = 0; i < kChunkPackets; ++i) {
+            chunk[i].bytes.data_ = slabs[i].bytes;
+            chunk[i].bytes.capacity_ = kSlabBytes;
+        }
         // Pushed in reverse so packets are handed out in address order.
         for (size_t i = kChunkPackets; i-- > 0;) free_.push_back(&chunk[i]);
         allocated_ += kChunkPackets;
@@ -32,7 +39,7 @@ PacketPtr PacketPool::take() {
 
 PacketPtr PacketPool::clone(const Packet& original) {
     PacketPtr copy = take();  // a copy consumes no id: ids count original packets
-    copy->bytes.assign(original.bytes.begin(), original.bytes.end());
+    copy->bytes.assign(original.bytes.data(), original.bytes.data() + original.bytes.size());
     copy->meta = original.meta;
     copy->id = original.id;
     copy->route = original.route;

@@ -3,7 +3,7 @@
 // A simulated packet is the real datagram (the exact bytes an engine produced, parsed by
 // the real wire/ on arrival) plus its PacketMeta. Packets are recycled through a
 // PacketPool so that, once warmed up, moving a packet through hosts and links allocates
-// nothing: the byte vector keeps its capacity across uses.
+// nothing: every packet has its own payload slab in the pool's arena for good.
 //
 // Ownership: a packet is owned by exactly one PacketPtr at a time (a link queue, an event
 // callback, a host). Destroying the PacketPtr returns the packet to its pool.
@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -21,27 +22,60 @@
 
 namespace mroce::sim {
 
-// UninitializedAllocator makes vector::resize leave new bytes unset (std::allocator zeroes
-// them): the sender's engine writes a datagram straight into a recycled packet, and
-// zeroing 4 KB first would cost as much as the copy it replaces.
-template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-    template <class U>
-    struct rebind {
-        using other = UninitializedAllocator<U>;
-    };
-    UninitializedAllocator() = default;
-    template <class U>
-    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        if constexpr (sizeof...(Args) == 0)
-            ::new (static_cast<void*>(p)) U;  // default-initialise: no zeroing
-        else
-            ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+// PacketBytes holds a packet's datagram. Its storage is the packet's own slab in the
+// pool's payload arena (PacketPool::kSlabBytes, enough for a 4 KB payload and its
+// headers), so 4 KB payloads sit in arena blocks of their own, not interleaved by malloc
+// with packet headers, queues and event slots; a datagram larger than the slab moves to a
+// heap buffer that the packet keeps. Like the std::vector it replaces, resize leaves new
+// bytes unset: the sender's engine writes a datagram straight into a recycled packet, and
+// zeroing 4 KB first would cost as much as the copy it replaces. The bytes are owned by
+// the packet; its pool must outlive every use (the Sim destroys its pool last).
+class PacketBytes {
+  public:
+    PacketBytes() = default;
+    PacketBytes(const PacketBytes&) = delete;
+    PacketBytes& operator=(const PacketBytes&) = delete;
+
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    size_t capacity() const { return capacity_; }
+    std::byte* data() { return data_; }
+    const std::byte* data() const { return data_; }
+    std::byte* begin() { return data_; }
+    std::byte* end() { return data_ + size_; }
+    const std::byte* begin() const { return data_; }
+    const std::byte* end() const { return data_ + size_; }
+    std::byte& operator[](size_t i) { return data_[i]; }
+    const std::byte& operator[](size_t i) const { return data_[i]; }
+
+    // resize keeps the first min(n, size()) bytes; bytes beyond the old size are unset.
+    void resize(size_t n) {
+        if (n > capacity_) grow(n);
+        size_ = n;
     }
+    void clear() { size_ = 0; }  // keeps the storage
+    void assign(const std::byte* first, const std::byte* last) {
+        const auto n = static_cast<size_t>(last - first);
+        size_ = 0;
+        resize(n);
+        if (n != 0) std::memcpy(data_, first, n);
+    }
+
+  private:
+    friend class PacketPool;
+    void grow(size_t n) {
+        auto bigger = std::make_unique_for_overwrite<std::byte[]>(n);
+        if (size_ != 0) std::memcpy(bigger.get(), data_, size_);
+        heap_ = std::move(bigger);
+        data_ = heap_.get();
+        capacity_ = n;
+    }
+
+    std::byte* data_ = nullptr;
+    size_t size_ = 0;
+    size_t capacity_ = 0;
+    std::unique_ptr<std::byte[]> heap_;  // only for a datagram larger than the slab
 };
-using PacketBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
 
 inline constexpr uint32_t kNoRoute = UINT32_MAX;
 inline constexpr uint8_t kMaxTrafficClasses = 8;  // switch priorities (PFC classes)
@@ -88,6 +122,9 @@ class PacketPool {
 
     // Packets are created kChunkPackets at a time (see chunks_).
     static constexpr size_t kChunkPackets = 256;
+    // Every packet owns a payload slab of kSlabBytes in the arena (see payloads_): a 4 KB
+    // payload plus up to 128 header bytes, a whole number of cache lines.
+    static constexpr size_t kSlabBytes = 4096 + 128;
 
   private:
     friend struct PacketReturn;
@@ -98,6 +135,14 @@ class PacketPool {
     // touch only the header (meta, size), and one header per page (next to its payload)
     // would cost a TLB miss per hop once many packets are in flight.
     std::vector<std::unique_ptr<Packet[]>> chunks_;
+    // Payloads live apart from the headers, one arena block per chunk (packet i of a chunk
+    // owns slab i of its block for good), so the hot headers stay dense and a payload is
+    // never allocated or freed per packet. Owned by the pool, like the packets: freed only
+    // when the Sim that owns the pool is destroyed, after every packet came back.
+    struct alignas(64) Slab {
+        std::byte bytes[kSlabBytes];
+    };
+    std::vector<std::unique_ptr<Slab[]>> payloads_;
     std::vector<Packet*> free_;
     uint64_t next_id_ = 1;
     size_t outstanding_ = 0;

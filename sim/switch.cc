@@ -107,7 +107,7 @@ void SwitchPort::enqueue(PacketPtr packet, uint16_t ingress) {
     sw.buffer_used_ += size;
     sw.max_buffer_used_ = std::max(sw.max_buffer_used_, sw.buffer_used_);
     if (lossless) in.ingress_add(cls, size);
-    queues_[cls].push_back(Queued{std::move(packet), ingress});
+    queues_[cls].push_back(Queued{std::move(packet), static_cast<uint32_t>(size), ingress, cls});
     if (!in_service_.packet) try_start_service();
 }
 
@@ -119,7 +119,7 @@ void SwitchPort::try_start_service() {
         in_service_ = std::move(q.front());
         q.pop_front();
         service_event_ = owner_.sim_.schedule_in(
-            serialization_time(in_service_.packet->size(), rate_bps_), [this] { on_serialized(); });
+            serialization_time(in_service_.size, rate_bps_), [this] { on_serialized(); });
         return;
     }
 }
@@ -128,15 +128,15 @@ void SwitchPort::on_serialized() {
     service_event_ = {};
     Queued done = std::move(in_service_);
     in_service_ = Queued{};
-    const uint64_t size = done.packet->size();
+    const uint32_t size = done.size;
     queue_bytes_ -= size;
     owner_.buffer_used_ -= size;
     ++stats_.tx_packets;
     stats_.tx_bytes += size;
-    const uint8_t cls = owner_.class_of(*done.packet);
+    const uint8_t cls = done.cls;
     if (owner_.config_.pfc.lossless(cls)) owner_.ports_[done.ingress]->ingress_remove(cls, size);
     try_start_service();
-    if (wire_) wire_->receive(std::move(done.packet));
+    if (wire_) wire_->receive(std::move(done.packet), size);
 }
 
 void SwitchPort::set_paused(uint8_t cls, bool paused) {

@@ -151,9 +151,13 @@ class SwitchPort final : public PacketSink, public PauseTarget {
 
   private:
     friend class Switch;
+    // A queue entry carries what serialisation and the accounting on departure need (size,
+    // class, ingress), so a packet's header is not loaded again when it leaves the port.
     struct Queued {
         PacketPtr packet{nullptr, {}};
+        uint32_t size = 0;     // packet->size()
         uint16_t ingress = 0;  // port it came in on (PFC accounting)
+        uint8_t cls = 0;       // the switch class it was queued in (class_of at enqueue)
     };
 
     void enqueue(PacketPtr packet, uint16_t ingress);
