@@ -63,9 +63,11 @@ def read_counters(element):
 
 
 def read_vqueue(element):
-    entry = bpftool("map", "lookup", "pinned", str(element / "vqueue"), "key", *KEY_ZERO)
-    formatted = entry["formatted"]["value"]
-    return {"backlog": int(formatted["backlog"]), "peak": int(formatted["peak"])}
+    # One queue per receiving host (testbed.bpf.c); report the fullest.
+    entries = bpftool("map", "dump", "pinned", str(element / "vqueue"))
+    values = [entry["formatted"]["value"] for entry in entries]
+    return {"backlog": max((int(v["backlog"]) for v in values), default=0),
+            "peak": max((int(v["peak"]) for v in values), default=0)}
 
 
 def command_set(element, assignments):

@@ -64,9 +64,16 @@ struct {
     __type(value, __u64);
 } counters SEC(".maps");
 
+// One virtual queue per receiving host (the low byte of the destination address, less one,
+// as in scripts/testbed's 198.18.0.(i+1)): a plane element sees traffic towards every host
+// in both directions, and a switch queues each egress port apart, so the data towards one
+// host never delays (or drops) the ACKs going back. A host's bottleneck element sees one
+// destination and so uses one entry.
+#define TB_MAX_HOSTS 64
+
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
+    __uint(max_entries, TB_MAX_HOSTS);
     __type(key, __u32);
     __type(value, struct tb_vq);
 } vqueue SEC(".maps");
@@ -86,9 +93,8 @@ enum tb_verdict { TB_PASS, TB_MARK, TB_DROP_TAIL, TB_DROP_NOTECT };
 // drop (tail, or a Not-ECT packet that would have been marked, as RED with `ecn` does). A
 // dropped packet does not enter the queue.
 static __always_inline enum tb_verdict vq_enqueue(const struct tb_config *cfg, __u32 len,
-                                                  int ect) {
-    __u32 zero = 0;
-    struct tb_vq *vq = bpf_map_lookup_elem(&vqueue, &zero);
+                                                  int ect, __u32 host) {
+    struct tb_vq *vq = bpf_map_lookup_elem(&vqueue, &host);
     if (!vq) return TB_PASS;
     __u64 now = bpf_ktime_get_ns();
     __u64 random = bpf_get_prandom_u32() % 1000000;
@@ -164,7 +170,8 @@ int testbed(struct __sk_buff *skb) {
     if (!cfg->rate_Bps) return TC_ACT_OK;
 
     __u8 ecn = ip->tos & 0x3;
-    switch (vq_enqueue(cfg, skb->len, ecn != 0)) {
+    const __u32 host = ((bpf_ntohl(ip->daddr) & 0xff) - 1) & (TB_MAX_HOSTS - 1);
+    switch (vq_enqueue(cfg, skb->len, ecn != 0, host)) {
     case TB_PASS:
         return TC_ACT_OK;
     case TB_DROP_TAIL:
