@@ -49,7 +49,9 @@ inline constexpr Duration kUdpMaxAckDelay = std::chrono::microseconds(50);
 // path, within kUdpMaxAckDelay; ACK_NOW only on the last message before the sender pauses
 // ([ACK-12]). The window here is the sender's cap (window_bytes_per_path), taken as the
 // receiver's own: both ends of a Device pair run the same rule. An eighth leaves the sender
-// seven eighths of its window to send while the ACK travels. Settings only ever grow.
+// seven eighths of its window to send while the ACK travels. The receiver cannot see the
+// sender's congestion window: while AIMD holds it below an eighth of the cap (slow start,
+// a marking fabric), the delay bound, not the count, paces the ACKs. Settings only grow.
 inline void fit_udp_acks(core::EndpointConfig& cfg) {
     const uint64_t window_pkts = cfg.window_bytes_per_path / std::max<uint32_t>(cfg.max_payload, 1);
     cfg.ack_every = std::max<uint32_t>(cfg.ack_every, static_cast<uint32_t>(window_pkts / 8));
