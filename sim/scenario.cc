@@ -346,6 +346,11 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
             fl.bytes = f.u64("bytes", w.bytes, 1, kMaxFlowBytes);
             fl.start = f.duration_us("start_us", w.start, 0, 1e9);
             fl.traffic_class = static_cast<uint8_t>(f.u32("traffic_class", w.traffic_class, 0, kMaxTrafficClasses - 1));
+            // A host sends every packet in its workload's class (Host::traffic_class): a flow
+            // of another class would silently run in that one, so it is refused instead.
+            if (fl.traffic_class != w.traffic_class)
+                fail(s.ctx().where(&n) + "'" + pre + "traffic_class' must equal 'workload.traffic_class' (" +
+                     std::to_string(w.traffic_class) + "): classes per flow are not supported yet");
             if (const toml::array* deps = f.array("depends_on")) {
                 for (const toml::node& d : *deps) {
                     if (!d.is_integer() || *d.value<int64_t>() < 0 || *d.value<int64_t>() >= static_cast<int64_t>(i))

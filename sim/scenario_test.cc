@@ -95,6 +95,8 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
         {"[workload\n", "s.toml:1:"},
         {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, depends_on = [0]}]\n",
          "'workload.flows[0].depends_on' must list ids of earlier flows"},
+        {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, traffic_class = 2}]\n",
+         "'workload.flows[0].traffic_class' must equal 'workload.traffic_class' (0)"},
     };
     for (const Case& c : cases) {
         std::string err;
