@@ -65,7 +65,7 @@ void Aimd::end_round(PathCc& p) {
     if (cut > 0) {
         p.cwnd -= cut;
         clamp(p);
-        p.ssthresh = p.cwnd;  // the first signal ends slow start for good
+        p.ssthresh = p.cwnd;  // [CC-10]: the first signal ends slow start for good
     }
     p.acked_bytes = p.ce_packets = p.lost_packets = 0;
 }

@@ -42,8 +42,9 @@ TEST(Aimd, SlowStartDoublesToTheCap) {
     EXPECT_EQ(d.cc.window_bytes(1), 4 * kMss);  // path 1 saw nothing
 }
 
-// [CC-8] the first marked round halves (α starts at 1); α then follows the marked
-// fraction, and congestion avoidance adds about one segment per round.
+// [CC-8] [CC-10] the first marked round halves (α starts at 1) and ends slow start; α
+// then follows the marked fraction, and congestion avoidance adds about one segment per
+// round.
 TEST(Aimd, EcnCutsByHalfAlphaAndGrowsLinearlyAfter) {
     Driver d(64 * kMss);
     d.round();  // opens the first round
