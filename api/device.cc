@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "api/device_state.h"
-#include "api/window_rule.h"
+#include "api/udp_tuning.h"
 #include "core/endpoint.h"
 
 namespace mroce::api {

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "api/driver.h"
-#include "api/window_rule.h"
+#include "api/udp_tuning.h"
 #include "core/config.h"
 #include "core/event.h"
 #include "core/memory.h"
@@ -71,10 +71,10 @@ struct DeviceConfig {
     // spec's defaults except for congestion control (udp_endpoint_defaults).
     core::EndpointConfig endpoint = udp_endpoint_defaults();
     // When true, open() raises endpoint.window_bytes_per_path to fit the datapath: the
-    // rule is udp_window_per_path (api/window_rule.h). False keeps the value as given.
+    // rule is udp_window_per_path (api/udp_tuning.h). False keeps the value as given.
     bool fit_window_to_datapath = true;
     // When true, open() then fits the ACK rate to the datapath (fewer, batched ACKs:
-    // fit_udp_acks in api/window_rule.h). False keeps ack_every, max_ack_delay and
+    // fit_udp_acks in api/udp_tuning.h). False keeps ack_every, max_ack_delay and
     // ack_now_every_message as given.
     bool fit_acks_to_datapath = true;
     // Seeds every random choice of the engine; by default drawn from getrandom(2).

@@ -33,7 +33,7 @@ struct EndpointConfig {
     // spec §6 [ACK-12]: ACK_NOW on the last segment of every message (true), or only on
     // the last segment that leaves while nothing else of the connection waits to be sent
     // (false). A datapath that coalesces ACKs with a large ack_every sets false, or every
-    // message end would cost an ACK datagram (api/window_rule.h).
+    // message end would cost an ACK datagram (api/udp_tuning.h).
     bool ack_now_every_message = true;
 
     // spec §7 loss recovery and path health.

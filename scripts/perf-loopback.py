@@ -3,7 +3,7 @@
 (the numbers behind docs/results.md "mroce perf over loopback").
 
 Each repetition runs, in this order: WRITE bandwidth at 64 KiB and 1 MiB messages over
-MetaRoCE (with the window the device fits to the datapath, api/window_rule.h, and with
+MetaRoCE (with the window the device fits to the datapath, api/udp_tuning.h, and with
 --window-kib 256, the engine's fixed default before that rule), the same traffic
 with --raw (plain UDP through the same datapath, no protocol), kernel TCP with iperf3 (one
 stream), then 8-byte WRITE latency over MetaRoCE and the --raw UDP ping-pong. Client on

@@ -286,7 +286,7 @@ void register_perf(CLI::App& app) {
         ->check(CLI::Range(1, 256));
     cmd->add_option("--window-kib", o->window_kib,
                     "fixed congestion window per path in KiB (default: fitted to the "
-                    "receive buffer, at most 256 packets; api/window_rule.h)")
+                    "receive buffer, at most 256 packets; api/udp_tuning.h)")
         ->check(CLI::Range(4, 1024));
     cmd->add_option("--cc", o->cc,
                     "congestion control: fixed (spec [CC-1]) or aimd (ECN AIMD, spec 9.1); "

@@ -1,7 +1,8 @@
-// tests/api/window_rule_test.cc — the window a Device over UDP picks (api/window_rule.h).
+// tests/api/udp_tuning_test.cc — the window and ACK rate a Device over UDP picks
+// (api/udp_tuning.h).
 #include <gtest/gtest.h>
 
-#include "api/window_rule.h"
+#include "api/udp_tuning.h"
 
 namespace mroce::api {
 namespace {

@@ -1,6 +1,7 @@
-// api/window_rule.h — the engine settings a Device fits to the UDP datapath unless the
-// application keeps its own: the window per path (DeviceConfig::fit_window_to_datapath) and
-// the ACK rate (DeviceConfig::fit_acks_to_datapath).
+// api/udp_tuning.h — the engine settings a Device over the UDP datapath uses where they
+// differ from the spec's defaults: congestion control (udp_endpoint_defaults), the window
+// per path (DeviceConfig::fit_window_to_datapath) and the ACK rate
+// (DeviceConfig::fit_acks_to_datapath), unless the application keeps its own.
 #pragma once
 
 #include <algorithm>
