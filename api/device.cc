@@ -56,6 +56,19 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         if (error) *error = "device: " + why;
         return Error::kInvalidArgument;
     }
+    // [PATH-1]: with one interface per plane, the engine's local ports are those planes.
+    const size_t planes = cfg.udp.plane_devices.size();
+    if (planes > 0 && cfg.endpoint.num_local_ports != 1 && cfg.endpoint.num_local_ports != planes) {
+        if (error)
+            *error = "device: endpoint.num_local_ports (" +
+                     std::to_string(cfg.endpoint.num_local_ports) + ") differs from the " +
+                     std::to_string(planes) + " plane devices";
+        return Error::kInvalidArgument;
+    }
+    if (planes > 0xffff) {
+        if (error) *error = "device: more than 65535 plane devices";
+        return Error::kInvalidArgument;
+    }
     auto st = std::make_shared<DeviceState>();
     st->cfg = cfg;
     auto dp = datapath::UdpDatapath::open(cfg.local, cfg.udp, error);
@@ -72,6 +85,7 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     }
     core::EndpointConfig ecfg = cfg.endpoint;
     ecfg.port = st->local.port;
+    if (planes > 0) ecfg.num_local_ports = static_cast<uint16_t>(planes);
     if (cfg.fit_window_to_datapath)
         ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
     if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
@@ -98,6 +112,8 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
 Device::~Device() { state_->shutdown(); }
 
 Address Device::local_address() const { return state_->local; }
+
+const DeviceConfig& Device::config() const { return state_->cfg; }
 ProgressMode Device::mode() const { return state_->cfg.progress; }
 
 std::unique_ptr<ProtectionDomain> Device::alloc_pd() {

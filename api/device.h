@@ -135,6 +135,9 @@ public:
     // local_address is where peers reach this device (IP and the endpoint port bound).
     Address local_address() const;
     ProgressMode mode() const;
+    // config is the configuration in effect: as given to open(), with the endpoint
+    // settings open() fitted to the datapath (port, window, ACK rule, local ports).
+    const DeviceConfig& config() const;
 
     // alloc_pd creates a protection domain.
     std::unique_ptr<ProtectionDomain> alloc_pd();

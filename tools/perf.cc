@@ -292,6 +292,10 @@ void register_perf(CLI::App& app) {
                     "congestion control: fixed (spec [CC-1]) or aimd (ECN AIMD, spec 9.1); "
                     "the window above is AIMD's cap")
         ->check(CLI::IsMember({"fixed", "aimd"}));
+    cmd->add_option("--plane-ifs", o->plane_ifs,
+                    "one network interface per plane, comma-separated (this side only): "
+                    "the paths are spread evenly over them and each stays on its plane")
+        ->delimiter(',');
     cmd->add_option("--verb", *verb, "write | send | read | atomic (FETCH_ADD, 8 bytes)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
     auto bw_flag = std::make_shared<bool>(false);

@@ -42,6 +42,8 @@ struct Options {
     uint32_t paths = 8;       // --paths
     uint32_t window_kib = 0;  // --window-kib: bytes in flight per path; 0: the engine's
     std::string cc;           // --cc fixed|aimd; empty: the Device's default
+    // --plane-ifs: one interface per plane, this side only (not sent to the peer).
+    std::vector<std::string> plane_ifs;
     bool report_gbits = false;
     bool offload = true;      // GSO/GRO (--no-offload turns them off)
     std::string json_path;    // --json FILE (client only)

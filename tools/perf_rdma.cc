@@ -69,6 +69,7 @@ public:
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
+        cfg.udp.plane_devices = o_.plane_ifs;
         auto dev = api::Device::open(cfg, &error);
         if (!dev) return false;
         dev_ = std::move(dev).value();

@@ -162,6 +162,7 @@ Json datapath_json(const datapath::UdpStats& a, const datapath::UdpStats& b) {
     j["send_would_block"] = b.send_would_block - a.send_would_block;
     j["receive_truncated"] = b.receive_truncated - a.receive_truncated;
     j["send_errors"] = b.send_errors - a.send_errors;
+    j["no_plane_device"] = b.no_plane_device - a.no_plane_device;
     return j;
 }
 

@@ -2,6 +2,7 @@
 #include "datapath/udp/udp_datapath.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
@@ -144,6 +145,10 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
             (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
         }
     }
+    for (const std::string& dev : options.plane_devices)
+        if (dev.empty() || dev.size() >= IF_NAMESIZE || ::if_nametoindex(dev.c_str()) == 0)
+            return report("udp: plane device '" + dev + "' is not an interface here",
+                          Error::kInvalidArgument);
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(local, dp->family_, ss);
     if (len == 0) return report("udp: cannot bind " + local.to_string(), Error::kInvalidArgument);
@@ -178,9 +183,11 @@ Time UdpDatapath::now() const {
     return time_from_ns(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
 }
 
-UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port) {
+UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port, uint16_t plane) {
     if (src_port == 0 || src_port == local_.port) return &endpoint_;
-    auto it = paths_.find(src_port);
+    const bool bound = !opt_.plane_devices.empty();
+    const uint32_t key = uint32_t{plane} << 16 | src_port;
+    auto it = paths_.find(key);
     if (it != paths_.end()) {
         Socket& s = it->second;
         if (s.fd >= 0) {
@@ -191,11 +198,11 @@ UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port) {
     } else if (paths_.size() >= opt_.max_path_sockets) {
         evict_one();
     }
-    Socket& s = paths_[src_port];
+    Socket& s = paths_[key];
     s.last_use = ++use_counter_;
     const Address bind_to = local_.with_port(src_port);
-    auto failed = [&](const char* what) {
-        fail("udp: " + std::string(what) + " " + bind_to.to_string() + ": " + error_text(errno));
+    auto failed = [&](const std::string& what) {
+        fail("udp: " + what + " " + bind_to.to_string() + ": " + error_text(errno));
         if (s.fd >= 0) ::close(s.fd);
         s.fd = -1;
         s.retry_after = now() + opt_.bind_retry_after;
@@ -206,6 +213,13 @@ UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port) {
     s.tos = 0;
     (void)set_int(s.fd, SOL_SOCKET, SO_SNDBUF, opt_.send_buffer_bytes);
     if (family_ == AF_INET6) (void)set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+    if (bound) {
+        // Before bind(): sockets bound to different devices may then share a source port.
+        const std::string& dev = opt_.plane_devices[plane];
+        if (::setsockopt(s.fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(),
+                         static_cast<socklen_t>(dev.size())) != 0)
+            return failed("SO_BINDTODEVICE " + dev + " for");
+    }
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(bind_to, family_, ss);
     if (::bind(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return failed("bind");
@@ -249,8 +263,18 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
     size_t i = 0;
     while (i < packets.size()) {
         const uint16_t port = packets[i].meta.src.port;
+        const bool bound = !opt_.plane_devices.empty();
+        const uint16_t plane = bound ? packets[i].meta.local_port : 0;
         const uint8_t ecn = packets[i].meta.ecn & 0x3;
-        Socket* s = socket_for(port);
+        if (bound && plane >= opt_.plane_devices.size()) {
+            // The engine has more planes than devices were named: a configuration error,
+            // counted and named, and a lost packet for the engine.
+            ++stats_.no_plane_device;
+            fail("udp: no plane device for local port " + std::to_string(plane));
+            ++i;
+            continue;
+        }
+        Socket* s = socket_for(port, plane);
         if (!s) {  // the source port is taken: a lost packet for the engine
             ++stats_.bind_failures;
             ++i;
@@ -260,6 +284,7 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
         // A run: consecutive packets from the same socket with the same ECN bits (one TOS).
         size_t j = i + 1;
         while (j < packets.size() && packets[j].meta.src.port == port &&
+               (bound ? packets[j].meta.local_port : 0) == plane &&
                (packets[j].meta.ecn & 0x3) == ecn)
             ++j;
         size_t accepted = 0;

@@ -48,6 +48,12 @@ struct UdpOptions {
     // Largest datagram recv_batch accepts without GRO, in bytes; longer ones are dropped
     // and counted (receive_truncated). With GRO a receive slot holds a 64 KiB super-packet.
     size_t max_datagram_bytes = 9216;
+    // One network interface per plane (DESIGN.md "Paths and planes"): a packet whose
+    // meta.local_port is j leaves from a socket bound to plane_devices[j] (SO_BINDTODEVICE),
+    // so the plane is the engine's choice, not the kernel's multipath hash, and a re-rolled
+    // path stays on its plane. Empty: meta.local_port is ignored and routing picks the way.
+    // open() refuses a name the kernel does not know. Binding needs CAP_NET_RAW (root).
+    std::vector<std::string> plane_devices;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -59,6 +65,7 @@ struct UdpStats {
     uint64_t send_would_block = 0;     // send_batch stopped on back-pressure (EAGAIN/ENOBUFS)
     uint64_t send_errors = 0;          // dropped: the kernel refused the packet (ENETUNREACH...)
     uint64_t bind_failures = 0;        // dropped: the source port could not be bound
+    uint64_t no_plane_device = 0;      // dropped: meta.local_port has no plane device
     uint64_t receive_truncated = 0;    // dropped: datagram larger than the caller's buffer
     uint64_t receive_errors = 0;       // recvmmsg failed with something other than EAGAIN
     uint64_t path_sockets_opened = 0;
@@ -95,7 +102,8 @@ public:
     UdpDatapath& operator=(const UdpDatapath&) = delete;
 
     // send_batch sends packets in order, each from the socket of meta.src.port (0 or the
-    // endpoint port: the endpoint socket), to meta.dst, with the ECN bits of meta.ecn.
+    // endpoint port: the endpoint socket) on plane meta.local_port (when plane_devices are
+    // set), to meta.dst, with the ECN bits of meta.ecn.
     // Returns how many were accepted: all of them unless a socket was full (EAGAIN), in
     // which case the rest should be retried later. A packet the kernel refuses, or whose
     // source port cannot be bound (taken by another socket), is counted (send_errors,
@@ -141,7 +149,9 @@ private:
     };
 
     UdpDatapath(const Address& local, const UdpOptions& options);
-    Socket* socket_for(uint16_t src_port);
+    // socket_for returns the socket sending from src_port on plane `plane` (ignored without
+    // plane_devices), opening and binding it on first use; nullptr when that failed.
+    Socket* socket_for(uint16_t src_port, uint16_t plane);
     bool set_tos(Socket& s, uint8_t ecn);
     void evict_one();
     void drain_path_sockets();
@@ -154,7 +164,8 @@ private:
     int family_ = 0;
     int epoll_fd_ = -1;
     Socket endpoint_;
-    std::unordered_map<uint16_t, Socket> paths_;
+    // Per-path sockets by key(): plane << 16 | source port.
+    std::unordered_map<uint32_t, Socket> paths_;
     uint64_t use_counter_ = 0;
     Time next_drain_{};
     UdpStats stats_;

@@ -517,6 +517,20 @@ TEST(Api, OpenRejectsAnInvalidConfigWithAMessage) {
     EXPECT_EQ(why, "udp: bind " + cfg.local.to_string() + ": Address already in use");
 }
 
+// [PATH-1]: plane devices become the engine's local ports, and a conflicting
+// num_local_ports is refused in one line.
+TEST(Api, PlaneDevicesSetTheLocalPorts) {
+    auto cfg = device_config(ProgressMode::kManual, test_seed());
+    cfg.udp.plane_devices = {"lo", "lo"};
+    std::string why;
+    auto dev = api::Device::open(cfg, &why);
+    ASSERT_TRUE(dev.ok()) << why;
+    EXPECT_EQ((*dev)->config().endpoint.num_local_ports, 2u);
+    cfg.endpoint.num_local_ports = 3;
+    ASSERT_FALSE(api::Device::open(cfg, &why).ok());
+    EXPECT_EQ(why, "device: endpoint.num_local_ports (3) differs from the 2 plane devices");
+}
+
 TEST(Api, ParseAddress) {
     auto a = api::parse_address("127.0.0.1:4797");
     ASSERT_TRUE(a.ok());

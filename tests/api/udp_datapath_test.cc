@@ -263,6 +263,51 @@ TEST(UdpDatapath, TakenSourcePortIsCountedAndDropped) {
     EXPECT_EQ(dp->stats().path_sockets_opened, 0u);
 }
 
+// [PATH-1]: with plane devices, meta.local_port picks the interface a path socket is
+// bound to; an unknown interface is refused at open, a plane without a device is counted
+// and dropped. (That the kernel then really leaves by that plane is checked across the
+// testbed: tests/testbed/netns_test.py.)
+TEST(UdpDatapath, PlaneDevicesBindPathSocketsAndRefuseUnknownPlanes) {
+    std::string why;
+    datapath::UdpOptions bad;
+    bad.plane_devices = {"lo", "mroce-none0"};
+    auto refused = UdpDatapath::open(loopback(), bad, &why);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error(), Error::kInvalidArgument);
+    EXPECT_EQ(why, "udp: plane device 'mroce-none0' is not an interface here");
+
+    datapath::UdpOptions opt;
+    opt.plane_devices = {"lo"};
+    auto opened = UdpDatapath::open(loopback(), opt, &why);
+    ASSERT_TRUE(opened.ok()) << why;
+    UdpDatapath& dp = **opened;
+    RawSocket reserve;
+    const uint16_t path_port = reserve.port;
+    ::close(reserve.fd);
+    reserve.fd = -1;
+    const std::string a = "plane 0", b = "plane 1 has no device";
+    std::array<TxPacket, 2> tx;
+    tx[0].data = bytes_of(a);
+    tx[0].meta.src = dp.local_address().with_port(path_port);
+    tx[0].meta.dst = dp.local_address();
+    tx[0].meta.ecn = ecn::kEct0;
+    tx[0].meta.local_port = 0;
+    tx[1] = tx[0];
+    tx[1].data = bytes_of(b);
+    tx[1].meta.local_port = 1;
+    auto sent = dp.send_batch(tx);
+    ASSERT_TRUE(sent.ok());
+    EXPECT_EQ(*sent, 2u);  // the second is dropped and counted, as a lost packet
+    EXPECT_EQ(dp.stats().no_plane_device, 1u);
+    EXPECT_EQ(dp.last_error(), "udp: no plane device for local port 1");
+    EXPECT_EQ(dp.stats().path_sockets_opened, 1u);
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(dp, rx, bufs, 1), 1u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(bufs[0].data()), bufs[0].size()), a);
+    EXPECT_EQ(rx[0].meta.src.port, path_port);
+}
+
 TEST(UdpDatapath, WakeFdIsReadableWhenDataArrives) {
     auto dp = open_loopback();
     ASSERT_TRUE(dp);

@@ -14,6 +14,12 @@ on ephemeral ports, whose bytes the receiver checks one by one. Cases:
           the receiver (at most their sum, at least half of it)
   ecn     an ECN-marking bottleneck (200 Mbit/s) in front of the receiver: CE marks counted
           by the receiver and echoed to the sender [CC-4], data correct
+  planes  both peers bind their paths to the uplinks (--plane-ifs up0,...): each plane
+          carries a quarter of the bytes, not what the ECMP hash of 8 ports happens to give
+          [PATH-1]
+  planes-cut
+          the cut case with bound paths: the failed paths are re-rolled on their own plane
+          [PATH-4], so all three surviving planes carry data and bound what arrives
 Every case prints both peers' counters. Exits 77 (ctest SKIP_RETURN_CODE) with a one-line
 reason when the machine cannot run it (not root, no network namespaces, no tc eBPF).
 The testbed is removed on every exit path (`finally`, SIGTERM from ctest's timeout).
@@ -53,17 +59,19 @@ PLANE_QUEUE_BYTES = 1 << 20
 RUN_SECONDS = 90
 # Extra transfer_peer options for both peers (--peer-option, for experiments).
 PEER_OPTIONS = []
+# Paths bound to the hosts' uplinks, one per plane (scripts/testbed names them up0..).
+BOUND = ["--plane-ifs", ",".join(f"up{k}" for k in range(PLANES))]
 
 
 class Transfer:
     """One sender/receiver pair of transfer_peer processes in hosts 0 and 1."""
 
-    def __init__(self, testbed, peer, seed, pause_at=0):
+    def __init__(self, testbed, peer, seed, pause_at=0, options=()):
         self.testbed = testbed
         self.procs = []
         self.pending = {}  # pid -> bytes read but not yet returned as lines
         common = ["--bytes", str(TRANSFER), "--seed", str(seed),
-                  "--window-kib", str(WINDOW_KIB), *PEER_OPTIONS]
+                  "--window-kib", str(WINDOW_KIB), *options, *PEER_OPTIONS]
         self.receiver = self._start(1, [peer, "receiver", "--local", "198.18.0.2", *common])
         info = self._read(self.receiver, "receiver setup")
         self.sender = self._start(0, [peer, "sender", "--local", "198.18.0.1",
@@ -265,7 +273,33 @@ def case_loss(testbed, peer, seed):
           f"{sender['seconds']:.2f} s")
 
 
-def case_cut(testbed, peer, seed):
+def case_planes(testbed, peer, seed):
+    start = counters(testbed)
+    transfer = Transfer(testbed, peer, seed, options=BOUND)
+    try:
+        sender, receiver = transfer.run(lambda *_: None)
+    finally:
+        transfer.close()
+    moved = plane_bytes(delta(counters(testbed), start))
+    show("planes", sender, receiver)
+    check_correct("planes", sender, receiver)
+    # 8 paths on 4 planes: 2 each. Hashed ports give an even split only 4% of the time
+    # (8!/2^4/4^8); a plane with 1 or 3 paths carries 12.5% or 37.5%.
+    shares = [b / sum(moved) for b in moved]
+    check(all(0.19 <= x <= 0.31 for x in shares),
+          f"planes: bound paths, yet the planes carried {[f'{x:.1%}' for x in shares]} "
+          f"of the bytes ({moved})")
+    print(f"planes: bound paths; bytes per plane {moved} "
+          f"({', '.join(f'{x:.1%}' for x in shares)}); goodput {sender['goodput_mbps']:.0f} "
+          f"Mbit/s; data correct")
+
+
+def case_planes_cut(testbed, peer, seed):
+    case_cut(testbed, peer, seed, options=BOUND)
+
+
+def case_cut(testbed, peer, seed, options=()):
+    name = "planes-cut" if options else "cut"
     start = counters(testbed)
     state = {}
 
@@ -287,51 +321,56 @@ def case_cut(testbed, peer, seed):
         elif "late" in state and "end" not in state and done >= TRANSFER * 15 // 16:
             state["end"], state["end_at"] = timed_counters(testbed)
 
-    transfer = Transfer(testbed, peer, seed, pause_at=4 * MIB)
+    transfer = Transfer(testbed, peer, seed, pause_at=4 * MIB, options=options)
     try:
         sender, receiver = transfer.run(on_progress, on_pause)
     finally:
         transfer.close()
         if "cut_t" in state:
             testbed.run("plane-up", str(state["plane"]))
-    check("late" in state, "cut: the transfer never reached 8 MiB past the cut")
+    check("late" in state, f"{name}: the transfer never reached 8 MiB past the cut")
     plane = state["plane"]
     late = plane_bytes(delta(counters(testbed), state["late"]))
-    show("cut", sender, receiver)
-    check_correct("cut", sender, receiver)
+    show(name, sender, receiver)
+    check_correct(name, sender, receiver)
     conn = sender["connection"]
     check(conn["path_failures"] > 0 and conn["path_rerolls"] > 0,
-          f"cut: plane {plane} cut, yet path_failures {conn['path_failures']}, "
+          f"{name}: plane {plane} cut, yet path_failures {conn['path_failures']}, "
           f"rerolls {conn['path_rerolls']}")
-    check(sender["events"].get("path_failed", 0) > 0, "cut: no kPathFailed event")
+    check(sender["events"].get("path_failed", 0) > 0, f"{name}: no kPathFailed event")
     # After the re-rolls the cut plane sees only PROBEs (and paths re-rolled onto it again,
     # probed until they fail too). A plane still carrying data would carry about a quarter
     # of the bytes; PROBEs come at timer rate, so their share grows when a loaded machine
     # slows the transfer (0.3% measured on an idle one): 5% tells the two apart.
-    check(sum(late) >= 8 * MIB, f"cut: only {sum(late)} bytes crossed the planes after the "
+    check(sum(late) >= 8 * MIB, f"{name}: only {sum(late)} bytes crossed the planes after the "
           f"snapshot 8 MiB past the cut: the test lagged behind the transfer")
     check(late[plane] <= 0.05 * sum(late),
-          f"cut: plane {plane} still carried {late[plane]} of {sum(late)} bytes from 8 MiB "
+          f"{name}: plane {plane} still carried {late[plane]} of {sum(late)} bytes from 8 MiB "
           f"past the cut on (per plane {late})")
     # What reached host 1 (its leaf's egress, behind every plane's tbf, headers included as
     # tbf counts them) between the snapshots 8 MiB past the cut and at 45 MiB: the three surviving planes'
     # caps bound it. Completions cannot time this: 8 chunks outstanding complete in bursts.
     # 1.05 covers the snapshots' timing (~6 ms of ~0.55 s) and the tbf buckets (150 KB).
-    check("end" in state, "cut: the transfer never reached 15/16")
+    check("end" in state, f"{name}: the transfer never reached 15/16")
     tail_mbit = ((state["end"]["h1"]["bytes"] - state["late"]["h1"]["bytes"]) * 8
                  / (state["end_at"] - state["late_at"]) / 1e6)
     check(not CAP_MBIT or tail_mbit <= (PLANES - 1) * CAP_MBIT * 1.05,
-          f"cut: {tail_mbit:.0f} Mbit/s from cut + 8 MiB to 45 MiB through {PLANES - 1} planes of "
+          f"{name}: {tail_mbit:.0f} Mbit/s from cut + 8 MiB to 45 MiB through {PLANES - 1} planes of "
           f"{CAP_MBIT} reached host 1 (the caps do not bind)")
     # ... and, once the failed paths moved, they are what bounds it: at least half the caps
     # of the surviving planes that carry the paths (random source ports may leave a plane
     # without any). Repeated failures of healthy paths after a cut fail this.
     live = [k for k in range(PLANES) if k != plane and late[k] >= 0.1 * sum(late)]
+    # Bound paths: two per plane, and re-rolls keep a path on its plane, so every
+    # surviving plane still carries data.
+    check(not options or len(live) == PLANES - 1,
+          f"{name}: bound paths, yet only planes {live} carried data after the cut "
+          f"(per plane {late})")
     check(not CAP_MBIT or tail_mbit >= 0.5 * len(live) * CAP_MBIT,
-          f"cut: only {tail_mbit:.0f} Mbit/s reached host 1 through planes {live} of "
+          f"{name}: only {tail_mbit:.0f} Mbit/s reached host 1 through planes {live} of "
           f"{CAP_MBIT} Mbit/s after the cut ({conn['path_failures']} path failures)")
     failed = [k for k, p in enumerate(sender["paths"]) if p["failures"]]
-    print(f"cut: plane {plane} (busiest: {state['moved']} bytes) cut at "
+    print(f"{name}: plane {plane} (busiest: {state['moved']} bytes) cut at "
           f"{state['cut_done'] // MIB} MiB; {conn['path_failures']} path failures on paths "
           f"{failed}, {conn['path_rerolls']} re-rolls, {conn['retransmits_path_failure']} "
           f"retransmits for failed paths; bytes per plane from 8 MiB past the cut on {late}; "
@@ -364,7 +403,8 @@ def case_ecn(testbed, peer, seed):
           f"data correct")
 
 
-CASES = {"clean": case_clean, "loss": case_loss, "cut": case_cut, "ecn": case_ecn}
+CASES = {"clean": case_clean, "loss": case_loss, "cut": case_cut, "ecn": case_ecn,
+         "planes": case_planes, "planes-cut": case_planes_cut}
 
 
 def main():

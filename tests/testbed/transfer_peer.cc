@@ -28,6 +28,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ void emit(const Json& j) { std::cout << j.dump() << '\n' << std::flush; }
                  " --bytes N --seed S [options]\n"
               << "options: --paths P (8) --window-kib W (64) --qp-timeout T (16) --chunk-kib C"
                  " (1024) --depth D (8) --deadline-s S (60) --pause-at BYTES (0: none)"
-                 " --detect-overtaken 0|1 (1) --aimd 0|1 (1)\n";
+                 " --detect-overtaken 0|1 (1) --aimd 0|1 (1) --plane-ifs IF,IF,... (none)\n";
     std::exit(2);
 }
 
@@ -206,7 +207,8 @@ struct Peer {
                     {"packets_received", s.udp.packets_received},
                     {"send_errors", s.udp.send_errors},
                     {"send_would_block", s.udp.send_would_block},
-                    {"bind_failures", s.udp.bind_failures}};
+                    {"bind_failures", s.udp.bind_failures},
+                    {"no_plane_device", s.udp.no_plane_device}};
         if (auto r = dev->connection_report(peer)) {
             j["connection"] = connection_json(r->connection);
             Json paths = Json::array();
@@ -255,6 +257,12 @@ int open_peer(const Options& o, Peer& p, size_t bytes) {
     cfg.endpoint.congestion_control = o.number("aimd", 1) != 0 ? core::EndpointConfig::Cc::kAimd
                                                                : core::EndpointConfig::Cc::kFixed;
     cfg.seed = o.number("seed") ^ (o.role == "sender" ? 0x5eedu : 0xcafeu);
+    // --plane-ifs up0,up1,...: one interface per plane, so the paths are spread evenly over
+    // the planes and a re-rolled path stays on its own ([PATH-1], [PATH-4]).
+    if (auto it = o.values.find("plane-ifs"); it != o.values.end()) {
+        std::stringstream list(it->second);
+        for (std::string dev; std::getline(list, dev, ',');) cfg.udp.plane_devices.push_back(dev);
+    }
     std::string error;
     auto dev = api::Device::open(cfg, &error);
     if (!dev) {
