@@ -8,7 +8,9 @@ CE from 100 KB of queue as a switch would), and for each repetition runs `mroce 
 carried most of the lossless run, (3) that plane cut CUT seconds into the run. For the
 cut it reports goodput before the cut and from 1 s after it (100 ms buckets from the
 run's JSON), the time from the cut to each path failure ([PATH-3]) and to the re-rolled
-path answering. Removes the testbed on every exit path. Needs root.
+path answering. With --bound both sides bind their paths to the planes' uplinks
+(`mroce perf --plane-ifs up0,...`, spec [UDP-10]): two paths per plane, re-rolls stay on
+their plane. Removes the testbed on every exit path. Needs root.
 """
 import argparse
 import json
@@ -34,12 +36,15 @@ def main():
     ap.add_argument("--ecn", nargs=3, default=["100000", "250000", "0.2"],
                     metavar=("KMIN", "KMAX", "PMAX"))
     ap.add_argument("--limit", default="500000", help="plane queue bytes")
+    ap.add_argument("--bound", action="store_true",
+                    help="both sides bind their paths to the planes (--plane-ifs up0,..,up3)")
     ap.add_argument("perf_args", nargs="*", help="extra mroce perf client options (after --)")
     a = ap.parse_args()
     env = dict(os.environ, MROCE_TESTBED_PREFIX=PREFIX)
     tb = lambda *args: subprocess.run([a.testbed, *args], env=env, check=True,
                                       capture_output=True, text=True).stdout
     tmp = tempfile.mkdtemp(prefix="perf-testbed-")
+    planes = ["--plane-ifs", ",".join(f"up{j}" for j in range(4))] if a.bound else []
 
     def counters():
         s = json.loads(tb("status", "--json"))
@@ -47,13 +52,13 @@ def main():
 
     def run(name, cut_plane=None):
         server = subprocess.Popen([a.testbed, "exec", "1", "--", a.mroce, "perf", "-p", str(PORT),
-                                   "-D", str(a.seconds)], env=env, stdout=subprocess.DEVNULL,
+                                   "-D", str(a.seconds), *planes], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         out = os.path.join(tmp, name + ".json")
         client = subprocess.Popen([a.testbed, "exec", "0", "--", a.mroce, "perf", "198.18.0.2", "-p",
                                    str(PORT), "-s", "1048576", "-D", str(a.seconds), "--report_gbits",
-                                   "--json", out, *a.perf_args], env=env, stdout=subprocess.PIPE,
+                                   "--json", out, *planes, *a.perf_args], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
         cut_at = None
         if cut_plane is not None:

@@ -48,11 +48,12 @@ struct UdpOptions {
     // Largest datagram recv_batch accepts without GRO, in bytes; longer ones are dropped
     // and counted (receive_truncated). With GRO a receive slot holds a 64 KiB super-packet.
     size_t max_datagram_bytes = 9216;
-    // One network interface per plane (DESIGN.md "Paths and planes"): a packet whose
-    // meta.local_port is j leaves from a socket bound to plane_devices[j] (SO_BINDTODEVICE),
-    // so the plane is the engine's choice, not the kernel's multipath hash, and a re-rolled
-    // path stays on its plane. Empty: meta.local_port is ignored and routing picks the way.
-    // open() refuses a name the kernel does not know. Binding needs CAP_NET_RAW (root).
+    // spec [UDP-10]: one network interface per plane (DESIGN.md "Paths and planes"): a
+    // packet whose meta.local_port is j leaves from a socket bound to plane_devices[j]
+    // (SO_BINDTODEVICE), so the plane is the engine's choice, not the kernel's multipath
+    // hash, and a re-rolled path stays on its plane. Empty: meta.local_port is ignored and
+    // routing picks the way. open() refuses a name the kernel does not know. Binding a
+    // socket to a device needs CAP_NET_RAW on kernels before 5.7.
     std::vector<std::string> plane_devices;
 };
 

@@ -263,7 +263,7 @@ TEST(UdpDatapath, TakenSourcePortIsCountedAndDropped) {
     EXPECT_EQ(dp->stats().path_sockets_opened, 0u);
 }
 
-// [PATH-1]: with plane devices, meta.local_port picks the interface a path socket is
+// [UDP-10] [PATH-1]: with plane devices, meta.local_port picks the interface a path socket is
 // bound to; an unknown interface is refused at open, a plane without a device is counted
 // and dropped. (That the kernel then really leaves by that plane is checked across the
 // testbed: tests/testbed/netns_test.py.)

@@ -16,7 +16,7 @@ on ephemeral ports, whose bytes the receiver checks one by one. Cases:
           by the receiver and echoed to the sender [CC-4], data correct
   planes  both peers bind their paths to the uplinks (--plane-ifs up0,...): each plane
           carries a quarter of the bytes, not what the ECMP hash of 8 ports happens to give
-          [PATH-1]
+          [UDP-10] [PATH-1]
   planes-cut
           the cut case with bound paths: the failed paths are re-rolled on their own plane
           [PATH-4], so all three surviving planes carry data and bound what arrives
