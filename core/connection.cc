@@ -84,6 +84,19 @@ uint16_t Connection::next_return_path() {
     return start;
 }
 
+uint16_t Connection::other_return_path(uint16_t avoid) {
+    const uint16_t n = num_paths();
+    const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
+    uint16_t same_plane = avoid;
+    for (uint16_t i = 0; i < n; ++i) {
+        const uint16_t p = static_cast<uint16_t>((start + i) % n);
+        if (p == avoid || tx_paths_[p].state == PathState::kFailed) continue;
+        if (tx_paths_[p].local_port != tx_paths_[avoid].local_port) return p;
+        if (same_plane == avoid) same_plane = p;
+    }
+    return same_plane;
+}
+
 size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type) {
     wire::HelloPacket h;
     h.common.type = type;

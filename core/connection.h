@@ -130,6 +130,9 @@ private:
     // set_meta addresses a packet to leave on `path` (written in place: no temporary).
     void set_meta(const TxPath& path, PacketMeta& m) const;
     uint16_t next_return_path();
+    // other_return_path: as next_return_path, but not `avoid` and, where possible, on
+    // another plane than avoid's ([PROBE-2]).
+    uint16_t other_return_path(uint16_t avoid);
 
     // connection_tx.cc
     size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
@@ -329,6 +332,7 @@ private:
         if (t < overdue_floor_) overdue_floor_ = t;
     }
     static constexpr uint16_t kNoAckRound = 0xffff;
+    static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t probes_pending_ = 0;            // paths with probe_pending set

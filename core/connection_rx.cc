@@ -500,14 +500,27 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     if (buf.size() < wire::encoded_size(a)) return 0;
     const size_t n = wire::store_ack(a, buf.data());
     rp.unacked = 0;
-    rp.probe_reply = false;
     rp.ack_deadline = kNever;
     // [ACK-13]: the ACKs of one round (written between two inputs) leave together on one
     // random usable path, so the datapath sends them with one system call; each round
     // covers every path, so a dead return route costs each path a share of its ACKs.
     if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed)
         ack_round_path_ = next_return_path();
-    set_meta(tx_paths_[ack_round_path_], meta);
+    uint16_t out = ack_round_path_;
+    if (rp.probe_reply) {
+        // [PROBE-2]: the reply goes twice, on two return routes (two planes when there are
+        // several): the peer probes because this path's ACKs stopped, and one dead return
+        // route must not make a healthy forward path look dead too.
+        if (rp.probe_copies == kProbeReplyCopies)
+            rp.probe_first_path = out;
+        else
+            out = other_return_path(rp.probe_first_path);
+        if (--rp.probe_copies > 0)
+            queue_ack(rx_path);
+        else
+            rp.probe_reply = false;
+    }
+    set_meta(tx_paths_[out], meta);
     ++path_stats_[rx_path].acks_sent;
     return n;
 }
@@ -527,6 +540,7 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     rp.last_rx_time = now;
     // [PROBE-2]: a PROBE is answered at once with an ACK that echoes its next_psn.
     rp.probe_reply = true;
+    rp.probe_copies = kProbeReplyCopies;
     rp.probe_psn = p.next_psn;
     queue_ack(p.path_id);
 }

@@ -80,6 +80,9 @@ struct RxPath {
     Time last_rx_time;
     bool probe_reply = false;
     uint32_t probe_psn = 0;
+    // [PROBE-2]: copies of the probe reply still to send, and the return path of the first.
+    uint8_t probe_copies = 0;
+    uint16_t probe_first_path = 0;
 };
 
 }  // namespace mroce::core

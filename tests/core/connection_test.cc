@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "tests/core/harness.h"
+#include "wire/ack.h"
 #include "wire/data.h"
 
 namespace mroce::test {
@@ -593,6 +597,39 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
     }
 }
 
+// [PROBE-2] a probe is answered twice, on two different return paths (source ports), so
+// one dead return route cannot make a healthy forward path look dead as well.
+TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(24, small_net(), cfg, cfg);
+    // Silence A -> B for a while: A's paths time out and probe, and the probes that land
+    // once the routes are back are answered.
+    for (uint32_t r = 0; r < 8; ++r)
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{sim::SimTime{} + 50us, sim::SimTime{} + 3ms};
+    // (path, generation, probe_psn, the probe's timestamp) -> the replies' source ports
+    std::map<std::tuple<uint16_t, uint8_t, uint32_t, uint32_t>, std::set<uint16_t>> replies;
+    size_t reply_packets = 0;
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_a()) return;
+        auto a = wire::decode_ack(pkt.bytes);
+        if (!a || !(a->flags & wire::ack_flag::kProbeReply)) return;
+        ++reply_packets;
+        replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}].insert(pkt.meta.src.port);
+    });
+    WriteFlow f(p, 20, 64 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 20; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 20u);
+    EXPECT_EQ(f.dst, f.src);
+    ASSERT_GT(replies.size(), 0u) << "no probe was answered";
+    EXPECT_EQ(reply_packets, 2 * replies.size());
+    for (const auto& [probe, ports] : replies)
+        EXPECT_EQ(ports.size(), 2u) << "path " << std::get<0>(probe) << " probe_psn "
+                                    << std::get<2>(probe) << ": both replies on one route";
+}
+
 // [STREAM-1] [ERR-6] a peer stream id binds to one local stream per connection; errors
 // come back from the call.
 TEST(Connection, RemoteStreamBindsOnce) {
@@ -610,3 +647,4 @@ TEST(Connection, RemoteStreamBindsOnce) {
 
 }  // namespace
 }  // namespace mroce::test
+
