@@ -112,14 +112,15 @@ class Transfer:
         except ValueError:
             raise Failure(f"{what}: not JSON: {line.strip()[:200]!r}")
 
-    def _has_line(self, proc):
-        """Whether another complete line from proc is already buffered or readable now."""
+    def _progress_follows(self, proc):
+        """Whether a newer progress line from proc is already buffered or readable now."""
         while select.select([proc.stdout], [], [], 0)[0]:
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
                 break
             self.pending[proc.pid] = self.pending.get(proc.pid, b"") + chunk
-        return b"\n" in self.pending.get(proc.pid, b"")
+        line, newline, _ = self.pending.get(proc.pid, b"").partition(b"\n")
+        return bool(newline) and b'"progress"' in line
 
     @staticmethod
     def _write(proc, message):
@@ -139,8 +140,10 @@ class Transfer:
                 self._write(self.sender, {"resume": True})
             elif "progress" in message:
                 # Act on the newest progress only: lines that queued while the test ran a
-                # testbed command are stale, and acting on them would act late.
-                if not self._has_line(self.sender):
+                # testbed command are stale, and acting on them would act late. The last
+                # progress before the report is always acted on: the last chunks often
+                # complete in one burst, and skipping them all would miss the end.
+                if not self._progress_follows(self.sender):
                     on_progress(message["progress"], message["t"])
             else:
                 sender = message
