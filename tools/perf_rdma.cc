@@ -40,6 +40,19 @@ constexpr uint32_t kServeOobCheckEvery = 256;
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
 
+// driver_json: the driver loop's counters between two snapshots. Passes that moved nothing
+// are the polling of an empty socket (one recvmmsg each), which is what separates the
+// protocol's cost from --raw's on loopback.
+Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
+    Json j;
+    j["passes"] = b.passes - a.passes;
+    j["busy_passes"] = b.busy_passes - a.busy_passes;
+    j["timeouts"] = b.timeouts - a.timeouts;
+    j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
+    j["tx_retries"] = b.tx_retries - a.tx_retries;
+    return j;
+}
+
 // succeeded: true for a successful completion; otherwise the one-line error is set.
 bool succeeded(const api::Completion& c, std::string& error) {
     if (c.status == api::Status::kSuccess) return true;
@@ -165,11 +178,13 @@ public:
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
         const auto dp_before = dev_->stats().udp;
+        const auto drv_before = dev_->stats().driver;
         std::optional<Json> r = o_.mode == Mode::kBandwidth ? run_bw(size, error)
                                                             : run_lat(size, error);
         if (!r) return r;
         (*r)["counters"] = counters_json(before, report());
         (*r)["datapath"] = datapath_json(dp_before, dev_->stats().udp);
+        (*r)["driver"] = driver_json(drv_before, dev_->stats().driver);
         return r;
     }
 
@@ -178,12 +193,14 @@ public:
         if (server.contains("received_messages")) r["server_received_messages"] = server["received_messages"];
         if (server.contains("counters")) r["server_counters"] = server["counters"];
         if (server.contains("datapath")) r["server_datapath"] = server["datapath"];
+        if (server.contains("driver")) r["server_driver"] = server["driver"];
         return r;
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
         auto before = report();
         const auto dp_before = dev_->stats().udp;
+        const auto drv_before = dev_->stats().driver;
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
         for (uint64_t loop = 0;; ++loop) {
@@ -216,6 +233,7 @@ public:
         j["received_messages"] = received;
         j["counters"] = counters_json(before, report());
         j["datapath"] = datapath_json(dp_before, dev_->stats().udp);
+        j["driver"] = driver_json(drv_before, dev_->stats().driver);
         return j;
     }
 
