@@ -20,6 +20,7 @@
 #include <fmt/core.h>
 
 #include "api/device.h"
+#include "api/driver.h"
 #include "datapath/udp/udp_datapath.h"
 #include "tools/perf_report.h"
 #include "tools/perf_side.h"
@@ -33,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kMagic = 0x4d524157;  // "MRAW"
 constexpr size_t kHeader = 16;
 constexpr size_t kSegment = 4096;
-constexpr size_t kBatch = 64;  // the api driver's batch (api/driver.h)
+constexpr size_t kBatch = api::Driver::kBatch;  // the same batch as the api driver's
 constexpr auto kLatencyLoss = std::chrono::seconds(1);
 // After the client's "end", the server keeps receiving until the socket is quiet this long.
 constexpr auto kDrainQuiet = std::chrono::milliseconds(20);
