@@ -37,6 +37,14 @@ constexpr uint32_t kOobCheckEvery = 4096;
 // The server checks it more often (its passes are cheap when idle), but not every pass:
 // a poll(2) per pass would cost as much as the pass.
 constexpr uint32_t kServeOobCheckEvery = 256;
+// Bandwidth runs poll while there was work within kSpin and then sleep on the device's wake
+// fds (CompletionQueue::wait) for at most kIdleSleep, as the progress thread does
+// (DeviceConfig::spin). Spinning on an empty socket costs nothing on an idle core, but on
+// a shared one it spends the scheduler's share of this process, so that when the peer's
+// datagrams arrive this process waits behind the others; a sleeper is woken at once.
+// --raw's server uses the same rule.
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
 
@@ -205,9 +213,20 @@ public:
         const auto drv_before = dev_->stats().driver;
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
+        auto last_busy = Clock::now();
         for (uint64_t loop = 0;; ++loop) {
-            dev_->progress();
-            const size_t n = cq_->poll(comps);
+            const bool busy = dev_->progress();
+            size_t n = cq_->poll(comps);
+            bool slept = false;
+            if (o_.mode == Mode::kBandwidth) {
+                const auto now = Clock::now();
+                if (busy || n > 0) {
+                    last_busy = now;
+                } else if (now - last_busy > kSpin) {
+                    n = cq_->wait(comps, kIdleSleep);
+                    slept = true;
+                }
+            }
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
                 if (!succeeded(c, error)) return std::nullopt;
@@ -219,7 +238,7 @@ public:
                 if (!post_recv(q, error)) return std::nullopt;
                 if (o_.mode == Mode::kLatency && !post_one(q, size, error)) return std::nullopt;
             }
-            if (loop % kServeOobCheckEvery == 0) {
+            if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
                     if (m->value("type", "") == "end") break;
                     error = "unexpected control message: " + m->dump().substr(0, 80);
@@ -314,8 +333,10 @@ private:
         auto last_progress = t0;
         bool posting = true;
         uint64_t completed = 0, in_flight = 0;
+        auto last_busy = t0;
         for (uint64_t loop = 0;; ++loop) {
-            if (posting && timed && Clock::now() >= stop_at) posting = false;
+            const auto now = Clock::now();
+            if (posting && timed && now >= stop_at) posting = false;
             if (posting) {
                 bool more = false;
                 for (size_t q = 0; q < qps_.size(); ++q) {
@@ -330,8 +351,13 @@ private:
                 }
                 posting = more;
             }
-            dev_->progress();
-            const size_t n = cq_->poll(comps);
+            const bool busy = dev_->progress();
+            size_t n = cq_->poll(comps);
+            if (busy || n > 0) {
+                last_busy = now;
+            } else if (now - last_busy > kSpin) {
+                n = cq_->wait(comps, kIdleSleep);
+            }
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
                 if (!succeeded(c, error)) return std::nullopt;
