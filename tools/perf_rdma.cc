@@ -58,6 +58,7 @@ Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
     j["timeouts"] = b.timeouts - a.timeouts;
     j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
     j["tx_retries"] = b.tx_retries - a.tx_retries;
+    j["sleeps"] = b.sleeps - a.sleeps;
     j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
     j["idle_s"] = static_cast<double>(b.idle_ns - a.idle_ns) * 1e-9;
     return j;
