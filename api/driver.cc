@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -63,6 +64,7 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
     d->tx_arena_.resize(d->datagram_size_ * kBatch);
     d->rx_.resize(kBatch);
     d->tx_.resize(kBatch);
+    d->tx_grouped_.resize(kBatch);
     return d;
 }
 
@@ -142,6 +144,20 @@ void Driver::flush_tx() {
 }
 
 bool Driver::pass() {
+    const bool did = pass_inner();
+    last_pass_busy_ = did;
+    return did;
+}
+
+// account_time charges the time since the previous pass to busy or idle (DriverStats).
+void Driver::account_time(Time now) {
+    const int64_t t = to_ns(now);
+    if (last_pass_ns_ >= 0 && t > last_pass_ns_)
+        (last_pass_busy_ ? stats_.busy_ns : stats_.idle_ns) += static_cast<uint64_t>(t - last_pass_ns_);
+    last_pass_ns_ = t;
+}
+
+bool Driver::pass_inner() {
     ++stats_.passes;
     bool did = false;
     if (tx_next_ < tx_count_) {
@@ -157,6 +173,7 @@ bool Driver::pass() {
     }
     const bool posted = work_pending_.exchange(false);
     const Time now = dp_.now();
+    account_time(now);
     const bool due = to_ns(now) >= next_deadline_ns_.load();
     const bool can_poll = tx_next_ >= tx_count_;
     if (nrx > 0 || posted || due) want_poll_ = true;
@@ -209,23 +226,45 @@ bool Driver::pass() {
     stats_.events += events;
     if (nrx > 0 || events > 0) did = true;
     if (tx_next_ < tx_count_) {
-        // Group the batch by source port (stable, so each path stays in order): the
-        // datapath sends each run of one socket with one sendmmsg. Paths are independent
-        // routes, so the order between them carries no meaning.
-        for (size_t i = tx_next_ + 1; i < tx_count_; ++i) {
-            datapath::TxPacket p = tx_[i];
-            size_t j = i;
-            while (j > tx_next_ && tx_[j - 1].meta.src.port > p.meta.src.port) {
-                tx_[j] = tx_[j - 1];
-                --j;
-            }
-            tx_[j] = p;
-        }
+        group_by_port();
         flush_tx();
         did = true;
     }
     if (did) ++stats_.busy_passes;
     return did;
+}
+
+void Driver::group_by_port() {
+    // Group the batch by source port, stable so each path stays in order: the datapath
+    // sends each run of one socket with one sendmmsg, as GSO super-packets. Paths are
+    // independent routes, so the order between them carries no meaning. The engine deals
+    // its datagrams round-robin over the paths, so an insertion sort would move almost every
+    // packet past almost every other (quadratic: it cost as much as the payload copy at 120
+    // per pass); this places each packet once, in order of first appearance of its port.
+    std::array<uint16_t, kBatch> ports;   // distinct ports, in order of first appearance
+    std::array<uint32_t, kBatch> counts;  // packets per distinct port, then start offsets
+    std::array<uint32_t, kBatch> which;   // the distinct-port index of each packet
+    size_t distinct = 0;
+    for (size_t i = tx_next_; i < tx_count_; ++i) {
+        const uint16_t port = tx_[i].meta.src.port;
+        size_t k = 0;
+        while (k < distinct && ports[k] != port) ++k;
+        if (k == distinct) {
+            ports[distinct] = port;
+            counts[distinct++] = 0;
+        }
+        ++counts[k];
+        which[i] = static_cast<uint32_t>(k);
+    }
+    if (distinct < 2) return;
+    uint32_t at = static_cast<uint32_t>(tx_next_);
+    for (size_t k = 0; k < distinct; ++k) {
+        const uint32_t n = counts[k];
+        counts[k] = at;
+        at += n;
+    }
+    for (size_t i = tx_next_; i < tx_count_; ++i) tx_grouped_[counts[which[i]]++] = tx_[i];
+    std::swap(tx_, tx_grouped_);
 }
 
 void Driver::wait(Duration max) {

@@ -8,7 +8,8 @@ MetaRoCE (with the window the device fits to the datapath, api/udp_tuning.h, and
 with --raw (plain UDP through the same datapath, no protocol), kernel TCP with iperf3 (one
 stream), then 8-byte WRITE latency over MetaRoCE and the --raw UDP ping-pong. Client on
 CPU 0, server on CPU 1 (as notes/datapath.md). Prints every run and the medians, with the
-ratio of each MetaRoCE goodput to --raw of the same size.
+ratio of each MetaRoCE goodput to --raw of the same size, and the CPU seconds both
+processes used per GB placed.
 
 usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4]
 """
@@ -29,21 +30,30 @@ def free_port():
 
 
 def perf(mroce, args):
-    """One mroce perf pair; returns the client's JSON results."""
+    """One mroce perf pair; returns the client's JSON results, with the CPU seconds (user +
+    system) each process used added as "cpu_client_s" and "cpu_server_s"."""
     port = free_port()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     server = subprocess.Popen(["taskset", "-c", "1", mroce, "perf", "-p", str(port)] + args,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        client = subprocess.run(["taskset", "-c", "0", mroce, "perf", "127.0.0.1", "-p", str(port),
-                                 "--json", path] + args, capture_output=True, text=True,
-                                timeout=120)
-        server.wait(timeout=30)
+        client = subprocess.Popen(["taskset", "-c", "0", mroce, "perf", "127.0.0.1", "-p", str(port),
+                                   "--json", path] + args, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        err = client.stderr.read()
+        _, status, cru = os.wait4(client.pid, 0)
+        client.returncode = os.waitstatus_to_exitcode(status)
+        server.stderr.read()
+        _, _, sru = os.wait4(server.pid, 0)
+        server.returncode = 0
         if client.returncode != 0:
-            raise RuntimeError(f"mroce perf {' '.join(args)}: {client.stderr.strip()}")
+            raise RuntimeError(f"mroce perf {' '.join(args)}: {err.strip()}")
         with open(path) as f:
-            return json.load(f)["results"]
+            r = json.load(f)["results"]
+        r["cpu_client_s"] = cru.ru_utime + cru.ru_stime
+        r["cpu_server_s"] = sru.ru_utime + sru.ru_stime
+        return r
     finally:
         if server.poll() is None:
             server.kill()
@@ -97,6 +107,7 @@ def main():
     ]
     gbps = {name: [] for name, _ in bw_runs}
     gbps["iperf3 TCP"] = []
+    cpu_gb = {name: [] for name, _ in bw_runs}
     lat = {name: {"t_typical": [], "percentile_99": [], "percentile_99.9": []} for name, _ in lat_runs}
     for rep in range(a.reps):
         print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
@@ -108,6 +119,13 @@ def main():
                 extra = f" retx {r['counters']['retransmits']} lost {r['counters']['lost']}"
             if "lost_datagrams" in r:
                 extra = f" lost datagrams {r['lost_datagrams']} of {r['datagrams_sent']}"
+            # CPU seconds of both processes per GB placed: a cost that does not depend on
+            # how the scheduler shared the cores (both sides sleep when idle).
+            gb = r["bytes"] / 1e9
+            cpu = (r["cpu_client_s"] + r["cpu_server_s"]) / gb if gb else 0.0
+            cpu_gb[name].append(cpu)
+            extra += (f"; CPU s/GB {cpu:.3f} (client {r['cpu_client_s'] / gb:.3f}, "
+                      f"server {r['cpu_server_s'] / gb:.3f})" if gb else "")
             print(f"{name:>14}: {r['goodput_gbps']:6.2f} Gbit/s{extra}", flush=True)
         g = iperf3(int(a.seconds))
         gbps["iperf3 TCP"].append(g)
@@ -130,6 +148,9 @@ def main():
             ratio = (f"  = {100 * statistics.median(pairs):.0f}% of --raw "
                      f"({', '.join(f'{100 * x:.0f}%' for x in pairs)})")
         print(f"{name:>14}: {med[name]:6.2f}  (runs {', '.join(f'{x:.2f}' for x in gbps[name])}){ratio}")
+    print("\nCPU seconds (user + system, client + server) per GB placed, median:")
+    for name, v in cpu_gb.items():
+        print(f"{name:>14}: {statistics.median(v):.3f}  (runs {', '.join(f'{x:.3f}' for x in v)})")
     for name, v in lat.items():
         print(f"{name:>14}: p50 {statistics.median(v['t_typical']):.2f} us, "
               f"p99 {statistics.median(v['percentile_99']):.2f} us, "

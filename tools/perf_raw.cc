@@ -17,9 +17,12 @@
 #include <cstring>
 #include <vector>
 
+#include <sys/epoll.h>
+
 #include <fmt/core.h>
 
 #include "api/device.h"
+#include "api/driver.h"
 #include "datapath/udp/udp_datapath.h"
 #include "tools/perf_report.h"
 #include "tools/perf_side.h"
@@ -33,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kMagic = 0x4d524157;  // "MRAW"
 constexpr size_t kHeader = 16;
 constexpr size_t kSegment = 4096;
-constexpr size_t kBatch = 64;  // the api driver's batch (api/driver.h)
+constexpr size_t kBatch = api::Driver::kBatch;  // the same batch as the api driver's
 constexpr auto kLatencyLoss = std::chrono::seconds(1);
 // After the client's "end", the server keeps receiving until the socket is quiet this long.
 constexpr auto kDrainQuiet = std::chrono::milliseconds(20);
@@ -41,6 +44,10 @@ constexpr uint32_t kOobCheckEvery = 4096;
 // The server checks it more often (its passes are cheap when idle), but not every pass:
 // a poll(2) per pass would cost as much as the pass.
 constexpr uint32_t kServeOobCheckEvery = 256;
+// The bandwidth server's idle rule, as mroce's (perf_rdma.cc): poll while a datagram came
+// within kSpin, then sleep on the datapath's wake fd for at most kIdleSleep.
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr int kIdleSleepMs = 1;
 constexpr uint32_t kWarmup = 16;
 
 struct Header {
@@ -138,12 +145,19 @@ public:
         for (uint64_t loop = 0;; ++loop) {
             const size_t n = receive(&error);
             if (!error.empty()) return std::nullopt;
-            if (n > 0) quiet_since = Clock::now();
+            const auto now = Clock::now();
+            bool slept = false;
+            if (n > 0) {
+                quiet_since = now;
+            } else if (o_.mode == Mode::kBandwidth && now - quiet_since > kSpin) {
+                sleep_until_readable();
+                slept = true;
+            }
             if (ending) {
                 if (Clock::now() - quiet_since > kDrainQuiet) break;
                 continue;
             }
-            if (loop % kServeOobCheckEvery == 0) {
+            if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
                     if (m->value("type", "") != "end") {
                         error = "unexpected control message: " + m->dump().substr(0, 80);
@@ -166,6 +180,13 @@ public:
     }
 
 private:
+    // sleep_until_readable waits for the datapath's wake fd (the endpoint socket has data)
+    // for at most kIdleSleepMs.
+    void sleep_until_readable() {
+        epoll_event ev;
+        (void)::epoll_wait(dp_->wake_fd(), &ev, 1, kIdleSleepMs);
+    }
+
     // receive reads one batch and places every payload in buf_ (the receive copy). In
     // latency mode the server answers each complete message with one of the same size.
     size_t receive(std::string* error) {

@@ -37,8 +37,32 @@ constexpr uint32_t kOobCheckEvery = 4096;
 // The server checks it more often (its passes are cheap when idle), but not every pass:
 // a poll(2) per pass would cost as much as the pass.
 constexpr uint32_t kServeOobCheckEvery = 256;
+// Bandwidth runs poll while there was work within kSpin and then sleep on the device's wake
+// fds (CompletionQueue::wait) for at most kIdleSleep, as the progress thread does
+// (DeviceConfig::spin). Spinning on an empty socket costs nothing on an idle core, but on
+// a shared one it spends the scheduler's share of this process, so that when the peer's
+// datagrams arrive this process waits behind the others; a sleeper is woken at once.
+// --raw's server uses the same rule.
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
+
+// driver_json: the driver loop's counters between two snapshots. Passes that moved nothing
+// are the polling of an empty socket (one recvmmsg each), which is what separates the
+// protocol's cost from --raw's on loopback.
+Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
+    Json j;
+    j["passes"] = b.passes - a.passes;
+    j["busy_passes"] = b.busy_passes - a.busy_passes;
+    j["timeouts"] = b.timeouts - a.timeouts;
+    j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
+    j["tx_retries"] = b.tx_retries - a.tx_retries;
+    j["sleeps"] = b.sleeps - a.sleeps;
+    j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
+    j["idle_s"] = static_cast<double>(b.idle_ns - a.idle_ns) * 1e-9;
+    return j;
+}
 
 // succeeded: true for a successful completion; otherwise the one-line error is set.
 bool succeeded(const api::Completion& c, std::string& error) {
@@ -166,11 +190,13 @@ public:
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
         const auto dp_before = dev_->stats().udp;
+        const auto drv_before = dev_->stats().driver;
         std::optional<Json> r = o_.mode == Mode::kBandwidth ? run_bw(size, error)
                                                             : run_lat(size, error);
         if (!r) return r;
         (*r)["counters"] = counters_json(before, report());
         (*r)["datapath"] = datapath_json(dp_before, dev_->stats().udp);
+        (*r)["driver"] = driver_json(drv_before, dev_->stats().driver);
         return r;
     }
 
@@ -179,17 +205,30 @@ public:
         if (server.contains("received_messages")) r["server_received_messages"] = server["received_messages"];
         if (server.contains("counters")) r["server_counters"] = server["counters"];
         if (server.contains("datapath")) r["server_datapath"] = server["datapath"];
+        if (server.contains("driver")) r["server_driver"] = server["driver"];
         return r;
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
         auto before = report();
         const auto dp_before = dev_->stats().udp;
+        const auto drv_before = dev_->stats().driver;
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
+        auto last_busy = Clock::now();
         for (uint64_t loop = 0;; ++loop) {
-            dev_->progress();
-            const size_t n = cq_->poll(comps);
+            const bool busy = dev_->progress();
+            size_t n = cq_->poll(comps);
+            bool slept = false;
+            if (o_.mode == Mode::kBandwidth) {
+                const auto now = Clock::now();
+                if (busy || n > 0) {
+                    last_busy = now;
+                } else if (now - last_busy > kSpin) {
+                    n = cq_->wait(comps, kIdleSleep);
+                    slept = true;
+                }
+            }
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
                 if (!succeeded(c, error)) return std::nullopt;
@@ -201,7 +240,7 @@ public:
                 if (!post_recv(q, error)) return std::nullopt;
                 if (o_.mode == Mode::kLatency && !post_one(q, size, error)) return std::nullopt;
             }
-            if (loop % kServeOobCheckEvery == 0) {
+            if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
                     if (m->value("type", "") == "end") break;
                     error = "unexpected control message: " + m->dump().substr(0, 80);
@@ -217,6 +256,7 @@ public:
         j["received_messages"] = received;
         j["counters"] = counters_json(before, report());
         j["datapath"] = datapath_json(dp_before, dev_->stats().udp);
+        j["driver"] = driver_json(drv_before, dev_->stats().driver);
         return j;
     }
 
@@ -295,8 +335,10 @@ private:
         auto last_progress = t0;
         bool posting = true;
         uint64_t completed = 0, in_flight = 0;
+        auto last_busy = t0;
         for (uint64_t loop = 0;; ++loop) {
-            if (posting && timed && Clock::now() >= stop_at) posting = false;
+            const auto now = Clock::now();
+            if (posting && timed && now >= stop_at) posting = false;
             if (posting) {
                 bool more = false;
                 for (size_t q = 0; q < qps_.size(); ++q) {
@@ -311,8 +353,13 @@ private:
                 }
                 posting = more;
             }
-            dev_->progress();
-            const size_t n = cq_->poll(comps);
+            const bool busy = dev_->progress();
+            size_t n = cq_->poll(comps);
+            if (busy || n > 0) {
+                last_busy = now;
+            } else if (now - last_busy > kSpin) {
+                n = cq_->wait(comps, kIdleSleep);
+            }
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
                 if (!succeeded(c, error)) return std::nullopt;
