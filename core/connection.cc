@@ -68,6 +68,11 @@ void Connection::set_meta(const TxPath& path, PacketMeta& m) const {
     m.dst = peer_;
     m.ecn = ecn::kEct0;  // spec §2 [UDP-5]: every packet is sent ECT(0)
     m.local_port = path.local_port;
+    // [STREAM-14]: control packets (ACK, NACK, PROBE, HELLO, CLOSE) serve every stream of
+    // the connection, so they take its highest class: an ACK stuck behind a paused or
+    // congested low class would stall the high-class streams it also acknowledges (RoCE
+    // NICs likewise send CNPs and ACKs on a high priority). DATA overrides it.
+    m.traffic_class = control_class_;
 }
 
 // next_return_path picks the path for a control packet: a seeded random choice among the
@@ -157,6 +162,7 @@ void Connection::attach_stream(Stream& s) {
     if (std::find(streams_.begin(), streams_.end(), s.id) == streams_.end()) {
         streams_.push_back(s.id);
         by_remote_[s.remote_id] = s.id;
+        control_class_ = std::max(control_class_, s.limits.traffic_class);
     }
     if (!peer_known_ || s.seq_ready) return;
     // [STREAM-2]: the sequence spaces of a stream start at the ISNs of the handshake.
@@ -171,6 +177,14 @@ void Connection::detach_stream(Stream& s) {
     streams_.erase(std::remove(streams_.begin(), streams_.end(), s.id), streams_.end());
     auto it = by_remote_.find(s.remote_id);
     if (it != by_remote_.end() && it->second == s.id) by_remote_.erase(it);
+    update_control_class();
+}
+
+void Connection::update_control_class() {
+    control_class_ = 0;
+    for (uint32_t sid : streams_)
+        if (const Stream* s = ep_.stream_mut(sid))
+            control_class_ = std::max(control_class_, s->limits.traffic_class);
 }
 
 void Connection::stream_has_work(Stream& s) {

@@ -70,6 +70,11 @@ public:
     // detach_stream flushes a stream's work and forgets it (Endpoint::destroy_stream).
     void detach_stream(Stream& s);
     bool bound_to_remote(uint32_t remote_stream) const { return by_remote_.count(remote_stream) != 0; }
+    // update_control_class recomputes control_class() after a bound stream's class changed
+    // (Endpoint::set_stream_limits); attach and detach keep it current themselves.
+    void update_control_class();
+    // control_class: the traffic class of packets that belong to no one stream ([STREAM-14]).
+    uint8_t control_class() const { return control_class_; }
     void stream_has_work(Stream& s);
     void close(Time now);
 
@@ -286,6 +291,7 @@ private:
     uint16_t rr_path_ = 0;      // round-robin cursor for new data
 
     std::vector<uint32_t> streams_;          // local stream ids on this connection
+    uint8_t control_class_ = 0;              // [STREAM-14] highest class of streams_
     std::unordered_map<uint32_t, uint32_t> by_remote_;  // peer's stream id -> local id
     std::deque<uint32_t> ready_streams_;     // streams with unsent new segments
     struct SegRef {

@@ -253,6 +253,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         }
     }
     set_meta(path, meta);
+    meta.traffic_class = s.limits.traffic_class;  // [STREAM-14]: DATA in its stream's class
 
     PathStats& ps = path_stats_[path.id];
     ++ps.packets_sent;

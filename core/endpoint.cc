@@ -73,9 +73,11 @@ Error Endpoint::set_stream_limits(uint32_t stream_id, const StreamLimits& limits
     Stream* s = stream_mut(stream_id);
     if (!s) return Error::kNotFound;
     if (limits.retry_limit > 1000 || limits.max_rd_atomic < 1 ||
-        limits.max_dest_rd_atomic < 1 || limits.min_delivery_timeout < Duration::zero())
+        limits.max_dest_rd_atomic < 1 || limits.min_delivery_timeout < Duration::zero() ||
+        limits.traffic_class > kMaxTrafficClass)
         return Error::kInvalidArgument;
     s->limits = limits;
+    if (Connection* c = s->conn ? conn_mut(s->conn) : nullptr) c->update_control_class();
     return Error::kOk;
 }
 

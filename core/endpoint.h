@@ -85,7 +85,8 @@ public:
     // Per-stream settings ([STREAM-12]): a stream starts with default_stream_limits() (the
     // endpoint config's values); set_stream_limits replaces them, effective for whatever
     // the stream does next. Errors: kNotFound, kInvalidArgument (max_rd_atomic or
-    // max_dest_rd_atomic 0, retry_limit over 1000, a negative timeout).
+    // max_dest_rd_atomic 0, retry_limit over 1000, a negative timeout, traffic_class over
+    // kMaxTrafficClass).
     StreamLimits default_stream_limits() const;
     Error set_stream_limits(uint32_t stream, const StreamLimits& limits);
 

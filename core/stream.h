@@ -176,7 +176,12 @@ struct StreamLimits {
     uint32_t max_rd_atomic = 16;          // [PLACE-20] requester side
     uint32_t max_dest_rd_atomic = 64;     // [PLACE-20] responder side
     uint32_t remote_access = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+    // [STREAM-14] the priority (0..kMaxTrafficClass, higher = more urgent) every DATA of
+    // this stream leaves in; a queue pair's service level / traffic class.
+    uint8_t traffic_class = 0;
 };
+// [STREAM-14] traffic classes are the eight 802.1Q priorities that PFC pauses one by one.
+inline constexpr uint8_t kMaxTrafficClass = 7;
 
 struct Stream {
     uint32_t id = 0;         // local id; the peer addresses it as DATA.stream_id

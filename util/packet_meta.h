@@ -22,6 +22,10 @@ struct PacketMeta {
     Address dst;              // remote (tx) or local (rx) IP and UDP port
     uint8_t ecn = ecn::kNotEct;
     uint16_t local_port = 0;  // NIC port / plane index the packet leaves or arrived on
+    // Priority the packet leaves in (tx; 0 on rx): a switch queue / PFC class, 0..7 as the
+    // 802.1Q priorities a queue pair's service level maps to (spec [STREAM-14]). Local
+    // metadata for the datapath, never on the wire in a protocol header.
+    uint8_t traffic_class = 0;
 };
 
 }  // namespace mroce

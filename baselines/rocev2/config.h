@@ -13,6 +13,8 @@ namespace mroce::rocev2 {
 // The PSN space is 2^24 and a receiver tells old from new by serial arithmetic over half
 // of it, so no more than this many packets may be unacknowledged.
 inline constexpr uint32_t kMaxWindowPackets = 1u << 22;
+// Traffic classes are the eight 802.1Q priorities that PFC pauses one by one.
+inline constexpr uint8_t kMaxTrafficClass = 7;
 
 struct RoceConfig {
     uint16_t port = kUdpPort;  // UDP port the engine receives on (peers send to it)
@@ -22,6 +24,11 @@ struct RoceConfig {
     // port, chosen by its UDP source port (src_port % num_local_ports), so a host's QPs
     // spread over the planes the way independent flows would, each staying on one.
     uint16_t num_local_ports = 1;
+    // The traffic class (switch priority, PFC class; higher = more urgent) a new QP's
+    // packets leave in; RoceEngine::set_traffic_class changes it per QP (a QP's service
+    // level). A QP's ACKs, NAKs and CNPs serve that QP alone, so they leave in its class,
+    // the rule MetaRoCE's [STREAM-14] gives for a connection of one stream.
+    uint8_t traffic_class = 0;
 
     // Requester: at most this many packets unacknowledged per QP (go-back-N window).
     uint32_t window_packets = kMaxWindowPackets;
@@ -58,6 +65,7 @@ struct RoceConfig {
 inline std::string config_error(const RoceConfig& c) {
     if (c.mtu < 64 || c.mtu > 9000) return "mtu must be 64..9000 bytes";
     if (c.num_local_ports < 1) return "num_local_ports must be at least 1";
+    if (c.traffic_class > kMaxTrafficClass) return "traffic_class must be 0..7";
     if (c.window_packets < 1 || c.window_packets > kMaxWindowPackets)
         return "window_packets must be 1.." + std::to_string(kMaxWindowPackets);
     if (c.ack_every < 1) return "ack_every must be at least 1";

@@ -66,6 +66,7 @@ Result<uint32_t> RoceEngine::reserve_stream(uint32_t pd) {
     auto q = std::make_unique<QueuePair>(cfg_.dcqcn);
     q->qpn = kFirstQpn + static_cast<uint32_t>(qps_.size());
     q->pd = pd;
+    q->traffic_class = cfg_.traffic_class;
     const uint64_t start = kPsnBase + cfg_.initial_psn;
     q->next_psn = q->una = q->sent_high = q->end_psn = start;
     q->epsn = start;
@@ -85,6 +86,14 @@ Error RoceEngine::bind_stream(uint32_t stream, const Address& peer, uint32_t rem
     q->src_port = src_port_for(q->qpn, remote_stream);
     last_now_ = now;
     touched(*q);
+    return Error::kOk;
+}
+
+Error RoceEngine::set_traffic_class(uint32_t stream, uint8_t traffic_class) {
+    QueuePair* q = qp_mut(stream);
+    if (!q) return Error::kNotFound;
+    if (traffic_class > kMaxTrafficClass) return Error::kInvalidArgument;
+    q->traffic_class = traffic_class;
     return Error::kOk;
 }
 
@@ -225,6 +234,7 @@ size_t RoceEngine::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Tim
         meta.dst = q.peer;
         meta.ecn = ecn::kEct0;
         meta.local_port = static_cast<uint16_t>(q.src_port % cfg_.num_local_ports);
+        meta.traffic_class = q.traffic_class;  // data, ACK/NAK and CNP alike (config.h)
         ++stats_.datagrams_sent;
         return n;
     }

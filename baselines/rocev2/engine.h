@@ -65,6 +65,9 @@ public:
     // Errors: kNotFound (stream), kWrongState (already bound), kInvalidArgument
     // (remote_stream 0 or over 24 bits).
     Error bind_stream(uint32_t stream, const Address& peer, uint32_t remote_stream, Time now);
+    // set_traffic_class sets the class every packet of QP `stream` leaves in from now on
+    // (RoceConfig::traffic_class). Errors: kNotFound, kInvalidArgument (above 7).
+    Error set_traffic_class(uint32_t stream, uint8_t traffic_class);
     // create_stream is reserve_stream + bind_stream.
     Result<uint32_t> create_stream(uint32_t pd, const Address& peer, uint32_t remote_stream, Time now);
 

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct Loop {
     std::deque<Flight> wire;
     std::function<bool(int from, const Decoded&)> drop;
     std::function<void(int from, const Decoded&)> tap;
+    std::function<void(int from, const Decoded&, const PacketMeta&)> meta_tap;
     std::vector<core::Event> events[2];
     bool ce_to_b = false;  // mark every datagram towards B CE (a congested hop)
 
@@ -50,6 +52,7 @@ struct Loop {
                 Result<Decoded> d = decode(buf);
                 EXPECT_TRUE(d.ok());
                 if (tap) tap(i, *d);
+                if (meta_tap) meta_tap(i, *d, meta);
                 if (ce_to_b && i == 0) meta.ecn = ecn::kCe;
                 if (!drop || !drop(i, *d)) wire.push_back(Flight{1 - i, buf, meta, now + delay});
                 buf.assign(e.max_datagram_size(), std::byte{0});
@@ -295,6 +298,35 @@ TEST(RoceEngine, CnpSlowsTheSenderWithPacing) {
     const auto run_us = (s.loop.now - start) / 1us;
     EXPECT_LE(cnps, run_us / 50 + 1);
     EXPECT_EQ(s.src, s.dst);
+}
+
+// A QP's class is on every packet it sends: data one way, ACKs and CNPs the other (each
+// side's QP has its own class, as each side's verbs QP has its own service level).
+TEST(RoceEngine, EveryPacketOfAQpLeavesInItsClass) {
+    RoceConfig cfg = small_config();
+    cfg.traffic_class = 2;  // the default for new QPs
+    cfg.window_packets = 16;
+    Pair s(cfg, 64 * 256);
+    EXPECT_EQ(s.loop.a.qp(s.qa)->traffic_class, 2);
+    ASSERT_EQ(s.loop.b.set_traffic_class(s.qb, 6), Error::kOk);
+    EXPECT_EQ(s.loop.b.set_traffic_class(s.qb, 8), Error::kInvalidArgument);
+    EXPECT_EQ(s.loop.b.set_traffic_class(999, 1), Error::kNotFound);
+    s.loop.ce_to_b = true;  // so B sends CNPs too
+    std::map<std::pair<int, Opcode>, std::set<uint8_t>> seen;  // (side, opcode) -> classes
+    s.loop.meta_tap = [&](int from, const Decoded& d, const PacketMeta& m) {
+        const Opcode op = is_data(d.h.bth.opcode) ? Opcode::kWriteOnly : d.h.bth.opcode;
+        seen[{from, op}].insert(m.traffic_class);
+    };
+    ASSERT_EQ(s.loop.a.post_send(s.qa, s.write(1, 64 * 256), s.loop.now), Error::kOk);
+    s.loop.run();
+    ASSERT_EQ(s.completions(0).size(), 1u);
+    const std::set<uint8_t> two{2}, six{6};
+    EXPECT_EQ(seen[std::make_pair(0, Opcode::kWriteOnly)], two);
+    EXPECT_EQ(seen[std::make_pair(1, Opcode::kAck)], six);
+    EXPECT_EQ(seen[std::make_pair(1, Opcode::kCnp)], six);
+    EXPECT_EQ(seen.size(), 3u);  // nothing else was sent
+    cfg.traffic_class = 8;
+    EXPECT_NE(config_error(cfg), "");
 }
 
 TEST(RoceEngine, PacedSenderReportsItsNextSendTimeAsDeadline) {

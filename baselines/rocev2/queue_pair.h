@@ -73,6 +73,7 @@ struct QueuePair {
     Address peer;         // the remote engine's IP and UDP port
     uint32_t remote_qpn = 0;
     uint16_t src_port = 0;  // fixed per QP: one ECMP route for its whole life
+    uint8_t traffic_class = 0;  // every packet of the QP, data and control (config.h)
 
     // ---- requester ----
     std::deque<TxWr> sq;    // posted and not yet completed, in PSN order
