@@ -69,15 +69,17 @@ public:
         datapath::UdpOptions opt;
         opt.gso = opt.gro = o_.offload;
         opt.recv_buffer_bytes = kRecvBufferBytes;
+        // --plane-ifs: path p leaves on plane p mod P, as MetaRoCE's paths do ([PATH-1]).
+        opt.plane_devices = o_.plane_ifs;
         const Address local = oob_.local_ip().with_port(0);
         auto dp = datapath::UdpDatapath::open(local, opt, &error);
         if (!dp) return false;
         dp_ = std::move(dp).value();
         // The paths' source ports: free ports found by binding and releasing them; the
-        // datapath binds them again at the first send.
-        ports_.push_back(dp_->local_address().port);
-        for (uint32_t p = 1; p < o_.paths; ++p) {
-            auto probe = datapath::UdpDatapath::open(local, opt, &error);
+        // datapath binds them again at the first send. Like MetaRoCE's paths, none is the
+        // endpoint port, so every path has its own socket (bound to its plane).
+        for (uint32_t p = 0; p < o_.paths; ++p) {
+            auto probe = datapath::UdpDatapath::open(local, {}, &error);
             if (!probe) return false;
             ports_.push_back((*probe)->local_address().port);
         }
@@ -236,8 +238,12 @@ private:
         size_t n = 0;
         auto flush = [&]() -> bool {
             // Contiguous runs per path: datagram k of the batch goes on path k*P/n.
-            for (size_t k = 0; k < n; ++k)
-                tx_[k].meta.src = dp_->local_address().with_port(ports_[k * ports_.size() / n]);
+            const size_t planes = std::max<size_t>(1, o_.plane_ifs.size());
+            for (size_t k = 0; k < n; ++k) {
+                const size_t path = k * ports_.size() / n;
+                tx_[k].meta.src = dp_->local_address().with_port(ports_[path]);
+                tx_[k].meta.local_port = static_cast<uint16_t>(path % planes);
+            }
             size_t done = 0;
             while (done < n) {
                 auto r = dp_->send_batch(std::span<const datapath::TxPacket>(tx_.data() + done, n - done));

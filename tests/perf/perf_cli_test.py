@@ -246,6 +246,22 @@ def case_read_and_atomic_lat():
         check_lat(doc, size, 200)
 
 
+def case_plane_ifs():
+    # [UDP-10]: paths bound to one interface per plane (here twice the loopback), for
+    # MetaRoCE and for --raw; an unknown interface is a one-line error.
+    for extra in ([], ["--raw"]):
+        _, _, doc = run_ok(extra + ["-s", "65536", "-n", "200", "--plane-ifs", "lo,lo"])
+        check(doc["results"]["bytes"] > 0, f"{extra}: nothing moved over bound paths")
+    pair = Pair(["-s", "65536", "-n", "10"], client_extra=["--plane-ifs", "mroce-none0"])
+    try:
+        rc, _, err = pair.wait()["client"]
+    finally:
+        pair.close()
+    lines = err.strip().splitlines()
+    check(rc != 0 and lines == ["mroce perf: udp: plane device 'mroce-none0' is not an interface here"],
+          f"bad --plane-ifs: rc {rc}, stderr {err!r}")
+
+
 def case_unreachable_server():
     start = time.monotonic()
     rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port())])
