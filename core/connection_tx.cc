@@ -120,6 +120,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         TxMessage* m = live_tx(s, r.msg_seq);
         if (!m || m->seg_acked(r.seg)) {
             if (m) m->unqueue(r.seg);
+            // [LOSS-14]: the segment declared lost was acknowledged, or its message
+            // completed, before this retransmission left: the loss was not real.
+            if (s && !s->failed) ++stats_.retransmits_cancelled;
             retx_.pop_front();
             continue;
         }

@@ -41,6 +41,8 @@ struct ConnectionStats {
     uint64_t retransmits_timeout = 0;
     uint64_t retransmits_path_failure = 0;
     uint64_t retransmits_rnr = 0;
+    uint64_t retransmits_cancelled = 0; // [LOSS-14] declared lost, then acknowledged (or its
+                                        // message completed) before the retransmission left
     uint64_t duplicate_segments = 0;    // segment already placed (not yet completed)
     uint64_t held_last_segments = 0;    // [PLACE-12] last segment arrived early, written last
     uint64_t stale_duplicates = 0;      // message already completed: dropped, never written

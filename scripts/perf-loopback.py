@@ -116,7 +116,9 @@ def main():
             gbps[name].append(r["goodput_gbps"])
             extra = ""
             if "counters" in r:
-                extra = f" retx {r['counters']['retransmits']} lost {r['counters']['lost']}"
+                c = r["counters"]
+                extra = (f" retx {c['retransmits']} lost {c['lost']}"
+                         f" cancelled {c.get('retransmits_cancelled', 0)}")
             if "lost_datagrams" in r:
                 extra = f" lost datagrams {r['lost_datagrams']} of {r['datagrams_sent']}"
             # CPU seconds of both processes per GB placed: a cost that does not depend on

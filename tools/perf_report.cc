@@ -109,6 +109,7 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
     c["retransmits"] = b.connection.retransmits - a.connection.retransmits;
     c["retransmits_sack"] = b.connection.retransmits_sack - a.connection.retransmits_sack;
     c["retransmits_timeout"] = b.connection.retransmits_timeout - a.connection.retransmits_timeout;
+    c["retransmits_cancelled"] = b.connection.retransmits_cancelled - a.connection.retransmits_cancelled;
     c["duplicate_segments"] = b.connection.duplicate_segments - a.connection.duplicate_segments;
     // Drops at this receiver, by reason (core/stats.h).
     c["dropped_out_of_window"] = b.connection.out_of_window - a.connection.out_of_window;

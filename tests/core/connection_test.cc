@@ -292,6 +292,51 @@ TEST(Connection, SilenceOnEveryRouteOnlyProbes) {
     EXPECT_GE(strict.failures, 1u);
 }
 
+// [LOSS-14] only the ACKs go silent (3 ms, every return route): with no stall tolerance the
+// sender declares whole windows lost by timeout although every packet arrived; the ACKs that
+// come back afterwards settle most of them before their retransmissions leave, and each such
+// retransmission is counted as cancelled. Without the silence nothing is lost or cancelled.
+struct Cancelled {
+    uint64_t lost = 0, cancelled = 0, retransmits = 0;
+};
+Cancelled silent_return(bool silence) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    cfg.stall_tolerance = Duration::zero();
+    Pair p(18, small_net(), cfg, cfg);
+    const auto from = sim::SimTime{} + 2ms;
+    if (silence)
+        for (uint32_t r = 0; r < 8; ++r)
+            p.net.link(p.host_b(), p.host_a(), r).config().blackhole = sim::TimeWindow{from, from + 3ms};
+    WriteFlow f(p, 80, 256 * 1024);
+    f.post_all();
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 80; }, 500ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 80u);
+    EXPECT_EQ(f.dst, f.src);
+    Cancelled c;
+    c.lost = f.path_sum(&core::PathStats::lost_by_timeout) + f.path_sum(&core::PathStats::lost_by_sack);
+    c.cancelled = f.conn_a().stats().retransmits_cancelled;
+    c.retransmits = f.conn_a().stats().retransmits;
+    return c;
+}
+
+TEST(Connection, LossesSettledBeforeTheirRetransmissionAreCountedCancelled) {
+    const Cancelled quiet = silent_return(true);
+    const Cancelled clean = silent_return(false);
+    std::printf("3 ms without ACKs: %llu declared lost, %llu retransmitted, %llu cancelled; "
+                "without the silence: %llu lost, %llu cancelled\n",
+                static_cast<unsigned long long>(quiet.lost),
+                static_cast<unsigned long long>(quiet.retransmits),
+                static_cast<unsigned long long>(quiet.cancelled),
+                static_cast<unsigned long long>(clean.lost),
+                static_cast<unsigned long long>(clean.cancelled));
+    EXPECT_GE(quiet.lost, 1u);
+    EXPECT_GE(quiet.cancelled, 1u);
+    EXPECT_LE(quiet.cancelled, quiet.lost);
+    EXPECT_EQ(clean.lost, 0u);
+    EXPECT_EQ(clean.cancelled, 0u);
+}
+
 // [ACK-13] a dead return route loses a share of ACKs but fails no forward path.
 TEST(Connection, DeadReturnRouteDoesNotFailForwardPaths) {
     core::EndpointConfig cfg;
