@@ -1,6 +1,7 @@
 #include "sim/host.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "sim/link.h"
 
@@ -24,23 +25,35 @@ Host::~Host() {
 
 size_t Host::port_queued(uint16_t p) const {
     const NicPort& port = *ports_.at(p);
-    return (port.in_service ? 1 : 0) + (port.waiting ? 1 : 0);
+    size_t n = port.in_service ? 1 : 0;
+    for (const auto& q : port.waiting) n += q.size();
+    return n;
 }
 
-bool Host::NicPort::paused_now() const {
-    return paused[std::min<uint8_t>(host.config_.traffic_class, kMaxTrafficClasses - 1)];
+bool Host::can_take_past_held() const {
+    // Several classes in use: a datagram that may go but waits for its busy port still
+    // stops polling; held (paused) ones do not, while some used class has none held.
+    uint8_t held = 0;
+    for (const auto& port : ports_) {
+        if (port->ready_classes() != 0) return false;
+        held |= port->waiting_classes;
+    }
+    return (used_classes_ & static_cast<uint8_t>(~held)) != 0;
 }
 
 void Host::NicPort::set_paused(uint8_t cls, bool pause) {
-    if (cls >= kMaxTrafficClasses || paused[cls] == pause) return;
-    paused[cls] = pause;
+    if (cls >= kMaxTrafficClasses || ((paused_classes >> cls) & 1) == pause) return;
+    const auto bit = static_cast<uint8_t>(1u << cls);
+    paused_classes = pause ? (paused_classes | bit) : (paused_classes & ~bit);
+    // A pause needs no poll now: if it turned a waiting datagram into a held one, that one
+    // waited for this busy port, whose completion polls anyway.
     if (pause) {
         ++host.stats_.pauses_received;
         return;
     }
-    if (!in_service && waiting) {
+    if (!in_service && (waiting_classes & bit)) {
         host.start_port(*this);
-        if (host.engine_) host.after_engine_call();  // the waiting slot is free again
+        if (host.engine_) host.after_engine_call();  // the held datagram left: poll again
     }
 }
 
@@ -83,46 +96,69 @@ void Host::drain_events() {
     }
 }
 
-bool Host::can_take_datagram() const {
-    return waiting_ports_ == 0 && busy_ports_ < ports_.size();
-}
-
 void Host::pump_transmit() {
-    if (!engine_ || !can_take_datagram()) return;
-    if (!spare_) spare_ = sim_.packets().acquire();
-    PacketBytes& buf = spare_->bytes;
-    buf.resize(engine_->max_datagram_size());  // recycled capacity; no zeroing (packet.h)
-    PacketMeta meta{};
-    ++stats_.polls;
-    const size_t n = engine_->poll_transmit(buf, meta, core_now());
-    if (n == 0) {
-        ++stats_.empty_polls;
-        return;
+    // One poll, unless the datagram it gives is held by a paused class: then another
+    // class may have something that can go, so poll again while the NIC allows it.
+    while (engine_ && can_take_datagram()) {
+        if (!spare_) spare_ = sim_.packets().acquire();
+        PacketBytes& buf = spare_->bytes;
+        buf.resize(engine_->max_datagram_size());  // recycled capacity; no zeroing (packet.h)
+        PacketMeta meta{};
+        ++stats_.polls;
+        const size_t n = engine_->poll_transmit(buf, meta, core_now());
+        if (n == 0) {
+            ++stats_.empty_polls;
+            return;
+        }
+        MROCE_DCHECK(n <= buf.size());
+        buf.resize(std::min(n, buf.size()));
+        PacketPtr packet = std::move(spare_);
+        // The host owns its IP: the engine chooses only the source port (the path), the
+        // NIC port (the plane) and the traffic class.
+        meta.src.ip = address_.ip;
+        if (meta.src.port == 0) meta.src.port = config_.udp_port;
+        packet->meta = meta;
+        // [STREAM-14]: the engine names the class; the switches' priority and PFC class.
+        const uint8_t cls = std::min<uint8_t>(meta.traffic_class, kMaxTrafficClasses - 1);
+        const auto bit = static_cast<uint8_t>(1u << cls);
+        packet->traffic_class = cls;
+        used_classes_ |= bit;
+        ++stats_.tx_packets;
+        stats_.tx_bytes += packet->size();
+        NicPort& port = *ports_[meta.local_port % ports_.size()];
+        const bool held = (port.paused_classes & bit) != 0;
+        // An idle port has nothing waiting that may go (start_port runs on every change),
+        // so a datagram of an unpaused class starts at once, without queueing.
+        if (!held && !port.in_service) {
+            begin_service(port, std::move(packet), cls);
+            return;
+        }
+        port.waiting[cls].push_back(std::move(packet));
+        port.waiting_classes |= bit;
+        ++waiting_;
+        if (!held) return;  // next on its busy port
     }
-    MROCE_DCHECK(n <= buf.size());
-    buf.resize(std::min(n, buf.size()));
-    PacketPtr packet = std::move(spare_);
-    // The host owns its IP: the engine chooses only the source port (the path) and the
-    // NIC port (the plane).
-    meta.src.ip = address_.ip;
-    if (meta.src.port == 0) meta.src.port = config_.udp_port;
-    packet->meta = meta;
-    packet->traffic_class = config_.traffic_class;
-    ++stats_.tx_packets;
-    stats_.tx_bytes += packet->size();
-    NicPort& port = *ports_[meta.local_port % ports_.size()];
-    port.waiting = std::move(packet);
-    ++waiting_ports_;
-    if (!port.in_service) start_port(port);
 }
 
-void Host::start_port(NicPort& port) {
-    if (port.in_service || !port.waiting || port.paused_now()) return;
-    port.in_service = std::move(port.waiting);
-    --waiting_ports_;
+void Host::begin_service(NicPort& port, PacketPtr packet, uint8_t cls) {
+    port.in_service = std::move(packet);
+    ++class_tx_packets_[cls];
     ++busy_ports_;
     port.event = sim_.schedule_in(serialization_time(port.in_service->size(), port.rate_bps),
                                   [this, p = &port] { on_port_done(*p); });
+}
+
+void Host::start_port(NicPort& port) {
+    const uint8_t ready = port.ready_classes();
+    if (port.in_service || ready == 0) return;
+    // Strict priority: the highest class that may go.
+    const auto cls = static_cast<uint8_t>(std::bit_width(ready) - 1);
+    RingQueue<PacketPtr>& q = port.waiting[cls];
+    PacketPtr packet = std::move(q.front());
+    q.pop_front();
+    if (q.empty()) port.waiting_classes &= static_cast<uint8_t>(~(1u << cls));
+    --waiting_;
+    begin_service(port, std::move(packet), cls);
 }
 
 void Host::on_port_done(NicPort& port) {

@@ -21,6 +21,17 @@
 // this is exactly "poll when the NIC is idle". Port p's datagrams arrive at the engine
 // with meta.local_port = p.
 //
+// Traffic classes: a datagram leaves in the class the engine put in meta.traffic_class
+// (clamped to kMaxTrafficClasses - 1), and each port keeps one FIFO per class. PFC pauses
+// a class of a port, not the port: the port serves the highest unpaused class with a
+// datagram waiting (strict priority, as the switch ports do, so a class means the same
+// priority at every hop; packets of several classes wait at once only after a resume).
+// A datagram of a paused class is held there without stopping the NIC, as long as some
+// class the engine has used is not held: the NIC cannot tell the engine which classes
+// may go, so it keeps polling and holds what the paused classes produce meanwhile (the
+// engine's windows bound that). Only when every class the engine has used is held does
+// polling stop, which for an engine that uses one class is the rule above exactly.
+//
 // The engine writes each datagram straight into a pooled packet: an attached host holds
 // one spare packet between polls (PacketPool::outstanding counts it; attach(nullptr)
 // returns it).
@@ -28,6 +39,7 @@
 // Threading: single-threaded, like its Sim.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +48,7 @@
 #include "core/engine.h"
 #include "sim/event_queue.h"
 #include "sim/packet.h"
+#include "sim/ring_queue.h"
 #include "util/address.h"
 #include "util/check.h"
 
@@ -61,7 +74,6 @@ struct HostConfig {
     uint64_t line_rate_bps = 100'000'000'000;  // NIC serialisation rate per port; must be > 0
     uint16_t udp_port = kDefaultUdpPort;       // the engine's local UDP port
     uint16_t ports = 1;                        // NIC ports (planes), >= 1
-    uint8_t traffic_class = 0;                 // switch priority of everything it sends
 };
 
 struct HostStats {
@@ -147,9 +159,13 @@ class Host final : public PacketSink {
     uint64_t port_rx_packets(uint16_t p) const { return ports_.at(p)->rx_packets; }
     // port_rx_bytes counts every arrival on port p, whether the engine took it or not.
     uint64_t port_rx_bytes(uint16_t p) const { return ports_.at(p)->rx_bytes; }
-    // port_queued is the datagrams on port p: in service plus waiting (0..2).
+    // port_queued is the datagrams on port p: in service plus waiting (every class).
     size_t port_queued(uint16_t p) const;
-    bool port_paused(uint16_t p, uint8_t cls) const { return ports_.at(p)->paused[cls]; }
+    // port_waiting is the datagrams of class cls waiting on port p (not in service).
+    size_t port_waiting(uint16_t p, uint8_t cls) const { return ports_.at(p)->waiting.at(cls).size(); }
+    bool port_paused(uint16_t p, uint8_t cls) const { return (ports_.at(p)->paused_classes >> cls) & 1; }
+    // tx_packets_in_class counts datagrams of class cls the NIC started to serialise.
+    uint64_t tx_packets_in_class(uint8_t cls) const { return class_tx_packets_.at(cls); }
 
     const HostStats& stats() const { return stats_; }
     // nic_busy: some port is serialising a datagram.
@@ -158,33 +174,43 @@ class Host final : public PacketSink {
     Time armed_deadline() const { return armed_deadline_; }
 
   private:
-    // NicPort is one NIC port: a serialiser with one waiting slot, its uplink, and the
-    // receive side the fabric delivers to.
+    // NicPort is one NIC port: a serialiser with a FIFO of waiting datagrams per traffic
+    // class, its uplink, and the receive side the fabric delivers to.
     struct NicPort final : PacketSink, PauseTarget {
         NicPort(Host& h, uint16_t i, uint64_t rate) : host(h), index(i), rate_bps(rate) {}
         void receive(PacketPtr packet) override { host.receive_on(index, std::move(packet)); }
         void set_paused(uint8_t cls, bool paused) override;
-        bool paused_now() const;  // the host's traffic class is paused
+        // ready_classes: classes with a datagram waiting that may go (not paused).
+        uint8_t ready_classes() const { return waiting_classes & static_cast<uint8_t>(~paused_classes); }
         Host& host;
         uint16_t index;
+        uint8_t waiting_classes = 0;  // bit c: waiting[c] is not empty
+        uint8_t paused_classes = 0;   // bit c: PFC paused class c
         uint64_t rate_bps;
         PacketSink* uplink = nullptr;
         PacketPtr in_service{nullptr, {}};
-        PacketPtr waiting{nullptr, {}};
         EventHandle event;
-        bool paused[kMaxTrafficClasses] = {};
         uint64_t tx_packets = 0;
         uint64_t rx_packets = 0;
         uint64_t rx_bytes = 0;
+        std::array<RingQueue<PacketPtr>, kMaxTrafficClasses> waiting;
     };
 
     Time core_now() const { return to_core_time(sim_.now()); }
     void receive_on(uint16_t port, PacketPtr packet);
     void after_engine_call();
     void drain_events();
-    bool can_take_datagram() const;
+    bool can_take_datagram() const {
+        if (busy_ports_ >= ports_.size()) return false;
+        if (waiting_ == 0) return true;
+        // One class in use: anything waiting, ready or held, stops polling (see above).
+        if ((used_classes_ & (used_classes_ - 1)) == 0) return false;
+        return can_take_past_held();
+    }
+    bool can_take_past_held() const;
     void pump_transmit();
     void start_port(NicPort& port);
+    void begin_service(NicPort& port, PacketPtr packet, uint8_t cls);
     void rearm_timer();
     void on_port_done(NicPort& port);
     void on_timer();
@@ -199,8 +225,10 @@ class Host final : public PacketSink {
     // kept across empty polls, so a datagram is written once and never copied.
     PacketPtr spare_{nullptr, {}};
     std::vector<std::unique_ptr<NicPort>> ports_;
-    uint32_t busy_ports_ = 0;     // ports serialising
-    uint32_t waiting_ports_ = 0;  // ports with a datagram waiting
+    uint32_t busy_ports_ = 0;  // ports serialising
+    uint32_t waiting_ = 0;     // datagrams waiting on all ports, every class
+    uint8_t used_classes_ = 0; // bit c: the engine has sent a datagram in class c
+    std::array<uint64_t, kMaxTrafficClasses> class_tx_packets_{};
 
     EventHandle timer_event_;
     Time armed_deadline_ = kNever;

@@ -35,6 +35,7 @@ class ScriptedEngine final : public core::Engine {
         bool event_per_datagram = false;     // emit one completion per datagram received
         std::optional<Time> stuck_deadline;  // misbehave: always report this deadline
         bool full_payload = true;            // fill and check every byte (else the seq only)
+        std::vector<uint8_t> classes;        // datagram i's traffic class: classes[i % size]
     };
     struct Rx {
         Time at;
@@ -81,6 +82,7 @@ class ScriptedEngine final : public core::Engine {
         meta.dst = o_.peer;
         meta.src.port = static_cast<uint16_t>(o_.base_port + seq);
         meta.ecn = ecn::kEct0;
+        meta.traffic_class = o_.classes.empty() ? 0 : o_.classes[seq % o_.classes.size()];
         sent_at.push_back(now);
         if (o_.pace > Duration{0}) release_ = now + o_.pace;
         return o_.size;
@@ -180,6 +182,97 @@ TEST(Host, DeliversSerialisesAtLineRateAndDoesNotSpin) {
     a.kick();
     sim.run_until({});
     EXPECT_EQ(eb.received.size(), n + 2);
+}
+
+// Received sequence numbers in arrival order.
+std::vector<uint32_t> arrival_order(const ScriptedEngine& e) {
+    std::vector<uint32_t> v;
+    for (const auto& rx : e.received) v.push_back(rx.seq);
+    return v;
+}
+
+// PFC pauses a class of a NIC port, not the port: with class 0 paused, class 1 keeps
+// going back to back while class 0's datagrams are held; they go after the resume.
+TEST(Host, APausedClassDoesNotBlockAnother) {
+    Sim sim(1);
+    Network net(sim, exact_network(10'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 20, .classes = {1, 0}});
+    ScriptedEngine eb({.peer = a.address()});
+    a.attach(&ea);
+    b.attach(&eb);
+    std::vector<uint8_t> classes_seen;
+    net.set_tap([&](const Packet& p, const Host&) { classes_seen.push_back(p.traffic_class); });
+    a.pause_target(0).set_paused(0, true);
+    sim.run_until({}, SimTime{} + 50us);
+    // Class 1 (even seqs) went at the NIC's line rate, 800 ns apart, unblocked.
+    ASSERT_EQ(eb.received.size(), 10u);
+    for (uint32_t k = 0; k < 10; ++k) {
+        EXPECT_EQ(eb.received[k].seq, 2 * k);
+        EXPECT_EQ(eb.received[k].at, at_ns(800 * (k + 1) + 80 + 1000));
+    }
+    EXPECT_EQ(ea.sent(), 20u);
+    EXPECT_EQ(a.port_waiting(0, 0), 10u);  // every class-0 datagram held
+    EXPECT_EQ(a.port_waiting(0, 1), 0u);
+    EXPECT_EQ(a.port_queued(0), 10u);
+    EXPECT_EQ(a.tx_packets_in_class(0), 0u);
+    EXPECT_EQ(a.tx_packets_in_class(1), 10u);
+    EXPECT_TRUE(a.port_paused(0, 0));
+    EXPECT_FALSE(a.port_paused(0, 1));
+
+    a.pause_target(0).set_paused(0, false);
+    sim.run_until({});
+    ASSERT_EQ(eb.received.size(), 20u);
+    for (uint32_t k = 10; k < 20; ++k) EXPECT_EQ(eb.received[k].seq, 2 * (k - 10) + 1);  // FIFO in a class
+    EXPECT_EQ(a.tx_packets_in_class(0), 10u);
+    EXPECT_EQ(std::count(classes_seen.begin(), classes_seen.end(), 1), 10);
+    EXPECT_EQ(a.port_queued(0), 0u);
+}
+
+// An engine that uses one class: a paused datagram stops polling altogether (nothing
+// else could go), exactly as a host with one waiting slot per port did.
+TEST(Host, OneClassInUseStopsPollingWhenPaused) {
+    Sim sim(1);
+    Network net(sim, exact_network(10'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 20, .classes = {3}});
+    ScriptedEngine eb({.peer = a.address()});
+    a.attach(&ea);
+    b.attach(&eb);
+    a.pause_target(0).set_paused(3, true);
+    sim.run_until({}, SimTime{} + 50us);
+    EXPECT_EQ(ea.sent(), 1u);
+    EXPECT_EQ(a.port_waiting(0, 3), 1u);
+    EXPECT_TRUE(eb.received.empty());
+    a.pause_target(0).set_paused(2, false);  // another class: changes nothing
+    a.pause_target(0).set_paused(3, false);
+    sim.run_until({});
+    EXPECT_EQ(eb.received.size(), 20u);
+    EXPECT_EQ(a.tx_packets_in_class(3), 20u);
+}
+
+// Strict priority among unpaused classes: held datagrams of two classes that resume
+// while the port is busy leave highest class first, not in the order they were polled.
+TEST(Host, StrictPriorityAmongUnpausedClasses) {
+    Sim sim(1);
+    Network net(sim, exact_network(10'000'000'000, 100'000'000'000, 1us));
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    ScriptedEngine ea({.peer = b.address(), .count = 6, .classes = {1, 0, 2, 0, 2, 1}});
+    ScriptedEngine eb({.peer = a.address()});
+    a.attach(&ea);
+    b.attach(&eb);
+    a.pause_target(0).set_paused(0, true);
+    a.pause_target(0).set_paused(2, true);
+    // 0 (class 1) is on the wire 0-800 ns; at 800 the NIC polls 1-4 (classes 0 and 2,
+    // held) and 5 (class 1), on the wire 800-1600; both classes resume meanwhile; from
+    // 1600 class 2 (2, 4) goes before class 0 (1, 3).
+    sim.schedule_at(SimTime{} + 1000ns, [&] { a.pause_target(0).set_paused(0, false); });
+    sim.schedule_at(SimTime{} + 1100ns, [&] { a.pause_target(0).set_paused(2, false); });
+    sim.run_until({});
+    EXPECT_EQ(arrival_order(eb), (std::vector<uint32_t>{0, 5, 2, 4, 1, 3}));
 }
 
 TEST(Host, TimersFireAtTheirDeadlinesOnce) {

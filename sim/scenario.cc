@@ -244,12 +244,23 @@ void read_topology(Section s, RunSpec& r) {
         // so that ingress ports x (xoff + headroom) fit the buffer).
         const uint64_t bytes_per_us = t.cable.rate_bps / 8 / 1'000'000;
         const uint64_t headroom = 2 * bytes_per_us * static_cast<uint64_t>(to_ps(t.cable.delay)) / 1'000'000 + 2 * 9216;
+        // The lossless classes, as a bit set; class 0 alone by default.
         t.switches.pfc.lossless_classes = 1;
+        if (const toml::array* classes = p.array("classes")) {
+            t.switches.pfc.lossless_classes = 0;
+            for (const toml::node& c : *classes) {
+                if (!c.is_integer() || *c.value<int64_t>() < 0 || *c.value<int64_t>() >= t.switches.traffic_classes)
+                    p.bad(&c, "classes", "must list classes below topology.traffic_classes (" +
+                                             std::to_string(t.switches.traffic_classes) + ")");
+                t.switches.pfc.lossless_classes |= static_cast<uint8_t>(1u << *c.value<int64_t>());
+            }
+            if (t.switches.pfc.lossless_classes == 0) p.bad(classes, "classes", "must not be empty");
+        }
         t.switches.pfc.xoff_bytes = p.u64("xoff_bytes", b.port_bytes / 8, 1);
         t.switches.pfc.xon_bytes = p.u64("xon_bytes", t.switches.pfc.xoff_bytes / 2);
         t.switches.pfc.headroom_bytes = p.u64("headroom_bytes", headroom);
     } else {
-        p.u64("xoff_bytes", 0), p.u64("xon_bytes", 0), p.u64("headroom_bytes", 0);
+        p.u64("xoff_bytes", 0), p.u64("xon_bytes", 0), p.u64("headroom_bytes", 0), p.array("classes");
     }
     p.finish();
     s.finish();
@@ -346,11 +357,11 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
             fl.bytes = f.u64("bytes", w.bytes, 1, kMaxFlowBytes);
             fl.start = f.duration_us("start_us", w.start, 0, 1e9);
             fl.traffic_class = static_cast<uint8_t>(f.u32("traffic_class", w.traffic_class, 0, kMaxTrafficClasses - 1));
-            // A host sends every packet in its workload's class (Host::traffic_class): a flow
-            // of another class would silently run in that one, so it is refused instead.
-            if (fl.traffic_class != w.traffic_class)
-                fail(s.ctx().where(&n) + "'" + pre + "traffic_class' must equal 'workload.traffic_class' (" +
-                     std::to_string(w.traffic_class) + "): classes per flow are not supported yet");
+            // The flow's stream (QP) and its packets run in this class ([STREAM-14]); a
+            // class the switches do not have would silently share the top queue.
+            if (fl.traffic_class >= r.topology.switches.traffic_classes)
+                fail(s.ctx().where(&n) + "'" + pre + "traffic_class' must be below topology.traffic_classes (" +
+                     std::to_string(r.topology.switches.traffic_classes) + ")");
             if (const toml::array* deps = f.array("depends_on")) {
                 for (const toml::node& d : *deps) {
                     if (!d.is_integer() || *d.value<int64_t>() < 0 || *d.value<int64_t>() >= static_cast<int64_t>(i))
@@ -410,7 +421,6 @@ void read_run(Section& root, RunSpec& r, const std::string& base_dir) {
     read_workload(root.sub("workload"), r, hosts, base_dir);
     // PFC is the fabric's, but whether a run uses it is the protocol's choice.
     if (!(r.protocol == Protocol::kMroce ? r.mroce.pfc : r.rocev2.pfc)) r.topology.switches.pfc.lossless_classes = 0;
-    r.topology.host.traffic_class = r.workload.traffic_class;
     if (r.workload.traffic_class >= r.topology.switches.traffic_classes)
         fail(root.ctx().where(nullptr) + "'workload.traffic_class' must be below topology.traffic_classes");
     read_faults(root.ctx(), root.array("faults"), r, hosts);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "baselines/rocev2/engine.h"
 #include "core/endpoint.h"
@@ -92,18 +93,26 @@ class MroceDriver final : public Driver {
     std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
         uint32_t sid = 0;
         const auto pair = std::make_pair(f.src, f.dst);
-        if (auto it = pair_stream_.find(pair); !spec_.mroce.stream_per_flow && it != pair_stream_.end()) {
+        // streams = "pair": one stream per pair and class (a stream has one class).
+        const auto key = std::make_tuple(f.src, f.dst, f.traffic_class);
+        if (auto it = pair_stream_.find(key); !spec_.mroce.stream_per_flow && it != pair_stream_.end()) {
             sid = it->second;
         } else {
             core::Endpoint& a = *eps_[f.src];
             core::Endpoint& b = *eps_[f.dst];
             sid = *a.reserve_stream(sides_[f.src].pd);
             const uint32_t sid_b = *b.reserve_stream(sides_[f.dst].pd);
+            // [STREAM-14]: both sides of the flow's stream in its class (as both QPs of a
+            // verbs connection get the service level), before they bind.
+            core::StreamLimits la = a.default_stream_limits(), lb = b.default_stream_limits();
+            la.traffic_class = lb.traffic_class = f.traffic_class;
+            if (a.set_stream_limits(sid, la) != Error::kOk || b.set_stream_limits(sid_b, lb) != Error::kOk)
+                return "flow " + std::to_string(f.id) + ": cannot set the stream's traffic class";
             if (a.bind_stream(sid, topo_.host(f.dst).address(), sid_b, now) != Error::kOk ||
                 b.bind_stream(sid_b, topo_.host(f.src).address(), sid, now) != Error::kOk)
                 return "flow " + std::to_string(f.id) + ": cannot bind a stream";
             topo_.host(f.dst).kick();
-            pair_stream_[pair] = sid;
+            pair_stream_[key] = sid;
             if (!pair_seen_.count(pair)) {
                 pair_seen_.insert({pair, pairs_.size()});
                 pairs_.push_back(pair);
@@ -153,7 +162,7 @@ class MroceDriver final : public Driver {
     const Buffers& buf_;
     std::vector<std::unique_ptr<core::Endpoint>> eps_;
     std::vector<HostMemory> sides_;
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_stream_;
+    std::map<std::tuple<uint32_t, uint32_t, uint8_t>, uint32_t> pair_stream_;  // (src, dst, class)
     std::map<std::pair<uint32_t, uint32_t>, size_t> pair_seen_;
     std::vector<std::pair<uint32_t, uint32_t>> pairs_;  // in order of first use
 };
@@ -172,8 +181,9 @@ class RoceDriver final : public Driver {
     core::Engine* engine(uint32_t h) override { return engines_[h].get(); }
 
     std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
-        const auto pair = std::make_pair(f.src, f.dst);
-        auto it = pair_qps_.find(pair);
+        // A pair's QPs per class: a QP has one class (its service level).
+        const auto key = std::make_tuple(f.src, f.dst, f.traffic_class);
+        auto it = pair_qps_.find(key);
         if (it == pair_qps_.end()) {
             std::vector<uint32_t> qps;
             rocev2::RoceEngine& a = *engines_[f.src];
@@ -181,13 +191,16 @@ class RoceDriver final : public Driver {
             for (uint32_t q = 0; q < spec_.rocev2.qps_per_pair; ++q) {
                 const uint32_t qa = *a.reserve_stream(sides_[f.src].pd);
                 const uint32_t qb = *b.reserve_stream(sides_[f.dst].pd);
+                if (a.set_traffic_class(qa, f.traffic_class) != Error::kOk ||
+                    b.set_traffic_class(qb, f.traffic_class) != Error::kOk)
+                    return "flow " + std::to_string(f.id) + ": cannot set the QP's traffic class";
                 if (a.bind_stream(qa, topo_.host(f.dst).address(), qb, now) != Error::kOk ||
                     b.bind_stream(qb, topo_.host(f.src).address(), qa, now) != Error::kOk)
                     return "flow " + std::to_string(f.id) + ": cannot bind a QP";
                 qps.push_back(qa);
                 all_qps_.emplace_back(f.src, qa);
             }
-            it = pair_qps_.emplace(pair, std::move(qps)).first;
+            it = pair_qps_.emplace(key, std::move(qps)).first;
         }
         const std::vector<uint32_t>& qps = it->second;
         const rocev2::QueuePair* qp0 = engines_[f.src]->qp(qps[0]);
@@ -231,7 +244,7 @@ class RoceDriver final : public Driver {
     const Buffers& buf_;
     std::vector<std::unique_ptr<rocev2::RoceEngine>> engines_;
     std::vector<HostMemory> sides_;
-    std::map<std::pair<uint32_t, uint32_t>, std::vector<uint32_t>> pair_qps_;
+    std::map<std::tuple<uint32_t, uint32_t, uint8_t>, std::vector<uint32_t>> pair_qps_;  // (src, dst, class)
     std::vector<std::pair<uint32_t, uint32_t>> all_qps_;  // (host, qpn) in order of creation
 };
 
@@ -529,6 +542,30 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     m.slowdown_p50 = percentile(slow, 0.5);
     m.slowdown_p99 = percentile(slow, 0.99);
     m.slowdown_max = slow.empty() ? 0 : *std::max_element(slow.begin(), slow.end());
+    if (tc.switches.traffic_classes > 1) {
+        for (uint8_t c = 0; c < tc.switches.traffic_classes; ++c) {
+            ClassMetrics cm;
+            cm.traffic_class = c;
+            cm.pauses = t.class_pauses_sent[c];
+            std::vector<double> cf, cs;
+            for (const FlowOutcome& o : out.flows) {
+                if (o.flow.traffic_class != c) continue;
+                ++cm.flows;
+                if (!o.completed) continue;
+                ++cm.completed_flows;
+                const double f = static_cast<double>(o.finish_ps - o.start_ps);
+                cf.push_back(f / 1e6);
+                cs.push_back(f / static_cast<double>(std::max<int64_t>(1, o.ideal_ps)));
+            }
+            if (cm.flows == 0 && cm.pauses == 0) continue;
+            cm.fct_p50_us = percentile(cf, 0.5);
+            cm.fct_p99_us = percentile(cf, 0.99);
+            cm.slowdown_p50 = percentile(cs, 0.5);
+            cm.slowdown_p99 = percentile(cs, 0.99);
+            cm.slowdown_max = cs.empty() ? 0 : *std::max_element(cs.begin(), cs.end());
+            m.by_class.push_back(cm);
+        }
+    }
     if (end_ps > 0) {
         m.goodput_gbps = static_cast<double>(delivered_all) * 8 / (static_cast<double>(end_ps) / 1e12) / 1e9;
         // Bottleneck: the receivers' NIC capacity (every plane).

@@ -46,6 +46,13 @@ struct CcRow {
     double rate_gbps;      // < 0 = not applicable
 };
 
+// ClassMetrics: the flows of one traffic class, and the PFC pauses sent for it.
+struct ClassMetrics {
+    uint8_t traffic_class = 0;
+    uint64_t flows = 0, completed_flows = 0, pauses = 0;
+    double fct_p50_us = 0, fct_p99_us = 0, slowdown_p50 = 0, slowdown_p99 = 0, slowdown_max = 0;
+};
+
 struct RunMetrics {
     double goodput_gbps = 0, goodput_fraction = 0, completion_time_us = 0;
     double fct_p50_us = 0, fct_p99_us = 0;
@@ -55,6 +62,9 @@ struct RunMetrics {
     uint64_t pauses = 0, pfc_overflow_drops = 0, flows = 0, completed_flows = 0;
     uint64_t events = 0, sim_packets = 0;
     std::string stop_reason;
+    // With several traffic classes (topology.traffic_classes > 1): one entry per class
+    // that has flows or pauses, by class; empty otherwise.
+    std::vector<ClassMetrics> by_class;
 };
 
 struct RunOutput {

@@ -78,6 +78,36 @@ TEST(Scenario, SweepRunsTheCartesianProductWithUniqueLabels) {
     EXPECT_DOUBLE_EQ(s->runs[5].loss, 0.01);
 }
 
+// Flows of an explicit workload keep their own traffic class ([STREAM-14]); the rest
+// take the workload's; PFC's lossless classes are a list.
+TEST(Scenario, PerFlowTrafficClassesAndLosslessClasses) {
+    const std::string text = R"(
+[topology]
+traffic_classes = 3
+[topology.pfc]
+enabled = true
+classes = [0, 2]
+[rocev2]
+pfc = true
+[workload]
+kind = "explicit"
+traffic_class = 1
+flows = [{src = 0, dst = 1, traffic_class = 2}, {src = 1, dst = 2}, {src = 2, dst = 3, traffic_class = 0}]
+)";
+    std::string err;
+    auto s = parse(text, err, {"protocol=rocev2"});
+    ASSERT_TRUE(s) << err;
+    const RunSpec& r = s->runs[0];
+    ASSERT_EQ(r.workload.flows.size(), 3u);
+    EXPECT_EQ(r.workload.flows[0].traffic_class, 2);
+    EXPECT_EQ(r.workload.flows[1].traffic_class, 1);  // the workload's
+    EXPECT_EQ(r.workload.flows[2].traffic_class, 0);
+    EXPECT_EQ(r.topology.switches.pfc.lossless_classes, 0b101);
+    auto d = parse("[topology.pfc]\nenabled = true\n[rocev2]\npfc = true\n", err, {"protocol=rocev2"});
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(d->runs[0].topology.switches.pfc.lossless_classes, 0b1);  // class 0 by default
+}
+
 TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
     struct Case {
         std::string text;
@@ -96,7 +126,10 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
         {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, depends_on = [0]}]\n",
          "'workload.flows[0].depends_on' must list ids of earlier flows"},
         {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, traffic_class = 2}]\n",
-         "'workload.flows[0].traffic_class' must equal 'workload.traffic_class' (0)"},
+         "s.toml:3: 'workload.flows[0].traffic_class' must be below topology.traffic_classes (1)"},
+        {"[topology]\ntraffic_classes = 2\n[topology.pfc]\nenabled = true\nclasses = [0, 2]\n",
+         "s.toml:5: 'topology.pfc.classes' must list classes below topology.traffic_classes (2)"},
+        {"[topology.pfc]\nenabled = true\nclasses = []\n", "'topology.pfc.classes' must not be empty"},
     };
     for (const Case& c : cases) {
         std::string err;

@@ -97,7 +97,13 @@ void SwitchPort::enqueue(PacketPtr packet, uint16_t ingress) {
         return;
     }
 
-    if (is_ect(packet->meta.ecn) && ecn_should_mark(cfg.ecn, queue_bytes_, sw.ecn_rng_)) {
+    // ECN on the packet's own class queue, as switches configure marking per queue: a
+    // paused or congested class must not mark another class's packets. With one class
+    // that queue is the port's (its bytes are not kept apart).
+    const bool per_class = cfg.traffic_classes > 1;
+    if (per_class) class_bytes_[cls] += size;
+    const uint64_t marking_bytes = per_class ? class_bytes_[cls] - size : queue_bytes_;
+    if (is_ect(packet->meta.ecn) && ecn_should_mark(cfg.ecn, marking_bytes, sw.ecn_rng_)) {
         packet->meta.ecn = ecn::kCe;
         ++stats_.ecn_marked;
     }
@@ -134,6 +140,7 @@ void SwitchPort::on_serialized() {
     ++stats_.tx_packets;
     stats_.tx_bytes += size;
     const uint8_t cls = done.cls;
+    if (owner_.config_.traffic_classes > 1) class_bytes_[cls] -= size;
     if (owner_.config_.pfc.lossless(cls)) owner_.ports_[done.ingress]->ingress_remove(cls, size);
     try_start_service();
     if (wire_) wire_->receive(std::move(done.packet), size);
@@ -167,6 +174,7 @@ void SwitchPort::ingress_remove(uint8_t cls, uint64_t bytes) {
 void SwitchPort::send_pause(uint8_t cls, bool pause) {
     upstream_paused_[cls] = pause;
     pause ? ++stats_.pauses_sent : ++stats_.resumes_sent;
+    if (pause) ++stats_.class_pauses_sent[cls];
     if (!upstream_) return;
     // The frame travels on this port's own wire (same cable, other direction). Frames of
     // one port arrive in the order sent as long as the delay does not shrink mid-run.

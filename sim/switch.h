@@ -37,7 +37,8 @@
 namespace mroce::sim {
 
 // EcnConfig: marking on the instantaneous egress queue (bytes, including the packet in
-// service) that a packet finds at enqueue; only ECT packets are marked (set to CE).
+// service) that a packet finds at enqueue; only ECT packets are marked (set to CE). With
+// several traffic classes the queue is the packet's class queue at that port.
 struct EcnConfig {
     enum class Mode : uint8_t { kOff, kStep, kRed };
     Mode mode = Mode::kOff;
@@ -109,6 +110,7 @@ struct PortStats {
     uint64_t pauses_received = 0;     // PAUSE frames that paused a class of this egress
     uint64_t pauses_sent = 0;         // PAUSE frames this ingress sent upstream
     uint64_t resumes_sent = 0;
+    uint64_t class_pauses_sent[kMaxTrafficClasses] = {};  // pauses_sent by traffic class
     uint64_t dropped(SwitchDrop r) const { return dropped_packets[static_cast<size_t>(r)]; }
     uint64_t dropped_total() const { return dropped_packets[0] + dropped_packets[1]; }
 };
@@ -189,6 +191,9 @@ class SwitchPort final : public PacketSink, public PauseTarget {
     std::array<uint64_t, kMaxTrafficClasses> ingress_bytes_{};
     std::array<bool, kMaxTrafficClasses> upstream_paused_{};
     std::deque<EventHandle> pause_events_;  // pause frames in flight (cancelled on destroy)
+    // Bytes queued (in service included) per class, kept only with several classes: ECN
+    // marks on the packet's class queue (with one class, queue_bytes_ is that queue).
+    std::array<uint64_t, kMaxTrafficClasses> class_bytes_{};
 };
 
 struct SwitchStats {

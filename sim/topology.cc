@@ -311,6 +311,7 @@ FabricTotals Topology::totals() const {
             t.pfc_overflow_drops += ps.dropped(SwitchDrop::kPfcOverflow);
             t.ecn_marks += ps.ecn_marked;
             t.pauses_sent += ps.pauses_sent;
+            for (uint8_t c = 0; c < kMaxTrafficClasses; ++c) t.class_pauses_sent[c] += ps.class_pauses_sent[c];
             t.max_queue_bytes = std::max(t.max_queue_bytes, ps.max_queue_bytes);
         }
     }

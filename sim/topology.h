@@ -15,6 +15,7 @@
 // not owned. Destroy the Topology before its Sim. Threading: single-threaded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -87,6 +88,7 @@ struct FabricTotals {
     uint64_t wire_copies = 0;                      // duplicates made by impairments
     uint64_t ecn_marks = 0;
     uint64_t pauses_sent = 0;
+    std::array<uint64_t, kMaxTrafficClasses> class_pauses_sent{};  // pauses_sent by class
     uint64_t max_queue_bytes = 0;  // the largest egress queue seen
     size_t in_flight = 0;          // packets in NICs, switch queues and on wires now
 };

@@ -64,6 +64,16 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
     j["events"] = m.events;
     j["sim_packets"] = m.sim_packets;
     j["stop_reason"] = m.stop_reason;
+    if (!m.by_class.empty()) {  // several traffic classes only: one-class output unchanged
+        nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+        for (const sim::ClassMetrics& c : m.by_class)
+            classes.push_back({{"traffic_class", c.traffic_class}, {"flows", c.flows},
+                               {"completed_flows", c.completed_flows}, {"fct_p50_us", c.fct_p50_us},
+                               {"fct_p99_us", c.fct_p99_us}, {"slowdown_p50", c.slowdown_p50},
+                               {"slowdown_p99", c.slowdown_p99}, {"slowdown_max", c.slowdown_max},
+                               {"pauses", c.pauses}});
+        j["by_class"] = std::move(classes);
+    }
     return j;
 }
 
