@@ -48,22 +48,6 @@ constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
 
-// driver_json: the driver loop's counters between two snapshots. Passes that moved nothing
-// are the polling of an empty socket (one recvmmsg each), which is what separates the
-// protocol's cost from --raw's on loopback.
-Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
-    Json j;
-    j["passes"] = b.passes - a.passes;
-    j["busy_passes"] = b.busy_passes - a.busy_passes;
-    j["timeouts"] = b.timeouts - a.timeouts;
-    j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
-    j["tx_retries"] = b.tx_retries - a.tx_retries;
-    j["sleeps"] = b.sleeps - a.sleeps;
-    j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
-    j["idle_s"] = static_cast<double>(b.idle_ns - a.idle_ns) * 1e-9;
-    return j;
-}
-
 // succeeded: true for a successful completion; otherwise the one-line error is set.
 bool succeeded(const api::Completion& c, std::string& error) {
     if (c.status == api::Status::kSuccess) return true;

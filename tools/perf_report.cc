@@ -167,6 +167,19 @@ Json datapath_json(const datapath::UdpStats& a, const datapath::UdpStats& b) {
     return j;
 }
 
+Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
+    Json j;
+    j["passes"] = b.passes - a.passes;
+    j["busy_passes"] = b.busy_passes - a.busy_passes;
+    j["timeouts"] = b.timeouts - a.timeouts;
+    j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
+    j["tx_retries"] = b.tx_retries - a.tx_retries;
+    j["sleeps"] = b.sleeps - a.sleeps;
+    j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
+    j["idle_s"] = static_cast<double>(b.idle_ns - a.idle_ns) * 1e-9;
+    return j;
+}
+
 Json test_info(const Options& o, const std::string& local, const std::string& remote,
                const std::string& offload) {
     Json t;

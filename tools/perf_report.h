@@ -36,6 +36,11 @@ Json counters_json(const api::ConnectionReport& before, const api::ConnectionRep
 // calls, GSO/GRO super-packets, drops).
 Json datapath_json(const datapath::UdpStats& before, const datapath::UdpStats& after);
 
+// driver_json: the driver loop's counters between two snapshots. Passes that moved nothing
+// are the polling of an empty socket (one recvmmsg each), which is what separates the
+// protocol's cost from --raw's on loopback.
+Json driver_json(const api::DriverStats& before, const api::DriverStats& after);
+
 // test_info: the "test_info" object of the JSON output.
 Json test_info(const Options& o, const std::string& local, const std::string& remote,
                const std::string& offload);
