@@ -1,6 +1,7 @@
 // core/config.h — every tunable of an endpoint, with the spec's defaults.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -21,6 +22,25 @@ struct EndpointConfig {
     // spec §9: the congestion controller, fixed window ([CC-1]) or ECN AIMD ([CC-7]).
     enum class Cc : uint8_t { kFixed, kAimd };
     Cc congestion_control = Cc::kFixed;
+    // spec §9.2: this endpoint computes each sender's fair share of its inbound capacity and
+    // returns it in every ACK ([CC-11]); as a sender it paces at the peer's hint ([CC-16]).
+    bool rate_hint = true;
+    // spec §9.3 [CC-17]: pace new DATA at min(window rate, hint); false = ack-clocked only.
+    bool pacing = true;
+    // [CC-12]: inbound capacity = port_rate_bps x num_local_ports, unless
+    // inbound_capacity_bps is set (non-zero).
+    uint64_t port_rate_bps = 100'000'000'000;
+    uint64_t inbound_capacity_bps = 0;
+    // [CC-13]: the weight of each traffic class in the receiver's fair share (1..255).
+    std::array<uint8_t, 8> class_weights{1, 1, 1, 1, 1, 1, 1, 1};
+    // [CC-12]: how often the receiver recomputes the shares; about one base RTT.
+    Duration hint_interval = 8us;
+    // [CC-15]: bytes a connection may have in flight before its first ACK (its first RTT),
+    // and at any time (all paths together).
+    uint64_t first_rtt_bytes = 64 * 1024;
+    uint64_t max_inflight_bytes = 4 * 1024 * 1024;
+    // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
+    uint64_t pacing_burst_bytes = 16 * 1024;
     // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).
     uint64_t window_bytes_per_path = 64 * 4096;
     // Where AIMD's slow start begins on every path ([CC-7]); kept within one max_payload
@@ -94,6 +114,16 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.window_bytes_per_path < c.max_payload)
         return "window_bytes_per_path must hold at least one max_payload packet";
     if (c.ack_every < 1) return "ack_every must be at least 1";
+    if (c.port_rate_bps < 1'000'000) return "port_rate_bps must be at least 1 Mbit/s";
+    if (c.inbound_capacity_bps != 0 && c.inbound_capacity_bps < 1'000'000)
+        return "inbound_capacity_bps must be 0 (derived) or at least 1 Mbit/s";
+    for (uint8_t w : c.class_weights)
+        if (w == 0) return "class_weights must be 1..255";
+    if (c.hint_interval <= Duration::zero()) return "hint_interval must be positive";
+    if (c.first_rtt_bytes < c.max_payload || c.max_inflight_bytes < c.max_payload)
+        return "first_rtt_bytes and max_inflight_bytes must hold at least one max_payload packet";
+    if (c.pacing_burst_bytes < c.max_payload)
+        return "pacing_burst_bytes must hold at least one max_payload packet";
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
     if (c.overtake_shift > 16) return "overtake_shift must be 0..16";
     if (c.retry_limit < 1 || c.retry_limit > 1000) return "retry_limit must be 1..1000";
