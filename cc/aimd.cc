@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "util/muldiv.h"
+
 namespace mroce::cc {
 
 Aimd::Aimd(uint16_t paths, const AimdConfig& cfg) : cfg_(cfg), paths_(paths) {
@@ -30,6 +32,7 @@ void Aimd::on_ack(uint16_t path, uint32_t bytes, Duration rtt, Time now) {
     else
         p.cwnd += std::max<uint64_t>(1, uint64_t{cfg_.mss} * bytes / p.cwnd);
     clamp(p);
+    refresh_rate(p);
     // A round is one smoothed RTT long; the first ACK at or after its end closes it. Without
     // an RTT sample yet, every ACK closes one.
     if (!p.round_started) {
@@ -54,20 +57,28 @@ void Aimd::end_round(PathCc& p) {
     p.alpha = p.alpha - (p.alpha >> kGainShift) + (f >> kGainShift);
     uint64_t cut = 0;
     if (p.ce_packets > 0) cut = p.cwnd * std::max<uint32_t>(p.alpha, 1) / (2 * kAlphaOne);
-    // [CC-9]: on a path that never saw CE, loss while the RTT stands well above its minimum
-    // is a queue that overflowed (a fabric that marks would have said so first, and then
-    // [CC-8] does the cutting); losing more than an eighth of a round is congestion on any
-    // path, whatever the RTT (an overflowing burst, a dying route).
-    if (p.ce_packets > 0) p.ecn_seen = true;
-    const bool queued = !p.ecn_seen && p.min_rtt > Duration::zero() && p.rtt > 2 * p.min_rtt;
-    if (p.lost_packets > 0 && (queued || (p.lost_packets << kLossShift) > acked + p.lost_packets))
-        cut = std::max(cut, p.cwnd / 2);
+    // [CC-9]: loss is congestion only with a queue to show for it: CE in the same round (a
+    // marking queue that overflowed), or the RTT standing above twice its minimum (a queue
+    // on a fabric that does not mark). Loss alone, at any rate, is random loss ([CC-2]):
+    // cutting on it would cost far more goodput than the loss itself.
+    const bool queued = p.min_rtt > Duration::zero() && p.rtt > 2 * p.min_rtt;
+    if (p.lost_packets > 0 && (p.ce_packets > 0 || queued)) cut = std::max(cut, p.cwnd / 2);
     if (cut > 0) {
         p.cwnd -= cut;
         clamp(p);
         p.ssthresh = p.cwnd;  // [CC-10]: the first signal ends slow start for good
+        refresh_rate(p);
     }
     p.acked_bytes = p.ce_packets = p.lost_packets = 0;
+}
+
+void Aimd::refresh_rate(PathCc& p) {
+    // [CC-17]: the window over its round trip, with a quarter more, so that in steady state
+    // the window, not the pacer, is what binds; the pacer only spreads the bursts.
+    const uint64_t r =
+        p.rtt > Duration::zero() ? mul_div(p.cwnd, 10'000'000'000u, static_cast<uint64_t>(to_ns(p.rtt))) : 0;
+    rate_ = rate_ - p.rate + r;
+    p.rate = r;
 }
 
 void Aimd::clamp(PathCc& p) const {

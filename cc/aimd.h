@@ -2,10 +2,9 @@
 //
 // Each path has its own window, cut once per round trip by the fraction of its packets that
 // came back CE-marked (DCTCP: cwnd × (1 − α/2), α a moving average of that fraction), or
-// halved on loss that takes more than an eighth of a round, or, on a path that never saw
-// CE, on loss that comes with a queue (the RTT above twice its minimum): a queue that
-// overflowed, which a network without ECN (or a dying route) shows only that way. Random
-// loss costs no rate ([CC-2]) unless it meets a queue on a fabric that does not mark. Between
+// halved on loss that comes with signs of a queue — CE echoed in the same round, or the RTT
+// above twice its minimum: a queue that overflowed. Loss without either is random loss
+// and costs no rate ([CC-2]), however much of it there is. Between
 // signals a path grows one segment per round trip, after a slow start from the initial
 // window that ends at the first signal. All arithmetic is integer ([CC-3]).
 #pragma once
@@ -28,8 +27,6 @@ public:
     // α is kept in units of 1/kAlphaOne; its gain is 1/2^kGainShift per round ([CC-8]).
     static constexpr uint32_t kAlphaOne = 1024;
     static constexpr uint32_t kGainShift = 4;
-    // A round that loses more than 1/2^kLossShift of its packets is congestion ([CC-9]).
-    static constexpr uint32_t kLossShift = 3;
 
     Aimd(uint16_t paths, const AimdConfig& cfg);
 
@@ -37,9 +34,8 @@ public:
     void on_ack(uint16_t path, uint32_t bytes, Duration rtt, Time now) override;
     void on_ecn(uint16_t path, uint32_t ce_packets, Time now) override;
     void on_loss(uint16_t path, uint32_t bytes, Time now) override;
-    void on_rate_hint(uint32_t, Time) override {}
     uint64_t window_bytes(uint16_t path) const override { return paths_[path].cwnd; }
-    uint64_t pacing_rate_bps() const override { return 0; }
+    uint64_t window_rate_bps() const override { return rate_; }
 
     // For tests and counters.
     uint32_t alpha(uint16_t path) const { return paths_[path].alpha; }
@@ -58,13 +54,15 @@ private:
         Duration rtt{};      // the latest smoothed RTT reported with an ACK
         Duration min_rtt{};  // the smallest of those: the path without queues
         bool round_started = false;
-        bool ecn_seen = false;  // a CE echo arrived once: this path's fabric marks
+        uint64_t rate = 0;   // this path's part of window_rate_bps
     };
     void end_round(PathCc& p);
     void clamp(PathCc& p) const;
+    void refresh_rate(PathCc& p);
 
     AimdConfig cfg_;
     std::vector<PathCc> paths_;
+    uint64_t rate_ = 0;  // Σ of the paths' rate: kept as they change, asked per packet
 };
 
 }  // namespace mroce::cc

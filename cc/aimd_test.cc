@@ -16,13 +16,13 @@ struct Driver {
         : cc(2, AimdConfig{kMss, initial, max}) {}
     // One round trip on path 0: the window's worth acknowledged in `acks` ACKs, `ce` of
     // the packets echoed CE and `lost` declared lost; the round closes at its end.
-    void round(uint64_t ce = 0, uint64_t lost = 0) {
+    void round(uint64_t ce = 0, uint64_t lost = 0, Duration rtt = kRtt) {
         const uint64_t w = cc.window_bytes(0);
         for (uint64_t i = 0; i < lost; ++i) cc.on_loss(0, kMss, now);
         if (ce) cc.on_ecn(0, static_cast<uint32_t>(ce), now);
         for (uint64_t b = 0; b < w; b += kMss) {
-            cc.on_ack(0, kMss, kRtt, now);
-            now += kRtt / static_cast<int64_t>(w / kMss);
+            cc.on_ack(0, kMss, rtt, now);
+            now += rtt / static_cast<int64_t>(w / kMss);
         }
     }
     Aimd cc;
@@ -67,24 +67,50 @@ TEST(Aimd, EcnCutsByHalfAlphaAndGrowsLinearlyAfter) {
     EXPECT_GT(d.cc.window_bytes(0), before * 55 / 100);
 }
 
-// [CC-9] a round that loses more than an eighth of its packets halves the window; random
-// loss below that costs nothing ([CC-2]).
-TEST(Aimd, HeavyLossHalvesRandomLossDoesNot) {
+// [CC-9] [CC-2] loss alone costs no window, however heavy: random loss is not congestion.
+// Loss with CE in the same round, or with the RTT above twice its minimum (a queue that
+// overflowed on a fabric that does not mark), halves it.
+TEST(Aimd, LossCutsOnlyWithSignsOfAQueue) {
     Driver d(100 * kMss);
     d.round();
-    d.round(0, /*lost=*/2);  // 2 of ~102: random loss
+    d.round(0, /*lost=*/2);
     EXPECT_EQ(d.cc.window_bytes(0), 100 * kMss);
-    d.round(0, /*lost=*/40);  // an overflowing queue: halved at the round's first ACK,
-    EXPECT_GE(d.cc.window_bytes(0), 50 * kMss);  // then about one segment per round on
-    EXPECT_LE(d.cc.window_bytes(0), 52 * kMss);
-    EXPECT_FALSE(d.cc.in_slow_start(0));
+    d.round(0, /*lost=*/40);  // 34% of the round lost at random: still no cut
+    d.round();
+    EXPECT_EQ(d.cc.window_bytes(0), 100 * kMss);
+    d.round(0, /*lost=*/3, /*rtt=*/3 * kRtt);  // the same loss with a standing queue
+    d.round(0, 0, 3 * kRtt);                   // (the cut lands when that round closes)
+    EXPECT_GE(d.cc.window_bytes(0), 50 * kMss);  // halved, then a segment or so per round
+    EXPECT_LE(d.cc.window_bytes(0), 53 * kMss);
+}
+
+// [CC-9] loss in a round that also echoed CE is an overflowing marking queue: at least half,
+// even when α has decayed and [CC-8] alone would cut less.
+TEST(Aimd, LossWithCeCutsAtLeastHalf) {
+    Driver d(100 * kMss);
+    d.round();
+    d.round(/*ce=*/1);  // first mark: halves, α starts decaying
+    for (int i = 0; i < 30; ++i) d.round();
+    const uint64_t before = d.cc.window_bytes(0);
+    d.round(/*ce=*/1, /*lost=*/1);
+    d.round();
+    EXPECT_LE(d.cc.window_bytes(0), before / 2 + 2 * kMss);
+}
+
+// [CC-17] the window rate is Σ cwnd / RTT with a quarter more, and 0 before any RTT sample.
+TEST(Aimd, WindowRateIsWindowsOverRttWithAMargin) {
+    Driver d(10 * kMss, 10 * kMss);
+    EXPECT_EQ(d.cc.window_rate_bps(), 0u);
+    d.round();
+    // path 0: 10 000 bytes per 100 µs = 800 Mbit/s, × 5/4; path 1 has no sample.
+    EXPECT_EQ(d.cc.window_rate_bps(), 1'000'000'000u);
 }
 
 // The window never falls below one segment nor rises above the cap.
 TEST(Aimd, WindowStaysBetweenOneSegmentAndTheCap) {
     Driver d(64 * kMss, 64 * kMss);
     for (int i = 0; i < 20; ++i) {
-        d.round(0, 50);
+        d.round(/*ce=*/50);
         EXPECT_GE(d.cc.window_bytes(0), kMss);
     }
     EXPECT_LE(d.cc.window_bytes(0), 4 * kMss);  // from 64: halved each round, +1 segment

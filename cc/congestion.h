@@ -1,9 +1,9 @@
 // cc/congestion.h — the pluggable congestion-control interface and the fixed window.
 //
 // One controller per connection; it sees events per path, never packets (cc depends on
-// util only). The engine asks window_bytes(path) before every new transmission and
-// pacing_rate_bps() for the connection. Rates and windows are integers: no floating
-// point in protocol decisions (STYLE §4).
+// util only). The engine asks window_bytes(path) before every DATA, and window_rate_bps()
+// for the pacer (cc/send_rate.h), which combines it with the receiver's hint (spec §9.3).
+// Rates and windows are integers: no floating point in protocol decisions (STYLE §4).
 #pragma once
 
 #include <cstdint>
@@ -24,16 +24,16 @@ public:
     virtual void on_ecn(uint16_t path, uint32_t ce_packets, Time now) = 0;
     // on_loss: `bytes` on `path` were declared lost (by SACK or timeout).
     virtual void on_loss(uint16_t path, uint32_t bytes, Time now) = 0;
-    // on_rate_hint: the receiver's fair-share hint from the latest ACK (0 = none).
-    virtual void on_rate_hint(uint32_t mbps, Time now) = 0;
     // window_bytes: how many bytes may be unacknowledged on `path`.
     virtual uint64_t window_bytes(uint16_t path) const = 0;
-    // pacing_rate_bps: connection-wide pacing rate, 0 = not paced (ack-clocked).
-    virtual uint64_t pacing_rate_bps() const = 0;
+    // window_rate_bps: what the windows carry per round trip, in bit/s, with a margin
+    // ([CC-17]); 0 = unknown (the pacer then follows the hint alone).
+    virtual uint64_t window_rate_bps() const = 0;
 };
 
-// FixedWindow keeps the same window on every path and ignores signals. It is the v1
-// default until ECN AIMD lands; it is also the model used by the loss-theory tests.
+// FixedWindow keeps the same window on every path and ignores signals ([CC-1]). It is the
+// ablation of AIMD and the model used by the loss-theory tests; it has no window rate, so
+// with pacing on it is paced at the receiver's hint alone.
 class FixedWindow final : public CongestionControl {
 public:
     explicit FixedWindow(uint64_t window_bytes_per_path) : window_(window_bytes_per_path) {}
@@ -41,9 +41,8 @@ public:
     void on_ack(uint16_t, uint32_t, Duration, Time) override {}
     void on_ecn(uint16_t, uint32_t, Time) override {}
     void on_loss(uint16_t, uint32_t, Time) override {}
-    void on_rate_hint(uint32_t, Time) override {}
     uint64_t window_bytes(uint16_t) const override { return window_; }
-    uint64_t pacing_rate_bps() const override { return 0; }
+    uint64_t window_rate_bps() const override { return 0; }
 
 private:
     uint64_t window_;

@@ -23,8 +23,21 @@ uint32_t random_nonzero(Rng& rng) {
 }
 }  // namespace
 
+namespace {
+cc::SendRateConfig send_rate_config(const EndpointConfig& c) {
+    cc::SendRateConfig r;
+    r.use_hint = c.rate_hint;
+    r.pacing = c.pacing;
+    r.first_rtt_bytes = c.first_rtt_bytes;
+    r.max_inflight_bytes = c.max_inflight_bytes;
+    r.burst_bytes = c.pacing_burst_bytes;
+    r.mss = c.max_payload;
+    return r;
+}
+}  // namespace
+
 Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now)
-    : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng) {
+    : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng), rate_(send_rate_config(ep.cfg_)) {
     if (cfg_.congestion_control == EndpointConfig::Cc::kAimd)
         cc_ = std::make_unique<cc::Aimd>(cfg_.num_paths,
                                          cc::AimdConfig{cfg_.max_payload, cfg_.initial_window_bytes_per_path,
@@ -60,6 +73,13 @@ void Connection::start_connect(Time now) {
     hello_tries_ = 0;
     hello_deadline_ = now + cfg_.handshake_timeout;
     note_deadline(hello_deadline_);
+}
+
+void Connection::push_hint() {
+    // [CC-14]: only a peer that sent us DATA has a path to answer on, and a hint to hear.
+    if (state_ != ConnState::kEstablished || !rx_paths_[last_rx_path_].seen) return;
+    ++stats_.hints_pushed;
+    queue_ack(last_rx_path_);
 }
 
 void Connection::set_meta(const TxPath& path, PacketMeta& m) const {
@@ -237,6 +257,8 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
     (void)now;
     state_ = final_state;
+    ep_.fair_share_.forget(slot());
+    pace_deadline_ = kNever;
     for (uint32_t sid : streams_) {
         Stream* s = ep_.stream_mut(sid);
         if (!s) continue;
@@ -277,6 +299,7 @@ void Connection::run_timers(Time now) {
         note_deadline(hello_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;
+    if (pace_deadline_ <= now) pace_deadline_ = kNever;  // [CC-17]: DATA may go again
     for (TxPath& p : tx_paths_) {
         if (p.reorder_deadline <= now) detect_holes(p, now);
         if (p.pto_deadline <= now) path_timeout(p, now);
@@ -304,6 +327,7 @@ Time Connection::exact_deadline() const {
     Time d = kNever;
     if (state_ == ConnState::kConnecting) d = hello_deadline_;
     if (state_ != ConnState::kEstablished) return d;
+    d = std::min(d, pace_deadline_);
     for (const TxPath& p : tx_paths_) {
         if (p.pto_deadline < d) d = p.pto_deadline;
         if (p.reorder_deadline < d) d = p.reorder_deadline;

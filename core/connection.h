@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cc/congestion.h"
+#include "cc/send_rate.h"
 #include "core/config.h"
 #include "core/path.h"
 #include "core/stats.h"
@@ -45,6 +46,8 @@ public:
     Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now);
 
     uint32_t id() const { return id_; }
+    // slot: the connection's index on its endpoint, never reused (the id's low 16 bits - 1).
+    uint32_t slot() const { return (id_ & 0xFFFF) - 1; }
     const Address& peer() const { return peer_; }
     ConnState state() const { return state_; }
     const ConnectionStats& stats() const { return stats_; }
@@ -52,6 +55,11 @@ public:
     uint16_t num_paths() const { return static_cast<uint16_t>(tx_paths_.size()); }
     const TxPath& tx_path(uint16_t p) const { return tx_paths_[p]; }
     uint64_t token() const { return token_; }
+    // Congestion state, for counters and cc.csv (spec §9).
+    const cc::CongestionControl& congestion() const { return *cc_; }
+    uint32_t rate_hint_mbps() const { return rate_.last_hint_mbps(); }  // the latest received
+    uint64_t pacing_rate_bps(Time now) const { return rate_.rate_bps(cc_->window_rate_bps(), now); }
+    uint64_t in_flight_bytes() const { return in_flight_bytes_; }
     uint32_t peer_conn_id() const { return peer_conn_id_; }
 
     // Handshake (spec §4).
@@ -77,19 +85,21 @@ public:
     uint8_t control_class() const { return control_class_; }
     void stream_has_work(Stream& s);
     void close(Time now);
+    // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
+    void push_hint();
 
     // produce writes the next datagram; 0 when nothing may be sent now.
     size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
     // has_work: produce would write something now. Inline: asked after every packet in
     // and out; the common answers come from a few flags.
     bool has_work(Time now) const {
-        (void)now;
         if (state_ != ConnState::kEstablished)
             return state_ == ConnState::kConnecting ? hello_pending_ : close_pending_;
         if (close_pending_ || hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty() ||
             probes_pending_ > 0)
             return true;
         if (retx_.empty() && ready_streams_.empty()) return false;
+        if (!data_gate_open(segment_size_, now)) return false;
         for (const TxPath& p : tx_paths_)
             if (path_can_send(p, segment_size_)) return true;
         return false;
@@ -154,6 +164,12 @@ private:
                           p.rec(p.base).state != TxRecord::State::kInFlight;
         if (!room) return false;
         return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
+    }
+    // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
+    // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
+    bool data_gate_open(uint32_t bytes, Time now) const {
+        if (in_flight_bytes_ > 0 && in_flight_bytes_ + bytes > rate_.inflight_cap(now)) return false;
+        return rate_.send_time(pacing_rate_bps(now), now) <= now;
     }
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
@@ -265,6 +281,8 @@ private:
     Rng rng_;
     ConnState state_ = ConnState::kConnecting;
     std::unique_ptr<cc::CongestionControl> cc_;
+    cc::SendRate rate_;         // [CC-15]..[CC-18]: hint, first RTT, in-flight cap, pacer
+    Time pace_deadline_ = kNever;  // the pacer holds DATA back until then
 
     // our side, announced in our HELLO
     uint64_t token_;
@@ -339,8 +357,11 @@ private:
     }
     static constexpr uint16_t kNoAckRound = 0xffff;
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
+    static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
+    uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
+    uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
     Time cached_deadline_ = kNever;          // see next_deadline
     // note_deadline must follow every assignment of a timer to a real time.

@@ -175,15 +175,21 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             path.state = PathState::kActive;
             path.probe_deadline = kNever;
         }
-        // ECN echo: the count is cumulative per path generation.
+        // [CC-4] ECN echo: the count is cumulative per path generation. ACKs travel on
+        // random return paths and overtake each other, so only a count that moves forward
+        // in serial order is taken: a late ACK's older count must not rewind the stored
+        // one, or the next ACK would count the same marks again.
         const uint32_t ce = a.ecn_ce_count - path.last_ce;
-        if (ce > 0 && ce < (1u << 24)) {
+        if (ce > 0 && ce < kCeWindow) {
             ps.ecn_echoed += ce;
             cc_->on_ecn(path.id, ce, now);
+            path.last_ce = a.ecn_ce_count;
         }
-        path.last_ce = a.ecn_ce_count;
-        if (bytes_acked) cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.srtt, now);
-        cc_->on_rate_hint(a.rate_hint_mbps, now);
+        if (bytes_acked) {
+            cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.srtt, now);
+            rate_.on_acked(path.srtt, now);  // [CC-15]: the first RTT is over
+        }
+        rate_.on_hint(a.rate_hint_mbps, path.srtt, now);  // [CC-16]
         // Acknowledged records at the bottom go first, so the hole scan below starts at
         // the first unresolved PSN (in the loss-free steady state it scans nothing).
         advance_base(path);
@@ -223,6 +229,7 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         --path.in_flight_pkts;
         --in_flight_total_;
         path.in_flight_bytes -= r.bytes;
+        in_flight_bytes_ -= r.bytes;
         bytes_acked += r.bytes;
         path.loss_score -= path.loss_score >> 6;  // losses are forgotten as packets get through
     } else if (r.state == TxRecord::State::kLost) {
@@ -273,6 +280,7 @@ void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time n
     --path.in_flight_pkts;
     --in_flight_total_;
     path.in_flight_bytes -= r.bytes;
+    in_flight_bytes_ -= r.bytes;
     path.loss_score += 1024;
     PathStats& ps = path_stats_[path.id];
     switch (why) {

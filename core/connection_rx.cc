@@ -38,7 +38,8 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
     PathStats& ps = path_stats_[h.path_id];
     ++ps.packets_received;
     ps.bytes_received += h.payload_len;
-    if (rx_generation(rp, h.path_gen) == RxGen::kCurrent) {
+    const bool current = rx_generation(rp, h.path_gen) == RxGen::kCurrent;
+    if (current) {
         // [PATH-6]: the floor never lies above the packet that carries it.
         if (seq_gt(h.psn_floor, h.path_psn)) {
             ++stats_.malformed;
@@ -71,6 +72,14 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         ++stats_.stale_generation;
     }
     Stream* s = ep_.stream_mut(h.stream_id);
+    if (current && cfg_.rate_hint) {
+        // [CC-12]: what arrived on the wire (duplicates too: they took the downlink), in the
+        // class of the stream it belongs to as this end configured it.
+        last_rx_path_ = h.path_id;
+        const uint8_t tc = s && s->conn == id_ ? s->limits.traffic_class : control_class_;
+        const uint32_t owd = static_cast<uint32_t>(to_ns(now)) - h.timestamp;
+        ep_.fair_share_.on_arrival(slot(), tc, h.payload_len, meta.ecn == ecn::kCe, owd, now);
+    }
     if (!s || s->conn != id_) {
         // [STREAM-13]: a destroyed (or reset) stream's id is never reused, so its late
         // packets land here, counted apart, and are never placed.
@@ -486,7 +495,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     a.ts_echo = rp.last_ts;
     a.ack_delay_ns = static_cast<uint32_t>(std::clamp<int64_t>(to_ns(now - rp.last_rx_time), 0,
                                                                UINT32_MAX));
-    a.rate_hint_mbps = 0;
+    a.rate_hint_mbps = cfg_.rate_hint ? ep_.fair_share_.hint_mbps(slot()) : 0;  // [CC-11]
     a.probe_psn = rp.probe_reply ? rp.probe_psn : 0;
     a.stream_count = 0;
     // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along.

@@ -114,6 +114,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     // The Engine contract: buf holds max_datagram_size(). Checked before any state moves,
     // so a short buffer can never lose a segment.
     if (buf.size() < wire::kDataHeaderSize + segment_size_) return 0;
+    // [CC-15] [CC-17] [CC-18]: the connection-wide limits come before any path's window.
+    // A full-size segment is assumed: a shorter one waits at most one segment's time.
+    if (!data_gate_open(segment_size_, now)) return 0;
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
@@ -209,6 +212,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     ++path.in_flight_pkts;
     ++in_flight_total_;
     path.in_flight_bytes += bytes;
+    in_flight_bytes_ += bytes;
 
     wire::DataHeader h;
     h.common = peer_header(wire::PacketType::kData);
@@ -266,6 +270,14 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         ++stats_.retransmits;
     }
     cc_->on_sent(path.id, bytes, now);
+    const uint64_t rate = pacing_rate_bps(now);
+    rate_.on_sent(bytes, rate, now);
+    const Time next = rate_.send_time(rate, now);
+    if (next > now) {  // [CC-17]: the pacer's timer brings the next DATA
+        pace_deadline_ = next;
+        note_deadline(next);
+        ++stats_.paced_waits;
+    }
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;

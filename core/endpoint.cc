@@ -9,8 +9,21 @@
 
 namespace mroce::core {
 
+namespace {
+cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
+    cc::FairShareConfig f;
+    f.capacity_bps = c.inbound_capacity_bps ? c.inbound_capacity_bps
+                                            : c.port_rate_bps * std::max<uint16_t>(c.num_local_ports, 1);
+    f.interval = c.hint_interval;
+    f.class_weights = c.class_weights;
+    f.mss = c.max_payload;
+    return f;
+}
+}  // namespace
+
 Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed)
-    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")) {
+    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")),
+      fair_share_(fair_share_config(cfg)) {
     MROCE_DCHECK(config_error(cfg).empty());
 }
 
@@ -364,6 +377,7 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now) {
     ++stats_.datagrams_received;
+    update_fair_share(now);
     wire::CommonHeader common;
     if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk)
         return count_decode_error(e);
@@ -442,6 +456,7 @@ void Endpoint::flush_deadlines() const {
 }
 
 void Endpoint::on_timeout(Time now) {
+    update_fair_share(now);
     for (;;) {
         flush_deadlines();
         if (timers_.empty() || timers_.top().at > now) break;
@@ -459,7 +474,8 @@ Time Endpoint::next_deadline() const {
     flush_deadlines();
     // Stale heap entries may be earlier than the real deadline; an early on_timeout is
     // harmless and pops them.
-    return timers_.empty() ? kNever : timers_.top().at;
+    const Time conn = timers_.empty() ? kNever : timers_.top().at;
+    return std::min(conn, fair_share_.next_update());
 }
 
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cc/fair_share.h"
 #include "core/config.h"
 #include "core/connection.h"
 #include "core/engine.h"
@@ -157,6 +158,16 @@ private:
         }
     }
     void flush_deadlines() const;
+    // update_fair_share recomputes the receiver's shares when due and pushes the raised
+    // ones to their senders ([CC-14]).
+    void update_fair_share(Time now) {
+        if (now < fair_share_.next_update()) return;
+        for (uint32_t slot : fair_share_.update(now)) {
+            if (slot >= conns_.size() || !conns_[slot]) continue;
+            conns_[slot]->push_hint();
+            touched(*conns_[slot], now);
+        }
+    }
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
     void count_decode_error(Error e);
@@ -170,6 +181,7 @@ private:
     Rng rng_;
     MemoryTable memory_;
     EndpointStats stats_;
+    cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;

@@ -65,6 +65,8 @@ struct ConnectionStats {
     uint64_t probes_received = 0;
     uint64_t path_failures = 0;
     uint64_t path_rerolls = 0;
+    uint64_t paced_waits = 0;           // [CC-17] DATA held back by the pacer (timer armed)
+    uint64_t hints_pushed = 0;          // [CC-14] ACKs sent only to carry a raised hint
 };
 
 struct EndpointStats {

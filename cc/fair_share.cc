@@ -1,0 +1,199 @@
+// cc/fair_share.cc — the receiver's fair-share rate hint; see fair_share.h and spec §9.2.
+#include "cc/fair_share.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "util/muldiv.h"
+
+namespace mroce::cc {
+
+namespace {
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+// [CC-13]: a sender is taken to want more than it sends while it is new (its first
+// kWarmIntervals) or while it uses at least three quarters of its share. One that uses less
+// is given twice its use: it then uses half, so the test is stable, and it can double.
+constexpr uint32_t kWarmIntervals = 4;
+// bytes over ns as bit/s, without overflow for any byte count one interval can hold.
+uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
+    if (ns <= 0) return 0;
+    return mul_div(bytes, 8'000'000'000u, static_cast<uint64_t>(ns));
+}
+}  // namespace
+
+FairShare::FairShare(const FairShareConfig& cfg) : cfg_(cfg), allocation_(cfg.capacity_bps) {}
+
+void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce, uint32_t owd,
+                           Time now) {
+    if (sender >= senders_.size()) senders_.resize(sender + 1);
+    Sender& s = senders_[sender];
+    if (!s.active) {
+        // [CC-15]: a new sender counts from its first packet. Until the next recomputation
+        // it is offered an equal weighted part of the allocation.
+        s.active = true;
+        s.intervals = 0;
+        s.rate = 0;
+        s.bytes = 0;
+        s.classes = 0;
+        s.owd_sampled = false;
+        s.weight = cfg_.class_weights[tc & 7];
+        uint64_t total_weight = s.weight;
+        for (uint32_t id : active_) total_weight += senders_[id].weight;
+        s.share = allocation_ * s.weight / total_weight;
+        active_.push_back(sender);
+        if (active_.size() == 1) {
+            last_update_ = now;
+            next_update_ = now + cfg_.interval;
+        }
+    }
+    s.last_arrival = now;
+    s.bytes += bytes;
+    s.classes |= static_cast<uint8_t>(1u << (tc & 7));
+    // [CC-14]: the delay above the sender's smallest; serial arithmetic, as the offset
+    // between the clocks may sit anywhere modulo 2^32.
+    if (!s.has_base || static_cast<int32_t>(owd - s.owd_base) < 0) {
+        s.owd_base = owd;
+        s.has_base = true;
+    }
+    if (!s.owd_sampled || static_cast<int32_t>(owd - s.owd_min) < 0) {
+        s.owd_min = owd;
+        s.owd_sampled = true;
+    }
+    ++packets_;
+    ce_packets_ += ce;
+    bytes_ += bytes;
+}
+
+void FairShare::forget(uint32_t sender) {
+    if (sender >= senders_.size()) return;
+    Sender& s = senders_[sender];
+    if (s.active) active_.erase(std::find(active_.begin(), active_.end(), sender));
+    s = Sender{};
+}
+
+const std::vector<uint32_t>& FairShare::update(Time now) {
+    raised_.clear();
+    if (!active_.empty() && now >= next_update_) recompute(now);
+    return raised_;
+}
+
+uint32_t FairShare::hint_mbps(uint32_t sender) const {
+    if (sender >= senders_.size() || !senders_[sender].active) return 0;
+    // [CC-16]: Mbit/s, rounded down, at least 1 (0 on the wire means "no hint").
+    const uint64_t mbps = senders_[sender].share / 1'000'000;
+    return static_cast<uint32_t>(std::clamp<uint64_t>(mbps, 1, std::numeric_limits<uint32_t>::max()));
+}
+
+Duration FairShare::idle_timeout(const Sender& s) const {
+    // [CC-12]: silent for two intervals, or for four packets' time at its share or at the
+    // rate it sends, whichever is slower, when that is longer: a sender held to a small
+    // share, or one that sends little, sends rarely and is still there.
+    const uint64_t rate = s.rate ? std::min(s.rate, s.share) : s.share;
+    const uint64_t packet_ns = rate ? mul_div(cfg_.mss, 8'000'000'000u, rate) : 0;
+    return std::max<Duration>(2 * cfg_.interval,
+                              Duration{static_cast<int64_t>(std::min<uint64_t>(4 * packet_ns, 1'000'000'000))});
+}
+
+uint64_t FairShare::demand(const Sender& s, uint64_t equal) const {
+    if (s.intervals < kWarmIntervals || 4 * s.rate >= 3 * s.share) return kUnbounded;
+    // At least a quarter of an equal part, so that a sender that idles between bursts is
+    // not held to a trickle when the next one comes.
+    return std::max(2 * s.rate, equal / 4);
+}
+
+void FairShare::recompute(Time now) {
+    const int64_t elapsed = to_ns(now - last_update_);
+    last_update_ = now;
+    next_update_ = now + cfg_.interval;
+
+    // Rates, activity and the shared queue.
+    bool any_sample = false;
+    uint32_t queue = 0;
+    for (size_t i = 0; i < active_.size();) {
+        Sender& s = senders_[active_[i]];
+        const uint64_t r = bits_per_second(s.bytes, elapsed);
+        // A decaying peak, not a mean: a sender that sends in bursts (a request, a
+        // response) needs its burst's rate, not its average, or its next burst crawls.
+        s.rate = std::max(r, s.rate - s.rate / 8);
+        if (s.intervals < std::numeric_limits<uint32_t>::max()) ++s.intervals;
+        if (s.classes) {
+            uint16_t w = 0;
+            for (uint8_t c = 0; c < 8; ++c)
+                if (s.classes & (1u << c)) w = static_cast<uint16_t>(w + cfg_.class_weights[c]);
+            s.weight = w;
+        }
+        if (s.owd_sampled) {
+            const uint32_t excess = s.owd_min - s.owd_base;  // >= 0: the base is a minimum
+            queue = any_sample ? std::min(queue, excess) : excess;
+            any_sample = true;
+        }
+        s.bytes = 0;
+        s.classes = 0;
+        s.owd_sampled = false;
+        if (now - s.last_arrival > idle_timeout(s)) {
+            s.active = false;  // [CC-12]: gone quiet; no longer shares the capacity
+            s.share = 0;
+            active_[i] = active_.back();
+            active_.pop_back();
+            continue;
+        }
+        ++i;
+    }
+    // [CC-14]: a queue in front of this receiver needs its downlink busy: arrivals of at
+    // least three quarters of the capacity. Below that, delay and marks come from a queue
+    // elsewhere (one sender's own route, a slower core link), which the senders' AIMD
+    // answers; and an interval without any arrival is an idle downlink.
+    const uint64_t c = cfg_.capacity_bps;
+    const bool busy = 4 * bits_per_second(bytes_, elapsed) >= 3 * c;
+    queue_ns_ = any_sample && busy ? queue : 0;
+    if (!busy) ce_packets_ = 0;
+    bytes_ = 0;
+
+    // [CC-14]: hand out less than the capacity while a queue stands, enough less to drain
+    // it in about two intervals, and a quarter of the CE-marked fraction less again.
+    const uint64_t drain_ns = 2 * static_cast<uint64_t>(to_ns(cfg_.interval));
+    uint64_t a = static_cast<uint64_t>(queue_ns_) >= drain_ns
+                     ? 0
+                     : mul_div(c, drain_ns - static_cast<uint64_t>(queue_ns_), drain_ns);
+    if (packets_ > 0) a -= mul_div(a, ce_packets_, 4 * packets_);
+    allocation_ = std::max(a, c / kFloorDivisor);
+    packets_ = ce_packets_ = 0;
+    allocate();
+}
+
+void FairShare::allocate() {
+    // [CC-13]: weighted max-min (water-filling): senders in order of demand per unit of
+    // weight; each takes its demand while that is below an equal weighted part of what is
+    // left, and the rest split what remains by weight. What no sender wants is then split
+    // by weight over all of them: the shares always add up to the allocation.
+    order_.clear();
+    uint64_t total_weight = 0;
+    for (uint32_t id : active_) total_weight += senders_[id].weight;
+    const uint64_t all_weight = total_weight;
+    for (uint32_t id : active_) {
+        const Sender& s = senders_[id];
+        const uint64_t d = demand(s, allocation_ * s.weight / all_weight);
+        order_.emplace_back(d == kUnbounded ? kUnbounded : d / s.weight, id);
+        old_shares_.push_back(s.share);
+    }
+    std::sort(order_.begin(), order_.end());
+    uint64_t left = allocation_;
+    for (const auto& [per_weight, id] : order_) {
+        Sender& s = senders_[id];
+        const uint64_t equal = total_weight ? left * s.weight / total_weight : 0;
+        const uint64_t d = per_weight == kUnbounded ? kUnbounded : demand(s, allocation_ * s.weight / all_weight);
+        s.share = std::min(d, equal);
+        left -= s.share;
+        total_weight -= s.weight;
+    }
+    const uint64_t spare = left;
+    for (size_t i = 0; i < active_.size(); ++i) {
+        Sender& s = senders_[active_[i]];
+        s.share += spare * s.weight / all_weight;
+        const uint64_t old = old_shares_[i];
+        if (old > 0 && s.share >= 2 * old) raised_.push_back(active_[i]);
+    }
+    old_shares_.clear();
+}
+
+}  // namespace mroce::cc

@@ -1,0 +1,108 @@
+// cc/fair_share.h — the receiver's half of congestion control (spec §9.2, [CC-11]..[CC-15]):
+// the weighted max-min fair share of this endpoint's inbound capacity for each active
+// sender, returned to it as the rate hint of every ACK.
+//
+// A receiver sees all of its inbound traffic, so it knows what no sender can: how many
+// senders share its downlink and whether a queue is building in front of it. Fed with
+// arrival events (never packets), it recomputes the shares once per interval:
+//
+//   arrivals ─► per sender: bytes, classes, min one-way delay, CE    (this interval)
+//            ─► queue delay = min over senders of (min OWD − base OWD), while the
+//               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
+//            ─► allocation A = C × (1 − queue/(2·interval)) × (1 − CE fraction / 4)
+//            ─► water-filling of A by class weight, capped by each sender's demand
+//            ─► share per sender; the ones whose share doubled are reported (pushed)
+//
+// The one-way delay is the receiver's clock minus the sender's timestamp, modulo 2^32: the
+// clocks' offset is unknown and constant, so only a sender's delay above its own smallest
+// is used. A queue at this receiver's downlink delays every sender; one sender's own
+// congested route delays only it, so the minimum over senders is the shared queue.
+//
+// Integer arithmetic only ([CC-3]). Threading: none. The owner keeps sender ids small (the
+// endpoint uses the connection's slot); memory is one record per id ever seen.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "util/time.h"
+
+namespace mroce::cc {
+
+struct FairShareConfig {
+    uint64_t capacity_bps = 100'000'000'000;  // [CC-12] inbound capacity C
+    Duration interval = std::chrono::microseconds(8);
+    std::array<uint8_t, 8> class_weights{1, 1, 1, 1, 1, 1, 1, 1};
+    uint32_t mss = 4096;  // bytes of a full DATA payload: for the activity timeout
+};
+
+class FairShare {
+public:
+    // [CC-14]: the allocation never falls below C / kFloorDivisor, so that senders keep
+    // sending the odd packet that tells the receiver the queue has drained.
+    static constexpr uint64_t kFloorDivisor = 256;
+
+    explicit FairShare(const FairShareConfig& cfg);
+
+    // on_arrival: a current-generation DATA of `bytes` payload from `sender` in class `tc`;
+    // owd = receive time − the packet's timestamp, in ns modulo 2^32.
+    void on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce, uint32_t owd, Time now);
+    // forget: the sender's connection ended; its share goes to the others at the next
+    // recomputation.
+    void forget(uint32_t sender);
+
+    // next_update: when update() should run next; kNever while no sender is active.
+    Time next_update() const { return active_.empty() ? kNever : next_update_; }
+    // update recomputes the shares if the interval has passed. Returns the senders whose
+    // share at least doubled, which the owner tells at once ([CC-14] push); the span is
+    // valid until the next call.
+    const std::vector<uint32_t>& update(Time now);
+
+    // hint_mbps: the sender's share in Mbit/s (at least 1), or 0 if it is not active.
+    uint32_t hint_mbps(uint32_t sender) const;
+
+    // For counters and tests.
+    size_t active_senders() const { return active_.size(); }
+    uint64_t allocation_bps() const { return allocation_; }
+    Duration queue_delay() const { return Duration{queue_ns_}; }
+    uint64_t share_bps(uint32_t sender) const {
+        return sender < senders_.size() ? senders_[sender].share : 0;
+    }
+
+private:
+    struct Sender {
+        bool active = false;
+        bool has_base = false;
+        bool owd_sampled = false;  // owd_min holds a sample of this interval
+        uint8_t classes = 0;       // bit per class seen this interval
+        uint16_t weight = 1;       // sum of the weights of the classes last seen
+        uint32_t owd_base = 0;     // smallest one-way delay seen (sender's clock offset)
+        uint32_t owd_min = 0;      // smallest this interval
+        uint32_t intervals = 0;    // intervals seen active (saturates)
+        uint64_t bytes = 0;        // this interval
+        uint64_t rate = 0;         // bit/s, smoothed over intervals
+        uint64_t share = 0;        // bit/s, the current hint
+        Time last_arrival{};
+    };
+    void recompute(Time now);
+    void allocate();
+    uint64_t demand(const Sender& s, uint64_t equal) const;
+    Duration idle_timeout(const Sender& s) const;
+
+    FairShareConfig cfg_;
+    std::vector<Sender> senders_;
+    std::vector<uint32_t> active_;
+    std::vector<uint32_t> raised_;
+    std::vector<std::pair<uint64_t, uint32_t>> order_;  // scratch: (demand per weight, id)
+    std::vector<uint64_t> old_shares_;                  // scratch: shares before, by active_
+    Time last_update_{};
+    Time next_update_ = kNever;
+    uint64_t allocation_ = 0;
+    int64_t queue_ns_ = 0;
+    uint64_t bytes_ = 0;       // this interval, all senders
+    uint64_t packets_ = 0;     // this interval
+    uint64_t ce_packets_ = 0;  // this interval
+};
+
+}  // namespace mroce::cc

@@ -1,0 +1,177 @@
+// cc/fair_share_test.cc — the receiver's fair share ([CC-11]..[CC-15]) driven by arrival
+// events: equal and weighted shares, demand-limited senders, the queue that lowers the
+// allocation, idle senders that leave, and the push of raised shares.
+#include "cc/fair_share.h"
+
+#include <gtest/gtest.h>
+
+namespace mroce::cc {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kC = 100'000'000'000;  // 100 Gbit/s
+constexpr uint32_t kMss = 4096;
+
+FairShareConfig config() {
+    FairShareConfig c;
+    c.capacity_bps = kC;
+    c.interval = 10us;
+    c.mss = kMss;
+    return c;
+}
+
+// Feeds `rates[i]` bit/s from sender i (class classes[i]) for `dur`, in whole packets,
+// each with one-way delay base + queue, and runs update() as the endpoint would.
+struct Feed {
+    explicit Feed(FairShareConfig c = config()) : fs(c) {}
+    void run(const std::vector<uint64_t>& rates, Duration dur, uint32_t queue_ns = 0,
+             const std::vector<uint8_t>& classes = {}, bool ce = false) {
+        std::vector<int64_t> next(rates.size(), to_ns(now));
+        const Time end = now + dur;
+        while (now < end) {
+            for (size_t i = 0; i < rates.size(); ++i) {
+                if (rates[i] == 0) continue;
+                while (next[i] <= to_ns(now)) {
+                    const uint8_t tc = classes.empty() ? 0 : classes[i];
+                    fs.on_arrival(static_cast<uint32_t>(i), tc, kMss, ce, 5000 + queue_ns, now);
+                    next[i] += static_cast<int64_t>(uint64_t{kMss} * 8'000'000'000ull / rates[i]);
+                }
+            }
+            for (uint32_t id : fs.update(now)) raised.push_back(id);
+            now += 100ns;
+        }
+    }
+    FairShare fs;
+    Time now{1ms};
+    std::vector<uint32_t> raised;
+};
+
+// [CC-13] equal long senders split the capacity equally, within 1%.
+TEST(FairShare, EqualSendersGetEqualShares) {
+    Feed f;
+    f.run({kC / 2, kC / 2, kC / 2, kC / 2}, 200us);
+    EXPECT_EQ(f.fs.active_senders(), 4u);
+    for (uint32_t i = 0; i < 4; ++i) {
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), kC / 4.0, kC / 400.0) << i;
+        EXPECT_EQ(f.fs.hint_mbps(i), f.fs.share_bps(i) / 1'000'000);
+    }
+}
+
+// [CC-13] class weights 4:1 split the capacity 4:1.
+TEST(FairShare, ClassWeightsSplitByWeight) {
+    FairShareConfig c = config();
+    c.class_weights = {1, 4, 1, 1, 1, 1, 1, 1};
+    Feed f(c);
+    f.run({kC, kC}, 200us, 0, {1, 0});
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0)), kC * 0.8, kC * 0.008);
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(1)), kC * 0.2, kC * 0.002);
+}
+
+// [CC-13] max-min: a sender that uses little is given twice its use (its peak over
+// intervals, which whole packets make up to one packet per interval more); the others share
+// the rest.
+TEST(FairShare, DemandLimitedSenderLeavesTheRestToOthers) {
+    Feed f;
+    f.run({kC / 20, kC, kC}, 300us);  // 5 Gbit/s, and two that would take everything
+    const double small = static_cast<double>(f.fs.share_bps(0));
+    EXPECT_GE(small, 2 * kC / 20.0);
+    EXPECT_LE(small, 2 * (kC / 20.0 + kMss * 8 / 10e-6));
+    const double rest = (static_cast<double>(kC) - small) / 2;
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(1)), rest, rest / 100);
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(2)), rest, rest / 100);
+}
+
+// [CC-14] a standing queue lowers the allocation: by queue / (2 intervals), floored at C/256;
+// an idle downlink gives it back in full.
+TEST(FairShare, StandingQueueLowersTheAllocation) {
+    Feed f;
+    f.run({kC / 2, kC / 2}, 50us);
+    EXPECT_EQ(f.fs.allocation_bps(), kC);
+    f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/5000);  // a quarter of the 20 µs drain time
+    EXPECT_EQ(f.fs.queue_delay(), 5us);
+    EXPECT_EQ(f.fs.allocation_bps(), kC * 3 / 4);
+    f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/200'000);  // far more than can drain
+    EXPECT_EQ(f.fs.allocation_bps(), kC / FairShare::kFloorDivisor);
+    EXPECT_GE(f.fs.hint_mbps(0), 1u);
+    // The same delay with the downlink at half its capacity is a queue elsewhere.
+    f.run({kC / 4, kC / 4}, 30us, /*queue_ns=*/200'000);
+    EXPECT_EQ(f.fs.queue_delay(), 0ns);
+    EXPECT_EQ(f.fs.allocation_bps(), kC);
+}
+
+// [CC-14] the delay of one sender's own route is not the shared queue: the minimum over
+// senders is.
+TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
+    FairShare fs(config());
+    Time now{1ms};
+    for (int i = 0; i < 400; ++i) {
+        fs.on_arrival(0, 0, kMss, false, 1000, now);
+        fs.on_arrival(1, 0, kMss, false, i < 100 ? 1000u : 9000u, now);  // its route queues
+        fs.update(now);
+        now += 500ns;
+    }
+    EXPECT_EQ(fs.queue_delay(), 0ns);
+    EXPECT_EQ(fs.allocation_bps(), kC);
+}
+
+// [CC-14] CE marks on arriving DATA lower the allocation by a quarter of their fraction.
+TEST(FairShare, CeMarksLowerTheAllocation) {
+    Feed f;
+    f.run({kC / 2, kC / 2}, 25us, 0, {}, /*ce=*/true);
+    EXPECT_EQ(f.fs.allocation_bps(), kC * 3 / 4);
+}
+
+// [CC-13] a bursty sender alone gets everything: what no sender wants is shared out.
+TEST(FairShare, SpareCapacityGoesToEveryone) {
+    Feed f;
+    f.run({kC / 100}, 200us);
+    EXPECT_EQ(f.fs.share_bps(0), kC);
+    f.run({kC / 100, kC / 100}, 200us);
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0) + f.fs.share_bps(1)), kC, 2.0);
+}
+
+// [CC-12] a sender that falls silent leaves after two intervals, and its share goes to the
+// ones left; [CC-14] those whose share at least doubled are reported for a push.
+TEST(FairShare, SilentSenderLeavesAndTheOthersArePushed) {
+    Feed f;
+    f.run({kC, kC, kC, kC}, 100us);
+    EXPECT_EQ(f.fs.active_senders(), 4u);
+    f.raised.clear();
+    f.run({kC, 0, 0, 0}, 100us);
+    EXPECT_EQ(f.fs.active_senders(), 1u);
+    EXPECT_EQ(f.fs.hint_mbps(1), 0u);
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0)), kC, kC / 100.0);
+    ASSERT_FALSE(f.raised.empty());
+    EXPECT_EQ(f.raised.front(), 0u);
+}
+
+// A sender's clock may sit anywhere modulo 2^32: delays that wrap are still compared right.
+TEST(FairShare, OneWayDelayWrapsModulo32Bits) {
+    FairShare fs(config());
+    Time now{1ms};
+    for (int i = 0; i < 300; ++i) {
+        const uint32_t owd = 0xffffff00u + (i >= 150 ? 10000u : 0u);  // wraps past 0
+        fs.on_arrival(0, 0, kMss, false, owd, now);
+        fs.update(now);
+        now += 200ns;
+    }
+    EXPECT_EQ(fs.queue_delay(), 10us);
+}
+
+// forget: an ended connection stops counting at once; nothing is allocated to it.
+TEST(FairShare, ForgottenSenderIsGone) {
+    Feed f;
+    f.run({kC, kC}, 50us);
+    f.fs.forget(1);
+    EXPECT_EQ(f.fs.active_senders(), 1u);
+    EXPECT_EQ(f.fs.hint_mbps(1), 0u);
+    f.run({kC}, 50us);
+    EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0)), kC, kC / 100.0);
+    EXPECT_EQ(f.fs.next_update() == kNever, false);
+    f.fs.forget(0);
+    EXPECT_EQ(f.fs.next_update(), kNever);
+}
+
+}  // namespace
+}  // namespace mroce::cc

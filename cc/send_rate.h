@@ -1,0 +1,70 @@
+// cc/send_rate.h — the sender's connection-wide limits beside the per-path windows (spec
+// §9.3, [CC-15]..[CC-18]): the receiver's rate hint and when it expires, the first round
+// trip of a new (or long idle) connection, the cap on bytes in flight, and the pacer.
+//
+//   ACK ─► on_hint(mbps, srtt) ─► hint, valid for max(4 srtt, 4 packets at the hint)
+//   ACK of new data ─► on_acked ─► the first RTT is over (until the connection idles)
+//   before each DATA: inflight_cap(now) and send_time(now) ≤ now?   after: on_sent
+//
+// The pacer is a token bucket written as one virtual time (GCRA): a packet of b bytes may
+// leave when next_ ≤ now; it moves next_ to max(next_, now − burst time) + b / rate. The
+// rate is min(window rate, hint), 0 = not paced.
+//
+// Integer arithmetic only ([CC-3]). No clock is read: every call gets `now`.
+#pragma once
+
+#include <cstdint>
+
+#include "util/time.h"
+
+namespace mroce::cc {
+
+struct SendRateConfig {
+    bool use_hint = true;                     // obey the receiver's hint ([CC-16])
+    bool pacing = true;                       // pace at the rate ([CC-17])
+    uint64_t first_rtt_bytes = 64 * 1024;     // [CC-15]
+    uint64_t max_inflight_bytes = 4 << 20;    // [CC-18]
+    uint64_t burst_bytes = 16 * 1024;         // [CC-17]
+    uint32_t mss = 4096;
+};
+
+class SendRate {
+public:
+    explicit SendRate(const SendRateConfig& cfg) : cfg_(cfg) {}
+
+    // on_hint: the hint of an ACK of the current generation (0 = none), with the smoothed
+    // RTT of the path it arrived on.
+    void on_hint(uint32_t mbps, Duration srtt, Time now);
+    // on_acked: an ACK acknowledged new data; srtt as on_hint.
+    void on_acked(Duration srtt, Time now);
+
+    // hint_bps: the hint in force, 0 when there is none or it expired.
+    uint64_t hint_bps(Time now) const {
+        return cfg_.use_hint && hint_bps_ && now < hint_expiry_ ? hint_bps_ : 0;
+    }
+    // inflight_cap: bytes the connection may have in flight over all paths now.
+    uint64_t inflight_cap(Time now) const {
+        return now < acked_expiry_ ? cfg_.max_inflight_bytes : cfg_.first_rtt_bytes;
+    }
+    // rate_bps: the pacing rate for a window rate (bit/s, 0 = unknown), 0 = not paced.
+    uint64_t rate_bps(uint64_t window_rate_bps, Time now) const;
+    // send_time: the earliest time the next packet may leave at `rate` (now if unpaced).
+    Time send_time(uint64_t rate, Time now) const {
+        return rate == 0 || next_ <= now ? now : next_;
+    }
+    void on_sent(uint32_t bytes, uint64_t rate, Time now);
+
+    uint32_t last_hint_mbps() const { return last_hint_mbps_; }
+
+private:
+    Duration ttl(Duration srtt, uint64_t rate_bps) const;
+
+    SendRateConfig cfg_;
+    uint64_t hint_bps_ = 0;
+    uint32_t last_hint_mbps_ = 0;
+    Time hint_expiry_{};
+    Time acked_expiry_{};  // the first RTT is over until then
+    Time next_{};          // the pacer's virtual time
+};
+
+}  // namespace mroce::cc

@@ -1,0 +1,99 @@
+// cc/send_rate_test.cc — the sender's hint, first RTT, in-flight cap and pacer
+// ([CC-15]..[CC-18]).
+#include "cc/send_rate.h"
+
+#include <gtest/gtest.h>
+
+namespace mroce::cc {
+namespace {
+
+using namespace std::chrono_literals;
+
+SendRateConfig config() {
+    SendRateConfig c;
+    c.first_rtt_bytes = 64 * 1024;
+    c.max_inflight_bytes = 1 << 20;
+    c.burst_bytes = 16 * 1024;
+    c.mss = 4096;
+    return c;
+}
+
+// [CC-15] before its first ACK of new data a connection may have first_rtt_bytes in
+// flight; after it, max_inflight_bytes, until it has been idle for the TTL.
+TEST(SendRate, FirstRttThenTheCapThenFirstRttAgainAfterIdle) {
+    SendRate r(config());
+    Time now{1ms};
+    EXPECT_EQ(r.inflight_cap(now), 64u * 1024);
+    r.on_acked(10us, now);
+    EXPECT_EQ(r.inflight_cap(now + 39us), 1u << 20);
+    EXPECT_EQ(r.inflight_cap(now + 40us), 64u * 1024);  // 4 × srtt without an ACK
+}
+
+// [CC-16] a hint is in force for max(4 srtt, 4 packets at the hint), then expires; a zero
+// hint is no hint and leaves the one in force alone.
+TEST(SendRate, HintExpires) {
+    SendRate r(config());
+    Time now{1ms};
+    EXPECT_EQ(r.hint_bps(now), 0u);
+    r.on_hint(25'000, 10us, now);  // 25 Gbit/s: 4 packets take 5.2 µs < 40 µs
+    EXPECT_EQ(r.hint_bps(now + 39us), 25'000'000'000u);
+    r.on_hint(0, 10us, now + 20us);
+    EXPECT_EQ(r.hint_bps(now + 39us), 25'000'000'000u);
+    EXPECT_EQ(r.hint_bps(now + 40us), 0u);
+    r.on_hint(100, 10us, now);  // 100 Mbit/s: 4 packets take 1310.72 µs
+    EXPECT_EQ(r.hint_bps(now + 1310us), 100'000'000u);
+    EXPECT_EQ(r.hint_bps(now + 1311us), 0u);
+}
+
+// [CC-17] the rate is min(window rate, hint); either alone when the other is unknown; 0
+// (unpaced) with pacing off or neither known. With use_hint off the hint is ignored.
+TEST(SendRate, RateIsTheSmallerOfWindowRateAndHint) {
+    SendRate r(config());
+    Time now{1ms};
+    EXPECT_EQ(r.rate_bps(0, now), 0u);
+    EXPECT_EQ(r.rate_bps(7'000'000'000, now), 7'000'000'000u);
+    r.on_hint(5'000, 10us, now);
+    EXPECT_EQ(r.rate_bps(7'000'000'000, now), 5'000'000'000u);
+    EXPECT_EQ(r.rate_bps(3'000'000'000, now), 3'000'000'000u);
+    EXPECT_EQ(r.rate_bps(0, now), 5'000'000'000u);
+    SendRateConfig c = config();
+    c.pacing = false;
+    SendRate off(c);
+    off.on_hint(5'000, 10us, now);
+    EXPECT_EQ(off.rate_bps(7'000'000'000, now), 0u);
+    c = config();
+    c.use_hint = false;
+    SendRate nohint(c);
+    nohint.on_hint(5'000, 10us, now);
+    EXPECT_EQ(nohint.hint_bps(now), 0u);
+    EXPECT_EQ(nohint.rate_bps(7'000'000'000, now), 7'000'000'000u);
+}
+
+// [CC-17] the pacer lets a burst of burst_bytes go at once, then one packet per
+// bytes / rate; over a long run it never sends more than rate × time + burst.
+TEST(SendRate, PacerHoldsTheRateAfterOneBurst) {
+    SendRate r(config());
+    const uint64_t rate = 10'000'000'000;  // 4096 B every 3276.8 ns
+    Time now{1ms};
+    int at_once = 0;
+    while (r.send_time(rate, now) <= now) {
+        r.on_sent(4096, rate, now);
+        ++at_once;
+    }
+    EXPECT_EQ(at_once, 4);  // 16 KiB of credit
+    uint64_t sent = 0;
+    const Time start = now;
+    for (int i = 0; i < 10000; ++i) {
+        now = std::max(now, r.send_time(rate, now));
+        r.on_sent(4096, rate, now);
+        sent += 4096;
+        const uint64_t allowed = static_cast<uint64_t>(to_ns(now - start)) * rate / 8'000'000'000 + 16 * 1024 + 4096;
+        ASSERT_LE(sent, allowed) << i;
+    }
+    // And it keeps up: 10 000 packets in about 10 000 × 3.28 µs.
+    EXPECT_NEAR(static_cast<double>(to_ns(now - start)), 9999 * 3276.8, 4000);
+    EXPECT_EQ(r.send_time(0, now), now);  // unpaced: always now
+}
+
+}  // namespace
+}  // namespace mroce::cc
