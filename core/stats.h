@@ -65,6 +65,7 @@ struct ConnectionStats {
     uint64_t probes_received = 0;
     uint64_t path_failures = 0;
     uint64_t path_rerolls = 0;
+    uint64_t retransmits_read_request = 0;  // [PLACE-19] READ/atomic requests re-sent awaiting the answer
 };
 
 struct EndpointStats {
