@@ -566,6 +566,7 @@ void Connection::stream_timer_expired(Time now) {
             // found by the dead-peer timer. Not a delivery probe: no retry is counted. The
             // waits double (a long READ answer takes a while), so a slow answer costs a
             // few duplicate requests, not one per timeout.
+            ++stats_.retransmits_read_request;
             resend_message(*s, *m, false, now);
             m->answer_wait = std::min<uint32_t>(m->answer_wait + 1, 10);
             continue;

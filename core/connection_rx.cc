@@ -245,6 +245,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         }
     }
     word |= bit;
+    s.bytes_placed += h.payload_len;  // first copy only: duplicates returned above
     if (++slot.received == slot.nseg) {
         if (!slot.held.empty()) {
             write_payload(slot, size_t{slot.nseg - 1} * segment_size_, slot.held.data(),

@@ -105,6 +105,12 @@ public:
     const Connection* connection(uint32_t id) const;
     uint32_t connection_to(const Address& peer) const;
     const Stream* stream(uint32_t id) const;
+    // stream_bytes_placed: new payload bytes the stream has received into memory (each
+    // segment counted once; duplicates are not); 0 for an unknown stream.
+    uint64_t stream_bytes_placed(uint32_t id) const {
+        const Stream* s = stream(id);
+        return s ? s->bytes_placed : 0;
+    }
     // retired_stream: `id` was a stream of this endpoint and has been destroyed
     // ([STREAM-13]); packets for it are stale.
     bool retired_stream(uint32_t id) const {

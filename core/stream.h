@@ -216,6 +216,7 @@ struct Stream {
     uint32_t srq = 0;               // [PLACE-24] receives come from this SRQ, not `posted`
     // Receives taken from the SRQ by messages not yet delivered, by msg_seq.
     std::vector<std::pair<uint32_t, PostedRecv>> srq_claimed;
+    uint64_t bytes_placed = 0;      // payload bytes accepted the first time (no duplicates)
 };
 
 }  // namespace mroce::core

@@ -125,6 +125,8 @@ void Host::pump_transmit() {
         used_classes_ |= bit;
         ++stats_.tx_packets;
         stats_.tx_bytes += packet->size();
+        packet->data = config_.is_data && config_.is_data(std::span<const std::byte>(buf.data(), buf.size()));
+        stats_.tx_data_packets += packet->data;
         NicPort& port = *ports_[meta.local_port % ports_.size()];
         const bool held = (port.paused_classes & bit) != 0;
         // An idle port has nothing waiting that may go (start_port runs on every change),

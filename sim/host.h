@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/engine.h"
@@ -74,6 +75,10 @@ struct HostConfig {
     uint64_t line_rate_bps = 100'000'000'000;  // NIC serialisation rate per port; must be > 0
     uint16_t udp_port = kDefaultUdpPort;       // the engine's local UDP port
     uint16_t ports = 1;                        // NIC ports (planes), >= 1
+    // is_data classifies a datagram the engine sent as DATA (payload) or control, for
+    // per-kind counters (Packet::data, HostStats::tx_data_packets, DATA drops); nullptr:
+    // nothing is DATA. The protocol's wire format decides (the scenario runner sets it).
+    bool (*is_data)(std::span<const std::byte> datagram) = nullptr;
 };
 
 struct HostStats {
@@ -94,6 +99,7 @@ struct HostStats {
     // advances and a broken engine cannot spin in place. Expect 0 from a good engine.
     uint64_t stale_deadlines = 0;
     uint64_t pauses_received = 0;  // PFC frames that paused a class of one of its ports
+    uint64_t tx_data_packets = 0;  // of tx_packets, DATA (HostConfig::is_data)
 };
 
 class Host final : public PacketSink {

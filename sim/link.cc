@@ -73,7 +73,7 @@ void Link::receive(PacketPtr packet, uint32_t size) {
         return;
     }
     if (queue_bytes_ + size > config_.queue_capacity_bytes) {
-        drop(size, DropReason::kQueueFull);
+        drop(size, DropReason::kQueueFull, packet->data);
         return;
     }
     if (config_.ecn_threshold_bytes && queue_bytes_ >= *config_.ecn_threshold_bytes &&
@@ -132,9 +132,10 @@ std::optional<DropReason> Link::wire_drop_decision() {
     return std::nullopt;
 }
 
-void Link::drop(uint32_t size, DropReason why) {
+void Link::drop(uint32_t size, DropReason why, bool data) {
     ++stats_.dropped_packets[static_cast<size_t>(why)];
     stats_.dropped_bytes += size;
+    stats_.dropped_data_packets += data;
 }
 
 SimTime Link::wire_arrival() {
@@ -156,7 +157,7 @@ void Link::put_on_wire(PacketPtr packet, uint32_t size) {
         return;
     }
     if (auto why = wire_drop_decision()) {
-        drop(size, *why);
+        drop(size, *why, packet->data);
         return;
     }
     SimTime arrival = wire_arrival();

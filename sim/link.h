@@ -107,6 +107,7 @@ struct LinkStats {
     uint64_t reordered = 0;        // packets given the reorder delay
     uint64_t ecn_marked = 0;       // ECT packets set to CE here
     uint64_t max_queue_bytes = 0;
+    uint64_t dropped_data_packets = 0;  // of the drops, DATA packets (Packet::data)
 
     uint64_t dropped(DropReason r) const { return dropped_packets[static_cast<size_t>(r)]; }
     uint64_t dropped_total() const;
@@ -164,7 +165,7 @@ class Link final : public PacketSink {
     void put_on_wire(PacketPtr packet, uint32_t size);
     SimTime wire_arrival();  // now + delay + a jitter draw
     std::optional<DropReason> wire_drop_decision();
-    void drop(uint32_t size, DropReason why);
+    void drop(uint32_t size, DropReason why, bool data);
     void pipe_push(SimTime arrival, PacketPtr packet, uint32_t size);
     void on_pipe_head();
     void late_push(SimTime arrival, PacketPtr packet);

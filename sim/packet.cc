@@ -46,6 +46,7 @@ PacketPtr PacketPool::clone(const Packet& original) {
     copy->sent_at = original.sent_at;
     copy->duplicate = true;
     copy->traffic_class = original.traffic_class;
+    copy->data = original.data;
     return copy;
 }
 
@@ -55,6 +56,7 @@ void PacketPool::release(Packet* p) {
     p->route = kNoRoute;
     p->duplicate = false;
     p->traffic_class = 0;
+    p->data = false;
     p->sent_at = SimTime{};
     --outstanding_;
     free_.push_back(p);

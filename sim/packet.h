@@ -87,6 +87,7 @@ struct Packet {
     uint32_t route = kNoRoute;     // ECMP route index chosen by the fabric, for taps/tests
     bool duplicate = false;        // true for copies made by a duplication impairment
     uint8_t traffic_class = 0;     // switch priority (PFC class); set by the sending host
+    bool data = false;             // a DATA packet (HostConfig::is_data at the sending NIC)
     SimTime sent_at{};             // when the sender's NIC finished serialising it
 
     size_t size() const { return bytes.size(); }

@@ -218,6 +218,24 @@ void read_topology(Section s, RunSpec& r) {
     t.planes = s.u32("planes", 1, 1, 16);
     t.cable.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 100, 0.001, 100000) * 1e9);
     t.cable.delay = s.duration_us("delay_us", std::chrono::microseconds(1), 0, 1e6);
+    if (const toml::array* delays = s.array("cable_delays")) {
+        // [[topology.cable_delays]]: { host, plane (default: every plane), delay_us }.
+        const uint32_t hosts = host_count(t);
+        for (size_t i = 0; i < delays->size(); ++i) {
+            const toml::node& n = *delays->get(i);
+            const std::string pre = s.prefix() + "cable_delays[" + std::to_string(i) + "].";
+            if (!n.is_table()) fail(s.ctx().where(&n) + "'" + pre + "' must be a table");
+            Section d(s.ctx(), n.as_table(), pre);
+            TopologyConfig::HostCableDelay e;
+            if (!d.node("host")) d.bad(&n, "host", "is required");
+            if (!d.node("delay_us")) d.bad(&n, "delay_us", "is required");
+            e.host = d.u32("host", 0, 0, static_cast<int64_t>(hosts) - 1);
+            if (d.node("plane")) e.plane = d.u32("plane", 0, 0, static_cast<int64_t>(t.planes) - 1);
+            e.delay = d.duration_us("delay_us", {}, 0, 1e6);
+            d.finish();
+            t.cable_delays.push_back(e);
+        }
+    }
     t.switches.traffic_classes = static_cast<uint8_t>(s.u32("traffic_classes", 1, 1, kMaxTrafficClasses));
     BufferConfig& b = t.switches.buffer;
     b.port_bytes = s.u64("buffer_bytes", b.port_bytes, 1, int64_t{1} << 40);
@@ -288,8 +306,22 @@ void read_mroce(Section s, RunSpec& r) {
     if (r.mroce.window_auto) {
         // One bandwidth-delay product per connection over all paths (the host's rate on
         // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in
-        // a fat tree), plus one packet per path.
-        const uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
+        // a fat tree), plus one packet per path. With per-cable delays the longest path
+        // runs between the two hosts with the slowest cables (4 inner hops + those two), so
+        // the longest path is not starved (shorter ones get more than they need). Without
+        // overrides d1 = d2 = delay: the same window as before.
+        uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
+        if (!r.topology.cable_delays.empty()) {
+            const uint32_t hosts = host_count(r.topology);
+            int64_t d1 = 0, d2 = 0;  // the two largest host-cable delays of distinct hosts
+            for (uint32_t h = 0; h < hosts; ++h) {
+                const int64_t d = to_ps(max_host_cable_delay(r.topology, h));
+                if (d > d1) d2 = d1, d1 = d;
+                else if (d > d2) d2 = d;
+            }
+            const int64_t inner = 4 * to_ps(r.topology.cable.delay);
+            rtt_ps = static_cast<uint64_t>(2 * (inner + d1 + d2));
+        }
         // In double: rate x planes x RTT in ps overflows 64 bits at realistic values.
         const auto bdp = static_cast<uint64_t>(static_cast<double>(r.topology.cable.rate_bps) * r.topology.planes /
                                                8 * static_cast<double>(rtt_ps) / 1e12);

@@ -7,9 +7,12 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "baselines/rocev2/engine.h"
+#include "baselines/rocev2/packet.h"
 #include "core/endpoint.h"
+#include "sim/capture.h"
 #include "sim/faults.h"
 #include "wire/data.h"
 
@@ -50,10 +53,16 @@ class Driver {
   public:
     virtual ~Driver() = default;
     virtual core::Engine* engine(uint32_t h) = 0;
-    // post queues flow f's WRITEs on host f.src and adds how many it posted to `wrs`.
-    // Returns "" or a one-line error.
-    virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) = 0;
+    // post queues flow f's WRITEs on host f.src and adds how many it posted to `wrs`; it
+    // sets `channel` to where the receiver counts the flow's placed bytes (a stream or a
+    // pair's QPs, shared by the flows that share them). Returns "" or a one-line error.
+    virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs,
+                             uint32_t& channel) = 0;
+    // channel_placed is the payload bytes placed so far at the receiver of a channel.
+    virtual uint64_t channel_placed(uint32_t channel) const = 0;
     virtual uint64_t retransmits() const = 0;
+    // loss_counters fills retransmits_by_reason, timeouts and path_failures.
+    virtual void loss_counters(RunMetrics& m) const = 0;
     // sample_cc appends congestion state of the first `conns` connections / QPs.
     virtual void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const = 0;
 };
@@ -90,13 +99,15 @@ class MroceDriver final : public Driver {
     }
     core::Engine* engine(uint32_t h) override { return eps_[h].get(); }
 
-    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs,
+                     uint32_t& channel) override {
         uint32_t sid = 0;
         const auto pair = std::make_pair(f.src, f.dst);
         // streams = "pair": one stream per pair and class (a stream has one class).
         const auto key = std::make_tuple(f.src, f.dst, f.traffic_class);
         if (auto it = pair_stream_.find(key); !spec_.mroce.stream_per_flow && it != pair_stream_.end()) {
             sid = it->second;
+            channel = pair_channel_[key];
         } else {
             core::Endpoint& a = *eps_[f.src];
             core::Endpoint& b = *eps_[f.dst];
@@ -113,6 +124,8 @@ class MroceDriver final : public Driver {
                 return "flow " + std::to_string(f.id) + ": cannot bind a stream";
             topo_.host(f.dst).kick();
             pair_stream_[key] = sid;
+            channel = pair_channel_[key] = static_cast<uint32_t>(channels_.size());
+            channels_.emplace_back(f.dst, sid_b);
             if (!pair_seen_.count(pair)) {
                 pair_seen_.insert({pair, pairs_.size()});
                 pairs_.push_back(pair);
@@ -128,6 +141,10 @@ class MroceDriver final : public Driver {
         return "";
     }
 
+    uint64_t channel_placed(uint32_t ch) const override {
+        return eps_[channels_[ch].first]->stream_bytes_placed(channels_[ch].second);
+    }
+
     uint64_t retransmits() const override {
         uint64_t n = 0;
         for (const auto& [a, b] : pairs_) {
@@ -135,6 +152,25 @@ class MroceDriver final : public Driver {
             if (c) n += c->stats().retransmits;
         }
         return n;
+    }
+
+    void loss_counters(RunMetrics& m) const override {
+        RetransmitReasons& r = m.retransmits_by_reason;
+        for (const auto& [a, b] : pairs_) {
+            const core::Connection* c = eps_[a]->connection(eps_[a]->connection_to(topo_.host(b).address()));
+            if (!c) continue;
+            const core::ConnectionStats& s = c->stats();
+            r.sack += s.retransmits_sack;
+            r.timeout += s.retransmits_timeout;
+            r.path_failure += s.retransmits_path_failure;
+            r.rnr += s.retransmits_rnr;
+            r.read_request += s.retransmits_read_request;
+            m.path_failures += s.path_failures;
+            for (uint16_t p = 0; p < c->num_paths(); ++p) {
+                r.probe += c->path_stats(p).probes_sent;
+                m.timeouts += c->path_stats(p).timeouts;
+            }
+        }
     }
 
     void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const override {
@@ -163,6 +199,8 @@ class MroceDriver final : public Driver {
     std::vector<std::unique_ptr<core::Endpoint>> eps_;
     std::vector<HostMemory> sides_;
     std::map<std::tuple<uint32_t, uint32_t, uint8_t>, uint32_t> pair_stream_;  // (src, dst, class)
+    std::map<std::tuple<uint32_t, uint32_t, uint8_t>, uint32_t> pair_channel_;
+    std::vector<std::pair<uint32_t, uint32_t>> channels_;  // (receiving host, its stream id)
     std::map<std::pair<uint32_t, uint32_t>, size_t> pair_seen_;
     std::vector<std::pair<uint32_t, uint32_t>> pairs_;  // in order of first use
 };
@@ -180,12 +218,15 @@ class RoceDriver final : public Driver {
     }
     core::Engine* engine(uint32_t h) override { return engines_[h].get(); }
 
-    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs) override {
+    std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs,
+                     uint32_t& channel) override {
         // A pair's QPs per class: a QP has one class (its service level).
         const auto key = std::make_tuple(f.src, f.dst, f.traffic_class);
         auto it = pair_qps_.find(key);
         if (it == pair_qps_.end()) {
             std::vector<uint32_t> qps;
+            pair_channel_[key] = static_cast<uint32_t>(channels_.size());
+            channels_.emplace_back();
             rocev2::RoceEngine& a = *engines_[f.src];
             rocev2::RoceEngine& b = *engines_[f.dst];
             for (uint32_t q = 0; q < spec_.rocev2.qps_per_pair; ++q) {
@@ -199,10 +240,12 @@ class RoceDriver final : public Driver {
                     return "flow " + std::to_string(f.id) + ": cannot bind a QP";
                 qps.push_back(qa);
                 all_qps_.emplace_back(f.src, qa);
+                channels_.back().emplace_back(f.dst, qb);
             }
             it = pair_qps_.emplace(key, std::move(qps)).first;
         }
         const std::vector<uint32_t>& qps = it->second;
+        channel = pair_channel_[key];
         const rocev2::QueuePair* qp0 = engines_[f.src]->qp(qps[0]);
         o.src_port = qp0->src_port;
         o.dst_port = spec_.rocev2.config.port;
@@ -221,10 +264,29 @@ class RoceDriver final : public Driver {
         return "";
     }
 
+    uint64_t channel_placed(uint32_t ch) const override {
+        uint64_t n = 0;
+        for (const auto& [h, qpn] : channels_[ch]) n += engines_[h]->qp(qpn)->stats.bytes_placed;
+        return n;
+    }
+
     uint64_t retransmits() const override {
         uint64_t n = 0;
         for (const auto& e : engines_) n += e->totals().retransmitted_packets;
         return n;
+    }
+
+    // Go-back-N has no SACK, probes, paths or READs here: a NAK(PSN sequence error)
+    // rewind stands for "sack" (the receiver reported the gap), the retransmit timer for
+    // "timeout"; both count rewinds, not packets.
+    void loss_counters(RunMetrics& m) const override {
+        for (const auto& e : engines_) {
+            const rocev2::QpStats s = e->totals();
+            m.retransmits_by_reason.sack += s.go_back_nak;
+            m.retransmits_by_reason.timeout += s.timeouts;
+            m.retransmits_by_reason.rnr += s.rnr_naks_received;
+            m.timeouts += s.timeouts;
+        }
     }
 
     void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const override {
@@ -246,6 +308,8 @@ class RoceDriver final : public Driver {
     std::vector<HostMemory> sides_;
     std::map<std::tuple<uint32_t, uint32_t, uint8_t>, std::vector<uint32_t>> pair_qps_;  // (src, dst, class)
     std::vector<std::pair<uint32_t, uint32_t>> all_qps_;  // (host, qpn) in order of creation
+    std::map<std::tuple<uint32_t, uint32_t, uint8_t>, uint32_t> pair_channel_;
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> channels_;  // (receiving host, its QP)
 };
 
 uint32_t host_hops(const TopologyConfig& t, uint32_t a, uint32_t b) {
@@ -309,11 +373,83 @@ std::string port_name(const Topology& topo, size_t sw, size_t port) {
     return name + "/p" + std::to_string(port);
 }
 
+// DATA or control, from the first bytes of the datagram (HostConfig::is_data): MetaRoCE's
+// common-header type byte (spec §3.1), RoCEv2's BTH opcode (SEND/WRITE carry payload;
+// ACK, NAK and CNP do not).
+bool is_mroce_data(std::span<const std::byte> d) {
+    return d.size() >= wire::kCommonHeaderSize && static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kData);
+}
+bool is_roce_data(std::span<const std::byte> d) {
+    if (d.empty()) return false;
+    const auto op = static_cast<uint8_t>(d[0]);
+    return rocev2::is_supported_opcode(op) && rocev2::is_data(static_cast<rocev2::Opcode>(op));
+}
+
+// PlacedHistory records, at the incast receiver, each sender's placed bytes after every
+// DATA arrival (exact: an arrival is placed synchronously, so the next arrival, or flush,
+// reads the counter the previous one left), and when every sender was first heard from.
+class IncastTap final : public PacketTap {
+  public:
+    IncastTap(const Address& receiver, std::vector<Address> senders, std::function<uint64_t(size_t)> placed)
+        : receiver_(receiver), senders_(std::move(senders)), placed_(std::move(placed)),
+          seen_(senders_.size(), false), history_(senders_.size()) {
+        for (size_t s = 0; s < senders_.size(); ++s) index_[senders_[s].ipv4_host_order()] = s;
+    }
+
+    void on_packet(const Packet& p, SimTime at) override {
+        if (!p.data || !(p.meta.dst.ip == receiver_.ip)) return;  // arrivals of DATA only
+        flush();
+        const auto it = index_.find(p.meta.src.ipv4_host_order());
+        if (it == index_.end()) return;
+        const size_t s = it->second;
+        if (!seen_[s]) {
+            seen_[s] = true;
+            if (++seen_count_ == senders_.size()) t_know_ = at;
+        }
+        pending_ = s;
+        pending_at_ = at;
+    }
+    // flush records the last arrival's placement; stop ends recording (first finish).
+    void flush() {
+        if (pending_ == SIZE_MAX || stopped_) return;
+        const uint64_t v = placed_(pending_);
+        auto& h = history_[pending_];
+        if (h.empty() || h.back().second != v) h.emplace_back(to_ps(pending_at_), v);
+        pending_ = SIZE_MAX;
+    }
+    void stop() {
+        flush();
+        stopped_ = true;
+    }
+    std::optional<SimTime> t_know() const { return t_know_; }
+    // placed_at is sender s's placed bytes at time t_ps (arrivals at or before it).
+    uint64_t placed_at(size_t s, int64_t t_ps) const {
+        const auto& h = history_[s];
+        auto it = std::upper_bound(h.begin(), h.end(), t_ps, [](int64_t t, const auto& e) { return t < e.first; });
+        return it == h.begin() ? 0 : std::prev(it)->second;
+    }
+    size_t senders() const { return senders_.size(); }
+
+  private:
+    Address receiver_;
+    std::vector<Address> senders_;
+    std::unordered_map<uint32_t, size_t> index_;  // sender's IPv4 -> index
+    std::function<uint64_t(size_t)> placed_;
+    std::vector<bool> seen_;
+    size_t seen_count_ = 0;
+    std::optional<SimTime> t_know_;
+    size_t pending_ = SIZE_MAX;
+    SimTime pending_at_{};
+    bool stopped_ = false;
+    std::vector<std::vector<std::pair<int64_t, uint64_t>>> history_;  // (time ps, placed)
+};
+
 }  // namespace
 
 bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook) {
     Sim sim(seed);
     TopologyConfig tc = spec.topology;
+    tc.host.is_data = spec.protocol == Protocol::kMroce ? &is_mroce_data : &is_roce_data;
     Topology topo(sim, tc);
     const auto hosts = static_cast<uint32_t>(topo.host_count());
     for (size_t c = 0; c < topo.cable_count() && spec.loss > 0; ++c) {
@@ -366,6 +502,13 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     if (spec.protocol == Protocol::kMroce) drv = std::make_unique<MroceDriver>(spec, topo, buf, seed);
     else drv = std::make_unique<RoceDriver>(spec, topo, buf, seed);
 
+    // propagation_ps: the cables between two hosts, their own host cables included (the
+    // slowest plane's when cable_delays give planes different delays).
+    const auto propagation_ps = [&](uint32_t a, uint32_t b) {
+        const uint32_t hops = host_hops(tc, a, b);
+        return static_cast<double>((hops - 2) * to_ps(tc.cable.delay) + to_ps(max_host_cable_delay(tc, a)) +
+                                   to_ps(max_host_cable_delay(tc, b)));
+    };
     // Ideal FCT: propagation over the path's hops, store-and-forward of one packet per
     // switch, and the flow's bytes plus per-packet headers at the rate it can use alone.
     const bool mroce = spec.protocol == Protocol::kMroce;
@@ -377,11 +520,10 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     for (const Flow& f : wl) {
         FlowOutcome& o = out.flows[f.id];
         o.flow = f;
-        const uint32_t hops = host_hops(tc, f.src, f.dst);
         const uint64_t pkts = (f.bytes + mtu - 1) / mtu;
         const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (rate * static_cast<double>(lanes)) * 1e12;
         const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / rate * 1e12;
-        o.ideal_ps = static_cast<int64_t>(hops * static_cast<double>(to_ps(tc.cable.delay)) + (hops - 1) * pkt + ser);
+        o.ideal_ps = static_cast<int64_t>(propagation_ps(f.src, f.dst) + (host_hops(tc, f.src, f.dst) - 1) * pkt + ser);
     }
 
     // Flow state: WRs outstanding, dependencies outstanding, dependents.
@@ -391,18 +533,103 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     uint64_t delivered_all = 0, finished = 0;
     RunMetrics& m = out.metrics;
     std::string post_err;
+    std::vector<int64_t> last_done_ps(wl.size(), 0);  // stall: the previous completion
+
+    // Placed bytes: a channel (a stream, or a pair's QPs) counts them at the receiver;
+    // flows sharing a channel get them in posting order, each up to its size.
+    std::vector<std::vector<uint32_t>> channel_flows;
+    std::vector<uint64_t> channel_seen;
+    std::vector<size_t> channel_cursor;
+    auto update_channel = [&](uint32_t ch) {
+        const uint64_t now = drv->channel_placed(ch);
+        uint64_t add = now - channel_seen[ch];
+        channel_seen[ch] = now;
+        const std::vector<uint32_t>& fl = channel_flows[ch];
+        size_t& cur = channel_cursor[ch];
+        while (add > 0 && cur < fl.size()) {
+            FlowOutcome& o = out.flows[fl[cur]];
+            const uint64_t take = std::min(add, o.flow.bytes - o.bytes_placed);
+            o.bytes_placed += take;
+            add -= take;
+            if (o.bytes_placed == o.flow.bytes) ++cur;
+        }
+    };
+    std::vector<int32_t> sender_index;                 // incast: host -> sender, or -1
+    std::vector<std::vector<uint32_t>> sender_channels;  // incast: each sender's channels
+    auto update_placed = [&] {
+        for (uint32_t ch = 0; ch < channel_flows.size(); ++ch) update_channel(ch);
+    };
+
     std::function<void(uint32_t)> start_at;
     auto start_now = [&](uint32_t id) {
         const Flow& f = wl[id];
         FlowOutcome& o = out.flows[id];
         o.start_ps = to_ps(sim.now());
+        last_done_ps[id] = o.start_ps;
+        o.longest_gap_ps = 0;
         // Completions come from later events, so counting the WRs as they are posted is safe.
         wrs_left[id] = 0;
-        if (const std::string e = drv->post(f, spec.workload.message_bytes, to_core_time(sim.now()), o, wrs_left[id]);
+        uint32_t ch = UINT32_MAX;
+        if (const std::string e =
+                drv->post(f, spec.workload.message_bytes, to_core_time(sim.now()), o, wrs_left[id], ch);
             !e.empty() && post_err.empty())
             post_err = e;
+        if (ch != UINT32_MAX) {
+            if (ch >= channel_flows.size()) {
+                channel_flows.resize(ch + 1);
+                channel_seen.resize(ch + 1, 0);
+                channel_cursor.resize(ch + 1, 0);
+            }
+            channel_flows[ch].push_back(id);
+            if (!sender_index.empty() && sender_index[f.src] >= 0) {
+                auto& v = sender_channels[static_cast<size_t>(sender_index[f.src])];
+                if (std::find(v.begin(), v.end(), ch) == v.end()) v.push_back(ch);
+            }
+        }
         topo.host(f.src).kick();
     };
+
+    // Incast: the receiver's ToR downlink in every plane is the bottleneck; its queue is
+    // watched across one BDP from the start, and the receiver's DATA arrivals are tapped.
+    const bool incast = spec.workload.kind == WorkloadKind::kIncast && !wl.empty();
+    const uint32_t receiver = incast ? wl[0].dst : 0;
+    std::vector<uint32_t> senders;
+    std::vector<std::pair<size_t, size_t>> bottleneck;
+    IncastMetrics im;
+    std::unique_ptr<IncastTap> tap;
+    std::optional<int64_t> first_finish_ps;
+    std::vector<SwitchPort::QueueWatch> watch_at_finish;
+    if (incast) {
+        for (const Flow& f : wl)
+            if (std::find(senders.begin(), senders.end(), f.src) == senders.end()) senders.push_back(f.src);
+        // Base RTT: the ideal one-packet latency (as ideal_fct_ns), doubled, plus one
+        // packet's serialisation; over the senders, the longest.
+        const double pkt = static_cast<double>(mtu + hdr) * 8 / rate * 1e12;
+        double rtt_ps = 0;
+        for (uint32_t s : senders)
+            rtt_ps = std::max(rtt_ps, 2 * (propagation_ps(s, receiver) + (host_hops(tc, s, receiver) - 1) * pkt) + pkt);
+        im.base_rtt_us = rtt_ps / 1e6;
+        im.bdp_bytes = static_cast<uint64_t>(rate * static_cast<double>(tc.planes) / 8 * rtt_ps / 1e12);
+        for (uint32_t p = 0; p < tc.planes; ++p) {
+            const Cable& c = topo.cable(topo.host_cable(receiver, p));
+            bottleneck.emplace_back(c.b.node, c.b.port);
+            topo.switch_at(c.b.node).port(c.b.port).watch_queue(im.bdp_bytes);
+        }
+        std::vector<Address> addrs;
+        sender_index.assign(hosts, -1);
+        sender_channels.resize(senders.size());
+        for (size_t i = 0; i < senders.size(); ++i) {
+            addrs.push_back(topo.host(senders[i]).address());
+            sender_index[senders[i]] = static_cast<int32_t>(i);
+        }
+        // A sender's placed bytes: every channel of its flows (one, in an incast).
+        tap = std::make_unique<IncastTap>(topo.host(receiver).address(), std::move(addrs), [&](size_t s) {
+            uint64_t n = 0;
+            for (uint32_t ch : sender_channels[s]) n += drv->channel_placed(ch);
+            return n;
+        });
+        topo.capture_host(receiver, *tap);
+    }
     start_at = [&](uint32_t id) {
         const SimTime when = std::max(sim.now(), SimTime{} + wl[id].start);
         sim.schedule_at(when, [&start_now, id] { start_now(id); });
@@ -414,6 +641,11 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         o.completed = ok;
         o.failed = !ok;
         if (!ok) return;  // dependents of a failed flow never start
+        if (incast && !first_finish_ps) {  // the first sender finished: settle and jain end here
+            first_finish_ps = o.finish_ps;
+            for (auto [s, p] : bottleneck) watch_at_finish.push_back(topo.switch_at(s).port(p).queue_watch());
+            tap->stop();
+        }
         for (uint32_t d : dependents[id])
             if (--deps_left[d] == 0) start_at(d);
     };
@@ -434,6 +666,10 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             }
             delivered[id] += len;
             delivered_all += len;
+            FlowOutcome& o = out.flows[id];
+            const int64_t now_ps = to_ps(sim.now());
+            o.longest_gap_ps = std::max(o.longest_gap_ps, now_ps - last_done_ps[id]);
+            last_done_ps[id] = now_ps;
             if (--wrs_left[id] == 0) flow_done(id, true);
         });
         topo.host(h).attach(drv->engine(h));
@@ -483,14 +719,19 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         const int64_t span_ps = to_ps(sim.now()) - last_sample_ps;
         last_sample_ps = to_ps(sim.now());
         const double per_gbps = 8.0 / (static_cast<double>(span_ps) / 1e12) / 1e9;
+        // Goodput where bytes are placed at the receiver (not at the sender's completion,
+        // which lands a whole message in one interval).
+        update_placed();
         for (size_t i = 0; i < last.size(); ++i) {
             const FlowOutcome& o = out.flows[i];
             const bool active = o.start_ps >= 0 && (o.finish_ps < 0 || o.finish_ps > to_ps(sim.now()) - span_ps);
-            if (active) out.throughput.push_back({t_us, static_cast<int64_t>(i), static_cast<double>(delivered[i] - last[i]) * per_gbps});
-            last[i] = delivered[i];
+            if (active) out.throughput.push_back({t_us, static_cast<int64_t>(i), static_cast<double>(o.bytes_placed - last[i]) * per_gbps});
+            last[i] = o.bytes_placed;
         }
-        out.throughput.push_back({t_us, -1, static_cast<double>(delivered_all - last_all) * per_gbps});
-        last_all = delivered_all;
+        uint64_t placed_all = 0;
+        for (const FlowOutcome& o : out.flows) placed_all += o.bytes_placed;
+        out.throughput.push_back({t_us, -1, static_cast<double>(placed_all - last_all) * per_gbps});
+        last_all = placed_all;
         for (uint32_t i = 0; i < qports.size(); ++i)
             out.queue.push_back({t_us, i, topo.switch_at(qports[i].first).port(qports[i].second).queue_bytes()});
         drv->sample_cc(t_us, spec.output.cc_conns, out.cc);
@@ -511,8 +752,69 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         return false;
     }
 
+    update_placed();
+    if (tap) tap->stop();
+
     // Metrics from the engines' and the fabric's counters.
     const FabricTotals t = topo.totals();
+    m.data_packets_sent = t.host_tx_data_packets;
+    m.data_drops = t.data_drops;
+    m.drop_fraction = t.host_tx_data_packets ? static_cast<double>(t.data_drops) / static_cast<double>(t.host_tx_data_packets) : 0;
+    drv->loss_counters(m);
+    {
+        // A flow still running (or failed) stalls from its last completion until the end.
+        std::vector<double> stalls;
+        const int64_t end = to_ps(sim.now());
+        for (const FlowOutcome& o : out.flows) {
+            if (o.start_ps < 0) continue;
+            const int64_t until = o.completed ? last_done_ps[o.flow.id] : o.failed ? o.finish_ps : end;
+            stalls.push_back(static_cast<double>(std::max(o.longest_gap_ps, until - last_done_ps[o.flow.id])) / 1e6);
+        }
+        m.stall_p99_us = percentile(stalls, 0.99);
+    }
+    if (incast) {
+        for (auto [s, p] : bottleneck)
+            im.queue_peak_bytes = std::max(im.queue_peak_bytes, topo.switch_at(s).port(p).stats().max_queue_bytes);
+        if (tap->t_know()) im.t_know_us = static_cast<double>(to_ps(*tap->t_know())) / 1e6;
+        const int64_t know_ps = tap->t_know() ? to_ps(*tap->t_know()) : -1;
+        // Settled: at the first finish every bottleneck port is below one BDP; settle is
+        // from t_know to the last time one of them fell below it (0 if before t_know).
+        if (know_ps >= 0 && first_finish_ps && *first_finish_ps >= know_ps) {
+            bool settled = true;
+            int64_t settle_ps = 0;
+            for (const SwitchPort::QueueWatch& w : watch_at_finish) {
+                settled &= !w.above;
+                settle_ps = std::max(settle_ps, to_ps(w.fell_at) - know_ps);
+            }
+            if (settled) {
+                im.settle_us = static_cast<double>(settle_ps) / 1e6;
+                const double excess = static_cast<double>(im.queue_peak_bytes > im.bdp_bytes ? im.queue_peak_bytes - im.bdp_bytes : 0);
+                const double drain_us = excess * 8 / rate * 1e6;
+                im.converge_rtts = (*im.settle_us - drain_us) / im.base_rtt_us;
+                // Jain's index of the senders' placed bytes per window, averaged over the
+                // whole windows in [t_know + settle, first finish). Window: 8 packets per
+                // sender at its fair share, rounded up to a whole microsecond.
+                const double n = static_cast<double>(senders.size());
+                const double w_ps = 8 * static_cast<double>(mtu + hdr) * 8 * n / (rate * static_cast<double>(tc.planes)) * 1e12;
+                const int64_t win = static_cast<int64_t>(std::ceil(w_ps / 1e6)) * 1'000'000;
+                im.jain_window_us = static_cast<double>(win) / 1e6;
+                double sum_j = 0;
+                for (int64_t a = know_ps + settle_ps; a + win <= *first_finish_ps; a += win) {
+                    double sx = 0, sxx = 0;
+                    for (size_t i = 0; i < senders.size(); ++i) {
+                        const auto x = static_cast<double>(tap->placed_at(i, a + win) - tap->placed_at(i, a));
+                        sx += x;
+                        sxx += x * x;
+                    }
+                    if (sxx == 0) continue;  // nothing placed: no share to compare
+                    sum_j += sx * sx / (n * sxx);
+                    ++im.jain_windows;
+                }
+                if (im.jain_windows) im.jain_index = sum_j / static_cast<double>(im.jain_windows);
+            }
+        }
+        m.incast = im;
+    }
     m.events = r.events;
     m.sim_packets = t.host_tx_packets;
     m.stop_reason = to_string(r.reason);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct FlowOutcome {
     bool failed = false;                 // a WR completed with an error
     int64_t start_ps = -1, finish_ps = -1;  // posted, last WR completed
     int64_t ideal_ps = 0;                // alone on an idle fabric
+    uint64_t bytes_placed = 0;           // at the receiver (attributed per channel, docs/sim.md)
+    int64_t longest_gap_ps = -1;         // longest time between completions (from the start)
     uint16_t src_port = 0, dst_port = 0;
 };
 
@@ -53,6 +56,27 @@ struct ClassMetrics {
     double fct_p50_us = 0, fct_p99_us = 0, slowdown_p50 = 0, slowdown_p99 = 0, slowdown_max = 0;
 };
 
+// RetransmitReasons: retransmissions by cause. MetaRoCE: segments re-sent per reason
+// (ConnectionStats) and PROBE packets sent (PathStats); RoCEv2: go-back-N rewinds by
+// cause (sack = NAK-driven, timeout = retransmit timer, rnr = RNR NAKs received).
+struct RetransmitReasons {
+    uint64_t sack = 0, timeout = 0, probe = 0, path_failure = 0, rnr = 0, read_request = 0;
+};
+
+// IncastMetrics: how an incast converges (workload.kind = "incast" only; docs/sim.md).
+// An unset optional is written as null: the run never got there.
+struct IncastMetrics {
+    std::optional<double> t_know_us;  // the receiver has DATA from every sender
+    uint64_t queue_peak_bytes = 0;    // the receiver's ToR downlink queue, max over planes
+    uint64_t bdp_bytes = 0;           // line rate x planes x base RTT
+    double base_rtt_us = 0;           // 2 x (ideal one-packet latency) + one packet
+    std::optional<double> settle_us;  // t_know until the queue stays below one BDP
+    std::optional<double> converge_rtts;
+    std::optional<double> jain_index;  // mean over windows of per-sender placed bytes
+    double jain_window_us = 0;         // the window length used
+    uint64_t jain_windows = 0;
+};
+
 struct RunMetrics {
     double goodput_gbps = 0, goodput_fraction = 0, completion_time_us = 0;
     double fct_p50_us = 0, fct_p99_us = 0;
@@ -65,6 +89,13 @@ struct RunMetrics {
     // With several traffic classes (topology.traffic_classes > 1): one entry per class
     // that has flows or pauses, by class; empty otherwise.
     std::vector<ClassMetrics> by_class;
+    // DATA packets dropped (switch + wire) / DATA packets the hosts sent (0 when none).
+    double drop_fraction = 0;
+    uint64_t data_packets_sent = 0, data_drops = 0;
+    double stall_p99_us = 0;  // p99 over started flows of FlowOutcome::longest_gap_ps
+    RetransmitReasons retransmits_by_reason;
+    uint64_t timeouts = 0, path_failures = 0;
+    std::optional<IncastMetrics> incast;
 };
 
 struct RunOutput {

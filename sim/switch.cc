@@ -94,6 +94,7 @@ void SwitchPort::enqueue(PacketPtr packet, uint16_t ingress) {
         const SwitchDrop why = lossless ? SwitchDrop::kPfcOverflow : SwitchDrop::kBufferFull;
         ++stats_.dropped_packets[static_cast<size_t>(why)];
         stats_.dropped_bytes += size;
+        stats_.dropped_data_packets += packet->data;
         return;
     }
 
@@ -110,6 +111,10 @@ void SwitchPort::enqueue(PacketPtr packet, uint16_t ingress) {
     ++stats_.enqueued_packets;
     queue_bytes_ += size;
     stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, queue_bytes_);
+    if (queue_bytes_ >= watch_.threshold_bytes && !watch_.above) [[unlikely]] {
+        watch_.above = true;
+        watch_.rose_at = sw.sim_.now();
+    }
     sw.buffer_used_ += size;
     sw.max_buffer_used_ = std::max(sw.max_buffer_used_, sw.buffer_used_);
     if (lossless) in.ingress_add(cls, size);
@@ -137,6 +142,10 @@ void SwitchPort::on_serialized() {
     const uint32_t size = done.size;
     queue_bytes_ -= size;
     owner_.buffer_used_ -= size;
+    if (watch_.above && queue_bytes_ < watch_.threshold_bytes) [[unlikely]] {
+        watch_.above = false;
+        watch_.fell_at = owner_.sim_.now();
+    }
     ++stats_.tx_packets;
     stats_.tx_bytes += size;
     const uint8_t cls = done.cls;
@@ -252,6 +261,7 @@ void Switch::forward(PacketPtr packet, uint16_t ingress) {
     if (out == UINT16_MAX) {
         ++stats_.dropped_no_route;
         stats_.dropped_no_route_bytes += packet->size();
+        stats_.dropped_no_route_data += packet->data;
         return;
     }
     ++stats_.forwarded_packets;

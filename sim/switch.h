@@ -111,6 +111,7 @@ struct PortStats {
     uint64_t pauses_sent = 0;         // PAUSE frames this ingress sent upstream
     uint64_t resumes_sent = 0;
     uint64_t class_pauses_sent[kMaxTrafficClasses] = {};  // pauses_sent by traffic class
+    uint64_t dropped_data_packets = 0;  // of the drops, DATA packets (Packet::data)
     uint64_t dropped(SwitchDrop r) const { return dropped_packets[static_cast<size_t>(r)]; }
     uint64_t dropped_total() const { return dropped_packets[0] + dropped_packets[1]; }
 };
@@ -149,6 +150,18 @@ class SwitchPort final : public PacketSink, public PauseTarget {
     uint64_t queue_bytes() const { return queue_bytes_; }
     size_t queued_packets() const;
     bool paused(uint8_t cls) const { return paused_[cls]; }
+
+    // QueueWatch follows the queue across one threshold, exactly: checked at every enqueue
+    // and departure (the queue changes nowhere else). `above` = queue >= threshold now.
+    struct QueueWatch {
+        uint64_t threshold_bytes = UINT64_MAX;  // off
+        bool above = false;
+        SimTime rose_at{};  // the last time it reached the threshold from below
+        SimTime fell_at{};  // the last time it fell below the threshold
+    };
+    // watch_queue sets the threshold (from now on; call it before traffic arrives).
+    void watch_queue(uint64_t threshold_bytes) { watch_.threshold_bytes = threshold_bytes; }
+    const QueueWatch& queue_watch() const { return watch_; }
     uint64_t ingress_bytes(uint8_t cls) const { return ingress_bytes_[cls]; }
 
   private:
@@ -194,12 +207,14 @@ class SwitchPort final : public PacketSink, public PauseTarget {
     // Bytes queued (in service included) per class, kept only with several classes: ECN
     // marks on the packet's class queue (with one class, queue_bytes_ is that queue).
     std::array<uint64_t, kMaxTrafficClasses> class_bytes_{};
+    QueueWatch watch_;
 };
 
 struct SwitchStats {
     uint64_t forwarded_packets = 0;
     uint64_t dropped_no_route = 0;  // unknown destination or no live next hop
     uint64_t dropped_no_route_bytes = 0;
+    uint64_t dropped_no_route_data = 0;  // of those, DATA packets (Packet::data)
 };
 
 class Switch {

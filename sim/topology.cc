@@ -7,6 +7,19 @@
 
 namespace mroce::sim {
 
+SimDuration host_cable_delay(const TopologyConfig& c, uint32_t host, uint32_t plane) {
+    SimDuration d = c.cable.delay;
+    for (const TopologyConfig::HostCableDelay& e : c.cable_delays)
+        if (e.host == host && (!e.plane || *e.plane == plane)) d = e.delay;
+    return d;
+}
+
+SimDuration max_host_cable_delay(const TopologyConfig& c, uint32_t host) {
+    SimDuration d{0};
+    for (uint32_t p = 0; p < c.planes; ++p) d = std::max(d, host_cable_delay(c, host, p));
+    return d;
+}
+
 std::string check_topology_config(const TopologyConfig& c) {
     if (c.planes < 1) return "planes must be at least 1";
     if (c.planes > UINT16_MAX) return "planes must be at most 65535";
@@ -36,6 +49,11 @@ std::string check_topology_config(const TopologyConfig& c) {
             break;
     }
     if (hosts > kMaxHosts) return "too many hosts for the address plan (max 131070)";
+    for (const TopologyConfig::HostCableDelay& e : c.cable_delays) {
+        if (e.host >= hosts) return "cable delay for host " + std::to_string(e.host) + ": no such host";
+        if (e.plane && *e.plane >= c.planes) return "cable delay for plane " + std::to_string(*e.plane) + ": no such plane";
+        if (e.delay < SimDuration{0}) return "cable delay must not be negative";
+    }
     return {};
 }
 
@@ -86,7 +104,7 @@ void Topology::wire_up(Cable& c) {
     const size_t i = static_cast<size_t>(&c - cables_.data());
     LinkConfig lc;
     lc.rate_bps = 0;  // the port in front serialises; the wire only delays and impairs
-    lc.delay = config_.cable.delay;
+    lc.delay = c.a.is_host ? host_cable_delay(config_, c.a.node, c.plane) : config_.cable.delay;
     lc.jitter_max = config_.cable.jitter_max;
     const std::string name = config_.name + "/cable" + std::to_string(i);
     c.a_to_b = std::make_unique<Link>(sim_, lc, name + "/ab");
@@ -294,6 +312,7 @@ FabricTotals Topology::totals() const {
     for (const auto& h : hosts_) {
         t.host_tx_packets += h->stats().tx_packets;
         t.host_tx_bytes += h->stats().tx_bytes;
+        t.host_tx_data_packets += h->stats().tx_data_packets;
         for (uint16_t p = 0; p < h->port_count(); ++p) {
             t.host_rx_packets += h->port_rx_packets(p);
             t.host_rx_bytes += h->port_rx_bytes(p);
@@ -303,11 +322,13 @@ FabricTotals Topology::totals() const {
     for (const auto& s : switches_) {
         t.switch_drops += s->stats().dropped_no_route;
         t.switch_drop_bytes += s->stats().dropped_no_route_bytes;
+        t.data_drops += s->stats().dropped_no_route_data;
         t.in_flight += s->in_flight();
         for (size_t p = 0; p < s->port_count(); ++p) {
             const PortStats& ps = s->port(p).stats();
             t.switch_drops += ps.dropped_total();
             t.switch_drop_bytes += ps.dropped_bytes;
+            t.data_drops += ps.dropped_data_packets;
             t.pfc_overflow_drops += ps.dropped(SwitchDrop::kPfcOverflow);
             t.ecn_marks += ps.ecn_marked;
             t.pauses_sent += ps.pauses_sent;
@@ -320,6 +341,7 @@ FabricTotals Topology::totals() const {
             const LinkStats& ls = w->stats();
             t.wire_drops += ls.dropped_total();
             t.wire_drop_bytes += ls.dropped_bytes;
+            t.data_drops += ls.dropped_data_packets;
             t.wire_copies += ls.duplicated + ls.late_duplicated;
             t.ecn_marks += ls.ecn_marked;
             t.in_flight += w->in_flight();

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,24 @@ struct TopologyConfig {
     uint32_t k = 4;  // kFatTree: even k; k^3/4 hosts, k pods of k/2 edge + k/2 aggregation
 
     CableConfig cable;
+    // Per-cable delay of host cables (both wires), overriding cable.delay: so one fabric
+    // mixes us and ms RTTs. Later entries win. Validated by check_topology_config.
+    struct HostCableDelay {
+        uint32_t host = 0;
+        std::optional<uint32_t> plane;  // nullopt: every plane
+        SimDuration delay{0};
+    };
+    std::vector<HostCableDelay> cable_delays;
     SwitchConfig switches;  // every switch
     HostConfig host;        // every host (ports := planes, line rate := cable rate)
     std::string name = "topo";  // prefix of random-stream labels; unique per Sim
 };
+
+// host_cable_delay is the delay of the cable from host h's NIC port in `plane` (its
+// cable_delays entry, else cable.delay).
+SimDuration host_cable_delay(const TopologyConfig& c, uint32_t host, uint32_t plane);
+// max_host_cable_delay is the largest host_cable_delay of host h over the planes.
+SimDuration max_host_cable_delay(const TopologyConfig& c, uint32_t host);
 
 // check_topology_config returns an empty string if c can be built, else a one-line reason.
 std::string check_topology_config(const TopologyConfig& c);
@@ -81,6 +96,8 @@ struct Cable {
 // Totals over the whole fabric, for invariant checks and reports.
 struct FabricTotals {
     uint64_t host_tx_packets = 0, host_tx_bytes = 0;  // datagrams hosts' NICs accepted
+    uint64_t host_tx_data_packets = 0;                // of those, DATA (HostConfig::is_data)
+    uint64_t data_drops = 0;  // DATA packets among switch_drops + wire_drops
     uint64_t host_rx_packets = 0, host_rx_bytes = 0;  // arrivals at hosts' NIC ports
     uint64_t switch_drops = 0, switch_drop_bytes = 0;  // buffer, PFC overflow, no route
     uint64_t pfc_overflow_drops = 0;

@@ -64,6 +64,26 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
     j["events"] = m.events;
     j["sim_packets"] = m.sim_packets;
     j["stop_reason"] = m.stop_reason;
+    j["drop_fraction"] = m.drop_fraction;
+    j["stall_p99_us"] = m.stall_p99_us;
+    const sim::RetransmitReasons& r = m.retransmits_by_reason;
+    j["retransmits_by_reason"] = {{"sack", r.sack}, {"timeout", r.timeout}, {"probe", r.probe},
+                                  {"path_failure", r.path_failure}, {"rnr", r.rnr}, {"read_request", r.read_request}};
+    j["timeouts"] = m.timeouts;
+    j["path_failures"] = m.path_failures;
+    if (m.incast) {  // incast workloads only; null = the run never got there
+        const auto opt = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(); };
+        const sim::IncastMetrics& i = *m.incast;
+        j["t_know_us"] = opt(i.t_know_us);
+        j["queue_peak_bytes"] = i.queue_peak_bytes;
+        j["bdp_bytes"] = i.bdp_bytes;
+        j["base_rtt_us"] = i.base_rtt_us;
+        j["settle_us"] = opt(i.settle_us);
+        j["converge_rtts"] = opt(i.converge_rtts);
+        j["jain_index"] = opt(i.jain_index);
+        j["jain_window_us"] = i.jain_window_us;
+        j["jain_windows"] = i.jain_windows;
+    }
     if (!m.by_class.empty()) {  // several traffic classes only: one-class output unchanged
         nlohmann::ordered_json classes = nlohmann::ordered_json::array();
         for (const sim::ClassMetrics& c : m.by_class)

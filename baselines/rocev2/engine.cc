@@ -56,6 +56,7 @@ QpStats RoceEngine::totals() const {
         t.ecn_marked += s.ecn_marked;
         t.cnps_sent += s.cnps_sent;
         t.malformed += s.malformed;
+        t.bytes_placed += s.bytes_placed;
     }
     return t;
 }

@@ -107,6 +107,7 @@ void RoceEngine::place(QueuePair& q, const Decoded& d, uint64_t psn, Time now) {
     q.message_offset = end;
     ++q.epsn;
     ++q.stats.data_packets_received;
+    q.stats.bytes_placed += len;
     ++q.unacked;
 
     if (is_last(op)) {

@@ -43,6 +43,7 @@ struct QpStats {
     uint64_t ecn_marked = 0;             // CE-marked packets received
     uint64_t cnps_sent = 0;
     uint64_t malformed = 0;              // wrong payload size for the opcode: dropped
+    uint64_t bytes_placed = 0;           // payload bytes of in-sequence packets, placed once
 };
 
 // A posted send work request and where its packets sit in the PSN space.

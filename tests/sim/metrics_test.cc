@@ -1,0 +1,287 @@
+// tests/sim/metrics_test.cc — the run metrics of issue 13 on small scenarios, both engines
+// where they apply (docs/sim.md "What the fields mean"): drop_fraction, stall_p99_us,
+// retransmits_by_reason, timeouts, the incast metrics (t_know, settle, converge_rtts,
+// jain_index), goodput counted where bytes are placed, and per-cable delays.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "sim/scenario.h"
+#include "sim/scenario_run.h"
+#include "sim/test_seed.h"
+
+namespace mroce::sim {
+namespace {
+
+RunSpec spec_from(const std::string& text, const std::vector<std::string>& sets = {}) {
+    std::string err;
+    auto s = parse_scenario(text, "test.toml", sets, std::nullopt, err);
+    EXPECT_TRUE(s) << err;
+    return s ? s->runs.at(0) : RunSpec{};
+}
+
+RunOutput run(const RunSpec& spec, uint64_t seed) {
+    RunOutput out;
+    std::string err;
+    EXPECT_TRUE(run_spec(spec, seed, out, err)) << err;
+    return out;
+}
+
+const char* kIncast = R"(
+[topology]
+kind = "single_switch"
+hosts = 5
+[workload]
+kind = "incast"
+bytes = 200000
+message_bytes = 20000
+[output]
+sample_us = 2
+)";
+
+class RunMetricsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RunMetricsTest, DropFractionIsZeroWithoutLossAndCountsDataDropsWithLoss) {
+    const uint64_t seed = testing::test_seed(31);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunOutput clean = run(spec_from(kIncast, {"protocol=" + GetParam()}), seed);
+    EXPECT_EQ(clean.metrics.completed_flows, 4u);
+    EXPECT_GT(clean.metrics.data_packets_sent, 4u * 200000 / 4096);
+    EXPECT_EQ(clean.metrics.data_drops, 0u);
+    EXPECT_EQ(clean.metrics.drop_fraction, 0.0);
+    EXPECT_EQ(clean.metrics.timeouts, 0u);
+    const RetransmitReasons& c = clean.metrics.retransmits_by_reason;
+    EXPECT_EQ(c.sack + c.timeout + c.path_failure + c.rnr + c.read_request, 0u);
+
+    const RunOutput lossy =
+        run(spec_from(kIncast, {"protocol=" + GetParam(), "fabric.loss=0.02", "rocev2.retransmit_timeout_us=50"}), seed);
+    const RunMetrics& m = lossy.metrics;
+    EXPECT_EQ(m.completed_flows, 4u) << m.stop_reason;
+    EXPECT_GT(m.data_drops, 0u);
+    EXPECT_LE(m.data_drops, m.drops);  // ACKs are lost too
+    EXPECT_GT(m.drop_fraction, 0.0);
+    EXPECT_LT(m.drop_fraction, 0.1);  // 2 % per cable, two cables per path
+    EXPECT_DOUBLE_EQ(m.drop_fraction, static_cast<double>(m.data_drops) / static_cast<double>(m.data_packets_sent));
+    const RetransmitReasons& r = m.retransmits_by_reason;
+    EXPECT_GT(r.sack + r.timeout, 0u);
+    EXPECT_EQ(r.path_failure + r.read_request, 0u);
+    if (GetParam() == "rocev2") {
+        EXPECT_EQ(r.probe, 0u);
+    }
+    EXPECT_EQ(m.path_failures, 0u);
+}
+
+TEST_P(RunMetricsTest, StallIsAtLeastOneMessageSerialisation) {
+    const uint64_t seed = testing::test_seed(32);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 2
+rate_gbps = 100
+[workload]
+kind = "explicit"
+message_bytes = 40000
+flows = [ { src = 0, dst = 1, bytes = 400000 } ]
+)", {"protocol=" + GetParam()}),
+                              seed);
+    ASSERT_EQ(out.metrics.completed_flows, 1u);
+    const double message_us = 40000.0 * 8 / 100e9 * 1e6;  // 3.2 us
+    EXPECT_GE(out.metrics.stall_p99_us, message_us);
+    // The first completion needs a round trip too; the stall is at most the whole FCT.
+    EXPECT_LE(out.metrics.stall_p99_us, out.metrics.fct_p99_us);
+    EXPECT_EQ(out.flows[0].longest_gap_ps, static_cast<int64_t>(std::llround(out.metrics.stall_p99_us * 1e6)));
+}
+
+// Goodput is counted where bytes are placed: one WRITE of a whole flow used to land in
+// one sampling interval at once; now no sample of a flow exceeds what its receiver's
+// ports can take.
+TEST_P(RunMetricsTest, ThroughputSamplesNeverExceedTheLineRate) {
+    const uint64_t seed = testing::test_seed(33);
+    SCOPED_TRACE(testing::seed_note(seed));
+    for (const char* planes : {"1", "2"}) {
+        const RunOutput out = run(spec_from(kIncast, {"protocol=" + GetParam(), "workload.message_bytes=0",
+                                                      "topology.planes=" + std::string(planes), "rocev2.qps_per_pair=2"}),
+                                  seed);
+        ASSERT_EQ(out.metrics.completed_flows, 4u);
+        const double cap = 100.0 * std::stoi(planes) * 1.01;
+        // The run total is at the bottleneck's rate too, but placement is per packet: a
+        // 2 us interval may hold one packet more than its share of line-rate time.
+        const double packet_gbps = 4168.0 * 8 / 2e3 * std::stoi(planes);
+        double placed_all = 0, prev = 0;
+        for (const ThroughputRow& t : out.throughput) {
+            EXPECT_LE(t.gbps, t.flow >= 0 ? cap : cap + packet_gbps)
+                << "flow " << t.flow << " at " << t.time_us << " us, planes " << planes;
+            if (t.flow < 0) {
+                placed_all += t.gbps * (t.time_us - prev) * 1e3 / 8;
+                prev = t.time_us;
+            }
+        }
+        EXPECT_NEAR(placed_all, 4 * 200000.0, 1.0);
+        for (const FlowOutcome& o : out.flows) EXPECT_EQ(o.bytes_placed, o.flow.bytes);
+    }
+}
+
+TEST_P(RunMetricsTest, IncastConvergenceMetricsFollowTheirDefinitions) {
+    const uint64_t seed = testing::test_seed(34);
+    SCOPED_TRACE(testing::seed_note(seed));
+    // A symmetric incast of 4 long flows on one switch, fixed windows (MetaRoCE: 4 KiB per
+    // path; RoCEv2: 4 packets, DCQCN off) whose sum is about one BDP: fair and settled.
+    const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 5
+[mroce]
+paths = 4
+window_bytes = 4096
+[rocev2]
+dcqcn = false
+window_packets = 4
+[workload]
+kind = "incast"
+bytes = 2000000
+[output]
+sample_us = 0
+)", {"protocol=" + GetParam()}),
+                              seed);
+    const RunMetrics& m = out.metrics;
+    ASSERT_EQ(m.completed_flows, 4u);
+    ASSERT_TRUE(m.incast);
+    const IncastMetrics& i = *m.incast;
+    // One switch, 1 us cables, 4 KiB payloads: base RTT = 2 x (2 us + 1 packet) + 1 packet.
+    const double pkt_us = (GetParam() == "mroce" ? 4096.0 + 72 : 4096.0 + 16) * 8 / 100e9 * 1e6;
+    EXPECT_NEAR(i.base_rtt_us, 4 + 3 * pkt_us, 1e-6);
+    EXPECT_EQ(i.bdp_bytes, static_cast<uint64_t>(100e9 / 8 * i.base_rtt_us / 1e6));
+    ASSERT_TRUE(i.t_know_us);
+    EXPECT_GE(*i.t_know_us, 2.0);   // two cables away
+    EXPECT_LT(*i.t_know_us, 20.0);  // everyone starts at once
+    EXPECT_GT(i.queue_peak_bytes, 0u);
+    EXPECT_LE(i.queue_peak_bytes, m.max_queue_bytes);
+    ASSERT_TRUE(i.settle_us) << "peak " << i.queue_peak_bytes << " bdp " << i.bdp_bytes;
+    EXPECT_GE(*i.settle_us, 0.0);
+    ASSERT_TRUE(i.converge_rtts);
+    const double excess = i.queue_peak_bytes > i.bdp_bytes ? static_cast<double>(i.queue_peak_bytes - i.bdp_bytes) : 0;
+    EXPECT_NEAR(*i.converge_rtts, (*i.settle_us - excess * 8 / 100e9 * 1e6) / i.base_rtt_us, 1e-9);
+    // Window: 8 packets per sender at a quarter of 100 Gbit/s, rounded up to a microsecond.
+    EXPECT_DOUBLE_EQ(i.jain_window_us, std::ceil(8 * pkt_us * 4));
+    ASSERT_TRUE(i.jain_index);
+    EXPECT_GT(i.jain_windows, 10u);
+    EXPECT_GT(*i.jain_index, 0.95);
+    EXPECT_LE(*i.jain_index, 1.0 + 1e-12);
+}
+
+TEST_P(RunMetricsTest, IncastMetricsAreNullWhenTheQueueNeverSettles) {
+    const uint64_t seed = testing::test_seed(35);
+    SCOPED_TRACE(testing::seed_note(seed));
+    // Windows far above the BDP and a deep buffer, and the run stops before any sender
+    // finishes: the queue is known and deep, but it has not settled.
+    const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 5
+buffer_bytes = 8000000
+[mroce]
+paths = 4
+window_bytes = 200000
+[rocev2]
+dcqcn = false
+window_packets = 200
+[workload]
+kind = "incast"
+bytes = 1000000
+[run]
+time_limit_us = 50
+[output]
+sample_us = 0
+)", {"protocol=" + GetParam()}),
+                              seed);
+    ASSERT_TRUE(out.metrics.incast);
+    EXPECT_EQ(out.metrics.completed_flows, 0u);
+    const IncastMetrics& i = *out.metrics.incast;
+    EXPECT_TRUE(i.t_know_us);
+    EXPECT_GT(i.queue_peak_bytes, 2 * i.bdp_bytes);
+    EXPECT_FALSE(i.settle_us);
+    EXPECT_FALSE(i.converge_rtts);
+    EXPECT_FALSE(i.jain_index);
+}
+
+TEST_P(RunMetricsTest, NonIncastRunsHaveNoIncastMetrics) {
+    const uint64_t seed = testing::test_seed(36);
+    const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 3
+[workload]
+kind = "all_to_all"
+bytes = 10000
+)", {"protocol=" + GetParam()}),
+                              seed);
+    EXPECT_FALSE(out.metrics.incast);
+}
+
+// A host behind a 1 ms cable: its flow's ideal FCT and its FCT grow by the extra
+// propagation (data out and the acknowledgement back), the others' do not.
+TEST_P(RunMetricsTest, OneMillisecondCableStretchesOnlyItsFlows) {
+    const uint64_t seed = testing::test_seed(37);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 4
+[[topology.cable_delays]]
+host = 2
+delay_us = 1000
+[mroce]
+min_pto_us = 5000
+initial_rtt_us = 2000
+[rocev2]
+retransmit_timeout_us = 10000
+[workload]
+kind = "explicit"
+flows = [ { src = 0, dst = 1, bytes = 100000 }, { src = 2, dst = 3, bytes = 100000 } ]
+)", {"protocol=" + GetParam()}),
+                              seed);
+    ASSERT_EQ(out.metrics.completed_flows, 2u);
+    const FlowOutcome &near = out.flows[0], &far = out.flows[1];
+    EXPECT_EQ(far.ideal_ps - near.ideal_ps, 999'000'000);  // 1000 us instead of 1 us, once
+    const int64_t fct_near = near.finish_ps - near.start_ps, fct_far = far.finish_ps - far.start_ps;
+    EXPECT_LT(fct_near, 100'000'000);                     // well under 100 us
+    EXPECT_GE(fct_far - fct_near, int64_t{1'998'000'000});  // out and back over the long cable
+    // And not much more: MetaRoCE's handshake may add up to one more round trip.
+    EXPECT_LT(fct_far, int64_t{4'100'000'000});
+}
+
+TEST(CableDelays, AutoWindowCoversTheLongestPathAndErrorsAreOneLine) {
+    const RunSpec plain = spec_from("[topology]\nkind = \"single_switch\"\nhosts = 4\n");
+    const RunSpec slow = spec_from(
+        "[topology]\nkind = \"single_switch\"\nhosts = 4\n"
+        "[[topology.cable_delays]]\nhost = 3\ndelay_us = 1000\n");
+    // rtt = 2 x (4 x 1 us + 1000 us + 1 us) instead of 2 x 6 x 1 us.
+    const uint64_t bdp = static_cast<uint64_t>(100e9 / 8 * 2 * 1005e-6);
+    EXPECT_EQ(slow.mroce.endpoint.window_bytes_per_path, bdp / slow.mroce.endpoint.num_paths + 4096);
+    EXPECT_GT(slow.mroce.endpoint.window_bytes_per_path, 100 * plain.mroce.endpoint.window_bytes_per_path);
+    ASSERT_EQ(slow.topology.cable_delays.size(), 1u);
+    EXPECT_FALSE(slow.topology.cable_delays[0].plane);
+
+    const std::map<std::string, std::string> bad = {
+        {"host = 4\ndelay_us = 5\n", "'topology.cable_delays[0].host' must be in 0..3"},
+        {"host = 1\nplane = 1\ndelay_us = 5\n", "'topology.cable_delays[0].plane' must be in 0..0"},
+        {"host = 1\n", "'topology.cable_delays[0].delay_us' is required"},
+        {"host = 1\ndelay_us = -1\n", "'topology.cable_delays[0].delay_us' must be in"},
+        {"host = 1\ndelay_us = 1\nspeed = 2\n", "unknown key 'topology.cable_delays[0].speed'"},
+    };
+    for (const auto& [entry, want] : bad) {
+        std::string err;
+        auto s = parse_scenario("[topology]\nkind = \"single_switch\"\nhosts = 4\n[[topology.cable_delays]]\n" + entry,
+                                "test.toml", {}, std::nullopt, err);
+        EXPECT_FALSE(s) << entry;
+        EXPECT_NE(err.find(want), std::string::npos) << err;
+        EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, RunMetricsTest, ::testing::Values("mroce", "rocev2"));
+
+}  // namespace
+}  // namespace mroce::sim
