@@ -1,6 +1,8 @@
 // api/driver.cc — see driver.h.
 #include "api/driver.h"
 
+#include "api/udp_tuning.h"
+
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -16,6 +18,9 @@
 #include <system_error>
 
 namespace mroce::api {
+
+static_assert(kUdpPacingBurstPackets == Driver::kBatch,
+              "udp_endpoint_defaults' pacing burst is one driver pass (api/udp_tuning.h)");
 
 namespace {
 // While the datapath refuses packets (a full socket buffer), retry this often.
