@@ -343,8 +343,8 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
     return Error::kOk;
 }
 
-Error QueuePair::connect(const Address& peer, uint32_t remote_number) {
-    if (remote_number == 0) return Error::kInvalidArgument;
+Error QueuePair::connect(const Address& peer, uint32_t remote_number, uint8_t sl) {
+    if (remote_number == 0 || sl > 7) return Error::kInvalidArgument;
     const QpState s = state();
     if (s != QpState::kReset && s != QpState::kInit) return Error::kWrongState;
     const auto& cfg = state_->cfg.endpoint;
@@ -352,6 +352,7 @@ Error QueuePair::connect(const Address& peer, uint32_t remote_number) {
     base.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(cfg.max_rd_atomic, 255));
     base.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(cfg.max_dest_rd_atomic, 255));
     base.min_rnr_timer = 1;  // 10 us: the requester waits at least its own rnr_delay_us
+    base.sl = sl;
     if (s == QpState::kReset) {
         const QpModify init = qp_to_init(access::kRemoteWrite | access::kRemoteRead |
                                          access::kRemoteAtomic);

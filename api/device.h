@@ -265,7 +265,7 @@ inline constexpr uint32_t kState = 1u << 0;
 inline constexpr uint32_t kAccessFlags = 1u << 3;
 inline constexpr uint32_t kPkeyIndex = 1u << 4;
 inline constexpr uint32_t kPort = 1u << 5;
-inline constexpr uint32_t kPeer = 1u << 7;  // IBV_QP_AV: the peer device's address
+inline constexpr uint32_t kPeer = 1u << 7;  // IBV_QP_AV: the peer device's address and sl
 inline constexpr uint32_t kPathMtu = 1u << 8;
 inline constexpr uint32_t kTimeout = 1u << 9;
 inline constexpr uint32_t kRetryCnt = 1u << 10;
@@ -291,6 +291,10 @@ struct QpAttr {
     uint16_t pkey_index = 0;
     uint8_t port = 1;
     Address peer;
+    // Service level, 0..7 (verbs' ah_attr.sl, set with kPeer as part of IBV_QP_AV): the
+    // queue pair's traffic class (spec [STREAM-14]); over UDP the datapath marks its
+    // packets with the class's DSCP (datapath::UdpOptions::dscp_by_class).
+    uint8_t sl = 0;
     uint8_t path_mtu = 5;
     uint32_t dest_qp_num = 0;
     uint32_t rq_psn = 0;
@@ -384,9 +388,11 @@ public:
     // access allowed and the endpoint's limits. Both sides must reach RTR before either
     // sends much: a packet for a queue pair the peer has not bound is refused, retried a
     // while, then fails the sender's queue pair (kRemoteInvalid, spec [STREAM-8]).
+    // `sl` is the service level (QpAttr::sl): the queue pair's traffic class, 0..7.
     // Errors: kInvalidArgument (remote_number 0; remote_number already bound on that
-    // connection), kWrongState (not in RESET or INIT, device closed), kExhausted (caps).
-    Error connect(const Address& peer, uint32_t remote_number);
+    // connection; sl above 7), kWrongState (not in RESET or INIT, device closed),
+    // kExhausted (caps).
+    Error connect(const Address& peer, uint32_t remote_number, uint8_t sl = 0);
     // connected: in RTR or RTS.
     bool connected() const;
 

@@ -1,10 +1,13 @@
 // api/driver.cc — see driver.h.
 #include "api/driver.h"
 
+#include "api/udp_tuning.h"
+
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +18,9 @@
 #include <system_error>
 
 namespace mroce::api {
+
+static_assert(kUdpPacingBurstPackets == Driver::kBatch,
+              "udp_endpoint_defaults' pacing burst is one driver pass (api/udp_tuning.h)");
 
 namespace {
 // While the datapath refuses packets (a full socket buffer), retry this often.
@@ -51,6 +57,14 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
     ev.data.fd = d->event_fd_;
     if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->event_fd_, &ev) != 0)
         return report("epoll_ctl eventfd");
+    // The sleep's deadline: a timerfd's hrtimer has no slack, unlike the timeout of
+    // epoll_pwait2 (the calling thread's timer slack, 50 us by default: an application
+    // thread in manual mode would wake up to 50 us after a pacing deadline).
+    d->timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (d->timer_fd_ < 0) return report("timerfd_create");
+    ev.data.fd = d->timer_fd_;
+    if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->timer_fd_, &ev) != 0)
+        return report("epoll_ctl timerfd");
     if (dp.wake_fd() >= 0) {
         ev.data.fd = dp.wake_fd();
         if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, dp.wake_fd(), &ev) != 0)
@@ -72,6 +86,7 @@ Driver::~Driver() {
     stop_thread();
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
     if (event_fd_ >= 0) ::close(event_fd_);
+    if (timer_fd_ >= 0) ::close(timer_fd_);
 }
 
 Error Driver::start_thread() {
@@ -190,6 +205,7 @@ bool Driver::pass_inner() {
         // answer the due timers (after this thread was descheduled, say): drain it first,
         // for a bounded number of passes, instead of declaring packets lost that arrived.
         const bool backlog = nrx == kBatch && deferred_timeouts_ < kMaxDeferredTimeouts;
+        bool timed_out = false;
         if (engine_.next_deadline() <= now) {
             if (backlog) {
                 ++deferred_timeouts_;
@@ -198,7 +214,7 @@ bool Driver::pass_inner() {
                 deferred_timeouts_ = 0;
                 engine_.on_timeout(now);
                 ++stats_.timeouts;
-                if (engine_.next_deadline() <= now) ++stats_.stuck_deadlines;
+                timed_out = true;
             }
         }
         if (want_poll_ && can_poll) {
@@ -216,6 +232,10 @@ bool Driver::pass_inner() {
             // the next input (a datagram, a timer or posted work).
             want_poll_ = tx_count_ == kBatch;
         }
+        // A pacing deadline is due until poll_transmit sends the paced packet, so the
+        // deadline is checked after polling: still due with room left in the batch means
+        // the engine would have the driver spin.
+        if (timed_out && engine_.next_deadline() <= now && !want_poll_) ++stats_.stuck_deadlines;
         while (auto e = engine_.poll_event()) {
             sink_(*e);
             ++events;
@@ -285,26 +305,41 @@ void Driver::wait(Duration max) {
         sleeping_.store(false);
         return;
     }
-    epoll_event evs[2];
+    // The timerfd ends the sleep at the deadline itself (ns resolution, no slack); the
+    // epoll timeout is only a backstop, so its own resolution (ms before Linux 5.11) and
+    // the thread's timer slack no longer matter. Arming it also clears an expiry left
+    // from an earlier sleep that ended otherwise.
     const timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000),
                       static_cast<long>(timeout.count() % 1'000'000'000)};
-    int n = ::epoll_pwait2(epoll_fd_, evs, 2, &ts, nullptr);
+    const itimerspec its{{0, 0}, ts};
+    const bool timed = ::timerfd_settime(timer_fd_, 0, &its, nullptr) == 0;
+    epoll_event evs[3];
+    const Duration backstop = timed ? timeout + std::chrono::milliseconds(1) : timeout;
+    const timespec bts{static_cast<time_t>(backstop.count() / 1'000'000'000),
+                       static_cast<long>(backstop.count() % 1'000'000'000)};
+    int n = ::epoll_pwait2(epoll_fd_, evs, 3, &bts, nullptr);
     if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond resolution
-        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
-        n = ::epoll_wait(epoll_fd_, evs, 2, static_cast<int>(ms));
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(backstop).count();
+        n = ::epoll_wait(epoll_fd_, evs, 3, static_cast<int>(ms));
     }
     sleeping_.store(false);
     bool posted = false;
+    bool timer = false;
     for (int i = 0; i < n; ++i) {
         if (evs[i].data.fd == event_fd_) {
             uint64_t v;
             (void)!::read(event_fd_, &v, sizeof(v));
             posted = true;
+        } else if (evs[i].data.fd == timer_fd_) {
+            uint64_t v;
+            (void)!::read(timer_fd_, &v, sizeof(v));
+            timer = true;
         }
     }
     std::lock_guard<std::mutex> g(mu_);
     ++stats_.sleeps;
     if (posted) ++stats_.wakeups_posted;
+    if (timer) ++stats_.wakeups_timer;
 }
 
 void Driver::thread_main() {

@@ -47,9 +47,11 @@ struct DriverStats {
                                      // came first (input that may answer them was waiting)
     uint64_t sleeps = 0;          // waits on the wake fds
     uint64_t wakeups_posted = 0;  // sleeps ended early by posted work (eventfd)
+    uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
     uint64_t stuck_deadlines = 0; // the engine's deadline was still due after on_timeout
+                                  // and poll_transmit
                                   // (an engine bug: the driver would spin)
     // Wall time between the starts of consecutive passes, split by whether the earlier pass
     // moved anything: idle_ns is time spent polling with nothing to do (waiting for the
@@ -98,7 +100,9 @@ public:
     bool run_once();
     // wait sleeps until the datapath has data, work was posted (notify), the engine's next
     // deadline, or `max`, whichever comes first. Any thread; used by the progress thread
-    // and by applications in manual mode.
+    // and by applications in manual mode. The deadline is kept to the µs whatever the
+    // calling thread's timer slack (a timerfd ends the sleep): the engine's pacer expresses
+    // the next packet's departure as its deadline.
     void wait(Duration max);
     // notify tells the driver that work was posted to the engine, so the next pass polls
     // it for datagrams, and wakes a sleeping wait(). Any thread; call it after releasing
@@ -131,7 +135,8 @@ private:
     DriverConfig cfg_;
 
     int event_fd_ = -1;  // written by notify() to wake a sleeper
-    int epoll_fd_ = -1;  // over event_fd_ and the datapath's wake fd
+    int timer_fd_ = -1;  // armed by wait() with the sleep's deadline (no timer slack)
+    int epoll_fd_ = -1;  // over event_fd_, timer_fd_ and the datapath's wake fd
 
     std::atomic<bool> work_pending_{true};
     std::atomic<bool> sleeping_{false};

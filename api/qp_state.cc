@@ -116,6 +116,7 @@ Error check_values(const DeviceState& st, const QpAttr& a, uint32_t mask, std::s
         return fail(why, "pkey_index must be 0 (one partition)");
     if ((mask & kPeer) && (a.peer.port == 0 || a.peer == Address{}))
         return fail(why, "peer must be a device address with a port");
+    if ((mask & kPeer) && a.sl > 7) return fail(why, "sl must be 0..7");
     if ((mask & kPathMtu) && (a.path_mtu < 1 || a.path_mtu > 5))
         return fail(why, "path_mtu must be 1..5 (256..4096 bytes)");
     if ((mask & kDestQpNum) && a.dest_qp_num == 0) return fail(why, "dest_qp_num must not be 0");
@@ -138,7 +139,10 @@ void merge(QpAttr& into, const QpAttr& a, uint32_t mask) {
     if (mask & kAccessFlags) into.access_flags = a.access_flags;
     if (mask & kPkeyIndex) into.pkey_index = a.pkey_index;
     if (mask & kPort) into.port = a.port;
-    if (mask & kPeer) into.peer = a.peer;
+    if (mask & kPeer) {
+        into.peer = a.peer;
+        into.sl = a.sl;
+    }
     if (mask & kPathMtu) into.path_mtu = a.path_mtu;
     if (mask & kDestQpNum) into.dest_qp_num = a.dest_qp_num;
     if (mask & kRqPsn) into.rq_psn = a.rq_psn;
@@ -157,6 +161,7 @@ core::StreamLimits limits_for(const core::StreamLimits& base, const QpAttr& a) {
     l.remote_access = a.access_flags & (access::kRemoteWrite | access::kRemoteRead |
                                         access::kRemoteAtomic);
     l.rnr_delay_us = kRnrTimerUs[a.min_rnr_timer % 32];
+    l.traffic_class = a.sl;
     l.max_dest_rd_atomic = std::max<uint32_t>(a.max_dest_rd_atomic, 1);
     l.max_rd_atomic = std::max<uint32_t>(a.max_rd_atomic, 1);
     // retry_cnt 7 is verbs' maximum ("as patient as possible"): keep the endpoint's own

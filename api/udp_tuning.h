@@ -1,7 +1,8 @@
 // api/udp_tuning.h — the engine settings a Device over the UDP datapath uses where they
-// differ from the spec's defaults: congestion control (udp_endpoint_defaults), the window
-// per path (DeviceConfig::fit_window_to_datapath) and the ACK rate
-// (DeviceConfig::fit_acks_to_datapath), unless the application keeps its own.
+// differ from the spec's defaults: congestion control, the rate hint's interval and the
+// pacer's burst (udp_endpoint_defaults), the window per path
+// (DeviceConfig::fit_window_to_datapath) and the ACK rate (DeviceConfig::fit_acks_to_datapath),
+// unless the application keeps its own.
 #pragma once
 
 #include <algorithm>
@@ -27,14 +28,36 @@ inline uint64_t udp_window_per_path(const core::EndpointConfig& cfg, size_t recv
     return std::max(cfg.window_bytes_per_path, std::min(psn_window, share));
 }
 
+// The rate hint's recomputation interval over UDP ([CC-12]: about one base RTT). The
+// spec's 8 µs suits a data-centre fabric; through two kernels the RTT is tens of µs (perf
+// --lat on loopback: ~15-30 µs one way), and the hint rides in ACKs that the receiver
+// delays up to kUdpMaxAckDelay (50 µs, below): recomputing more often than ACKs leave
+// would only spend CPU. 100 µs is about one RTT with the ACK delay.
+inline constexpr Duration kUdpHintInterval = std::chrono::microseconds(100);
+// The pacer's bucket over UDP, in max_payload packets ([CC-17]). The driver sends up to
+// Driver::kBatch (120) datagrams per pass, which the datapath turns into one GSO
+// super-packet of 15 full datagrams per path for the default 8 paths (api/driver.h). A
+// bucket below one pass's worth would split those super-packets and cost a system call and
+// a wake-up per few datagrams; the spec's 16 KiB (4 packets) is sized for a NIC that
+// paces in hardware. Checked against Driver::kBatch in api/driver.cc.
+inline constexpr uint32_t kUdpPacingBurstPackets = 120;
+
 // udp_endpoint_defaults: the engine settings a Device starts from (DeviceConfig::endpoint).
-// They differ from the spec's defaults in one place: ECN AIMD (spec §9.1) instead of the
-// fixed window. Over real networks the fitted window (up to 1 MiB per path) is far more
-// than a switch queue holds; a fixed window that size turns every queue it meets into
-// losses until retries run out, where AIMD backs off to what the fabric carries.
+// They differ from the spec's defaults in what a kernel datapath needs:
+// - ECN AIMD (spec §9.1) instead of the fixed window (the engine's default too, once the
+//   two-sided controller lands; set here so a Device never depends on it). Over real
+//   networks the fitted window (up to 1 MiB per path) is far more than a switch queue
+//   holds; a fixed window that size turns every queue it meets into losses until retries
+//   run out, where AIMD backs off to what the fabric carries.
+// - hint_interval kUdpHintInterval and pacing_burst_bytes kUdpPacingBurstPackets packets
+//   (above): RTTs and send batches of a kernel datapath, not of a NIC.
+// rate_hint, pacing and port_rate_bps keep the engine's defaults (mroce perf --no-hint,
+// --no-pacing, --line-rate change them).
 inline core::EndpointConfig udp_endpoint_defaults() {
     core::EndpointConfig c;
     c.congestion_control = core::EndpointConfig::Cc::kAimd;
+    c.hint_interval = kUdpHintInterval;
+    c.pacing_burst_bytes = uint64_t{kUdpPacingBurstPackets} * c.max_payload;
     return c;
 }
 

@@ -44,6 +44,11 @@ Json options_json(const Options& o) {
     j["paths"] = o.paths;
     j["window_kib"] = o.window_kib;
     j["cc"] = o.cc;
+    j["rate_hint"] = o.rate_hint;
+    j["pacing"] = o.pacing;
+    j["tc"] = o.tc;
+    j["dscp_map"] = o.dscp_map;
+    j["line_rate_gbps"] = o.line_rate_gbps;
     j["report_gbits"] = o.report_gbits;
     j["offload"] = o.offload;
     return j;
@@ -67,6 +72,12 @@ std::string adopt_options(const Json& j, Options& o) {
     o.window_kib = j.value("window_kib", 0u);
     o.cc = j.value("cc", std::string{});
     if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
+    o.rate_hint = j.value("rate_hint", true);
+    o.pacing = j.value("pacing", true);
+    o.tc = j.value("tc", 0u);
+    o.dscp_map = j.value("dscp_map", std::vector<int>{});
+    o.line_rate_gbps = j.value("line_rate_gbps", 0.0);
+    if (auto why = check_cc_options(o); !why.empty()) return "the client's " + why;
     o.report_gbits = j.value("report_gbits", false);
     o.offload = j.value("offload", true);
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
@@ -292,6 +303,19 @@ void register_perf(CLI::App& app) {
                     "congestion control: fixed (spec [CC-1]) or aimd (ECN AIMD, spec 9.1); "
                     "the window above is AIMD's cap")
         ->check(CLI::IsMember({"fixed", "aimd"}));
+    auto no_hint = std::make_shared<bool>(false);
+    cmd->add_flag("--no-hint", *no_hint,
+                  "the receiver sends no rate hint (spec 9.2); the sender paces at its window rate");
+    auto no_pacing = std::make_shared<bool>(false);
+    cmd->add_flag("--no-pacing", *no_pacing, "do not pace: send as the window and ACKs allow");
+    cmd->add_option("--tc", o->tc, "traffic class (service level) of every queue pair, 0..7 (0)");
+    cmd->add_option("--dscp-map", o->dscp_map,
+                    "DSCP of each traffic class 0..7, 8 comma-separated values 0..63 "
+                    "(default 0,8,16,...,56: CS0..CS7)")
+        ->delimiter(',');
+    cmd->add_option("--line-rate", o->line_rate_gbps,
+                    "port rate in Gbit/s the receiver's inbound capacity derives from "
+                    "(default: the engine's, 100)");
     cmd->add_option("--plane-ifs", o->plane_ifs,
                     "one network interface per plane, comma-separated (this side only): "
                     "the paths are spread evenly over them and each stays on its plane")
@@ -306,8 +330,14 @@ void register_perf(CLI::App& app) {
     cmd->add_flag("--no-offload", *no_offload, "do not use UDP GSO/GRO");
     cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.
-    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag] {
+    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing] {
         o->offload = !*no_offload;
+        o->rate_hint = !*no_hint;
+        o->pacing = !*no_pacing;
+        if (auto why = perf::check_cc_options(*o); !why.empty()) {
+            std::fprintf(stderr, "mroce perf: %s\n", why.c_str());
+            std::exit(2);
+        }
         o->verb = *perf::parse_verb(*verb);
         o->mode = *lat ? perf::Mode::kLatency : perf::Mode::kBandwidth;
         if (o->all_sizes && o->size != 0) {

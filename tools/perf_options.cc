@@ -54,4 +54,19 @@ std::string test_name(const Options& o) {
     return verb + (o.mode == Mode::kBandwidth ? " BW" : " Lat");
 }
 
+std::string check_cc_options(const Options& o) {
+    if (o.tc > 7) return "--tc must be a traffic class 0..7, not " + std::to_string(o.tc);
+    if (!o.dscp_map.empty()) {
+        if (o.dscp_map.size() != 8)
+            return "--dscp-map needs 8 DSCPs (one per traffic class 0..7), not " +
+                   std::to_string(o.dscp_map.size());
+        for (int d : o.dscp_map)
+            if (d < 0 || d > 63) return "--dscp-map: " + std::to_string(d) + " is not a DSCP (0..63)";
+    }
+    // The engine needs at least 1 Mbit/s (core/config.h); 100 Tbit/s bounds typos.
+    if (o.line_rate_gbps != 0 && !(o.line_rate_gbps >= 0.001 && o.line_rate_gbps <= 100'000))
+        return "--line-rate must be 0.001..100000 Gbit/s";
+    return "";
+}
+
 }  // namespace mroce::tools::perf

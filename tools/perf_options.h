@@ -1,7 +1,8 @@
 // tools/perf_options.h — the options of `mroce perf` (tools/perf.cc) and what the two
 // sides agree on. perftest's flags keep perftest's letters and meanings (-s -n -D -q -a -p
 // -t --report_gbits -F); transport options are long flags only (--paths, --verb, --bw,
-// --lat, --raw, --json, --no-offload), so no perftest letter means something else here.
+// --lat, --raw, --json, --no-offload, --cc, --no-hint, --no-pacing, --tc, --dscp-map,
+// --line-rate), so no perftest letter means something else here.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,15 @@ struct Options {
     uint32_t paths = 8;       // --paths
     uint32_t window_kib = 0;  // --window-kib: bytes in flight per path; 0: the engine's
     std::string cc;           // --cc fixed|aimd; empty: the Device's default
+    bool rate_hint = true;    // --no-hint: the receiver computes no rate hint ([CC-11])
+    bool pacing = true;       // --no-pacing: ack-clocked only ([CC-17])
+    uint32_t tc = 0;          // --tc: every queue pair's traffic class (service level), 0..7
+    // --dscp-map: the DSCP of each of the 8 traffic classes; empty: the datapath's default
+    // (class c -> 8c, CS0..CS7; datapath/udp/README.md).
+    std::vector<int> dscp_map;
+    // --line-rate: the port rate the receiver's inbound capacity derives from ([CC-12]), in
+    // Gbit/s; 0: the engine's default (100 Gbit/s).
+    double line_rate_gbps = 0;
     // --plane-ifs: one interface per plane, this side only (not sent to the peer).
     std::vector<std::string> plane_ifs;
     bool report_gbits = false;
@@ -62,5 +72,9 @@ std::optional<Verb> parse_verb(const std::string& text);
 
 // test_name is perftest's title: "RDMA_Write BW", "Send Lat", ...
 std::string test_name(const Options& o);
+
+// check_cc_options returns a one-line error naming the flag when --tc, --dscp-map or
+// --line-rate is out of range (for the server: as the client sent them), or "".
+std::string check_cc_options(const Options& o);
 
 }  // namespace mroce::tools::perf

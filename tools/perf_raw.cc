@@ -69,6 +69,8 @@ public:
         datapath::UdpOptions opt;
         opt.gso = opt.gro = o_.offload;
         opt.recv_buffer_bytes = kRecvBufferBytes;
+        for (size_t c = 0; c < o_.dscp_map.size() && c < opt.dscp_by_class.size(); ++c)
+            opt.dscp_by_class[c] = static_cast<uint8_t>(o_.dscp_map[c]);
         // --plane-ifs: path p leaves on plane p mod P, as MetaRoCE's paths do ([PATH-1]).
         opt.plane_devices = o_.plane_ifs;
         const Address local = oob_.local_ip().with_port(0);
@@ -273,6 +275,7 @@ private:
                 tx_[n].data = std::span<const std::byte>(slot, kHeader + len);
                 tx_[n].meta.dst = to;
                 tx_[n].meta.ecn = ecn::kEct0;
+                tx_[n].meta.traffic_class = static_cast<uint8_t>(o_.tc);
                 if (++n == kBatch && !flush()) return false;
             }
         }

@@ -74,6 +74,12 @@ public:
         }
         if (o_.cc == "aimd") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kAimd;
         if (o_.cc == "fixed") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kFixed;
+        cfg.endpoint.rate_hint = o_.rate_hint;
+        cfg.endpoint.pacing = o_.pacing;
+        if (o_.line_rate_gbps > 0)
+            cfg.endpoint.port_rate_bps = static_cast<uint64_t>(o_.line_rate_gbps * 1e9);
+        for (size_t c = 0; c < o_.dscp_map.size() && c < cfg.udp.dscp_by_class.size(); ++c)
+            cfg.udp.dscp_by_class[c] = static_cast<uint8_t>(o_.dscp_map[c]);
         cfg.udp.gso = o_.offload;
         cfg.udp.gro = o_.offload;
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
@@ -144,7 +150,7 @@ public:
         peer_buf_ = peer.value("buf_bytes", uint64_t{0});
         for (size_t i = 0; i < qps_.size(); ++i) {
             peer_qps_.push_back(peer["qps"][i].get<uint32_t>());
-            const Error e = qps_[i]->connect(peer_, peer_qps_.back());
+            const Error e = qps_[i]->connect(peer_, peer_qps_.back(), static_cast<uint8_t>(o_.tc));
             if (e != Error::kOk) {
                 error = std::string("cannot connect queue pair ") +
                         std::to_string(qps_[i]->number()) + ": " + text(e);

@@ -190,6 +190,12 @@ Json test_info(const Options& o, const std::string& local, const std::string& re
     t["qps"] = o.qps;
     t["paths"] = o.paths;
     t["window_kib"] = o.window_kib;
+    t["cc"] = o.cc.empty() ? "default" : o.cc;
+    t["rate_hint"] = o.rate_hint;
+    t["pacing"] = o.pacing;
+    t["traffic_class"] = o.tc;
+    t["dscp_map"] = o.dscp_map;  // [] : the datapath's default (CS0..CS7)
+    t["line_rate_gbps"] = o.line_rate_gbps;  // 0: the engine's default
     t["tx_depth"] = o.tx_depth;
     t["mtu"] = 4096;
     t["offload"] = offload;

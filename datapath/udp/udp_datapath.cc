@@ -86,6 +86,7 @@ struct UdpDatapath::Scratch {
     alignas(cmsghdr) std::array<std::array<char, kControlBytes>, kMaxBatch> control{};
     // Send: the first packet (index in the run) and the datagram count of each message.
     std::array<size_t, kMaxBatch> first{}, segments{};
+    std::array<bool, kMaxBatch> own_tos{};  // the message carries its TOS in a cmsg
     // Receive: what recvmmsg said about each message.
     struct RxInfo {
         size_t len = 0;
@@ -116,6 +117,11 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         if (error) *error = std::move(msg);
         return e;
     };
+    for (size_t c = 0; c < options.dscp_by_class.size(); ++c)
+        if (options.dscp_by_class[c] > kMaxDscp)
+            return report("udp: dscp_by_class[" + std::to_string(c) + "] = " +
+                              std::to_string(options.dscp_by_class[c]) + " is not a DSCP (0..63)",
+                          Error::kInvalidArgument);
     std::unique_ptr<UdpDatapath> dp(new UdpDatapath(local, options));
     dp->family_ = local.is_ipv4() ? AF_INET : AF_INET6;
     const int fd = ::socket(dp->family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -239,9 +245,12 @@ void UdpDatapath::evict_one() {
     paths_.erase(victim);
 }
 
-bool UdpDatapath::set_tos(Socket& s, uint8_t ecn) {
-    // Only the ECN bits are ours to set; DSCP stays 0 until traffic classes map to it.
-    const int tos = ecn & 0x3;
+int UdpDatapath::tos_of(const PacketMeta& meta) const {
+    const size_t cls = std::min<size_t>(meta.traffic_class, opt_.dscp_by_class.size() - 1);
+    return opt_.dscp_by_class[cls] << 2 | (meta.ecn & 0x3);
+}
+
+bool UdpDatapath::set_tos(Socket& s, int tos) {
     if (s.tos == tos) return true;
     int rc;
     if (family_ == AF_INET) {
@@ -265,7 +274,6 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
         const uint16_t port = packets[i].meta.src.port;
         const bool bound = !opt_.plane_devices.empty();
         const uint16_t plane = bound ? packets[i].meta.local_port : 0;
-        const uint8_t ecn = packets[i].meta.ecn & 0x3;
         if (bound && plane >= opt_.plane_devices.size()) {
             // The engine has more planes than devices were named: a configuration error,
             // counted and named, and a lost packet for the engine.
@@ -280,12 +288,14 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
             ++i;
             continue;
         }
-        (void)set_tos(*s, ecn);
-        // A run: consecutive packets from the same socket with the same ECN bits (one TOS).
+        // The socket's TOS follows the first packet of each run (a setsockopt only when it
+        // changes: a path carrying one class never needs more); packets of the run with
+        // another TOS (another class) carry their own in a cmsg (send_run).
+        (void)set_tos(*s, tos_of(packets[i].meta));
+        // A run: consecutive packets from the same socket, one sendmmsg call per kMaxBatch.
         size_t j = i + 1;
         while (j < packets.size() && packets[j].meta.src.port == port &&
-               (bound ? packets[j].meta.local_port : 0) == plane &&
-               (packets[j].meta.ecn & 0x3) == ecn)
+               (bound ? packets[j].meta.local_port : 0) == plane)
             ++j;
         size_t accepted = 0;
         const auto outcome = send_run(*s, packets.subspan(i, j - i), accepted);
@@ -296,10 +306,11 @@ Result<size_t> UdpDatapath::send_batch(std::span<const TxPacket> packets) {
     return packets.size();
 }
 
-// send_run sends packets that share a socket and an ECN codepoint, in sendmmsg calls of up
-// to kMaxBatch messages. With GSO a message carries consecutive datagrams to one
-// destination, all of the first one's size except possibly a shorter last one
-// (UDP_SEGMENT's rule). `accepted` counts the packets sent or dropped. Returns a
+// send_run sends packets that share a socket, in sendmmsg calls of up to kMaxBatch
+// messages. With GSO a message carries consecutive datagrams to one destination with one
+// TOS byte (one class, one ECN codepoint), all of the first one's size except possibly a
+// shorter last one (UDP_SEGMENT's rule). A message whose TOS is not the socket's carries it
+// in an IP_TOS (IPv4 or IPv4-mapped destination) or IPV6_TCLASS cmsg. `accepted` counts the packets sent or dropped. Returns a
 // RunOutcome as size_t; Error::kIo when the socket is unusable.
 Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, size_t& accepted) {
     Scratch& sc = *scratch_;
@@ -317,13 +328,14 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
                 continue;
             }
             const size_t size = run[p].data.size();
+            const int tos = tos_of(run[p].meta);
             size_t segs = 1, bytes = size;
             if (gso_ && size > 0) {
                 while (p + segs < run.size() && segs < kMaxGsoSegments) {
                     const TxPacket& next = run[p + segs];
                     const size_t n = next.data.size();
                     if (n == 0 || n > size || bytes + n > kMaxGsoBytes ||
-                        !(next.meta.dst == run[p].meta.dst))
+                        !(next.meta.dst == run[p].meta.dst) || tos_of(next.meta) != tos)
                         break;
                     bytes += n;
                     ++segs;
@@ -340,16 +352,31 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
             h.msg_namelen = alen;
             h.msg_iov = &sc.iovs[iov];
             h.msg_iovlen = segs;
-            if (segs > 1) {
+            const bool own_tos = tos != s.tos;
+            const size_t clen = (segs > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
+                                (own_tos ? CMSG_SPACE(sizeof(int)) : 0);
+            if (clen > 0) {
+                std::memset(sc.control[m].data(), 0, clen);  // CMSG_NXTHDR reads the next header
                 h.msg_control = sc.control[m].data();
-                h.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+                h.msg_controllen = clen;
                 cmsghdr* c = CMSG_FIRSTHDR(&h);
-                c->cmsg_level = SOL_UDP;
-                c->cmsg_type = UDP_SEGMENT;
-                c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-                const auto gso_size = static_cast<uint16_t>(size);
-                std::memcpy(CMSG_DATA(c), &gso_size, sizeof(gso_size));
+                if (segs > 1) {
+                    c->cmsg_level = SOL_UDP;
+                    c->cmsg_type = UDP_SEGMENT;
+                    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                    const auto gso_size = static_cast<uint16_t>(size);
+                    std::memcpy(CMSG_DATA(c), &gso_size, sizeof(gso_size));
+                    c = CMSG_NXTHDR(&h, c);
+                }
+                if (own_tos) {
+                    const bool v6 = family_ == AF_INET6 && !run[p].meta.dst.is_ipv4();
+                    c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+                    c->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+                    c->cmsg_len = CMSG_LEN(sizeof(int));
+                    std::memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+                }
             }
+            sc.own_tos[m] = own_tos;
             sc.first[m] = p;
             sc.segments[m] = segs;
             iov += segs;
@@ -365,6 +392,7 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
                     stats_.bytes_sent += run[sc.first[q] + d].data.size();
                 stats_.packets_sent += sc.segments[q];
                 if (sc.segments[q] > 1) ++stats_.gso_sends;
+                if (sc.own_tos[q]) ++stats_.tos_cmsgs;
             }
             k = sc.first[sent - 1] + sc.segments[sent - 1];
             continue;

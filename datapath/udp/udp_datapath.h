@@ -13,6 +13,7 @@
 // driver serialises them with its own lock).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,11 @@
 #include "util/time.h"
 
 namespace mroce::datapath {
+
+// The default DSCP of traffic class c: 8c, the class selector codepoints CS0..CS7
+// (UdpOptions::dscp_by_class).
+inline constexpr std::array<uint8_t, 8> kDefaultDscpByClass{0, 8, 16, 24, 32, 40, 48, 56};
+inline constexpr uint8_t kMaxDscp = 63;
 
 struct UdpOptions {
     // SO_RCVBUF asked for the endpoint socket, in bytes. SO_RCVBUFFORCE is tried first (it
@@ -55,6 +61,12 @@ struct UdpOptions {
     // routing picks the way. open() refuses a name the kernel does not know. Binding a
     // socket to a device needs CAP_NET_RAW on kernels before 5.7.
     std::vector<std::string> plane_devices;
+    // DSCP (0..63) of each traffic class (PacketMeta::traffic_class, 0..7; spec
+    // [STREAM-14]): every packet leaves with TOS = dscp_by_class[class] << 2 | its ECN bits.
+    // Default: class c -> DSCP 8c (CS0..CS7), which the common "trust DSCP" switch maps
+    // (priority = DSCP >> 3) turn back into 802.1Q priority c. CS6 and CS7 are network
+    // control on many fabrics: remap classes 6 and 7 there. open() refuses values > 63.
+    std::array<uint8_t, 8> dscp_by_class = kDefaultDscpByClass;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -73,6 +85,8 @@ struct UdpStats {
     uint64_t path_sockets_evicted = 0;
     uint64_t stray_drained = 0;        // datagrams that arrived on a per-path socket: discarded
     uint64_t tos_changes = 0;          // IP_TOS / IPV6_TCLASS setsockopt calls
+    uint64_t tos_cmsgs = 0;            // messages whose TOS (class) differs from their
+                                       // socket's: sent with an IP_TOS / IPV6_TCLASS cmsg
     uint64_t gso_sends = 0;            // super-packets sent with UDP_SEGMENT (>= 2 datagrams)
     uint64_t gso_fallbacks = 0;        // the kernel refused UDP_SEGMENT: GSO turned off
     uint64_t gro_receives = 0;         // super-packets received and split (>= 2 datagrams)
@@ -92,8 +106,9 @@ public:
 
     // open binds the endpoint socket to `local` (IPv4, or IPv6 dual-stack when local is not
     // IPv4-mapped). Port 0 picks an ephemeral port; local_address() reports the real one.
-    // Errors: kIo (socket, bind or epoll failed); kInvalidArgument (unusable address). When
-    // `error` is given it receives a one-line message such as
+    // Errors: kIo (socket, bind or epoll failed); kInvalidArgument (unusable address, a
+    // DSCP above 63, an unknown plane device). When `error` is given it receives a
+    // one-line message such as
     // "udp: bind 127.0.0.1:4797: Address already in use".
     static Result<std::unique_ptr<UdpDatapath>> open(const Address& local,
                                                       const UdpOptions& options = {},
@@ -153,7 +168,9 @@ private:
     // socket_for returns the socket sending from src_port on plane `plane` (ignored without
     // plane_devices), opening and binding it on first use; nullptr when that failed.
     Socket* socket_for(uint16_t src_port, uint16_t plane);
-    bool set_tos(Socket& s, uint8_t ecn);
+    // tos_of: the TOS byte a packet leaves with (its class's DSCP and its ECN bits).
+    int tos_of(const PacketMeta& meta) const;
+    bool set_tos(Socket& s, int tos);
     void evict_one();
     void drain_path_sockets();
     void fail(std::string message);

@@ -216,7 +216,8 @@ TEST_F(QpLifecycle, AttributeErrorsNameTheFieldAndChangeNothing) {
         void (*spoil)(QpAttr&);
         const char* field;
     };
-    const std::array<Bad, 12> bad{{
+    const std::array<Bad, 13> bad{{
+        {QpState::kInit, [](QpAttr& a) { a.sl = 8; }, "sl"},
         {QpState::kReset, [](QpAttr& a) { a.port = 2; }, "port"},
         {QpState::kReset, [](QpAttr& a) { a.pkey_index = 1; }, "pkey_index"},
         {QpState::kReset, [](QpAttr& a) { a.access_flags = 1u << 30; }, "access_flags"},

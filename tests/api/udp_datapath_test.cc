@@ -199,8 +199,8 @@ TEST(UdpDatapath, SendsToItselfThroughAPathSocket) {
     ::close(reserve.fd);
     reserve.fd = -1;
 
-    // A batch of 70 on one path (three sendmmsg runs), alternating ECN so the socket's TOS
-    // changes (and is cached) along the way.
+    // A batch of 70 on one path (three sendmmsg calls), ECT(0) then ECT(1): the socket's
+    // TOS follows the first packet, the others carry theirs in a cmsg.
     std::vector<std::string> payloads;
     for (int i = 0; i < 70; ++i) payloads.push_back("packet " + std::to_string(i));
     std::vector<TxPacket> tx(payloads.size());
@@ -213,7 +213,8 @@ TEST(UdpDatapath, SendsToItselfThroughAPathSocket) {
     auto sent = dp->send_batch(tx);
     ASSERT_TRUE(sent.ok());
     ASSERT_EQ(*sent, tx.size());
-    EXPECT_EQ(dp->stats().tos_changes, 2u);  // 0 -> ECT(0) -> ECT(1)
+    EXPECT_EQ(dp->stats().tos_changes, 1u);  // 0 -> ECT(0)
+    EXPECT_GE(dp->stats().tos_cmsgs, 1u);    // the ECT(1) ones
 
     std::vector<RxPacket> rx;
     std::vector<std::vector<std::byte>> bufs;
@@ -228,6 +229,63 @@ TEST(UdpDatapath, SendsToItselfThroughAPathSocket) {
     }
     EXPECT_EQ(dp->stats().packets_sent, tx.size());
     EXPECT_EQ(dp->stats().packets_received, tx.size());
+}
+
+// [STREAM-14]: each traffic class leaves with its DSCP (default 8c, CS0..CS7; or the
+// configured map) and the engine's ECN bits, interleaved classes on one path included: a
+// GSO super-packet never mixes two classes.
+TEST(UdpDatapath, MarksEachTrafficClassWithItsDscp) {
+    datapath::UdpOptions opt;
+    opt.dscp_by_class[3] = 46;  // EF instead of CS3
+    std::string why;
+    auto r = UdpDatapath::open(loopback(), opt, &why);
+    ASSERT_TRUE(r.ok()) << why;
+    auto dp = std::move(r).value();
+    RawSocket peer;
+    ASSERT_GE(peer.fd, 0);
+    RawSocket reserve;
+    const uint16_t path_port = reserve.port;
+    ::close(reserve.fd);
+    reserve.fd = -1;
+
+    // Equal-size datagrams to one destination (GSO would group them), classes 1,1,5,5,1,3,
+    // 0, from a path socket and from the endpoint socket.
+    const std::vector<uint8_t> classes{1, 1, 5, 5, 1, 3, 0};
+    std::vector<std::string> payloads;
+    std::vector<TxPacket> tx(2 * classes.size());
+    for (size_t i = 0; i < tx.size(); ++i) payloads.push_back("class packet " + std::to_string(10 + i));
+    for (size_t i = 0; i < tx.size(); ++i) {
+        tx[i].data = bytes_of(payloads[i]);
+        tx[i].meta.src = i < classes.size() ? dp->local_address().with_port(path_port)
+                                            : dp->local_address();
+        tx[i].meta.dst = peer.address();
+        tx[i].meta.ecn = ecn::kEct0;
+        tx[i].meta.traffic_class = classes[i % classes.size()];
+    }
+    ASSERT_EQ(*dp->send_batch(tx), tx.size());
+    for (size_t i = 0; i < tx.size(); ++i) {
+        std::string got;
+        uint16_t from = 0;
+        int tos = -1;
+        ASSERT_TRUE(peer.receive(got, from, tos)) << "datagram " << i;
+        ASSERT_EQ(got, payloads[i]);  // one socket each, loopback: in order
+        const int cls = classes[i % classes.size()];
+        const int dscp = cls == 3 ? 46 : 8 * cls;
+        EXPECT_EQ(tos >> 2, dscp) << "class " << cls;
+        EXPECT_EQ(tos & 0x3, ecn::kEct0) << "class " << cls;
+    }
+    EXPECT_EQ(dp->stats().packets_sent, tx.size());
+    EXPECT_GE(dp->stats().tos_cmsgs, 4u);  // per socket: the runs of 5, 1, 3 and 0
+}
+
+TEST(UdpDatapath, RefusesADscpAboveSixtyThree) {
+    datapath::UdpOptions opt;
+    opt.dscp_by_class[6] = 64;
+    std::string why;
+    auto r = UdpDatapath::open(loopback(), opt, &why);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error(), Error::kInvalidArgument);
+    EXPECT_EQ(why, "udp: dscp_by_class[6] = 64 is not a DSCP (0..63)");
 }
 
 // A source port taken by someone else: counted, reported, the packet dropped (the engine

@@ -1,4 +1,4 @@
-// tests/api/udp_tuning_test.cc — the window and ACK rate a Device over UDP picks
+// tests/api/udp_tuning_test.cc — the defaults, window and ACK rate a Device over UDP picks
 // (api/udp_tuning.h).
 #include <gtest/gtest.h>
 
@@ -6,6 +6,20 @@
 
 namespace mroce::api {
 namespace {
+
+// A Device's starting point: AIMD, a hint interval of about one UDP RTT, a pacing bucket
+// of one driver pass (one GSO super-packet per path), the rest the engine's, and valid.
+TEST(UdpDefaults, AimdWithUdpHintIntervalAndPacingBurst) {
+    const core::EndpointConfig c = udp_endpoint_defaults();
+    const core::EndpointConfig engine;
+    EXPECT_EQ(c.congestion_control, core::EndpointConfig::Cc::kAimd);
+    EXPECT_EQ(c.hint_interval, std::chrono::microseconds(100));
+    EXPECT_EQ(c.pacing_burst_bytes, 120u * c.max_payload);
+    EXPECT_EQ(c.rate_hint, engine.rate_hint);
+    EXPECT_EQ(c.pacing, engine.pacing);
+    EXPECT_EQ(c.port_rate_bps, engine.port_rate_bps);
+    EXPECT_EQ(core::config_error(c), "");
+}
 
 TEST(WindowRule, SharesTheReceiveBufferAmongPathsUpToThePsnWindow) {
     core::EndpointConfig c;  // 8 paths, 4096-byte payloads, 256 KiB configured

@@ -3,7 +3,8 @@
 127.0.0.1 (free ports picked at random, both killed on any failure). Checks exit codes,
 the perftest-style tables on both sides, and that --json is valid JSON with perftest's
 keys and sane values (bytes moved = size x iterations, percentiles ordered, ...), for
---bw and --lat, write, send, read and atomic, MetaRoCE and --raw; then the error paths: a
+--bw and --lat, write, send, read and atomic, MetaRoCE and --raw, the congestion-control
+flags (--cc, --no-hint, --no-pacing, --tc, --dscp-map, --line-rate); then the error paths: a
 verb without a --raw baseline, an unreachable server, a bad flag value and a peer killed mid-run (an error, not a
 hang). Plumbing only: no speed is asserted (STYLE.md §6).
 
@@ -260,6 +261,48 @@ def case_plane_ifs():
     lines = err.strip().splitlines()
     check(rc != 0 and lines == ["mroce perf: udp: plane device 'mroce-none0' is not an interface here"],
           f"bad --plane-ifs: rc {rc}, stderr {err!r}")
+
+
+def case_cc_flags():
+    # Issue 13's knobs: each accepted, sent to the server, reported in test_info, and a
+    # short run with it works (plumbing: the effect on speed is not asserted).
+    runs = (["--cc", "fixed"], ["--cc", "aimd"], ["--no-hint"], ["--no-pacing"],
+            ["--no-hint", "--no-pacing"], ["--tc", "3"], ["--dscp-map", "0,10,18,26,34,46,48,56"],
+            ["--line-rate", "25"], ["--tc", "5", "--raw"])
+    for extra in runs:
+        _, server, doc = run_ok(["-s", "65536", "-n", "100", "--paths", "4"] + extra)
+        check(doc["results"]["bytes"] > 0, f"{extra}: nothing moved")
+        info = doc["test_info"]
+        if "--no-hint" in extra:
+            check(info["rate_hint"] is False, f"test_info {info}")
+        if "--no-pacing" in extra:
+            check(info["pacing"] is False, f"test_info {info}")
+        if "--tc" in extra:
+            check(info["traffic_class"] == int(extra[extra.index("--tc") + 1]), f"test_info {info}")
+        if "--dscp-map" in extra:
+            check(info["dscp_map"] == [0, 10, 18, 26, 34, 46, 48, 56], f"test_info {info}")
+        if "--line-rate" in extra:
+            check(info["line_rate_gbps"] == 25, f"test_info {info}")
+    # A latency run in a non-zero class with a custom map, both sides.
+    _, _, doc = run_ok(["--lat", "-s", "8", "-n", "100", "--tc", "7",
+                        "--dscp-map", "0,8,16,24,32,40,26,26"])
+    check_lat(doc, 8, 100)
+
+
+def case_cc_flags_refused():
+    for argv, line in (
+            (["--tc", "8"], "mroce perf: --tc must be a traffic class 0..7, not 8"),
+            (["--dscp-map", "1,2,3"],
+             "mroce perf: --dscp-map needs 8 DSCPs (one per traffic class 0..7), not 3"),
+            (["--dscp-map", "0,8,16,24,32,40,48,64"],
+             "mroce perf: --dscp-map: 64 is not a DSCP (0..63)"),
+            (["--line-rate", "0.0000001"], "mroce perf: --line-rate must be 0.001..100000 Gbit/s"),
+            (["--line-rate", "fast"], None), (["--tc", "x"], None), (["--cc", "dctcp"], None)):
+        rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port())] + argv)
+        lines = err.strip().splitlines()
+        flag = argv[0].split("=")[0]
+        check(rc != 0 and len(lines) == 1 and flag in lines[0] and (line is None or lines[0] == line),
+              f"{' '.join(argv)}: rc {rc}, stderr {err!r}")
 
 
 def case_unreachable_server():
