@@ -36,6 +36,7 @@ public:
     void on_loss(uint16_t path, uint32_t bytes, Time now) override;
     uint64_t window_bytes(uint16_t path) const override { return paths_[path].cwnd; }
     uint64_t window_rate_bps() const override { return rate_; }
+    int32_t ecn_alpha(uint16_t path) const override { return static_cast<int32_t>(paths_[path].alpha); }
 
     // For tests and counters.
     uint32_t alpha(uint16_t path) const { return paths_[path].alpha; }

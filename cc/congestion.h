@@ -29,6 +29,8 @@ public:
     // window_rate_bps: what the windows carry per round trip, in bit/s, with a margin
     // ([CC-17]); 0 = unknown (the pacer then follows the hint alone).
     virtual uint64_t window_rate_bps() const = 0;
+    // ecn_alpha: the path's marked fraction in 1/1024, for counters; -1 = not kept.
+    virtual int32_t ecn_alpha(uint16_t) const { return -1; }
 };
 
 // FixedWindow keeps the same window on every path and ignores signals ([CC-1]). It is the

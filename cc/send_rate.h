@@ -23,7 +23,7 @@ struct SendRateConfig {
     bool use_hint = true;                     // obey the receiver's hint ([CC-16])
     bool pacing = true;                       // pace at the rate ([CC-17])
     uint64_t first_rtt_bytes = 64 * 1024;     // [CC-15]
-    uint64_t max_inflight_bytes = 4 << 20;    // [CC-18]
+    uint64_t max_inflight_bytes = 8 << 20;    // [CC-18]
     uint64_t burst_bytes = 16 * 1024;         // [CC-17]
     uint32_t mss = 4096;
 };

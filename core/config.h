@@ -19,9 +19,10 @@ struct EndpointConfig {
     uint16_t num_local_ports = 1;
     // spec §2 [UDP-3]: payload bytes per DATA packet.
     uint32_t max_payload = wire::kDefaultMaxPayload;
-    // spec §9: the congestion controller, fixed window ([CC-1]) or ECN AIMD ([CC-7]).
+    // spec §9: the congestion controller, ECN AIMD ([CC-7], the default) or the fixed
+    // window ([CC-1], kept as an ablation and for the loss-theory tests).
     enum class Cc : uint8_t { kFixed, kAimd };
-    Cc congestion_control = Cc::kFixed;
+    Cc congestion_control = Cc::kAimd;
     // spec §9.2: this endpoint computes each sender's fair share of its inbound capacity and
     // returns it in every ACK ([CC-11]); as a sender it paces at the peer's hint ([CC-16]).
     bool rate_hint = true;
@@ -38,7 +39,7 @@ struct EndpointConfig {
     // [CC-15]: bytes a connection may have in flight before its first ACK (its first RTT),
     // and at any time (all paths together).
     uint64_t first_rtt_bytes = 64 * 1024;
-    uint64_t max_inflight_bytes = 4 * 1024 * 1024;
+    uint64_t max_inflight_bytes = 8 * 1024 * 1024;
     // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
     uint64_t pacing_burst_bytes = 16 * 1024;
     // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).

@@ -63,9 +63,10 @@ def rows(path, header):
             raise Skip(f"skip {path}: empty")
         if [c.strip() for c in first[:len(header)]] != header:
             raise Skip(f"skip {path}: header is {','.join(first)!r}, expected {','.join(header)!r}")
+        names = [c.strip() for c in first]  # the file's own columns: later ones are optional
         for n, row in enumerate(reader, 2):
             if row:
-                yield n, dict(zip(header, row))
+                yield n, dict(zip(names, row))
 
 
 def number(value, path, n, field, allow_empty=False):
@@ -159,7 +160,7 @@ def plot_queue(run_dir, title):
 
 def plot_cc(run_dir, title):
     path = os.path.join(run_dir, "cc.csv")
-    header = ["time_us", "conn", "path", "window_bytes", "rate_gbps"]
+    header = ["time_us", "conn", "path", "window_bytes", "rate_gbps"]  # alpha, hint_gbps: newer files
 
     def key(r, n):
         return (int(number(r["conn"], path, n, "conn")), int(number(r["path"], path, n, "path")))
@@ -168,19 +169,21 @@ def plot_cc(run_dir, title):
     if not every:
         raise Skip(f"skip {path}: no rows")
     keys = sorted(every)[:MAX_SERIES]  # lowest connections; path -1 (the whole) first
-    series = {k: ([], [], []) for k in keys}
+    series = {k: ([], [], [], []) for k in keys}
     for n, r in rows(path, header):  # pass 2: only the chosen series
         s = series.get(key(r, n))
         if s is not None:
             s[0].append(number(r["time_us"], path, n, "time_us"))
             s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
             s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
+            s[3].append(number(r.get("hint_gbps"), path, n, "hint_gbps", allow_empty=True))
     def present(k, column):
         return any(not math.isnan(v) for v in series[k][column])
 
-    # One panel per quantity that has values (MetaRoCE reports windows, DCQCN rates).
+    # One panel per quantity that has values (MetaRoCE reports windows, rates and the
+    # receiver's hint; DCQCN rates).
     panels = [(column, name, scale) for column, name, scale in
-              ((1, "window (KiB)", 1 / 1024), (2, "rate (Gbit/s)", 1.0))
+              ((1, "window (KiB)", 1 / 1024), (2, "rate (Gbit/s)", 1.0), (3, "hint (Gbit/s)", 1.0))
               if any(present(k, column) for k in keys)]
     if not panels:
         raise Skip(f"skip {path}: no window or rate values")

@@ -301,8 +301,33 @@ void read_mroce(Section s, RunSpec& r) {
     c.min_pto = us(s.duration_us("min_pto_us", std::chrono::duration_cast<SimDuration>(c.min_pto), 1, 1e7));
     c.initial_rtt =
         us(s.duration_us("initial_rtt_us", std::chrono::duration_cast<SimDuration>(c.initial_rtt), 1, 1e7));
+    // spec §9: the controller, the receiver's hint and the pacer, all on by default.
+    c.congestion_control = s.choice("congestion_control", "aimd", {"aimd", "fixed"}) == "aimd"
+                               ? core::EndpointConfig::Cc::kAimd
+                               : core::EndpointConfig::Cc::kFixed;
+    c.rate_hint = s.boolean("rate_hint", true);
+    c.pacing = s.boolean("pacing", true);
+    if (const toml::array* w = s.array("class_weights")) {
+        if (w->size() > c.class_weights.size()) s.bad(w, "class_weights", "must list at most 8 weights");
+        for (size_t i = 0; i < w->size(); ++i) {
+            const toml::node& n = *w->get(i);
+            if (!n.is_integer() || *n.value<int64_t>() < 1 || *n.value<int64_t>() > 255)
+                s.bad(&n, "class_weights", "must hold integers 1..255");
+            c.class_weights[i] = static_cast<uint8_t>(*n.value<int64_t>());
+        }
+    }
+    // The receiver recomputes its shares about once per base RTT of the fabric (its own
+    // cables, not the per-host overrides: a receiver serves its near senders at their pace).
+    const uint32_t hops = r.topology.kind == TopologyKind::kSingleSwitch ? 2
+                          : r.topology.kind == TopologyKind::kLeafSpine  ? 4
+                                                                         : 6;
+    const SimDuration base_rtt = 2 * hops * r.topology.cable.delay;
+    c.hint_interval = us(s.duration_us("hint_interval_us", base_rtt, 0.01, 1e7));
+    c.first_rtt_bytes = s.u64("first_rtt_bytes", c.first_rtt_bytes, 1);
+    c.max_inflight_bytes = s.u64("max_inflight_bytes", c.max_inflight_bytes, 1);
     s.finish();
     c.num_local_ports = static_cast<uint16_t>(r.topology.planes);
+    c.port_rate_bps = r.topology.cable.rate_bps;  // [CC-12]: line rate x planes
     if (r.mroce.window_auto) {
         // One bandwidth-delay product per connection over all paths (the host's rate on
         // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in

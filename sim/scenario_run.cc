@@ -178,17 +178,24 @@ class MroceDriver final : public Driver {
             const auto [a, b] = pairs_[i];
             const core::Connection* c = eps_[a]->connection(eps_[a]->connection_to(topo_.host(b).address()));
             if (!c) continue;
-            // Fixed-window congestion control: a path's window is the configured one while
-            // it carries data, 0 while it is suspect or failed.
+            // Per path: the controller's window (0 while the path is suspect or failed: it
+            // carries nothing), its ECN α, and the rate that window carries over the path's
+            // RTT. Per connection: the windows' sum, the pacing rate and the latest hint.
+            const cc::CongestionControl& cc = c->congestion();
             int64_t total = 0;
             for (uint16_t p = 0; p < c->num_paths(); ++p) {
-                const int64_t w = c->tx_path(p).state == core::PathState::kActive
-                                      ? static_cast<int64_t>(spec_.mroce.endpoint.window_bytes_per_path)
-                                      : 0;
+                const core::TxPath& tp = c->tx_path(p);
+                const int64_t w = tp.state == core::PathState::kActive ? static_cast<int64_t>(cc.window_bytes(p)) : 0;
                 total += w;
-                rows.push_back({t_us, i, p, w, -1});
+                const double rate = tp.has_rtt && tp.srtt.count() > 0
+                                        ? static_cast<double>(w) * 8 / static_cast<double>(tp.srtt.count())
+                                        : -1;
+                rows.push_back({t_us, i, p, w, rate, cc.ecn_alpha(p), -1});
             }
-            rows.push_back({t_us, i, -1, total, -1});
+            const Time now = time_from_ns(static_cast<int64_t>(t_us * 1000));
+            const uint64_t pace = c->pacing_rate_bps(now);
+            rows.push_back({t_us, i, -1, total, pace ? static_cast<double>(pace) / 1e9 : -1, -1,
+                            c->rate_hint_mbps() ? c->rate_hint_mbps() / 1000.0 : -1});
         }
     }
 

@@ -47,6 +47,8 @@ struct CcRow {
     int32_t path;          // -1 = the connection / QP
     int64_t window_bytes;  // -1 = not applicable
     double rate_gbps;      // < 0 = not applicable
+    int32_t alpha = -1;    // ECN fraction in 1/1024; -1 = not applicable
+    double hint_gbps = -1; // the receiver's latest hint; < 0 = not applicable
 };
 
 // ClassMetrics: the flows of one traffic class, and the PFC pauses sent for it.

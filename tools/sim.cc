@@ -123,11 +123,13 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
         q.print("time_us,port,bytes\n");
         for (const sim::QueueRow& row : r.queue) q.print("{:.3f},{},{}\n", row.time_us, r.queue_port_names[row.port], row.bytes);
         auto cc = fmt::output_file((dir / "cc.csv").string());
-        cc.print("time_us,conn,path,window_bytes,rate_gbps\n");
+        cc.print("time_us,conn,path,window_bytes,rate_gbps,alpha,hint_gbps\n");
         for (const sim::CcRow& row : r.cc) {
             const std::string w = row.window_bytes < 0 ? "" : std::to_string(row.window_bytes);
             const std::string rate = row.rate_gbps < 0 ? "" : fmt::format("{:.6g}", row.rate_gbps);
-            cc.print("{:.3f},{},{},{},{}\n", row.time_us, row.conn, row.path, w, rate);
+            const std::string alpha = row.alpha < 0 ? "" : fmt::format("{:.4f}", row.alpha / 1024.0);
+            const std::string hint = row.hint_gbps < 0 ? "" : fmt::format("{:.6g}", row.hint_gbps);
+            cc.print("{:.3f},{},{},{},{},{},{}\n", row.time_us, row.conn, row.path, w, rate, alpha, hint);
         }
     } catch (const std::exception& e) {
         err = dir.string() + ": " + e.what();

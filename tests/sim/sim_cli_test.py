@@ -83,7 +83,7 @@ def check_contract(out, name):
         check(0 <= m["goodput_fraction"] <= 1.0, "%s/%s: goodput_fraction %s" % (name, r["label"], m["goodput_fraction"]))
         d = os.path.join(out, r["dir"])
         headers = {"throughput.csv": "time_us,flow,gbps", "queue.csv": "time_us,port,bytes",
-                   "cc.csv": "time_us,conn,path,window_bytes,rate_gbps"}
+                   "cc.csv": "time_us,conn,path,window_bytes,rate_gbps,alpha,hint_gbps"}
         for fname, header in headers.items():
             with open(os.path.join(d, fname)) as f:
                 lines = f.read().splitlines()
