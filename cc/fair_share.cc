@@ -10,10 +10,12 @@ namespace mroce::cc {
 
 namespace {
 constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
-// [CC-13]: a sender is taken to want more than it sends while it is new (its first
-// kWarmIntervals) or while it uses at least three quarters of its share. One that uses less
-// is given twice its use: it then uses half, so the test is stable, and it can double.
-constexpr uint32_t kWarmIntervals = 4;
+// [CC-13]: a sender's rate is measured over a window of at least kRateIntervals intervals
+// and kRatePackets packets' time at its share: a shorter one holds too few of a paced
+// sender's packets to tell its rate from its luck.
+constexpr uint32_t kRateIntervals = 8;
+constexpr uint32_t kRatePackets = 16;
+constexpr int64_t kMaxGapIntervals = 64;
 // bytes over ns as bit/s, without overflow for any byte count one interval can hold.
 uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
     if (ns <= 0) return 0;
@@ -21,7 +23,13 @@ uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
 }
 }  // namespace
 
-FairShare::FairShare(const FairShareConfig& cfg) : cfg_(cfg), allocation_(cfg.capacity_bps) {}
+// [CC-12]: shares are in payload bit/s, as senders pace payload: the capacity less each
+// packet's DATA header.
+FairShare::FairShare(const FairShareConfig& cfg)
+    : cfg_(cfg),
+      capacity_(mul_div(cfg.capacity_bps, cfg.mss, uint64_t{cfg.mss} + cfg.header_bytes)),
+      allocation_(capacity_),
+      marked_(capacity_) {}
 
 void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce, uint32_t owd,
                            Time now) {
@@ -31,7 +39,10 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce,
         // [CC-15]: a new sender counts from its first packet. Until the next recomputation
         // it is offered an equal weighted part of the allocation.
         s.active = true;
-        s.intervals = 0;
+        s.told = 0;
+        s.measured = false;
+        s.window_start = now;
+        s.window_bytes = 0;
         s.rate = 0;
         s.bytes = 0;
         s.classes = 0;
@@ -46,6 +57,10 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce,
             next_update_ = now + cfg_.interval;
         }
     }
+    // The gap since its previous packet, also across a spell of inactivity: a sender that
+    // sends one packet every few intervals is still one sender. Gaps of more than
+    // kMaxGapIntervals do not count: such a sender holds no share between its packets.
+    if (s.has_base) s.gap = std::min<Duration>(now - s.last_arrival, kMaxGapIntervals * cfg_.interval);
     s.last_arrival = now;
     s.bytes += bytes;
     s.classes |= static_cast<uint8_t>(1u << (tc & 7));
@@ -77,25 +92,31 @@ const std::vector<uint32_t>& FairShare::update(Time now) {
     return raised_;
 }
 
-uint32_t FairShare::hint_mbps(uint32_t sender) const {
+uint32_t FairShare::hint_mbps(uint32_t sender) {
     if (sender >= senders_.size() || !senders_[sender].active) return 0;
+    Sender& s = senders_[sender];
+    s.told = std::max<uint64_t>(s.share, 1'000'000);
     // [CC-16]: Mbit/s, rounded down, at least 1 (0 on the wire means "no hint").
-    const uint64_t mbps = senders_[sender].share / 1'000'000;
+    const uint64_t mbps = s.share / 1'000'000;
     return static_cast<uint32_t>(std::clamp<uint64_t>(mbps, 1, std::numeric_limits<uint32_t>::max()));
 }
 
 Duration FairShare::idle_timeout(const Sender& s) const {
-    // [CC-12]: silent for two intervals, or for four packets' time at its share or at the
-    // rate it sends, whichever is slower, when that is longer: a sender held to a small
-    // share, or one that sends little, sends rarely and is still there.
-    const uint64_t rate = s.rate ? std::min(s.rate, s.share) : s.share;
+    // [CC-12]: silent for two intervals, or, when longer, for four of its own last gaps
+    // between packets, or four packets' time at the hint it was last told or at the rate it
+    // sends, whichever is slower: a sender held to a small hint, or one that sends little,
+    // sends rarely and is still there.
+    const uint64_t rate = s.rate ? std::min(s.rate, s.told) : s.told;
     const uint64_t packet_ns = rate ? mul_div(cfg_.mss, 8'000'000'000u, rate) : 0;
-    return std::max<Duration>(2 * cfg_.interval,
-                              Duration{static_cast<int64_t>(std::min<uint64_t>(4 * packet_ns, 1'000'000'000))});
+    const int64_t t = std::max<int64_t>(4 * to_ns(s.gap), static_cast<int64_t>(std::min<uint64_t>(4 * packet_ns, 1'000'000'000)));
+    return std::max<Duration>(2 * cfg_.interval, Duration{std::min<int64_t>(t, 1'000'000'000)});
 }
 
 uint64_t FairShare::demand(const Sender& s, uint64_t equal) const {
-    if (s.intervals < kWarmIntervals || 4 * s.rate >= 3 * s.share) return kUnbounded;
+    // Unbounded until measured, and while it uses at least three quarters of its share. One
+    // that uses less is given twice its use: it then uses half, so the test is stable, and
+    // it can double.
+    if (!s.measured || 4 * s.rate >= 3 * s.share) return kUnbounded;
     // At least a quarter of an equal part, so that a sender that idles between bursts is
     // not held to a trickle when the next one comes.
     return std::max(2 * s.rate, equal / 4);
@@ -111,11 +132,17 @@ void FairShare::recompute(Time now) {
     uint32_t queue = 0;
     for (size_t i = 0; i < active_.size();) {
         Sender& s = senders_[active_[i]];
-        const uint64_t r = bits_per_second(s.bytes, elapsed);
-        // A decaying peak, not a mean: a sender that sends in bursts (a request, a
-        // response) needs its burst's rate, not its average, or its next burst crawls.
-        s.rate = std::max(r, s.rate - s.rate / 8);
-        if (s.intervals < std::numeric_limits<uint32_t>::max()) ++s.intervals;
+        s.window_bytes += s.bytes;
+        const int64_t window = to_ns(now - s.window_start);
+        const int64_t needed = std::max<int64_t>(
+            kRateIntervals * to_ns(cfg_.interval),
+            s.share ? static_cast<int64_t>(mul_div(uint64_t{kRatePackets} * cfg_.mss, 8'000'000'000u, s.share)) : 0);
+        if (window >= needed) {
+            s.rate = bits_per_second(s.window_bytes, window);
+            s.measured = true;
+            s.window_bytes = 0;
+            s.window_start = now;
+        }
         if (s.classes) {
             uint16_t w = 0;
             for (uint8_t c = 0; c < 8; ++c)
@@ -143,20 +170,26 @@ void FairShare::recompute(Time now) {
     // least three quarters of the capacity. Below that, delay and marks come from a queue
     // elsewhere (one sender's own route, a slower core link), which the senders' AIMD
     // answers; and an interval without any arrival is an idle downlink.
-    const uint64_t c = cfg_.capacity_bps;
+    const uint64_t c = capacity_;
     const bool busy = 4 * bits_per_second(bytes_, elapsed) >= 3 * c;
     queue_ns_ = any_sample && busy ? queue : 0;
-    if (!busy) ce_packets_ = 0;
     bytes_ = 0;
 
-    // [CC-14]: hand out less than the capacity while a queue stands, enough less to drain
-    // it in about two intervals, and a quarter of the CE-marked fraction less again.
+    // [CC-14]: CE marks on arriving DATA say a queue stands above the marking threshold:
+    // the allocation's marked part falls by half the marked fraction per interval and
+    // climbs back by 1/32 of the capacity per interval without marks (AIMD at the
+    // receiver: the senders' windows cannot, as the hint, not the window, binds them).
+    if (busy && ce_packets_ > 0)
+        marked_ -= mul_div(marked_, ce_packets_, 2 * packets_);
+    else
+        marked_ += (c - marked_ + 1) / 2;  // a queue below the threshold: half the gap back
+    // [CC-14]: and less than the capacity while the one-way delay shows a queue, enough
+    // less to drain it in about two intervals.
     const uint64_t drain_ns = 2 * static_cast<uint64_t>(to_ns(cfg_.interval));
-    uint64_t a = static_cast<uint64_t>(queue_ns_) >= drain_ns
-                     ? 0
-                     : mul_div(c, drain_ns - static_cast<uint64_t>(queue_ns_), drain_ns);
-    if (packets_ > 0) a -= mul_div(a, ce_packets_, 4 * packets_);
-    allocation_ = std::max(a, c / kFloorDivisor);
+    const uint64_t by_delay = static_cast<uint64_t>(queue_ns_) >= drain_ns
+                                  ? 0
+                                  : mul_div(c, drain_ns - static_cast<uint64_t>(queue_ns_), drain_ns);
+    allocation_ = std::max(std::min(marked_, by_delay), c / kFloorDivisor);
     packets_ = ce_packets_ = 0;
     allocate();
 }
@@ -174,7 +207,6 @@ void FairShare::allocate() {
         const Sender& s = senders_[id];
         const uint64_t d = demand(s, allocation_ * s.weight / all_weight);
         order_.emplace_back(d == kUnbounded ? kUnbounded : d / s.weight, id);
-        old_shares_.push_back(s.share);
     }
     std::sort(order_.begin(), order_.end());
     uint64_t left = allocation_;
@@ -190,10 +222,9 @@ void FairShare::allocate() {
     for (size_t i = 0; i < active_.size(); ++i) {
         Sender& s = senders_[active_[i]];
         s.share += spare * s.weight / all_weight;
-        const uint64_t old = old_shares_[i];
-        if (old > 0 && s.share >= 2 * old) raised_.push_back(active_[i]);
+        // [CC-14]: pushed at once when its share is a quarter above the hint it last heard.
+        if (s.told > 0 && 4 * s.share >= 5 * s.told) raised_.push_back(active_[i]);
     }
-    old_shares_.clear();
 }
 
 }  // namespace mroce::cc

@@ -9,9 +9,12 @@
 //   arrivals ─► per sender: bytes, classes, min one-way delay, CE    (this interval)
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
-//            ─► allocation A = C × (1 − queue/(2·interval)) × (1 − CE fraction / 4)
+//            ─► allocation A = min(C × (1 − queue/(2·interval)), M), M an AIMD on CE:
+//               M × (1 − CE fraction / 2) per marked interval, half the gap to C back
+//               per clean one
 //            ─► water-filling of A by class weight, capped by each sender's demand
-//            ─► share per sender; the ones whose share doubled are reported (pushed)
+//            ─► share per sender; the ones now a quarter above what they were last
+//               told are reported (pushed)
 //
 // The one-way delay is the receiver's clock minus the sender's timestamp, modulo 2^32: the
 // clocks' offset is unknown and constant, so only a sender's delay above its own smallest
@@ -34,7 +37,8 @@ struct FairShareConfig {
     uint64_t capacity_bps = 100'000'000'000;  // [CC-12] inbound capacity C
     Duration interval = std::chrono::microseconds(8);
     std::array<uint8_t, 8> class_weights{1, 1, 1, 1, 1, 1, 1, 1};
-    uint32_t mss = 4096;  // bytes of a full DATA payload: for the activity timeout
+    uint32_t mss = 4096;        // bytes of a full DATA payload
+    uint32_t header_bytes = 72;  // bytes a DATA packet adds to its payload on the wire
 };
 
 class FairShare {
@@ -55,12 +59,13 @@ public:
     // next_update: when update() should run next; kNever while no sender is active.
     Time next_update() const { return active_.empty() ? kNever : next_update_; }
     // update recomputes the shares if the interval has passed. Returns the senders whose
-    // share at least doubled, which the owner tells at once ([CC-14] push); the span is
-    // valid until the next call.
+    // share rose a quarter above the hint they last heard, which the owner tells at once
+    // ([CC-14] push); the vector is valid until the next call.
     const std::vector<uint32_t>& update(Time now);
 
-    // hint_mbps: the sender's share in Mbit/s (at least 1), or 0 if it is not active.
-    uint32_t hint_mbps(uint32_t sender) const;
+    // hint_mbps: the sender's share in Mbit/s (at least 1), or 0 if it is not active; for
+    // an ACK to it (what it was told decides its pushes and its idle timeout).
+    uint32_t hint_mbps(uint32_t sender);
 
     // For counters and tests.
     size_t active_senders() const { return active_.size(); }
@@ -79,11 +84,15 @@ private:
         uint16_t weight = 1;       // sum of the weights of the classes last seen
         uint32_t owd_base = 0;     // smallest one-way delay seen (sender's clock offset)
         uint32_t owd_min = 0;      // smallest this interval
-        uint32_t intervals = 0;    // intervals seen active (saturates)
+        bool measured = false;     // rate holds a whole measurement window
         uint64_t bytes = 0;        // this interval
-        uint64_t rate = 0;         // bit/s, smoothed over intervals
+        uint64_t window_bytes = 0; // the rate's window so far
+        Time window_start{};
+        uint64_t rate = 0;         // bit/s over the last whole window
         uint64_t share = 0;        // bit/s, the current hint
+        uint64_t told = 0;         // bit/s, the hint the last ACK to it carried
         Time last_arrival{};
+        Duration gap{};            // between its last two packets
     };
     void recompute(Time now);
     void allocate();
@@ -91,14 +100,15 @@ private:
     Duration idle_timeout(const Sender& s) const;
 
     FairShareConfig cfg_;
+    uint64_t capacity_;  // C in payload bit/s
     std::vector<Sender> senders_;
     std::vector<uint32_t> active_;
     std::vector<uint32_t> raised_;
     std::vector<std::pair<uint64_t, uint32_t>> order_;  // scratch: (demand per weight, id)
-    std::vector<uint64_t> old_shares_;                  // scratch: shares before, by active_
     Time last_update_{};
     Time next_update_ = kNever;
     uint64_t allocation_ = 0;
+    uint64_t marked_ = 0;  // the allocation CE marks allow ([CC-14])
     int64_t queue_ns_ = 0;
     uint64_t bytes_ = 0;       // this interval, all senders
     uint64_t packets_ = 0;     // this interval

@@ -18,6 +18,7 @@ FairShareConfig config() {
     c.capacity_bps = kC;
     c.interval = 10us;
     c.mss = kMss;
+    c.header_bytes = 0;  // shares in the capacity's own units (see PayloadCapacity)
     return c;
 }
 
@@ -35,6 +36,7 @@ struct Feed {
                 while (next[i] <= to_ns(now)) {
                     const uint8_t tc = classes.empty() ? 0 : classes[i];
                     fs.on_arrival(static_cast<uint32_t>(i), tc, kMss, ce, 5000 + queue_ns, now);
+                    fs.hint_mbps(static_cast<uint32_t>(i));  // an ACK per packet
                     next[i] += static_cast<int64_t>(uint64_t{kMss} * 8'000'000'000ull / rates[i]);
                 }
             }
@@ -75,7 +77,7 @@ TEST(FairShare, DemandLimitedSenderLeavesTheRestToOthers) {
     Feed f;
     f.run({kC / 20, kC, kC}, 300us);  // 5 Gbit/s, and two that would take everything
     const double small = static_cast<double>(f.fs.share_bps(0));
-    EXPECT_GE(small, 2 * kC / 20.0);
+    EXPECT_GE(small, 2 * 0.95 * kC / 20.0);  // its rate, measured in whole packets
     EXPECT_LE(small, 2 * (kC / 20.0 + kMss * 8 / 10e-6));
     const double rest = (static_cast<double>(kC) - small) / 2;
     EXPECT_NEAR(static_cast<double>(f.fs.share_bps(1)), rest, rest / 100);
@@ -115,11 +117,28 @@ TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
     EXPECT_EQ(fs.allocation_bps(), kC);
 }
 
-// [CC-14] CE marks on arriving DATA lower the allocation by a quarter of their fraction.
+// [CC-14] CE marks on arriving DATA lower the allocation by half the marked fraction per
+// interval; each clean interval gives back half the gap to the capacity.
 TEST(FairShare, CeMarksLowerTheAllocation) {
     Feed f;
-    f.run({kC / 2, kC / 2}, 25us, 0, {}, /*ce=*/true);
-    EXPECT_EQ(f.fs.allocation_bps(), kC * 3 / 4);
+    f.run({kC / 2, kC / 2}, 15us, 0, {}, /*ce=*/true);
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 2);
+    f.run({kC / 2, kC / 2}, 10us, 0, {}, /*ce=*/true);
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 4);
+    f.run({kC / 2, kC / 2}, 6us);  // ends the interval the marks ran into (half marked)
+    const uint64_t a = f.fs.allocation_bps();
+    EXPECT_LT(a, kC / 4);
+    f.run({kC / 2, kC / 2}, 10us);
+    EXPECT_EQ(f.fs.allocation_bps(), a + (kC - a + 1) / 2);
+}
+
+// [CC-12] shares are payload rates: the capacity less each packet's header.
+TEST(FairShare, PayloadCapacity) {
+    FairShareConfig c = config();
+    c.header_bytes = 72;
+    Feed f(c);
+    f.run({kC}, 50us);
+    EXPECT_EQ(f.fs.share_bps(0), kC * 4096 / (4096 + 72));
 }
 
 // [CC-13] a bursty sender alone gets everything: what no sender wants is shared out.
@@ -132,7 +151,7 @@ TEST(FairShare, SpareCapacityGoesToEveryone) {
 }
 
 // [CC-12] a sender that falls silent leaves after two intervals, and its share goes to the
-// ones left; [CC-14] those whose share at least doubled are reported for a push.
+// ones left; [CC-14] those whose share rose a quarter above their last hint are pushed.
 TEST(FairShare, SilentSenderLeavesAndTheOthersArePushed) {
     Feed f;
     f.run({kC, kC, kC, kC}, 100us);

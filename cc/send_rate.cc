@@ -42,10 +42,22 @@ uint64_t SendRate::rate_bps(uint64_t window_rate_bps, Time now) const {
     return hint ? hint : window_rate_bps;
 }
 
+Duration SendRate::gap(uint64_t bytes, uint64_t rate_bps) { return Duration{ns_for(bytes, rate_bps, true)}; }
+
 void SendRate::on_sent(uint32_t bytes, uint64_t rate, Time now) {
     if (rate == 0) return;
-    const Time floor = now - Duration{ns_for(cfg_.burst_bytes, rate)};
-    next_ = std::max(next_, floor) + Duration{ns_for(bytes, rate, true)};
+    // Credit for at most a burst when the pacer is ahead; when it is behind, the virtual
+    // time as send_time sees it (re-timed if the rate rose).
+    // The burst: burst_bytes, or what the rate sends in burst_time if less (a slow sender
+    // must not bank a burst that many like it would land on one queue at once), and
+    // never less than one packet.
+    const uint64_t burst = std::max<uint64_t>(
+        cfg_.mss, std::min(cfg_.burst_bytes, mul_div(rate, static_cast<uint64_t>(to_ns(cfg_.burst_time)), 8'000'000'000u)));
+    const Time base = next_ <= now ? std::max(next_, now - Duration{ns_for(burst, rate)}) : send_time(rate, now);
+    next_ = base + gap(bytes, rate);
+    last_sent_ = now;
+    last_bytes_ = bytes;
+    last_rate_ = rate;
 }
 
 }  // namespace mroce::cc

@@ -13,6 +13,7 @@
 // Integer arithmetic only ([CC-3]). No clock is read: every call gets `now`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "util/time.h"
@@ -24,7 +25,8 @@ struct SendRateConfig {
     bool pacing = true;                       // pace at the rate ([CC-17])
     uint64_t first_rtt_bytes = 64 * 1024;     // [CC-15]
     uint64_t max_inflight_bytes = 8 << 20;    // [CC-18]
-    uint64_t burst_bytes = 16 * 1024;         // [CC-17]
+    uint64_t burst_bytes = 16 * 1024;         // [CC-17] at most this much at once,
+    Duration burst_time = std::chrono::microseconds(8);  // and at most this long at the rate
     uint32_t mss = 4096;
 };
 
@@ -49,8 +51,13 @@ public:
     // rate_bps: the pacing rate for a window rate (bit/s, 0 = unknown), 0 = not paced.
     uint64_t rate_bps(uint64_t window_rate_bps, Time now) const;
     // send_time: the earliest time the next packet may leave at `rate` (now if unpaced).
+    // A rate above the one the last packet was paced at takes effect at once: the last
+    // packet's gap is re-timed at the new rate (a hint raised after a drain must not wait
+    // out a gap computed at the floor).
     Time send_time(uint64_t rate, Time now) const {
-        return rate == 0 || next_ <= now ? now : next_;
+        if (rate == 0 || next_ <= now) return now;
+        if (rate > last_rate_) return std::max(now, std::min(next_, last_sent_ + gap(last_bytes_, rate)));
+        return next_;
     }
     void on_sent(uint32_t bytes, uint64_t rate, Time now);
 
@@ -58,6 +65,7 @@ public:
 
 private:
     Duration ttl(Duration srtt, uint64_t rate_bps) const;
+    static Duration gap(uint64_t bytes, uint64_t rate_bps);
 
     SendRateConfig cfg_;
     uint64_t hint_bps_ = 0;
@@ -65,6 +73,9 @@ private:
     Time hint_expiry_{};
     Time acked_expiry_{};  // the first RTT is over until then
     Time next_{};          // the pacer's virtual time
+    Time last_sent_{};     // the last paced packet: when, its size, its rate
+    uint32_t last_bytes_ = 0;
+    uint64_t last_rate_ = 0;
 };
 
 }  // namespace mroce::cc

@@ -14,6 +14,7 @@ SendRateConfig config() {
     c.first_rtt_bytes = 64 * 1024;
     c.max_inflight_bytes = 1 << 20;
     c.burst_bytes = 16 * 1024;
+    c.burst_time = 1ms;  // the byte cap binds (see BurstIsCappedInTime)
     c.mss = 4096;
     return c;
 }
@@ -93,6 +94,44 @@ TEST(SendRate, PacerHoldsTheRateAfterOneBurst) {
     // And it keeps up: 10 000 packets in about 10 000 × 3.28 µs.
     EXPECT_NEAR(static_cast<double>(to_ns(now - start)), 9999 * 3276.8, 4000);
     EXPECT_EQ(r.send_time(0, now), now);  // unpaced: always now
+}
+
+// [CC-17] a slow sender banks at most burst_time of its rate, and always one packet.
+TEST(SendRate, BurstIsCappedInTime) {
+    SendRateConfig c = config();
+    c.burst_time = 8us;
+    SendRate r(c);
+    Time now{1ms};
+    int at_once = 0;
+    const uint64_t rate = 10'000'000'000;  // 8 µs = 10 000 bytes: 2 packets of credit
+    while (r.send_time(rate, now) <= now) {
+        r.on_sent(4096, rate, now);
+        ++at_once;
+    }
+    EXPECT_EQ(at_once, 3);  // the credit (2.4 packets), then the one that overdraws it
+    SendRate slow(c);
+    at_once = 0;
+    while (slow.send_time(1'000'000, now) <= now) {
+        slow.on_sent(4096, 1'000'000, now);
+        ++at_once;
+    }
+    EXPECT_EQ(at_once, 1);
+}
+
+// [CC-17] a packet paced at a trickle does not hold back the next one once the rate rises:
+// its gap is re-timed at the new rate.
+TEST(SendRate, RaisedRateTakesEffectAtOnce) {
+    SendRate r(config());
+    Time now{1ms};
+    const uint64_t slow = 6'000'000;  // 4096 B every 5.46 ms
+    while (r.send_time(slow, now) <= now) r.on_sent(4096, slow, now);
+    EXPECT_GT(r.send_time(slow, now), now + 4ms);
+    const uint64_t fast = 10'000'000'000;
+    EXPECT_LE(r.send_time(fast, now), now + 3277ns);
+    now += 3277ns;
+    EXPECT_EQ(r.send_time(fast, now), now);
+    r.on_sent(4096, fast, now);
+    EXPECT_EQ(r.send_time(fast, now), now + 3277ns);
 }
 
 }  // namespace

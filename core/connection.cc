@@ -31,6 +31,7 @@ cc::SendRateConfig send_rate_config(const EndpointConfig& c) {
     r.first_rtt_bytes = c.first_rtt_bytes;
     r.max_inflight_bytes = c.max_inflight_bytes;
     r.burst_bytes = c.pacing_burst_bytes;
+    r.burst_time = c.hint_interval;
     r.mss = c.max_payload;
     return r;
 }

@@ -17,6 +17,7 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     f.interval = c.hint_interval;
     f.class_weights = c.class_weights;
     f.mss = c.max_payload;
+    f.header_bytes = static_cast<uint32_t>(wire::kDataHeaderSize);
     return f;
 }
 }  // namespace

@@ -388,6 +388,7 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
     if (part < 2) s.bad(nullptr, "hosts", "must leave at least 2 hosts");
     w.senders = s.u32("senders", 0, 0, part - 1);
     w.receiver = s.u32("receiver", 0, 0, part - 1);
+    w.first_sender = s.u32("first_sender", 0, 0, part - 1);
     w.start = s.duration_us("start_us", {}, 0, 1e9);
     w.traffic_class = static_cast<uint8_t>(s.u32("traffic_class", 0, 0, kMaxTrafficClasses - 1));
     w.load = s.real("load", 0.3, 0, 1);
@@ -432,11 +433,10 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
         }
     }
     s.finish();
-    if (w.kind == WorkloadKind::kExplicit) {
-        if (w.flows.empty()) s.bad(nullptr, "flows", "must list at least one flow for kind = \"explicit\"");
-        if (const std::string err = check_workload(w.flows, hosts); !err.empty())
-            fail(s.ctx().where(nullptr) + "workload: " + err);
-    }
+    if (w.kind == WorkloadKind::kExplicit && w.flows.empty())
+        s.bad(nullptr, "flows", "must list at least one flow for kind = \"explicit\"");
+    if (const std::string err = check_workload(w.flows, hosts); !w.flows.empty() && !err.empty())
+        fail(s.ctx().where(nullptr) + "workload: " + err);
 }
 
 void read_faults(const Ctx& ctx, const toml::array* faults, RunSpec& r, uint32_t hosts) {

@@ -52,13 +52,14 @@ struct WorkloadSpec {
     uint32_t hosts = 0;           // hosts taking part (0 = all)
     uint32_t senders = 0;         // incast: senders (0 = every other participating host)
     uint32_t receiver = 0;        // incast
+    uint32_t first_sender = 0;    // incast: senders are taken from this host on
     SimDuration start{0};
     uint8_t traffic_class = 0;
     double load = 0.3;            // background
     std::string cdf;              // background: CDF file (relative to the scenario file)
     SimDuration duration = std::chrono::microseconds(1000);  // background arrivals window
     uint64_t max_flows = 0;       // background cap (0 = none)
-    Workload flows;               // explicit
+    Workload flows;               // explicit; for the generators, extra flows after theirs
 };
 
 enum class FaultKind : uint8_t { kPlaneDown, kPlaneUp, kCableDown, kCableUp, kLoss, kRate };

@@ -341,7 +341,7 @@ Workload make_workload(const RunSpec& s, uint32_t hosts, Rng rng) {
         case WorkloadKind::kExplicit: out = w.flows; break;
         case WorkloadKind::kIncast: {
             std::vector<uint32_t> senders;
-            for (uint32_t h = 0; h < n && (w.senders == 0 || senders.size() < w.senders); ++h)
+            for (uint32_t h = w.first_sender; h < n && (w.senders == 0 || senders.size() < w.senders); ++h)
                 if (h != w.receiver) senders.push_back(h);
             incast(out, senders, w.receiver, w.bytes, w.start);
             break;
@@ -361,6 +361,16 @@ Workload make_workload(const RunSpec& s, uint32_t hosts, Rng rng) {
     for (Flow& f : out) {
         if (w.kind != WorkloadKind::kExplicit && w.kind != WorkloadKind::kBackground) f.start = w.start;
         if (w.kind != WorkloadKind::kExplicit) f.traffic_class = w.traffic_class;
+    }
+    if (w.kind != WorkloadKind::kExplicit) {
+        // A generator's extra flows (a victim flow beside an incast, an incast within
+        // background load) come after its own, their ids and dependencies shifted.
+        const auto base = static_cast<uint32_t>(out.size());
+        for (Flow f : w.flows) {
+            f.id += base;
+            for (uint32_t& d : f.depends_on) d += base;
+            out.push_back(std::move(f));
+        }
     }
     return out;
 }
@@ -607,8 +617,9 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     std::optional<int64_t> first_finish_ps;
     std::vector<SwitchPort::QueueWatch> watch_at_finish;
     if (incast) {
-        for (const Flow& f : wl)
-            if (std::find(senders.begin(), senders.end(), f.src) == senders.end()) senders.push_back(f.src);
+        for (const Flow& f : wl)  // the flows into the receiver; extra flows elsewhere are not
+            if (f.dst == receiver && std::find(senders.begin(), senders.end(), f.src) == senders.end())
+                senders.push_back(f.src);
         // Base RTT: the ideal one-packet latency (as ideal_fct_ns), doubled, plus one
         // packet's serialisation; over the senders, the longest.
         const double pkt = static_cast<double>(mtu + hdr) * 8 / rate * 1e12;
@@ -648,7 +659,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         o.completed = ok;
         o.failed = !ok;
         if (!ok) return;  // dependents of a failed flow never start
-        if (incast && !first_finish_ps) {  // the first sender finished: settle and jain end here
+        if (incast && !first_finish_ps && wl[id].dst == receiver) {  // settle and jain end here
             first_finish_ps = o.finish_ps;
             for (auto [s, p] : bottleneck) watch_at_finish.push_back(topo.switch_at(s).port(p).queue_watch());
             tap->stop();
