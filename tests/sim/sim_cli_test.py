@@ -43,8 +43,8 @@ def shrink(path):
     else:
         sets.append("topology.k=4")
     wkind = work.get("kind", "all_to_all")
-    if wkind == "incast":
-        sets.append("workload.senders=0")  # every other host
+    if wkind == "incast":  # every other host, into host 0; no extra flows
+        sets += ["workload.senders=0", "workload.receiver=0", "workload.first_sender=0", "workload.flows=[]"]
     if wkind == "background":
         sets += ["workload.duration_us=200", "workload.max_flows=12"]
         cdf = os.path.join(os.path.dirname(path), work.get("cdf", ""))
