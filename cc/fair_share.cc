@@ -180,7 +180,7 @@ void FairShare::recompute(Time now) {
     // climbs back by 1/32 of the capacity per interval without marks (AIMD at the
     // receiver: the senders' windows cannot, as the hint, not the window, binds them).
     if (busy && ce_packets_ > 0)
-        marked_ -= mul_div(marked_, ce_packets_, 2 * packets_);
+        marked_ -= mul_div(marked_, 3 * ce_packets_, 4 * packets_);
     else
         marked_ += (c - marked_ + 1) / 2;  // a queue below the threshold: half the gap back
     // [CC-14]: and less than the capacity while the one-way delay shows a queue, enough
@@ -222,8 +222,10 @@ void FairShare::allocate() {
     for (size_t i = 0; i < active_.size(); ++i) {
         Sender& s = senders_[active_[i]];
         s.share += spare * s.weight / all_weight;
-        // [CC-14]: pushed at once when its share is a quarter above the hint it last heard.
-        if (s.told > 0 && 4 * s.share >= 5 * s.told) raised_.push_back(active_[i]);
+        // [CC-14]: pushed at once when its share is a quarter above the hint it last heard,
+        // or below half of it: a sender told too much while an incast builds would
+        // otherwise keep sending at it until its own packets, queued, bring back the ACKs.
+        if (s.told > 0 && (4 * s.share >= 5 * s.told || 2 * s.share < s.told)) raised_.push_back(active_[i]);
     }
 }
 

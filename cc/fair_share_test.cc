@@ -117,17 +117,17 @@ TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
     EXPECT_EQ(fs.allocation_bps(), kC);
 }
 
-// [CC-14] CE marks on arriving DATA lower the allocation by half the marked fraction per
+// [CC-14] CE marks on arriving DATA lower the allocation by 3/4 of the marked fraction per
 // interval; each clean interval gives back half the gap to the capacity.
 TEST(FairShare, CeMarksLowerTheAllocation) {
     Feed f;
     f.run({kC / 2, kC / 2}, 15us, 0, {}, /*ce=*/true);
-    EXPECT_EQ(f.fs.allocation_bps(), kC / 2);
-    f.run({kC / 2, kC / 2}, 10us, 0, {}, /*ce=*/true);
     EXPECT_EQ(f.fs.allocation_bps(), kC / 4);
+    f.run({kC / 2, kC / 2}, 10us, 0, {}, /*ce=*/true);
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 16);
     f.run({kC / 2, kC / 2}, 6us);  // ends the interval the marks ran into (half marked)
     const uint64_t a = f.fs.allocation_bps();
-    EXPECT_LT(a, kC / 4);
+    EXPECT_LT(a, kC / 16);
     f.run({kC / 2, kC / 2}, 10us);
     EXPECT_EQ(f.fs.allocation_bps(), a + (kC - a + 1) / 2);
 }

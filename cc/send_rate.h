@@ -23,11 +23,15 @@ namespace mroce::cc {
 struct SendRateConfig {
     bool use_hint = true;                     // obey the receiver's hint ([CC-16])
     bool pacing = true;                       // pace at the rate ([CC-17])
-    uint64_t first_rtt_bytes = 64 * 1024;     // [CC-15]
+    uint64_t first_rtt_bytes = 32 * 1024;     // [CC-15]
     uint64_t max_inflight_bytes = 8 << 20;    // [CC-18]
     uint64_t burst_bytes = 16 * 1024;         // [CC-17] at most this much at once,
     Duration burst_time = std::chrono::microseconds(8);  // and at most this long at the rate
     uint32_t mss = 4096;
+    // [CC-17]: where in a packet's gap this connection's re-timed packet falls, in 1/65536:
+    // drawn at random per connection, so that senders whose hints rise together (a push
+    // to every sender of a receiver) do not all send at once.
+    uint16_t phase = 0;
 };
 
 class SendRate {
@@ -56,7 +60,7 @@ public:
     // out a gap computed at the floor).
     Time send_time(uint64_t rate, Time now) const {
         if (rate == 0 || next_ <= now) return now;
-        if (rate > last_rate_) return std::max(now, std::min(next_, last_sent_ + gap(last_bytes_, rate)));
+        if (rate > last_rate_) return std::max(now, std::min(next_, retimed(rate)));
         return next_;
     }
     void on_sent(uint32_t bytes, uint64_t rate, Time now);
@@ -66,6 +70,11 @@ public:
 private:
     Duration ttl(Duration srtt, uint64_t rate_bps) const;
     static Duration gap(uint64_t bytes, uint64_t rate_bps);
+    // retimed: the last packet's gap at a higher rate, plus this connection's phase of it.
+    Time retimed(uint64_t rate) const {
+        const Duration g = gap(last_bytes_, rate);
+        return last_sent_ + g + Duration{to_ns(g) * cfg_.phase / 65536};
+    }
 
     SendRateConfig cfg_;
     uint64_t hint_bps_ = 0;

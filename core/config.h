@@ -38,7 +38,7 @@ struct EndpointConfig {
     Duration hint_interval = 8us;
     // [CC-15]: bytes a connection may have in flight before its first ACK (its first RTT),
     // and at any time (all paths together).
-    uint64_t first_rtt_bytes = 64 * 1024;
+    uint64_t first_rtt_bytes = 32 * 1024;
     uint64_t max_inflight_bytes = 8 * 1024 * 1024;
     // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
     uint64_t pacing_burst_bytes = 16 * 1024;

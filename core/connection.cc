@@ -24,8 +24,9 @@ uint32_t random_nonzero(Rng& rng) {
 }  // namespace
 
 namespace {
-cc::SendRateConfig send_rate_config(const EndpointConfig& c) {
+cc::SendRateConfig send_rate_config(const EndpointConfig& c, uint16_t phase) {
     cc::SendRateConfig r;
+    r.phase = phase;
     r.use_hint = c.rate_hint;
     r.pacing = c.pacing;
     r.first_rtt_bytes = c.first_rtt_bytes;
@@ -38,7 +39,8 @@ cc::SendRateConfig send_rate_config(const EndpointConfig& c) {
 }  // namespace
 
 Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now)
-    : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng), rate_(send_rate_config(ep.cfg_)) {
+    : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng),
+      rate_(send_rate_config(ep.cfg_, static_cast<uint16_t>(rng_.fork("pacer").next_u32()))) {
     if (cfg_.congestion_control == EndpointConfig::Cc::kAimd)
         cc_ = std::make_unique<cc::Aimd>(cfg_.num_paths,
                                          cc::AimdConfig{cfg_.max_payload, cfg_.initial_window_bytes_per_path,
