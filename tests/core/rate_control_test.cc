@@ -4,6 +4,7 @@
 // to it ([CC-17]).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tests/core/harness.h"
@@ -117,6 +118,82 @@ TEST(RateControl, PacerHoldsTheSenderToTheReceiversHint) {
     const double unhinted = write_gbps(q, 64, 256 * 1024);
     std::printf("hint off: %.2f Gbit/s\n", unhinted);
     EXPECT_GT(unhinted, 4.0);
+}
+
+// [CC-13] two senders into one receiver, one in class 1 (weight 4) and one in class 0
+// (weight 1): the receiver's hint alone splits its capacity 4:1 (the network, 10 Gbit/s per
+// sender, is no bottleneck: the receiver's 2.5 Gbit/s is), within 5% once converged.
+TEST(RateControl, ClassWeightsSplitTheReceiverByTheHintAlone) {
+    sim::Sim sim(21);
+    sim::Network net(sim, fast_net());
+    std::vector<sim::Host*> hosts;
+    for (int i = 0; i < 3; ++i) hosts.push_back(&net.add_host());
+    core::EndpointConfig rx_cfg;
+    rx_cfg.inbound_capacity_bps = 2'500'000'000;
+    rx_cfg.class_weights = {1, 4, 1, 1, 1, 1, 1, 1};
+    core::EndpointConfig tx_cfg;
+    std::vector<std::unique_ptr<core::Endpoint>> eps;
+    eps.push_back(std::make_unique<core::Endpoint>(rx_cfg, hosts[0]->address(), 101));
+    eps.push_back(std::make_unique<core::Endpoint>(tx_cfg, hosts[1]->address(), 102));
+    eps.push_back(std::make_unique<core::Endpoint>(tx_cfg, hosts[2]->address(), 103));
+    for (int i = 0; i < 3; ++i) hosts[i]->attach(eps[i].get());
+    auto now = [&] { return sim::to_core_time(sim.now()); };
+
+    constexpr uint32_t kLen = 16 * 1024, kMessages = 8000;
+    std::vector<std::byte> src(kLen, std::byte{1}), dst(kLen);
+    const uint32_t prx = eps[0]->alloc_pd();
+    const auto krx = *eps[0]->register_memory(prx, dst.data(), kLen, core::access::kLocalWrite | core::access::kRemoteWrite);
+    struct Side {
+        uint32_t stream = 0;
+        std::vector<Time> done;
+    };
+    Side side[2];
+    for (int i = 0; i < 2; ++i) {
+        core::Endpoint& tx = *eps[1 + i];
+        const uint8_t tc = i == 0 ? 1 : 0;
+        const uint32_t pd = tx.alloc_pd();
+        const auto k = *tx.register_memory(pd, src.data(), kLen, core::access::kLocalWrite);
+        side[i].stream = *tx.create_stream(pd, hosts[0]->address(), 1 + i, now());  // the receiver's i-th
+        const uint32_t rs = *eps[0]->create_stream(prx, hosts[1 + i]->address(), 1, now());
+        core::StreamLimits l = tx.default_stream_limits();
+        l.traffic_class = tc;
+        ASSERT_EQ(tx.set_stream_limits(side[i].stream, l), Error::kOk);
+        l = eps[0]->default_stream_limits();
+        l.traffic_class = tc;  // the receiver weighs by its own stream's class
+        ASSERT_EQ(eps[0]->set_stream_limits(rs, l), Error::kOk);
+        hosts[1 + i]->set_event_callback([&, i](const core::Event& e) {
+            if (e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess)
+                side[i].done.push_back(now());
+        });
+        for (uint32_t m = 0; m < kMessages; ++m) {
+            core::SendWr wr;
+            wr.wr_id = m;
+            wr.opcode = core::WorkOpcode::kWrite;
+            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+            wr.length = kLen;
+            wr.lkey = k.lkey;
+            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+            wr.rkey = krx.rkey;
+            ASSERT_EQ(tx.post_send(side[i].stream, wr, now()), Error::kOk);
+        }
+        hosts[1 + i]->kick();
+    }
+    const Time t0 = now();
+    sim.run_until([] { return false; }, sim.now() + 30ms, 50'000'000);
+    // Goodput once converged, while both are still sending.
+    const Time from = t0 + 10ms, to = t0 + 30ms;
+    double gbps[2];
+    for (int i = 0; i < 2; ++i) {
+        const auto n = std::count_if(side[i].done.begin(), side[i].done.end(),
+                                     [&](Time t) { return t >= from && t < to; });
+        gbps[i] = static_cast<double>(n) * kLen * 8 / static_cast<double>(to_ns(to - from));
+    }
+    std::printf("class 1 (weight 4): %.3f Gbit/s, class 0 (weight 1): %.3f Gbit/s, ratio %.3f\n", gbps[0], gbps[1],
+                gbps[0] / gbps[1]);
+    ASSERT_GT(gbps[1], 0);
+    EXPECT_NEAR(gbps[0] / gbps[1], 4.0, 4.0 * 0.05);
+    EXPECT_NEAR(gbps[0] + gbps[1], 2.5 * 4096 / 4168, 2.5 * 0.05);  // the receiver is full
+    for (int i = 0; i < 3; ++i) hosts[i]->attach(nullptr);
 }
 
 }  // namespace
