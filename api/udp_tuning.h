@@ -39,13 +39,16 @@ inline constexpr Duration kUdpHintInterval = std::chrono::microseconds(100);
 // super-packet of 15 full datagrams per path for the default 8 paths (api/driver.h). A
 // bucket below one pass's worth would split those super-packets and cost a system call and
 // a wake-up per few datagrams; the spec's 16 KiB (4 packets) is sized for a NIC that
-// paces in hardware. Checked against Driver::kBatch in api/driver.cc.
+// paces in hardware. The pacer also caps a burst at one hint_interval at its rate
+// ([CC-17]), so below about 39 Gbit/s (120 packets per 100 µs) a pass is split all the
+// same: a slow connection must not bank a whole pass. Checked against Driver::kBatch in
+// api/driver.cc.
 inline constexpr uint32_t kUdpPacingBurstPackets = 120;
 
 // udp_endpoint_defaults: the engine settings a Device starts from (DeviceConfig::endpoint).
 // They differ from the spec's defaults in what a kernel datapath needs:
-// - ECN AIMD (spec §9.1) instead of the fixed window (the engine's default too, once the
-//   two-sided controller lands; set here so a Device never depends on it). Over real
+// - ECN AIMD (spec §9.1), the engine's default too (set here so a Device never depends
+//   on it). Over real
 //   networks the fitted window (up to 1 MiB per path) is far more than a switch queue
 //   holds; a fixed window that size turns every queue it meets into losses until retries
 //   run out, where AIMD backs off to what the fabric carries.

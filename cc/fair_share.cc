@@ -176,8 +176,8 @@ void FairShare::recompute(Time now) {
     bytes_ = 0;
 
     // [CC-14]: CE marks on arriving DATA say a queue stands above the marking threshold:
-    // the allocation's marked part falls by half the marked fraction per interval and
-    // climbs back by 1/32 of the capacity per interval without marks (AIMD at the
+    // the allocation's marked part falls by 3/4 of the marked fraction per interval and
+    // climbs back half the gap to the capacity per interval without marks (AIMD at the
     // receiver: the senders' windows cannot, as the hint, not the window, binds them).
     if (busy && ce_packets_ > 0)
         marked_ -= mul_div(marked_, 3 * ce_packets_, 4 * packets_);

@@ -10,7 +10,7 @@
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
 //            ─► allocation A = min(C × (1 − queue/(2·interval)), M), M an AIMD on CE:
-//               M × (1 − CE fraction / 2) per marked interval, half the gap to C back
+//               M × (1 − 3/4 CE fraction) per marked interval, half the gap to C back
 //               per clean one
 //            ─► water-filling of A by class weight, capped by each sender's demand
 //            ─► share per sender; the ones now a quarter above what they were last
