@@ -24,6 +24,20 @@ sim::NetworkConfig fast_net() {
     return nc;
 }
 
+// write_wr: a WRITE of `len` bytes from src (lkey) to dst (rkey).
+core::SendWr write_wr(uint64_t id, const std::vector<std::byte>& src, uint32_t lkey, const std::vector<std::byte>& dst,
+                      uint32_t rkey, uint32_t len) {
+    core::SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+    wr.length = len;
+    wr.lkey = lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.rkey = rkey;
+    return wr;
+}
+
 // WRITEs of `messages` × `len` bytes A -> B; returns the sender's goodput in Gbit/s (0 when
 // not every WRITE succeeded within the budget).
 double write_gbps(Pair& p, uint32_t messages, uint32_t len) {
@@ -43,17 +57,8 @@ double write_gbps(Pair& p, uint32_t messages, uint32_t len) {
         ok += e.completion.status == core::Status::kSuccess;
         last = p.now();
     });
-    for (uint32_t i = 0; i < messages; ++i) {
-        core::SendWr wr;
-        wr.wr_id = i;
-        wr.opcode = core::WorkOpcode::kWrite;
-        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-        wr.length = len;
-        wr.lkey = ka.lkey;
-        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-        wr.rkey = kb.rkey;
-        EXPECT_EQ(p.a->post_send(sa, wr, t0), Error::kOk);
-    }
+    for (uint32_t i = 0; i < messages; ++i)
+        EXPECT_EQ(p.a->post_send(sa, write_wr(i, src, ka.lkey, dst, kb.rkey, len), t0), Error::kOk);
     p.host_a().kick();
     p.sim.run_until([&] { return ok == messages; }, p.sim.now() + 1s, 20'000'000);
     if (ok != messages) return 0;
@@ -165,17 +170,8 @@ TEST(RateControl, ClassWeightsSplitTheReceiverByTheHintAlone) {
             if (e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess)
                 side[i].done.push_back(now());
         });
-        for (uint32_t m = 0; m < kMessages; ++m) {
-            core::SendWr wr;
-            wr.wr_id = m;
-            wr.opcode = core::WorkOpcode::kWrite;
-            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-            wr.length = kLen;
-            wr.lkey = k.lkey;
-            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-            wr.rkey = krx.rkey;
-            ASSERT_EQ(tx.post_send(side[i].stream, wr, now()), Error::kOk);
-        }
+        for (uint32_t m = 0; m < kMessages; ++m)
+            ASSERT_EQ(tx.post_send(side[i].stream, write_wr(m, src, k.lkey, dst, krx.rkey, kLen), now()), Error::kOk);
         hosts[1 + i]->kick();
     }
     const Time t0 = now();
