@@ -302,7 +302,13 @@ void Connection::run_timers(Time now) {
         note_deadline(hello_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;
-    if (pace_deadline_ <= now) pace_deadline_ = kNever;  // [CC-17]: DATA may go again
+    if (pace_deadline_ <= now) {
+        // [CC-17]: DATA may go again, unless the rate fell since the timer was brought
+        // forward: then the timer follows the pacer, or nothing would ever wake the data.
+        const Time t = rate_.send_time(pacing_rate_bps(now), now);
+        pace_deadline_ = t > now ? t : kNever;
+        if (t > now) note_deadline(t);
+    }
     for (TxPath& p : tx_paths_) {
         if (p.reorder_deadline <= now) detect_holes(p, now);
         if (p.pto_deadline <= now) path_timeout(p, now);

@@ -66,6 +66,31 @@ double write_gbps(Pair& p, uint32_t messages, uint32_t len) {
     return static_cast<double>(uint64_t{messages} * len) * 8 / static_cast<double>(to_ns(last - t0));
 }
 
+// inject_ack hands A an ACK from B for A's `path` that acknowledges nothing new, with the
+// given echoed CE count and rate hint: the reordered, late or forged ACK a test needs.
+void inject_ack(Pair& p, uint16_t path, uint32_t ce_count, uint32_t hint_mbps) {
+    const uint32_t conn_a = p.a->connection_to(p.host_b().address());
+    const core::Connection& ca = *p.a->connection(conn_a);
+    wire::AckPacket a;
+    a.common.type = wire::PacketType::kAck;
+    a.common.dst_conn_id = conn_a;
+    a.common.dst_token = ca.token();
+    a.path_id = path;
+    a.path_gen = ca.tx_path(path).gen;
+    a.cum_psn = ca.tx_path(path).base - 1;
+    a.ecn_ce_count = ce_count;
+    a.rate_hint_mbps = hint_mbps;
+    a.ts_echo = static_cast<uint32_t>(to_ns(p.now()));
+    std::vector<std::byte> buf(256);
+    const auto n = wire::encode_ack(a, buf);
+    ASSERT_TRUE(n.ok());
+    PacketMeta m;
+    m.src = p.host_b().address();
+    m.dst = p.host_a().address();
+    p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+    p.host_a().kick();
+}
+
 // [CC-4] ACKs overtake each other on their random return paths: a late ACK's older CE
 // count must not rewind the stored one, or the next ACK counts the same marks again.
 TEST(RateControl, EcnEchoIsCountedOnceUnderReorderedAcks) {
@@ -76,26 +101,8 @@ TEST(RateControl, EcnEchoIsCountedOnceUnderReorderedAcks) {
     const core::Connection& ca = *p.a->connection(conn_a);
     const uint16_t path = 0;
     const uint64_t before = ca.path_stats(path).ecn_echoed;
-    std::vector<std::byte> buf(256);
-    auto inject = [&](uint32_t ce_count) {
-        wire::AckPacket a;
-        a.common.type = wire::PacketType::kAck;
-        a.common.dst_conn_id = conn_a;
-        a.common.dst_token = ca.token();
-        a.path_id = path;
-        a.path_gen = ca.tx_path(path).gen;
-        a.cum_psn = ca.tx_path(path).base - 1;  // acknowledges nothing new
-        a.ecn_ce_count = ce_count;
-        a.ts_echo = static_cast<uint32_t>(to_ns(p.now()));
-        const auto n = wire::encode_ack(a, buf);
-        ASSERT_TRUE(n.ok());
-        PacketMeta m;
-        m.src = p.host_b().address();
-        m.dst = p.host_a().address();
-        p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
-    };
-    for (uint32_t c : {10u, 12u, 10u, 12u, 11u, 13u}) inject(c);
     // 0 -> 10 -> 12 (the late 10, 12 and 11 are not forward steps) -> 13.
+    for (uint32_t c : {10u, 12u, 10u, 12u, 11u, 13u}) inject_ack(p, path, c, 0);
     EXPECT_EQ(ca.path_stats(path).ecn_echoed - before, 13u);
 }
 
@@ -123,6 +130,55 @@ TEST(RateControl, PacerHoldsTheSenderToTheReceiversHint) {
     const double unhinted = write_gbps(q, 64, 256 * 1024);
     std::printf("hint off: %.2f Gbit/s\n", unhinted);
     EXPECT_GT(unhinted, 4.0);
+}
+
+// [CC-17] a hint that rises brings a held packet forward, and one that falls again before
+// that time must not leave the data without a timer: every WRITE still completes. (The
+// pacer's timer once followed the rise and was then dropped, and a connection stalled.)
+TEST(RateControl, HintThatRisesAndFallsNeverStrandsPacedData) {
+    core::EndpointConfig slow_rx;
+    slow_rx.inbound_capacity_bps = 1'000'000'000;
+    core::EndpointConfig tx;
+    Pair p(13, fast_net(), tx, slow_rx);
+    ASSERT_GT(write_gbps(p, 1, 4096), 0);  // establishes the connection
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    std::vector<std::byte> src(1 << 20), dst(1 << 20);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
+    (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+    uint32_t ok = 0;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
+    });
+    constexpr uint32_t kWrites = 16;
+    for (uint32_t i = 0; i < kWrites; ++i)
+        ASSERT_EQ(p.a->post_send(sa, write_wr(i, src, ka.lkey, dst, kb.rkey, 64 * 1024), p.now()), Error::kOk);
+    p.host_a().kick();
+    // Paced at its hint (982 Mbit/s: 1 Gbit/s of payload, [CC-12]). At each step, at a time
+    // between paced packets, a rise (which brings the held packet's timer forward) and at
+    // once a fall back to the hint; then 200 µs without interference, in which a packet
+    // leaves every 33 µs: the data must never be left without a timer.
+    auto sent = [&] {
+        uint64_t n = 0;
+        for (uint16_t i = 0; i < ca.num_paths(); ++i) n += ca.path_stats(i).packets_sent;
+        return n;
+    };
+    for (int step = 0; step < 60 && ok < kWrites; ++step) {
+        p.sim.run_until([] { return false; }, p.sim.now() + std::chrono::nanoseconds(1000 + 1733 * (step % 11)),
+                        10'000'000);
+        inject_ack(p, 0, 0, 1'200 + 400 * static_cast<uint32_t>(step % 5));
+        inject_ack(p, 0, 0, ca.rate_hint_mbps() ? 982 : 0);
+        const uint64_t before = sent();
+        p.sim.run_until([] { return false; }, p.sim.now() + 200us, 10'000'000);
+        if (ok < kWrites) {
+            ASSERT_GT(sent(), before) << "paced data stranded at step " << step;
+        }
+    }
+    p.sim.run_until([&] { return ok == kWrites; }, p.sim.now() + 500ms, 50'000'000);
+    EXPECT_EQ(ok, kWrites);
+    EXPECT_GT(ca.stats().paced_waits, 0u);
 }
 
 // [CC-13] two senders into one receiver, one in class 1 (weight 4) and one in class 0
