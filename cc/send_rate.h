@@ -54,6 +54,9 @@ public:
     }
     // rate_bps: the pacing rate for a window rate (bit/s, 0 = unknown), 0 = not paced.
     uint64_t rate_bps(uint64_t window_rate_bps, Time now) const;
+    // ahead: the pacer has credit now at any rate (the common case, asked before the rate
+    // is worked out).
+    bool ahead(Time now) const { return next_ <= now; }
     // send_time: the earliest time the next packet may leave at `rate` (now if unpaced).
     // A rate above the one the last packet was paced at takes effect at once: the last
     // packet's gap is re-timed at the new rate (a hint raised after a drain must not wait

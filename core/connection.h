@@ -169,7 +169,7 @@ private:
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
     bool data_gate_open(uint32_t bytes, Time now) const {
         if (in_flight_bytes_ > 0 && in_flight_bytes_ + bytes > rate_.inflight_cap(now)) return false;
-        return rate_.send_time(pacing_rate_bps(now), now) <= now;
+        return rate_.ahead(now) || rate_.send_time(pacing_rate_bps(now), now) <= now;
     }
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;

@@ -270,9 +270,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         ++stats_.retransmits;
     }
     cc_->on_sent(path.id, bytes, now);
-    const uint64_t rate = pacing_rate_bps(now);
+    const uint64_t rate = cfg_.pacing ? pacing_rate_bps(now) : 0;
     rate_.on_sent(bytes, rate, now);
-    const Time next = rate_.send_time(rate, now);
+    const Time next = rate ? rate_.send_time(rate, now) : now;
     if (next > now) {  // [CC-17]: the pacer's timer brings the next DATA
         pace_deadline_ = next;
         note_deadline(next);
