@@ -321,7 +321,8 @@ void read_mroce(Section s, RunSpec& r) {
     const uint32_t hops = r.topology.kind == TopologyKind::kSingleSwitch ? 2
                           : r.topology.kind == TopologyKind::kLeafSpine  ? 4
                                                                          : 6;
-    const SimDuration base_rtt = 2 * hops * r.topology.cable.delay;
+    // (at least 1 µs: a fabric of zero-delay cables still serialises packets).
+    const SimDuration base_rtt = std::max<SimDuration>(2 * hops * r.topology.cable.delay, std::chrono::microseconds(1));
     c.hint_interval = us(s.duration_us("hint_interval_us", base_rtt, 0.01, 1e7));
     c.first_rtt_bytes = s.u64("first_rtt_bytes", c.first_rtt_bytes, 1);
     c.max_inflight_bytes = s.u64("max_inflight_bytes", c.max_inflight_bytes, 1);

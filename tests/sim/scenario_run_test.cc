@@ -169,6 +169,28 @@ time_limit_us = 2000
     EXPECT_EQ(out.metrics.stop_reason, "time limit");
 }
 
+// A fabric of zero-delay cables is a valid scenario: the default hint interval (derived from
+// the cable delay) must not fall below its own lower bound and reject the file.
+TEST(ScenarioDefaults, ZeroDelayCablesStillRunWithTheHint) {
+    const uint64_t seed = testing::test_seed(25);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 2
+delay_us = 0
+[workload]
+kind = "explicit"
+message_bytes = 8192
+flows = [ { src = 0, dst = 1, bytes = 65536 } ]
+)");
+    EXPECT_GE(spec.mroce.endpoint.hint_interval, std::chrono::microseconds(1));
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    EXPECT_EQ(out.metrics.completed_flows, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, ScenarioRun, ::testing::Values("mroce", "rocev2"));
 
 }  // namespace
