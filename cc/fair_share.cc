@@ -28,11 +28,9 @@ uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
 FairShare::FairShare(const FairShareConfig& cfg)
     : cfg_(cfg),
       capacity_(mul_div(cfg.capacity_bps, cfg.mss, uint64_t{cfg.mss} + cfg.header_bytes)),
-      allocation_(capacity_),
-      marked_(capacity_) {}
+      allocation_(capacity_) {}
 
-void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce, uint32_t owd,
-                           Time now) {
+void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now) {
     if (sender >= senders_.size()) senders_.resize(sender + 1);
     Sender& s = senders_[sender];
     if (!s.active) {
@@ -64,18 +62,22 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce,
     s.last_arrival = now;
     s.bytes += bytes;
     s.classes |= static_cast<uint8_t>(1u << (tc & 7));
-    // [CC-14]: the delay above the sender's smallest; serial arithmetic, as the offset
-    // between the clocks may sit anywhere modulo 2^32.
-    if (!s.has_base || static_cast<int32_t>(owd - s.owd_base) < 0) {
-        s.owd_base = owd;
+    // [CC-14]: the delay above the sender's base; serial arithmetic, as the offset between
+    // the clocks may sit anywhere modulo 2^32. A new sender's base discounts the queue the
+    // previous arrival showed, if that came within an interval (an older one says
+    // nothing of the queue now); after that the base follows the smallest delay.
+    if (!s.has_base) {
+        s.owd_base = owd - (now - last_arrival_ < cfg_.interval ? last_excess_ : 0);
         s.has_base = true;
+    } else if (static_cast<int32_t>(owd - s.owd_base) < 0) {
+        s.owd_base = owd;
     }
+    last_excess_ = owd - s.owd_base;
+    last_arrival_ = now;
     if (!s.owd_sampled || static_cast<int32_t>(owd - s.owd_min) < 0) {
         s.owd_min = owd;
         s.owd_sampled = true;
     }
-    ++packets_;
-    ce_packets_ += ce;
     bytes_ += bytes;
 }
 
@@ -175,22 +177,15 @@ void FairShare::recompute(Time now) {
     queue_ns_ = any_sample && busy ? queue : 0;
     bytes_ = 0;
 
-    // [CC-14]: CE marks on arriving DATA say a queue stands above the marking threshold:
-    // the allocation's marked part falls by 3/4 of the marked fraction per interval and
-    // climbs back half the gap to the capacity per interval without marks (AIMD at the
-    // receiver: the senders' windows cannot, as the hint, not the window, binds them).
-    if (busy && ce_packets_ > 0)
-        marked_ -= mul_div(marked_, 3 * ce_packets_, 4 * packets_);
-    else
-        marked_ += (c - marked_ + 1) / 2;  // a queue below the threshold: half the gap back
-    // [CC-14]: and less than the capacity while the one-way delay shows a queue, enough
-    // less to drain it in about two intervals.
+    // [CC-14]: less than the capacity while the one-way delay shows a queue, enough less
+    // to drain it in about two intervals. CE marks do not move the allocation: a mark may
+    // come from any queue on a sender's route (in an all-to-all most come from the core),
+    // and the sender's AIMD answers those per path ([CC-2]).
     const uint64_t drain_ns = 2 * static_cast<uint64_t>(to_ns(cfg_.interval));
     const uint64_t by_delay = static_cast<uint64_t>(queue_ns_) >= drain_ns
                                   ? 0
                                   : mul_div(c, drain_ns - static_cast<uint64_t>(queue_ns_), drain_ns);
-    allocation_ = std::max(std::min(marked_, by_delay), c / kFloorDivisor);
-    packets_ = ce_packets_ = 0;
+    allocation_ = std::max(by_delay, c / kFloorDivisor);
     allocate();
 }
 

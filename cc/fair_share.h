@@ -6,20 +6,24 @@
 // senders share its downlink and whether a queue is building in front of it. Fed with
 // arrival events (never packets), it recomputes the shares once per interval:
 //
-//   arrivals ─► per sender: bytes, classes, min one-way delay, CE    (this interval)
+//   arrivals ─► per sender: bytes, classes, min one-way delay        (this interval)
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
-//            ─► allocation A = min(C × (1 − queue/(2·interval)), M), M an AIMD on CE:
-//               M × (1 − 3/4 CE fraction) per marked interval, half the gap to C back
-//               per clean one
+//            ─► allocation A = C × (1 − queue/(2·interval)); CE marks are left to the
+//               senders' AIMD (a mark may come from any queue on the route)
 //            ─► water-filling of A by class weight, capped by each sender's demand
 //            ─► share per sender; the ones now a quarter above what they were last
 //               told are reported (pushed)
 //
 // The one-way delay is the receiver's clock minus the sender's timestamp, modulo 2^32: the
-// clocks' offset is unknown and constant, so only a sender's delay above its own smallest
-// is used. A queue at this receiver's downlink delays every sender; one sender's own
-// congested route delays only it, so the minimum over senders is the shared queue.
+// clocks' offset is unknown and constant, so only a sender's delay above its base is used.
+// A queue at this receiver's downlink delays every sender; one sender's own congested
+// route delays only it, so the minimum over senders is the shared queue. That minimum is
+// only as good as the worst base, and a sender whose first packet met a queue (every
+// sender of an incast but the first) would take that queue as its base and hide it for
+// as long as the queue stands. So a new sender's base is its first delay less the queue
+// the packet just before it showed ([CC-14]): the queue is one FIFO, and packets that
+// leave it back to back waited alike.
 //
 // Integer arithmetic only ([CC-3]). Threading: none. The owner keeps sender ids small (the
 // endpoint uses the connection's slot); memory is one record per id ever seen.
@@ -51,7 +55,7 @@ public:
 
     // on_arrival: a current-generation DATA of `bytes` payload from `sender` in class `tc`;
     // owd = receive time − the packet's timestamp, in ns modulo 2^32.
-    void on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, bool ce, uint32_t owd, Time now);
+    void on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now);
     // forget: the sender's connection ended; its share goes to the others at the next
     // recomputation.
     void forget(uint32_t sender);
@@ -108,11 +112,10 @@ private:
     Time last_update_{};
     Time next_update_ = kNever;
     uint64_t allocation_ = 0;
-    uint64_t marked_ = 0;  // the allocation CE marks allow ([CC-14])
     int64_t queue_ns_ = 0;
+    uint32_t last_excess_ = 0;  // the queue the latest arrival showed, ns
+    Time last_arrival_{};       // of any sender
     uint64_t bytes_ = 0;       // this interval, all senders
-    uint64_t packets_ = 0;     // this interval
-    uint64_t ce_packets_ = 0;  // this interval
 };
 
 }  // namespace mroce::cc

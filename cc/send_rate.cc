@@ -27,7 +27,9 @@ Duration SendRate::ttl(Duration srtt, uint64_t rate_bps) const {
 void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     last_hint_mbps_ = mbps;
     if (mbps == 0) return;  // no hint: the one in force runs out on its own
-    hint_bps_ = uint64_t{mbps} * 1'000'000;
+    const uint64_t bps = uint64_t{mbps} * 1'000'000;
+    if (bps > hint_bps(now)) hint_rose_ = now;
+    hint_bps_ = bps;
     hint_expiry_ = now + ttl(srtt, hint_bps_);
 }
 

@@ -73,16 +73,22 @@ public:
 private:
     Duration ttl(Duration srtt, uint64_t rate_bps) const;
     static Duration gap(uint64_t bytes, uint64_t rate_bps);
-    // retimed: the last packet's gap at a higher rate, plus this connection's phase of it.
+    // retimed: the last packet's gap at a higher rate, counted from the later of the last
+    // packet and the hint's rise, plus this connection's phase of it. From the rise: a
+    // sender held long at a small hint has its last packet far behind, and when a push
+    // raises every such sender of a receiver at once, they must not all send at once
+    // ([CC-17]). Because a later rise can move this time on, a gate found open may be shut
+    // by the time DATA is produced; produce_data then arms the pacer's timer.
     Time retimed(uint64_t rate) const {
         const Duration g = gap(last_bytes_, rate);
-        return last_sent_ + g + Duration{to_ns(g) * cfg_.phase / 65536};
+        return std::max(last_sent_ + g, hint_rose_) + Duration{to_ns(g) * cfg_.phase / 65536};
     }
 
     SendRateConfig cfg_;
     uint64_t hint_bps_ = 0;
     uint32_t last_hint_mbps_ = 0;
     Time hint_expiry_{};
+    Time hint_rose_{};     // when the hint last rose
     Time acked_expiry_{};  // the first RTT is over until then
     Time next_{};          // the pacer's virtual time
     Time last_sent_{};     // the last paced packet: when, its size, its rate

@@ -134,5 +134,26 @@ TEST(SendRate, RaisedRateTakesEffectAtOnce) {
     EXPECT_EQ(r.send_time(fast, now), now + 3277ns);
 }
 
+// [CC-17] senders held at a trickle and raised by one push do not all send at once: each
+// re-timed packet falls at its connection's phase of the new gap after the rise, even
+// when its last packet is long past.
+TEST(SendRate, SendersRaisedTogetherKeepTheirPhase) {
+    const uint64_t slow = 6'000'000;         // 4096 B every 5.46 ms
+    const uint64_t fast = 1'000'000'000;     // 4096 B every 32.768 µs
+    Duration when[2];
+    for (uint16_t i = 0; i < 2; ++i) {
+        SendRateConfig c = config();
+        c.phase = i == 0 ? 0 : 32768;  // none, and half a gap
+        SendRate r(c);
+        Time now{1ms};
+        while (r.send_time(slow, now) <= now) r.on_sent(4096, slow, now);
+        now += 1ms;  // the last packet is well behind: the old gap at the new rate is over
+        r.on_hint(static_cast<uint32_t>(fast / 1'000'000), 10us, now);
+        when[i] = r.send_time(fast, now) - now;
+    }
+    EXPECT_EQ(when[0], 0ns);
+    EXPECT_EQ(when[1], 16384ns);  // half of the new gap after the rise, not at once
+}
+
 }  // namespace
 }  // namespace mroce::cc

@@ -171,6 +171,15 @@ private:
         if (in_flight_bytes_ > 0 && in_flight_bytes_ + bytes > rate_.inflight_cap(now)) return false;
         return rate_.ahead(now) || rate_.send_time(pacing_rate_bps(now), now) <= now;
     }
+    // arm_pacer: the pacer's timer for the next DATA, if the pacer holds it back now.
+    void arm_pacer(Time now) {
+        const uint64_t rate = cfg_.pacing ? pacing_rate_bps(now) : 0;
+        const Time t = rate ? rate_.send_time(rate, now) : now;
+        if (t > now && t < pace_deadline_) {
+            pace_deadline_ = t;
+            note_deadline(t);
+        }
+    }
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
     size_t write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now);

@@ -116,7 +116,14 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     if (buf.size() < wire::kDataHeaderSize + segment_size_) return 0;
     // [CC-15] [CC-17] [CC-18]: the connection-wide limits come before any path's window.
     // A full-size segment is assumed: a shorter one waits at most one segment's time.
-    if (!data_gate_open(segment_size_, now)) return 0;
+    if (!data_gate_open(segment_size_, now)) {
+        // The gate may have closed since has_work said it was open (a hint that rose
+        // re-times the held packet to this connection's phase of the new gap). The
+        // connection now leaves the ready list, so a closed pacer must have its timer:
+        // nothing else would wake it. (The in-flight cap reopens on an ACK.)
+        arm_pacer(now);
+        return 0;
+    }
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
