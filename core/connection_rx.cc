@@ -173,14 +173,11 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         if (wire::is_write(h.opcode)) {
             // [PLACE-4]: rkey, protection domain, REMOTE_WRITE and bounds, for the whole
             // message, before any byte is written.
-            // [STREAM-12]: and the queue pair's own access flags.
-            auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, h.msg_len,
-                                              access::kRemoteWrite);
-            if (!t || !(s.limits.remote_access & access::kRemoteWrite)) {
+            target = remote_target(s, h.rkey, h.remote_addr, h.msg_len, access::kRemoteWrite);
+            if (!target) {
                 ++stats_.access_errors;
                 return refuse(s, h, wire::NackReason::kRemoteAccess);
             }
-            target = *t;
         }
         if (wire::consumes_receive(h.opcode) && s.srq != 0)
             take_srq_receive(s, h.msg_seq);  // every check passed: now it is consumed
@@ -210,6 +207,17 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
         ++stats_.malformed;  // [PLACE-1] every packet of a message agrees with the first
         return;
+    } else if (wire::is_write(slot.opcode) && !slot.complete &&
+               remote_target(s, slot.rkey, slot.remote_addr, slot.msg_len,
+                             access::kRemoteWrite) != slot.target) {
+        // [PLACE-25]: the region was deregistered (or the queue pair lost REMOTE_WRITE)
+        // since the first DATA: the application may have freed it, so no later segment,
+        // the held last one included, is written. The requester gets the access error.
+        // The pointer is compared too: an 8-bit key tag can come back on a slot
+        // registered again, and the first DATA's pointer must still be that region's.
+        ++stats_.access_errors;
+        drop_slot(slot);
+        return refuse(s, h, wire::NackReason::kRemoteAccess);
     }
     const uint32_t seg = h.offset / segment_size_;
     const uint32_t expect = std::min<uint32_t>(segment_size_, h.msg_len - h.offset);
@@ -300,6 +308,26 @@ void Connection::complete_receive(const Stream& s, uint64_t wr_id, const RxMessa
     ep_.emit(e);
 }
 
+// remote_target resolves [addr, addr + len) under rkey for a peer's access `need`: a live
+// region in the stream's protection domain with that access and the range inside it
+// ([PLACE-4], [PLACE-15], [PLACE-17]), and the queue pair's own access flags
+// ([STREAM-12]). nullptr when any of them refuses.
+std::byte* Connection::remote_target(const Stream& s, uint32_t rkey, uint64_t addr, uint64_t len,
+                                     uint32_t need) const {
+    if (!(s.limits.remote_access & need)) return nullptr;
+    auto t = ep_.memory_.check_remote(rkey, s.pd, addr, len, need);
+    return t ? *t : nullptr;
+}
+
+// drop_slot forgets a message that was partly placed and is now refused: nothing more of
+// it is written, and the stream's delivery stops before it ([ERR-3]).
+void Connection::drop_slot(RxMessage& slot) {
+    slot.active = false;
+    slot.target = nullptr;
+    slot.sg = nullptr;
+    slot.held = std::vector<std::byte>();
+}
+
 // accept_request checks the first (only) DATA of a READ or atomic request before any
 // state is kept: body size and the memory it names. On refusal it
 // has answered with a NACK and returns false.
@@ -324,13 +352,12 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
         return false;
     }
     // [PLACE-15], [PLACE-17]: rkey, protection domain, access flag and bounds.
-    auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, len, need);
-    if (!t || !(s.limits.remote_access & need)) {
+    target = remote_target(s, h.rkey, h.remote_addr, len, need);
+    if (!target) {
         ++stats_.access_errors;
         refuse(s, h, wire::NackReason::kRemoteAccess);
         return false;
     }
-    target = *t;
     return true;
 }
 
