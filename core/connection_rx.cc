@@ -462,7 +462,23 @@ void Connection::deliver_in_order(Stream& s) {
             s.posted.pop_front();
             ++s.posted_front_seq;
         }
-        if (is_request(slot.opcode)) execute_request(s, slot);
+        if (is_request(slot.opcode)) {
+            const bool read = slot.opcode == wire::Opcode::kReadRequest;
+            if (remote_target(s, slot.rkey, slot.remote_addr, read ? slot.read_len : 8,
+                              read ? access::kRemoteRead : access::kRemoteAtomic) != slot.target) {
+                // [PLACE-26]: the memory was checked when the request arrived, but the
+                // region may have been deregistered (and freed) while the request waited
+                // for its turn: it is not executed, and the stream is refused from it on,
+                // reported on the request's next DATA (a delivery probe), as [PLACE-5].
+                ++stats_.access_errors;
+                drop_slot(slot);
+                s.rx_failed = true;
+                s.rx_fail_seq = s.delivered_seq;
+                s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kRemoteAccess);
+                break;
+            }
+            execute_request(s, slot);
+        }
         ++stats_.messages_received;
         slot.active = false;
         ++s.delivered_seq;

@@ -1,6 +1,7 @@
 // tests/core/hardening_test.cc — issue 17's reproduced findings, each as a regression test
 // between two real endpoints on the in-process network: memory revoked by deregistration
-// while a peer's operation is under way ([PLACE-25]).
+// while a peer's operation is under way ([PLACE-25], [PLACE-26]), HELLOs that name no
+// identity ([CONN-22]) and responses that answer nothing ([PLACE-16]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -137,6 +138,96 @@ TEST(Hardening, WriteAfterDeregisterIsRefused) {
 // application may: the ASan build (build-asan) must stay clean.
 TEST(Hardening, WriteIntoFreedRegionIsRefused) {
     for (uint64_t seed : seeds_from_env(8, 1710)) revoke_mid_write(seed, true);
+}
+
+// hold_behind_rnr: A posts a SEND that B has no receive for (it waits on RNR), then `wr`;
+// runs until B has refused the SEND at least once and `wr` has had time to arrive.
+void hold_behind_rnr(Peers& f, const core::SendWr& wr) {
+    core::SendWr send;
+    send.wr_id = 1;
+    send.opcode = WorkOpcode::kSend;
+    send.local_addr = f.a_addr(0);
+    send.length = 64;
+    send.lkey = f.ka.lkey;
+    f.post(send);
+    f.post(wr);
+    ASSERT_TRUE(f.run_until([&] { return f.conn_b().stats().rnr_nacks_sent > 0; }));
+    f.p.sim.run_for(50us);  // the request is complete in its slot, waiting for the SEND
+    ASSERT_TRUE(f.a_done.empty());
+}
+
+// post_receive_at_b posts a 64-byte receive on B's stream so the SEND waiting on RNR goes.
+void post_receive_at_b(Peers& f, std::vector<std::byte>& buf) {
+    const auto k = *f.p.b->register_memory(f.pb, buf.data(), buf.size(), core::access::kLocalWrite);
+    core::RecvWr r{50, reinterpret_cast<uint64_t>(buf.data()), 64, k.lkey};
+    f.p.host_b().with_engine([&](core::Engine&) {
+        ASSERT_EQ(f.p.b->post_recv(f.sb, r, f.p.now()), Error::kOk);
+    });
+}
+
+// [PLACE-26] [PLACE-17] [PLACE-18]: an atomic checked on arrival but executed later, at its
+// turn in the stream, finds its region deregistered: it is not executed (the memory keeps
+// its value) and fails with a remote access error; the SEND before it still succeeds.
+TEST(Hardening, AtomicOnDeregisteredRegionFails) {
+    for (uint64_t seed : seeds_from_env(4, 1720)) {
+        SCOPED_TRACE(seed_trace(seed));
+        Peers f(seed);
+        std::vector<std::byte> target(64, std::byte{0});
+        const uint64_t before = 41;
+        std::memcpy(target.data(), &before, 8);
+        const auto kt = *f.p.b->register_memory(f.pb, target.data(), target.size(), kAllAccess);
+        core::SendWr add;
+        add.wr_id = 2;
+        add.opcode = WorkOpcode::kAtomicFetchAdd;
+        add.local_addr = f.a_addr(4096);
+        add.length = 8;
+        add.lkey = f.ka.lkey;
+        add.remote_addr = reinterpret_cast<uint64_t>(target.data());
+        add.rkey = kt.rkey;
+        add.compare_add = 1;
+        hold_behind_rnr(f, add);
+        ASSERT_EQ(f.p.b->deregister_memory(kt.rkey), Error::kOk);
+        std::vector<std::byte> rbuf(64);
+        post_receive_at_b(f, rbuf);
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
+        EXPECT_EQ(f.a_done[0].wr_id, 1u);
+        EXPECT_EQ(f.a_done[0].status, Status::kSuccess) << core::to_string(f.a_done[0].status);
+        EXPECT_EQ(f.a_done[1].wr_id, 2u);
+        EXPECT_EQ(f.a_done[1].status, Status::kRemoteAccess) << core::to_string(f.a_done[1].status);
+        uint64_t after;
+        std::memcpy(&after, target.data(), 8);
+        EXPECT_EQ(after, before) << "an atomic changed deregistered memory";
+        EXPECT_EQ(f.conn_b().stats().atomics_executed, 0u);
+        EXPECT_GE(f.conn_b().stats().access_errors, 1u);
+        ASSERT_EQ(f.b_done.size(), 1u);  // the SEND's receive
+        EXPECT_EQ(f.b_done[0].status, Status::kSuccess);
+    }
+}
+
+// [PLACE-26] [PLACE-19]: a READ whose source is deregistered before the READ's turn is not
+// answered with zeros as a success: it fails with a remote access error.
+TEST(Hardening, ReadOfDeregisteredRegionFails) {
+    SCOPED_TRACE(seed_trace(1730));
+    Peers f(1730);
+    std::vector<std::byte> source(8192, std::byte{0x3c});
+    const auto ks = *f.p.b->register_memory(f.pb, source.data(), source.size(), kAllAccess);
+    core::SendWr rd;
+    rd.wr_id = 2;
+    rd.opcode = WorkOpcode::kRead;
+    rd.local_addr = f.a_addr(8192);
+    rd.length = 8192;
+    rd.lkey = f.ka.lkey;
+    rd.remote_addr = reinterpret_cast<uint64_t>(source.data());
+    rd.rkey = ks.rkey;
+    hold_behind_rnr(f, rd);
+    ASSERT_EQ(f.p.b->deregister_memory(ks.rkey), Error::kOk);
+    std::vector<std::byte> rbuf(64);
+    post_receive_at_b(f, rbuf);
+    ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
+    EXPECT_EQ(f.a_done[0].status, Status::kSuccess) << core::to_string(f.a_done[0].status);
+    EXPECT_EQ(f.a_done[1].wr_id, 2u);
+    EXPECT_EQ(f.a_done[1].status, Status::kRemoteAccess) << core::to_string(f.a_done[1].status);
+    EXPECT_EQ(f.conn_b().stats().read_source_gone, 0u) << "a deregistered source was sent";
 }
 
 }  // namespace
