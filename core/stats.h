@@ -79,6 +79,7 @@ struct EndpointStats {
     uint64_t unknown_connection = 0;
     uint64_t bad_token = 0;
     uint64_t connections_refused = 0;  // over max_connections
+    uint64_t malformed_hello = 0;      // [CONN-23] src_conn_id or src_token 0
 };
 
 }  // namespace mroce::core

@@ -1,7 +1,7 @@
 // tests/core/hardening_test.cc — issue 17's reproduced findings, each as a regression test
 // between two real endpoints on the in-process network: memory revoked by deregistration
 // while a peer's operation is under way ([PLACE-25], [PLACE-26]), HELLOs that name no
-// identity ([CONN-22]) and responses that answer nothing ([PLACE-16]).
+// identity ([CONN-23]) and responses that answer nothing ([PLACE-16]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +9,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "tests/core/harness.h"
+#include "util/rng.h"
 #include "wire/control.h"
 #include "wire/data.h"
 
@@ -228,6 +230,80 @@ TEST(Hardening, ReadOfDeregisteredRegionFails) {
     EXPECT_EQ(f.a_done[1].wr_id, 2u);
     EXPECT_EQ(f.a_done[1].status, Status::kRemoteAccess) << core::to_string(f.a_done[1].status);
     EXPECT_EQ(f.conn_b().stats().read_source_gone, 0u) << "a deregistered source was sent";
+}
+
+// write_once WRITEs 4 KiB from A into B's `dst` and runs until A completes it; returns its
+// status, or nullopt if it did not complete within 500 ms.
+std::optional<Status> write_once(Peers& f, std::vector<std::byte>& dst, const core::MemoryKeys& kd, uint64_t id) {
+    core::SendWr w;
+    w.wr_id = id;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = f.a_addr(0);
+    w.length = 4096;
+    w.lkey = f.ka.lkey;
+    w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    w.rkey = kd.rkey;
+    const size_t before = f.a_done.size();
+    f.post(w);
+    if (!f.run_until([&] { return f.a_done.size() == before + 1; })) return std::nullopt;
+    return f.a_done.back().status;
+}
+
+// [CONN-23] [CONN-14] [CONN-2]: a HELLO for A's address and port with src_conn_id 0 (a
+// "restart" to no connection) or src_token 0, and a HELLO_ACK with src_conn_id 0, are
+// counted and dropped: B's live connection stays Established and carries data, no
+// connection is made, and A's later traffic is unaffected.
+TEST(Hardening, HelloWithoutIdentityIsDropped) {
+    for (uint64_t seed : seeds_from_env(4, 1740)) {
+        SCOPED_TRACE(seed_trace(seed));
+        Peers f(seed);
+        std::vector<std::byte> dst(4096);
+        const auto kd = *f.p.b->register_memory(f.pb, dst.data(), dst.size(), kAllAccess);
+        ASSERT_EQ(write_once(f, dst, kd, 1), std::optional(Status::kSuccess));
+        const Address a_addr = f.p.host_a().address();
+        const uint32_t conn_b = f.p.b->connection_to(a_addr);
+        const uint32_t conn_a = f.p.a->connection_to(f.p.host_b().address());
+        const size_t conns_b = f.p.b->num_connections();
+        Rng rng(seed);
+        auto hello = [&](wire::PacketType type, uint32_t conn_id, uint64_t token, uint16_t port) {
+            wire::HelloPacket h;
+            h.common.type = type;
+            if (type == wire::PacketType::kHelloAck) {  // addressed to A's live connection
+                h.common.dst_conn_id = conn_a;
+                h.common.dst_token = f.p.a->connection(conn_a)->token();
+            }
+            h.src_conn_id = conn_id;
+            h.src_token = token;
+            h.isn = rng.next_u32() | 1;
+            h.msg_isn = rng.next_u32() | 1;
+            h.endpoint_port = port;
+            h.num_paths = 8;
+            h.max_payload = 4096;
+            std::vector<std::byte> pkt(wire::kHelloSize);
+            ASSERT_TRUE(wire::encode_hello(h, pkt).ok());
+            PacketMeta m;
+            m.src = a_addr.with_port(40000);
+            m.dst = type == wire::PacketType::kHello ? f.p.host_b().address() : a_addr;
+            auto& host = type == wire::PacketType::kHello ? f.p.host_b() : f.p.host_a();
+            host.with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, f.p.now()); });
+        };
+        // id 0 with a token, from A's own endpoint: taken for a restart on main.
+        hello(wire::PacketType::kHello, 0, rng.next_u64() | 1, a_addr.port);
+        // token 0 from a new endpoint port of A's address: made a connection on main.
+        hello(wire::PacketType::kHello, rng.next_u32() | 1, 0, static_cast<uint16_t>(a_addr.port + 1));
+        // id 0 in a HELLO_ACK that carries A's token.
+        hello(wire::PacketType::kHelloAck, 0, rng.next_u64() | 1, f.p.host_b().address().port);
+        f.p.sim.run_for(100us);
+        EXPECT_EQ(f.p.b->stats().malformed_hello, 2u);
+        EXPECT_EQ(f.p.a->stats().malformed_hello, 1u);
+        EXPECT_EQ(f.p.b->num_connections(), conns_b) << "a HELLO without identity made a connection";
+        EXPECT_EQ(f.p.b->connection_to(a_addr), conn_b);
+        EXPECT_EQ(f.conn_b().state(), core::ConnState::kEstablished);
+        EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+        EXPECT_EQ(f.conn_b().peer_conn_id(), conn_a);
+        EXPECT_EQ(write_once(f, dst, kd, 2), std::optional(Status::kSuccess))
+            << "the live connection was hurt";
+    }
 }
 
 }  // namespace
