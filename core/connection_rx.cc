@@ -131,6 +131,9 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             if (!accept_request(s, p, target, read_len)) return;
         } else if (is_response(h.opcode)) {
             target = response_target(s, h, answers, sg, nsg);
+            // [PLACE-16]: a response that answers nothing takes no slot: its msg_len was
+            // not bounded by any request, and a slot it took would never complete.
+            if (!answers) return refuse(s, h, wire::NackReason::kInvalidRequest);
         } else if (wire::consumes_receive(h.opcode)) {
             const PostedRecv* pr = nullptr;
             if (s.srq != 0) {
@@ -362,9 +365,10 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
 }
 
 // response_target finds where a READ or atomic response goes: the local buffer of the
-// request it names ([PLACE-16]), if that request still waits for exactly this answer.
-// Otherwise (the request was flushed, or the peer is confused) the response is accepted
-// into the stream with nowhere to write, so the stream's order still moves on.
+// request it names ([PLACE-16]), if that request still waits for exactly this answer
+// (`answers`). Otherwise the peer is confused or hostile (a request flushed by an error
+// cannot be answered: its stream refuses everything from then on, [ERR-8]); it is counted
+// and the caller refuses it.
 std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                        const Piece*& sg, uint32_t& nsg) {
     TxMessage* m = (h.remote_addr >> 32) == 0

@@ -57,7 +57,7 @@ struct ConnectionStats {
     uint64_t rnr_nacks_sent = 0;
     uint64_t requests_deferred = 0;     // [PLACE-20] READ/atomic waited for max_dest_rd_atomic
     uint64_t atomics_executed = 0;
-    uint64_t orphan_responses = 0;      // a response no request waits for: not written
+    uint64_t orphan_responses = 0;      // a response no request waits for: refused
     uint64_t read_source_gone = 0;      // READ source deregistered mid-response: zeros sent
     uint64_t nacks_sent = 0;
     uint64_t nacks_received = 0;

@@ -306,5 +306,76 @@ TEST(Hardening, HelloWithoutIdentityIsDropped) {
     }
 }
 
+// [PLACE-16] [ERR-5]: READ_RESPONSEs that answer no request, with max_payload 256 and
+// msg_len 2^32 - 1 (a 2 MiB segment bitmap each on main), across the whole stream window:
+// none takes a message slot or allocates anything from its msg_len; the first is counted
+// and refused, the rest are refused with it ([ERR-3]); the connection and the other
+// stream carry on.
+TEST(Hardening, ResponseToNothingTakesNoSlot) {
+    for (uint64_t seed : seeds_from_env(2, 1750)) {
+        SCOPED_TRACE(seed_trace(seed));
+        core::EndpointConfig cfg;
+        cfg.max_payload = 256;
+        cfg.forced_isn = 1000;  // isn 1000, msg_isn 993 ([CONN-5])
+        Peers f(seed, 0, cfg);
+        std::vector<std::byte> dst(4096);
+        const auto kd = *f.p.b->register_memory(f.pb, dst.data(), dst.size(), kAllAccess);
+        // One 64-byte WRITE establishes the connection, using B's path 0 only.
+        core::SendWr w;
+        w.wr_id = 1;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = f.a_addr(0);
+        w.length = 64;
+        w.lkey = f.ka.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        w.rkey = kd.rkey;
+        f.post(w);
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }));
+        const uint32_t conn_b = f.p.b->connection_to(f.p.host_a().address());
+        const uint32_t delivered = cfg.forced_isn - 7 + 1;  // after the WRITE
+        for (uint32_t i = 0; i < core::kStreamWindow; ++i) {
+            wire::DataHeader h;
+            h.common.dst_conn_id = conn_b;
+            h.common.dst_token = f.p.b->connection(conn_b)->token();
+            h.opcode = wire::Opcode::kReadResponse;
+            h.path_id = 5;  // unused by the WRITE: its window starts at isn
+            h.payload_len = 256;
+            h.path_psn = cfg.forced_isn + i;
+            h.psn_floor = cfg.forced_isn;
+            h.stream_id = f.sb;
+            h.msg_seq = delivered + i;
+            h.msg_len = 0xFFFFFFFF;
+            h.remote_addr = 12345 + i;  // no READ of B's has that msg_seq
+            std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
+            ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+            PacketMeta m;
+            m.src = f.p.host_a().address().with_port(50001);
+            m.dst = f.p.host_b().address();
+            f.p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, f.p.now()); });
+        }
+        f.p.sim.run_for(50us);  // the NACKs leave
+        const core::Stream* st = f.p.b->stream(f.sb);
+        ASSERT_NE(st, nullptr);
+        size_t active = 0, bitmap_bytes = 0;
+        for (const core::RxMessage& slot : st->ring) {
+            active += slot.active;
+            bitmap_bytes += slot.seen.capacity() * sizeof(uint64_t);
+        }
+        EXPECT_EQ(active, 0u) << "a response to nothing took a message slot";
+        EXPECT_LT(bitmap_bytes, 64u * 1024) << "receive state sized from the wire's msg_len";
+        EXPECT_EQ(f.conn_b().stats().orphan_responses, 1u);
+        EXPECT_GE(f.conn_b().stats().nacks_sent + f.conn_b().stats().nacks_dropped, 1u);
+        EXPECT_EQ(f.conn_b().state(), core::ConnState::kEstablished);
+        // Another stream of the same connection is unaffected.
+        const uint32_t a2 = *f.p.a->create_stream(f.pa, f.p.host_b().address(), 2, f.p.now());
+        (void)*f.p.b->create_stream(f.pb, f.p.host_a().address(), 2, f.p.now());
+        w.wr_id = 2;
+        ASSERT_EQ(f.p.a->post_send(a2, w, f.p.now()), Error::kOk);
+        f.p.host_a().kick();
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
+        EXPECT_EQ(f.a_done[1].status, Status::kSuccess) << core::to_string(f.a_done[1].status);
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test
