@@ -20,7 +20,8 @@
 // order; a Device that is destroyed stops its progress, closes its connections and its
 // sockets, and every later post on its queue pairs fails with kWrongState. Memory rules are
 // the engine's (docs/ownership.md): registered memory must stay valid until every work
-// request that names it has completed; deregistering cancels nothing already posted.
+// request that names it has completed; deregistering cancels nothing this side posted,
+// but ends every peer's access (WRITE, READ, atomic) to it at once.
 #pragma once
 
 #include <cstddef>
@@ -202,8 +203,9 @@ private:
     uint32_t pd_;
 };
 
-// MemoryRegion is a registered buffer. Its destructor deregisters it; work requests
-// already posted that name it are not cancelled (see the file comment).
+// MemoryRegion is a registered buffer. Its destructor deregisters it: once it returns no
+// peer reaches the buffer any more; work requests this side already posted that name it
+// are not cancelled (see the file comment).
 class MemoryRegion {
 public:
     ~MemoryRegion();

@@ -215,6 +215,9 @@ private:
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
     bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
                         uint32_t& read_len);
+    std::byte* remote_target(const Stream& s, uint32_t rkey, uint64_t addr, uint64_t len,
+                             uint32_t need) const;
+    void drop_slot(RxMessage& slot);
     std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                const Piece*& sg, uint32_t& nsg);
     // write_payload puts message bytes [off, off + n) at their final place: one buffer, or

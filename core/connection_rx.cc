@@ -131,6 +131,9 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             if (!accept_request(s, p, target, read_len)) return;
         } else if (is_response(h.opcode)) {
             target = response_target(s, h, answers, sg, nsg);
+            // [PLACE-16]: a response that answers nothing takes no slot: its msg_len was
+            // not bounded by any request, and a slot it took would never complete.
+            if (!answers) return refuse(s, h, wire::NackReason::kInvalidRequest);
         } else if (wire::consumes_receive(h.opcode)) {
             const PostedRecv* pr = nullptr;
             if (s.srq != 0) {
@@ -173,14 +176,11 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         if (wire::is_write(h.opcode)) {
             // [PLACE-4]: rkey, protection domain, REMOTE_WRITE and bounds, for the whole
             // message, before any byte is written.
-            // [STREAM-12]: and the queue pair's own access flags.
-            auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, h.msg_len,
-                                              access::kRemoteWrite);
-            if (!t || !(s.limits.remote_access & access::kRemoteWrite)) {
+            target = remote_target(s, h.rkey, h.remote_addr, h.msg_len, access::kRemoteWrite);
+            if (!target) {
                 ++stats_.access_errors;
                 return refuse(s, h, wire::NackReason::kRemoteAccess);
             }
-            target = *t;
         }
         if (wire::consumes_receive(h.opcode) && s.srq != 0)
             take_srq_receive(s, h.msg_seq);  // every check passed: now it is consumed
@@ -210,6 +210,17 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
         ++stats_.malformed;  // [PLACE-1] every packet of a message agrees with the first
         return;
+    } else if (wire::is_write(slot.opcode) && !slot.complete &&
+               remote_target(s, slot.rkey, slot.remote_addr, slot.msg_len,
+                             access::kRemoteWrite) != slot.target) {
+        // [PLACE-25]: the region was deregistered (or the queue pair lost REMOTE_WRITE)
+        // since the first DATA: the application may have freed it, so no later segment,
+        // the held last one included, is written. The requester gets the access error.
+        // The pointer is compared too: an 8-bit key tag can come back on a slot
+        // registered again, and the first DATA's pointer must still be that region's.
+        ++stats_.access_errors;
+        drop_slot(slot);
+        return refuse(s, h, wire::NackReason::kRemoteAccess);
     }
     const uint32_t seg = h.offset / segment_size_;
     const uint32_t expect = std::min<uint32_t>(segment_size_, h.msg_len - h.offset);
@@ -300,6 +311,26 @@ void Connection::complete_receive(const Stream& s, uint64_t wr_id, const RxMessa
     ep_.emit(e);
 }
 
+// remote_target resolves [addr, addr + len) under rkey for a peer's access `need`: a live
+// region in the stream's protection domain with that access and the range inside it
+// ([PLACE-4], [PLACE-15], [PLACE-17]), and the queue pair's own access flags
+// ([STREAM-12]). nullptr when any of them refuses.
+std::byte* Connection::remote_target(const Stream& s, uint32_t rkey, uint64_t addr, uint64_t len,
+                                     uint32_t need) const {
+    if (!(s.limits.remote_access & need)) return nullptr;
+    auto t = ep_.memory_.check_remote(rkey, s.pd, addr, len, need);
+    return t ? *t : nullptr;
+}
+
+// drop_slot forgets a message that was partly placed and is now refused: nothing more of
+// it is written, and the stream's delivery stops before it ([ERR-3]).
+void Connection::drop_slot(RxMessage& slot) {
+    slot.active = false;
+    slot.target = nullptr;
+    slot.sg = nullptr;
+    slot.held = std::vector<std::byte>();
+}
+
 // accept_request checks the first (only) DATA of a READ or atomic request before any
 // state is kept: body size and the memory it names. On refusal it
 // has answered with a NACK and returns false.
@@ -324,20 +355,20 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
         return false;
     }
     // [PLACE-15], [PLACE-17]: rkey, protection domain, access flag and bounds.
-    auto t = ep_.memory_.check_remote(h.rkey, s.pd, h.remote_addr, len, need);
-    if (!t || !(s.limits.remote_access & need)) {
+    target = remote_target(s, h.rkey, h.remote_addr, len, need);
+    if (!target) {
         ++stats_.access_errors;
         refuse(s, h, wire::NackReason::kRemoteAccess);
         return false;
     }
-    target = *t;
     return true;
 }
 
 // response_target finds where a READ or atomic response goes: the local buffer of the
-// request it names ([PLACE-16]), if that request still waits for exactly this answer.
-// Otherwise (the request was flushed, or the peer is confused) the response is accepted
-// into the stream with nowhere to write, so the stream's order still moves on.
+// request it names ([PLACE-16]), if that request still waits for exactly this answer
+// (`answers`). Otherwise the peer is confused or hostile (a request flushed by an error
+// cannot be answered: its stream refuses everything from then on, [ERR-8]); it is counted
+// and the caller refuses it.
 std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers,
                                        const Piece*& sg, uint32_t& nsg) {
     TxMessage* m = (h.remote_addr >> 32) == 0
@@ -435,7 +466,23 @@ void Connection::deliver_in_order(Stream& s) {
             s.posted.pop_front();
             ++s.posted_front_seq;
         }
-        if (is_request(slot.opcode)) execute_request(s, slot);
+        if (is_request(slot.opcode)) {
+            const bool read = slot.opcode == wire::Opcode::kReadRequest;
+            if (remote_target(s, slot.rkey, slot.remote_addr, read ? slot.read_len : 8,
+                              read ? access::kRemoteRead : access::kRemoteAtomic) != slot.target) {
+                // [PLACE-26]: the memory was checked when the request arrived, but the
+                // region may have been deregistered (and freed) while the request waited
+                // for its turn: it is not executed, and the stream is refused from it on,
+                // reported on the request's next DATA (a delivery probe), as [PLACE-5].
+                ++stats_.access_errors;
+                drop_slot(slot);
+                s.rx_failed = true;
+                s.rx_fail_seq = s.delivered_seq;
+                s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kRemoteAccess);
+                break;
+            }
+            execute_request(s, slot);
+        }
         ++stats_.messages_received;
         slot.active = false;
         ++s.delivered_seq;

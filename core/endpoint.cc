@@ -351,10 +351,20 @@ void Endpoint::count_decode_error(Error e) {
     }
 }
 
+bool Endpoint::hello_names_sender(const wire::HelloPacket& h) {
+    // [CONN-23]: 0 is no connection id and no token ([CONN-2], [CONN-5]). Taken as an
+    // identity, id 0 looked like a restart of a live peer ([CONN-14]) and the connection
+    // it then made could never be replaced, so every reconnect from that peer failed.
+    if (h.src_conn_id != 0 && h.src_token != 0) return true;
+    ++stats_.malformed_hello;
+    return false;
+}
+
 void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                                  Time now) {
     auto h = wire::decode_hello(datagram);
     if (!h) return count_decode_error(h.error());
+    if (!hello_names_sender(*h)) return;
     // spec §4 [CONN-13]: the peer endpoint is its IP and the port its HELLO announces.
     const Address peer = meta.src.with_port(h->endpoint_port);
     Connection* c = conn_mut(connection_to(peer));
@@ -421,6 +431,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kHelloAck: {
             auto h = wire::decode_hello(datagram);
             if (!h) return count_decode_error(h.error());
+            if (!hello_names_sender(*h)) return;
             c->on_hello(*h, now);
             break;
         }

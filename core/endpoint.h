@@ -174,6 +174,9 @@ private:
             touched(*conns_[slot], now);
         }
     }
+    // hello_names_sender: the HELLO or HELLO_ACK has a non-zero src_conn_id and
+    // src_token; counts it (malformed_hello) if not.
+    bool hello_names_sender(const wire::HelloPacket& h);
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
     void count_decode_error(Error e);

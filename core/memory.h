@@ -1,6 +1,8 @@
 // core/memory.h — protection domains, memory regions and the key checks every placement
 // goes through. Ownership of registered memory is described in docs/ownership.md: the
-// application owns the bytes and must keep them alive until deregister_memory.
+// application owns the bytes and must keep them alive until deregister_memory (for a
+// peer's access, [PLACE-25], [PLACE-26]) and until its own work requests that name them
+// have completed.
 #pragma once
 
 #include <cstddef>

@@ -57,7 +57,7 @@ struct ConnectionStats {
     uint64_t rnr_nacks_sent = 0;
     uint64_t requests_deferred = 0;     // [PLACE-20] READ/atomic waited for max_dest_rd_atomic
     uint64_t atomics_executed = 0;
-    uint64_t orphan_responses = 0;      // a response no request waits for: not written
+    uint64_t orphan_responses = 0;      // a response no request waits for: refused
     uint64_t read_source_gone = 0;      // READ source deregistered mid-response: zeros sent
     uint64_t nacks_sent = 0;
     uint64_t nacks_received = 0;
@@ -79,6 +79,7 @@ struct EndpointStats {
     uint64_t unknown_connection = 0;
     uint64_t bad_token = 0;
     uint64_t connections_refused = 0;  // over max_connections
+    uint64_t malformed_hello = 0;      // [CONN-23] src_conn_id or src_token 0
 };
 
 }  // namespace mroce::core

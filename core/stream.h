@@ -135,8 +135,8 @@ struct RxMessage {
     uint32_t nseg = 0;
     uint32_t received = 0;
     // Where byte 0 of the message goes. Requests land in `body` and `target` is the
-    // checked remote memory they name; a response to a request that no longer waits
-    // (flushed) has none: its bytes are dropped, its place in the stream still counts.
+    // checked remote memory they name; a response's is its request's local buffer (a
+    // response that answers no request takes no slot, [PLACE-16]).
     std::byte* target = nullptr;
     const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive or READ buffer)
     uint32_t nsg = 0;

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -54,33 +55,101 @@ Json options_json(const Options& o) {
     return j;
 }
 
+// OptionReader reads the client's options (JSON from the network): a field may be absent
+// (its default) but, when present, must have its type; the first field that does not is
+// the error. nlohmann's value() would throw instead, which ended the server (issue 17,
+// finding 10).
+class OptionReader {
+public:
+    explicit OptionReader(const Json& j) : j_(j) {}
+    const std::string& error() const { return error_; }
+
+    bool boolean(const char* key, bool fallback) {
+        const Json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_boolean()) return wrong(key, "true or false", fallback);
+        return v->get<bool>();
+    }
+    uint64_t u64(const char* key, uint64_t fallback, uint64_t max = UINT64_MAX) {
+        const Json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_number_unsigned() || v->get<uint64_t>() > max)
+            return wrong(key, "an unsigned integer up to " + std::to_string(max), fallback);
+        return v->get<uint64_t>();
+    }
+    uint32_t u32(const char* key, uint32_t fallback) {
+        return static_cast<uint32_t>(u64(key, fallback, UINT32_MAX));
+    }
+    double number(const char* key, double fallback) {
+        const Json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_number()) return wrong(key, "a number", fallback);
+        return v->get<double>();
+    }
+    std::string text(const char* key, std::string fallback) {
+        const Json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_string()) return wrong(key, "a string", fallback);
+        return v->get<std::string>();
+    }
+    std::vector<int> ints(const char* key) {
+        const Json* v = find(key);
+        if (!v) return {};
+        bool ok = v->is_array();
+        for (size_t i = 0; ok && i < v->size(); ++i)
+            ok = (*v)[i].is_number_integer() && (*v)[i].get<int64_t>() >= INT32_MIN &&
+                 (*v)[i].get<int64_t>() <= INT32_MAX;
+        if (!ok) return wrong(key, "a list of integers", std::vector<int>{});
+        return v->get<std::vector<int>>();
+    }
+
+private:
+    const Json* find(const char* key) const {
+        const auto it = j_.find(key);
+        return it == j_.end() ? nullptr : &*it;
+    }
+    template <class T>
+    T wrong(const char* key, const std::string& what, T fallback) {
+        if (error_.empty()) error_ = std::string("the client's option '") + key + "' is not " + what;
+        return fallback;
+    }
+
+    const Json& j_;
+    std::string error_;
+};
+
 // adopt_options takes the client's options into the server's; returns an error line or "".
 std::string adopt_options(const Json& j, Options& o) {
     if (!j.is_object()) return "the client's options are malformed";
-    const auto verb = parse_verb(j.value("verb", ""));
+    OptionReader r(j);
+    const auto verb = parse_verb(r.text("verb", ""));
+    if (!r.error().empty()) return r.error();
     if (!verb) return "the client asked for an unknown verb";
     o.verb = *verb;
-    o.mode = j.value("mode", "bw") == "lat" ? Mode::kLatency : Mode::kBandwidth;
-    o.raw = j.value("raw", false);
-    o.all_sizes = j.value("all_sizes", false);
-    o.size = j.value("size", 0u);
-    o.iterations = j.value("iterations", uint64_t{0});
-    o.duration_s = j.value("duration_s", 0.0);
-    o.qps = j.value("qps", 1u);
-    o.tx_depth = j.value("tx_depth", 128u);
-    o.paths = j.value("paths", 8u);
-    o.window_kib = j.value("window_kib", 0u);
-    o.cc = j.value("cc", std::string{});
+    o.mode = r.text("mode", "bw") == "lat" ? Mode::kLatency : Mode::kBandwidth;
+    o.raw = r.boolean("raw", false);
+    o.all_sizes = r.boolean("all_sizes", false);
+    o.size = r.u32("size", 0);
+    o.iterations = r.u64("iterations", 0);
+    o.duration_s = r.number("duration_s", 0.0);
+    o.qps = r.u32("qps", 1);
+    o.tx_depth = r.u32("tx_depth", 128);
+    o.paths = r.u32("paths", 8);
+    o.window_kib = r.u32("window_kib", 0);
+    o.cc = r.text("cc", std::string{});
+    o.rate_hint = r.boolean("rate_hint", true);
+    o.pacing = r.boolean("pacing", true);
+    o.tc = r.u32("tc", 0);
+    o.dscp_map = r.ints("dscp_map");
+    o.line_rate_gbps = r.number("line_rate_gbps", 0.0);
+    o.report_gbits = r.boolean("report_gbits", false);
+    o.offload = r.boolean("offload", true);
+    if (!r.error().empty()) return r.error();
     if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
-    o.rate_hint = j.value("rate_hint", true);
-    o.pacing = j.value("pacing", true);
-    o.tc = j.value("tc", 0u);
-    o.dscp_map = j.value("dscp_map", std::vector<int>{});
-    o.line_rate_gbps = j.value("line_rate_gbps", 0.0);
     if (auto why = check_cc_options(o); !why.empty()) return "the client's " + why;
-    o.report_gbits = j.value("report_gbits", false);
-    o.offload = j.value("offload", true);
-    if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30))
+    if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30) ||
+        o.tx_depth < 1 || o.tx_depth > 65536 || o.duration_s < 0 || o.duration_s > 86400 ||
+        o.iterations > (uint64_t{1} << 40) || o.window_kib > 1024)
         return "the client's options are out of range";
     if (auto why = verb_unavailable(o.verb, o.raw)) return *why;
     return "";
@@ -91,13 +160,35 @@ class Session {
 public:
     explicit Session(Options o) : o_(std::move(o)), server_(o_.host.empty()) {}
 
+    // run plays the whole session; returns the exit status.
     int run() {
+        try {
+            return run_session();
+        } catch (const Json::exception& e) {
+            // Backstop: a control message whose fields have types we did not check (the
+            // setup or result details) ends the session with one line, never an abort.
+            rejected_ = server_ && in_handshake_;
+            return fail(std::string("malformed control message: ") + e.what());
+        }
+    }
+
+    // rejected_client: this server turned a client away for what it sent before the run
+    // began (a malformed message, bad options); it may serve the next one.
+    bool rejected_client() const { return rejected_; }
+
+private:
+    int run_session() {
         if (auto why = verb_unavailable(o_.verb, o_.raw)) return fail(*why);
         auto oob = server_ ? Oob::listen(o_.port, kAcceptWait, error_)
                            : Oob::connect(o_.host, o_.port, kConnectWait, error_);
         if (!oob) return fail(error_);
         oob_ = std::make_unique<Oob>(std::move(*oob));
-        if (!handshake()) return fail(error_);
+        in_handshake_ = true;
+        if (!handshake()) {
+            rejected_ = server_ && (rejected_ || bad_message_ || oob_->malformed());
+            return fail(error_);
+        }
+        in_handshake_ = false;
         print_banner(o_, server_, side_->offload(), side_->local_line(), side_->remote_line());
         print_table_head(o_);
         std::vector<Json> results;
@@ -122,12 +213,12 @@ public:
         return 0;
     }
 
-private:
     int fail(const std::string& why) {
         std::fflush(stdout);
         std::fprintf(stderr, "mroce perf: %s\n", why.c_str());
         // Tell the peer, so it stops with the reason instead of waiting.
-        if (oob_ && oob_->alive()) (void)oob_->send({{"type", "error"}, {"message", why}});
+        if (oob_ && (oob_->alive() || oob_->malformed()))
+            (void)oob_->send({{"type", "error"}, {"message", why}});
         return 1;
     }
 
@@ -141,13 +232,16 @@ private:
             error_ = oob_->error();
             return std::nullopt;
         }
-        const std::string got = m->value("type", "");
+        const std::string got = message_type(*m);
         if (got == "error") {
-            error_ = "the peer failed: " + m->value("message", std::string("?"));
+            const auto why = m->find("message");
+            error_ = "the peer failed: " +
+                     (why != m->end() && why->is_string() ? why->get<std::string>() : "?");
             return std::nullopt;
         }
         if (got != type) {
             error_ = "expected a '" + type + "' control message, got: " + m->dump().substr(0, 80);
+            bad_message_ = true;
             return std::nullopt;
         }
         return m;
@@ -176,8 +270,13 @@ private:
         }
         auto hello = expect("hello");
         if (!hello) return false;
-        error_ = adopt_options((*hello)["options"], o_);
-        if (!error_.empty()) return false;
+        const auto options = hello->find("options");
+        error_ = options == hello->end() ? "the client sent no options"
+                                         : adopt_options(*options, o_);
+        if (!error_.empty()) {
+            rejected_ = true;
+            return false;
+        }
         if (!make_side()) return false;
         if (!oob_->send({{"type", "setup"}, {"side", side_->setup()}})) {
             error_ = oob_->error();
@@ -216,7 +315,8 @@ private:
     std::optional<Json> serve_one(uint32_t size) {
         auto run = expect("run");
         if (!run) return std::nullopt;
-        if (run->value("size", 0u) != size) {
+        const auto got = run->find("size");
+        if (got == run->end() || !got->is_number_unsigned() || got->get<uint64_t>() != size) {
             error_ = "the client runs a different size sequence";
             return std::nullopt;
         }
@@ -251,6 +351,9 @@ private:
     Options o_;
     bool server_;
     std::string error_;
+    bool bad_message_ = false;  // expect() got a message of the wrong (or no) type
+    bool in_handshake_ = false;
+    bool rejected_ = false;     // see rejected_client
     std::unique_ptr<Oob> oob_;
     std::unique_ptr<Side> side_;
 };
@@ -349,9 +452,12 @@ void register_perf(CLI::App& app) {
             std::exit(2);
         }
         int rc;
-        {
+        for (;;) {
             perf::Session session(*o);  // closed (devices, sockets) before exiting
             rc = session.run();
+            // A server that turned a client away for bad input serves the next one: one
+            // line from anyone who can reach the port must not end it (issue 17, 10).
+            if (!o->host.empty() || !session.rejected_client()) break;
         }
         std::exit(rc);
     });

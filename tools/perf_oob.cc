@@ -121,7 +121,7 @@ Oob::~Oob() {
 
 Oob::Oob(Oob&& o) noexcept
     : lanes_(std::move(o.lanes_)), send_seq_(o.send_seq_), recv_seq_(o.recv_seq_),
-      error_(std::move(o.error_)), local_(o.local_), peer_(o.peer_) {
+      error_(std::move(o.error_)), malformed_(o.malformed_), local_(o.local_), peer_(o.peer_) {
     o.lanes_.clear();
 }
 
@@ -241,7 +241,8 @@ std::optional<Oob> Oob::connect(const std::string& host, uint16_t port,
 }
 
 bool Oob::send(const Json& message) {
-    if (!alive()) return false;
+    // After a malformed line from the peer the lanes still work: the error is answered.
+    if (lanes_.empty() || (!error_.empty() && !malformed_)) return false;
     const std::string line = Json{{"seq", send_seq_}, {"m", message}}.dump() + "\n";
     ++send_seq_;
     bool sent = false;
@@ -258,7 +259,7 @@ bool Oob::send(const Json& message) {
         why = n < 0 ? error_text(errno) : "short write";
         drop_lane(l);
     }
-    if (!sent) error_ = "control connection lost: " + why;
+    if (!sent && error_.empty()) error_ = "control connection lost: " + why;
     return sent;
 }
 
@@ -310,6 +311,7 @@ std::optional<Json> Oob::take_line() {
             if (j.is_discarded() || !j.is_object() || !j.contains("seq") ||
                 !j["seq"].is_number_unsigned() || !j.contains("m") || !j["m"].is_object()) {
                 error_ = "malformed control message: " + line.substr(0, 80);
+                malformed_ = true;
                 return std::nullopt;
             }
             const uint64_t seq = j["seq"].get<uint64_t>();

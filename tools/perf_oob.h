@@ -42,7 +42,8 @@ public:
     static std::optional<Oob> connect(const std::string& host, uint16_t port,
                                       std::chrono::seconds timeout, std::string& error);
 
-    // send writes one message. Returns false (and sets error()) if the peer is gone.
+    // send writes one message. Returns false (and sets error()) if the peer is gone. After
+    // a malformed line from the peer it still sends (the error's answer).
     bool send(const Json& message);
     // receive waits for the next message for up to `timeout`, calling `idle` (if given)
     // between checks instead of sleeping, so the caller keeps its engine moving. Returns
@@ -57,6 +58,9 @@ public:
     // message or a closed connection is an error (one line in `error`).
     bool quiet(std::string& error);
     const std::string& error() const { return error_; }
+    // malformed: the peer sent a line that is not a control message (the error says so),
+    // as opposed to closing, timing out or failing.
+    bool malformed() const { return malformed_; }
 
     // local_ip / peer_ip are the two ends' IP addresses (port 0): the UDP datapaths bind
     // to the same interface the control connection uses.
@@ -82,7 +86,15 @@ private:
     uint64_t send_seq_ = 0;
     uint64_t recv_seq_ = 0;
     std::string error_;
+    bool malformed_ = false;
     Address local_, peer_;
 };
+
+// message_type is a control message's "type", or "" when it has none or it is not a
+// string: the peer's JSON is never trusted to have the types we expect.
+inline std::string message_type(const Json& m) {
+    const auto it = m.find("type");
+    return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
 
 }  // namespace mroce::tools::perf

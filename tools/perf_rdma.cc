@@ -232,7 +232,7 @@ public:
             }
             if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
-                    if (m->value("type", "") == "end") break;
+                    if (message_type(*m) == "end") break;
                     error = "unexpected control message: " + m->dump().substr(0, 80);
                     return std::nullopt;
                 }

@@ -75,6 +75,17 @@ int set_int(int fd, int level, int name, int value) {
     return setsockopt(fd, level, name, &value, sizeof(value));
 }
 
+// set_dont_fragment: spec [UDP-8]: IPv4 packets leave with the Don't-Fragment bit and the
+// kernel never fragments a datagram (PMTUDISC_DO; a datagram over the known path MTU is
+// refused with EMSGSIZE instead, a counted send error, and [UDP-9]'s path health sees the
+// loss). A dual-stack socket takes the IPv4 option too, for IPv4-mapped destinations.
+// Returns 0 or -1 with errno set.
+int set_dont_fragment(int fd, int family) {
+    if (family == AF_INET) return set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+    if (set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO) != 0) return -1;
+    return set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+}
+
 }  // namespace
 
 // Scratch holds the arrays of the batched system calls and the receive bounce buffer, all
@@ -137,6 +148,8 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &glen) == 0 && granted > 0)
         dp->recv_buffer_bytes_ = static_cast<size_t>(granted) / 2;
     const bool wildcard = is_unspecified(local);
+    if (set_dont_fragment(fd, dp->family_) != 0)
+        return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);
     if (dp->family_ == AF_INET) {
         if (set_int(fd, IPPROTO_IP, IP_RECVTOS, 1) != 0)
             return report("udp: setsockopt IP_RECVTOS: " + error_text(errno), Error::kIo);
@@ -219,6 +232,7 @@ UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port, uint16_t plane) 
     s.tos = 0;
     (void)set_int(s.fd, SOL_SOCKET, SO_SNDBUF, opt_.send_buffer_bytes);
     if (family_ == AF_INET6) (void)set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+    if (set_dont_fragment(s.fd, family_) != 0) return failed("IP_MTU_DISCOVER for");
     if (bound) {
         // Before bind(): sockets bound to different devices may then share a source port.
         const std::string& dev = opt_.plane_devices[plane];

@@ -2,12 +2,15 @@
 // bits on send and receive, batching, lazily bound source-port sockets, the wake fd and
 // error reporting. Plumbing only: no timing or loss assertions (STYLE §6).
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -435,6 +438,74 @@ TEST(UdpDatapath, StrayDatagramsOnPathSocketsAreDrained) {
             return dp->stats().stray_drained == 1;
         },
         std::chrono::milliseconds(2000)));
+}
+
+// udp_sockets_on finds this process's UDP sockets bound to `port` (the datapath keeps its
+// descriptors to itself): every fd in /proc/self/fd that getsockname accepts.
+std::vector<int> udp_sockets_on(uint16_t port) {
+    std::vector<int> found;
+    const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return found;
+    DIR* d = ::fdopendir(dir);
+    while (dirent* e = ::readdir(d)) {
+        const int fd = std::atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dir) continue;
+        int type = 0;
+        socklen_t tlen = sizeof(type);
+        sockaddr_storage ss{};
+        socklen_t len = sizeof(ss);
+        if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_DGRAM ||
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+            continue;
+        const uint16_t bound = ss.ss_family == AF_INET
+                                   ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+        if (bound == port) found.push_back(fd);
+    }
+    ::closedir(d);
+    return found;
+}
+
+int sockopt(int fd, int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof(v);
+    return ::getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+}
+
+// [UDP-8]: the endpoint socket and every path socket never let the kernel fragment: IPv4
+// leaves with the Don't-Fragment bit (IP_PMTUDISC_DO), IPv6 with IPV6_PMTUDISC_DO, and a
+// dual-stack socket has the IPv4 setting too for IPv4-mapped peers.
+TEST(UdpDatapath, SocketsSetDontFragment) {
+    auto check = [](UdpDatapath& dp, bool v6) {
+        RawSocket reserve;
+        const uint16_t path_port = reserve.port;
+        ::close(reserve.fd);
+        reserve.fd = -1;
+        const std::string msg = "df";
+        TxPacket p;
+        p.data = bytes_of(msg);
+        p.meta.src = dp.local_address().with_port(path_port);  // opens a path socket
+        p.meta.dst = dp.local_address();
+        ASSERT_EQ(*dp.send_batch({&p, 1}), 1u);
+        for (uint16_t port : {dp.local_address().port, path_port}) {
+            const std::vector<int> fds = udp_sockets_on(port);
+            ASSERT_EQ(fds.size(), 1u) << "port " << port;
+            EXPECT_EQ(sockopt(fds[0], IPPROTO_IP, IP_MTU_DISCOVER), IP_PMTUDISC_DO)
+                << "port " << port;
+            if (v6) {
+                EXPECT_EQ(sockopt(fds[0], IPPROTO_IPV6, IPV6_MTU_DISCOVER), IPV6_PMTUDISC_DO)
+                    << "port " << port;
+            }
+        }
+    };
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    check(*dp, false);
+    Address v6;
+    v6.ip[15] = 1;  // ::1
+    auto r6 = UdpDatapath::open(v6);
+    if (!r6.ok()) GTEST_SKIP() << "no IPv6 loopback here";
+    check(**r6, true);
 }
 
 TEST(UdpDatapath, Ipv6LoopbackWhenAvailable) {

@@ -5,8 +5,9 @@ the perftest-style tables on both sides, and that --json is valid JSON with perf
 keys and sane values (bytes moved = size x iterations, percentiles ordered, ...), for
 --bw and --lat, write, send, read and atomic, MetaRoCE and --raw, the congestion-control
 flags (--cc, --no-hint, --no-pacing, --tc, --dscp-map, --line-rate); then the error paths: a
-verb without a --raw baseline, an unreachable server, a bad flag value and a peer killed mid-run (an error, not a
-hang). Plumbing only: no speed is asserted (STYLE.md §6).
+verb without a --raw baseline, an unreachable server, a bad flag value, control lines of
+the wrong types (answered, and the server keeps serving) and a peer killed mid-run (an
+error, not a hang). Plumbing only: no speed is asserted (STYLE.md §6).
 
 usage: perf_cli_test.py PATH/TO/mroce [CASE ...]
 """
@@ -321,6 +322,82 @@ def case_bad_flag_value():
         lines = err.strip().splitlines()
         check(rc != 0 and len(lines) == 1 and name in lines[0],
               f"{' '.join(argv)}: rc {rc}, stderr {err!r}")
+
+
+def send_control_lines(port, messages, deadline):
+    """Connects to a server's control port as a one-lane client, sends the lane header and
+    then each of `messages` (a JSON value, sent as the next message, or raw text), reading
+    one answer line after each; returns the last answer, or None if the server closed the
+    connection without one."""
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:  # between two clients the server is not listening for a moment
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server stopped listening on TCP port {port}")
+            time.sleep(0.05)
+    with sock:
+        sock.sendall(b'{"lanes": 1, "lane": 0}\n')
+        pending = b""
+        for seq, message in enumerate(messages):
+            body = message if isinstance(message, str) else json.dumps({"seq": seq, "m": message})
+            sock.sendall(body.encode() + b"\n")
+            while b"\n" not in pending:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return None
+                pending += chunk
+            answer, pending = pending.split(b"\n", 1)
+        return answer.decode()
+
+
+def case_bad_control_input():
+    # Issue 17, finding 10: control lines with the wrong types (or not JSON at all) are
+    # answered with one error line and the server keeps serving; a real client then runs.
+    hello = {"type": "hello", "options": {"verb": "write", "size": 4096}}
+    bad = (
+        [{"type": 7}],
+        [{"type": "hello", "options": {"verb": "write", "size": "big"}}],
+        [{"type": "hello", "options": {"verb": 3}}],
+        [{"type": "hello", "options": {"verb": "write", "qps": -1}}],
+        [{"type": "hello", "options": {"verb": "write", "dscp_map": ["x"]}}],
+        [{"type": "hello", "options": 7}],
+        [{"type": "hello"}],
+        ["not json at all"],
+        [hello, {"type": "setup", "side": 5}],  # past the options: the server's own setup
+        [hello, {"type": "setup", "side": {"addr": "127.0.0.1:1", "qps": ["q"]}}],
+    )
+    port = free_port()
+    server = subprocess.Popen([MROCE, "perf", "-p", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        for messages in bad:
+            message = messages[-1]
+            answer = send_control_lines(port, messages, deadline)
+            check(answer is not None, f"{message!r}: the server answered nothing "
+                                      f"(exit status {server.poll()})")
+            reply = json.loads(answer)
+            error = reply.get("m", {})
+            check(error.get("type") == "error" and isinstance(error.get("message"), str) and
+                  error["message"] and "\n" not in error["message"],
+                  f"{message!r}: answer {answer!r}")
+            check(server.poll() is None, f"{message!r}: the server exited {server.returncode}")
+            print(f"  {json.dumps(message)[:60]} -> {error['message']!r}")
+        client = subprocess.run([MROCE, "perf", "127.0.0.1", "-p", str(port), "-s", "4096",
+                                 "-n", "50"], capture_output=True, text=True, timeout=TIMEOUT)
+        check(client.returncode == 0, f"the client after bad input exited {client.returncode}: "
+                                      f"{client.stderr.strip()}")
+        _, err = server.communicate(timeout=TIMEOUT)
+        check(server.returncode == 0, f"the server exited {server.returncode}: {err.strip()}")
+        lines = err.strip().splitlines()
+        check(len(lines) == len(bad) and all(l.startswith("mroce perf: ") for l in lines),
+              f"server stderr (one line per rejected client expected): {err!r}")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def case_peer_killed_mid_run():
