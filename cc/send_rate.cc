@@ -28,7 +28,7 @@ void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     last_hint_mbps_ = mbps;
     if (mbps == 0) return;  // no hint: the one in force runs out on its own
     const uint64_t bps = uint64_t{mbps} * 1'000'000;
-    if (bps > hint_bps(now)) hint_rose_ = now;
+    if (cfg_.use_hint && bps > hint_bps(now)) hint_rose_ = now;  // (ignored hints never rise)
     hint_bps_ = bps;
     hint_expiry_ = now + ttl(srtt, hint_bps_);
 }

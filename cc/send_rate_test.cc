@@ -155,5 +155,20 @@ TEST(SendRate, SendersRaisedTogetherKeepTheirPhase) {
     EXPECT_EQ(when[1], 16384ns);  // half of the new gap after the rise, not at once
 }
 
+// [CC-17] hints a sender ignores (rate_hint off) never count as a rise: a window rate that
+// rises re-times the held packet from the last packet alone.
+TEST(SendRate, IgnoredHintsDoNotDelayTheWindowRate) {
+    SendRateConfig c = config();
+    c.use_hint = false;
+    c.phase = 32768;
+    SendRate r(c);
+    Time now{1ms};
+    const uint64_t slow = 6'000'000;
+    while (r.send_time(slow, now) <= now) r.on_sent(4096, slow, now);
+    now += 1ms;
+    r.on_hint(1000, 10us, now);  // a receiver's hint, ignored here
+    EXPECT_EQ(r.send_time(1'000'000'000, now), now);
+}
+
 }  // namespace
 }  // namespace mroce::cc
