@@ -28,7 +28,10 @@ void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     last_hint_mbps_ = mbps;
     if (mbps == 0) return;  // no hint: the one in force runs out on its own
     const uint64_t bps = uint64_t{mbps} * 1'000'000;
-    if (cfg_.use_hint && bps > hint_bps(now)) hint_rose_ = now;  // (ignored hints never rise)
+    // [CC-17]: a rise is a hint at least twice the one in force (the floor lifted after a
+    // drain, a sender left): the ordinary wobble of a share from one recomputation to the
+    // next must not re-time the held packet each time. Ignored hints never rise.
+    if (cfg_.use_hint && bps >= 2 * hint_bps(now)) hint_rose_ = now;
     hint_bps_ = bps;
     hint_expiry_ = now + ttl(srtt, hint_bps_);
 }

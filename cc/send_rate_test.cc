@@ -170,5 +170,28 @@ TEST(SendRate, IgnoredHintsDoNotDelayTheWindowRate) {
     EXPECT_EQ(r.send_time(1'000'000'000, now), now);
 }
 
+// [CC-17] a small rise (a share's wobble) is not a rise: the held packet is re-timed from
+// the last packet, as if the hint had not moved the start.
+TEST(SendRate, SmallHintRiseDoesNotRestartTheGap) {
+    SendRateConfig c = config();
+    c.phase = 32768;
+    SendRate r(c);
+    Time now{1ms};
+    r.on_hint(1000, 10us, now);
+    const uint64_t rate = 1'000'000'000;
+    while (r.send_time(rate, now) <= now) r.on_sent(4096, rate, now);
+    const Time last = now;
+    now += 20us;
+    r.on_hint(1500, 10us, now);  // +50 %: below twice
+    const uint64_t faster = 1'500'000'000;
+    const Duration g{(4096ll * 8 * 1'000'000'000 + faster - 1) / faster};
+    // (within 1 ns: the pacer rounds its gaps up)
+    EXPECT_NEAR(to_ns(r.send_time(faster, now)), to_ns(std::max(now, last + g + g / 2)), 1);
+    r.on_hint(3000, 10us, now);  // twice: now it is a rise
+    const uint64_t fastest = 3'000'000'000;
+    const Duration g3{(4096ll * 8 * 1'000'000'000 + fastest - 1) / fastest};
+    EXPECT_NEAR(to_ns(r.send_time(fastest, now)), to_ns(now + g3 / 2), 1);
+}
+
 }  // namespace
 }  // namespace mroce::cc
