@@ -181,10 +181,14 @@ void FairShare::recompute(Time now) {
     // to drain it in about two intervals. CE marks do not move the allocation: a mark may
     // come from any queue on a sender's route (in an all-to-all most come from the core),
     // and the sender's AIMD answers those per path ([CC-2]).
+    // Only the queue above a target of a quarter interval counts: many senders paced at
+    // shares that add up to C still queue a few packets by chance (63 senders into each
+    // receiver of an all-to-all), and answering those with less allocation left the
+    // downlinks idle (bench-a2a64: 0.886 of ideal without the target, 0.92 with it).
     const uint64_t drain_ns = 2 * static_cast<uint64_t>(to_ns(cfg_.interval));
-    const uint64_t by_delay = static_cast<uint64_t>(queue_ns_) >= drain_ns
-                                  ? 0
-                                  : mul_div(c, drain_ns - static_cast<uint64_t>(queue_ns_), drain_ns);
+    const uint64_t target_ns = static_cast<uint64_t>(to_ns(cfg_.interval)) / 4;
+    const uint64_t excess = static_cast<uint64_t>(queue_ns_) > target_ns ? static_cast<uint64_t>(queue_ns_) - target_ns : 0;
+    const uint64_t by_delay = excess >= drain_ns ? 0 : mul_div(c, drain_ns - excess, drain_ns);
     allocation_ = std::max(by_delay, c / kFloorDivisor);
     allocate();
 }

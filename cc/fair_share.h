@@ -9,7 +9,8 @@
 //   arrivals ─► per sender: bytes, classes, min one-way delay        (this interval)
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
-//            ─► allocation A = C × (1 − queue/(2·interval)); CE marks are left to the
+//            ─► allocation A = C × (1 − (queue − interval/4)/(2·interval)) (the queue
+//               above a target of a quarter interval); CE marks are left to the
 //               senders' AIMD (a mark may come from any queue on the route)
 //            ─► water-filling of A by class weight, capped by each sender's demand
 //            ─► share per sender; the ones now a quarter above what they were last

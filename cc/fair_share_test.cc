@@ -84,14 +84,17 @@ TEST(FairShare, DemandLimitedSenderLeavesTheRestToOthers) {
     EXPECT_NEAR(static_cast<double>(f.fs.share_bps(2)), rest, rest / 100);
 }
 
-// [CC-14] a standing queue lowers the allocation: by queue / (2 intervals), floored at C/256;
-// an idle downlink gives it back in full.
+// [CC-14] a standing queue lowers the allocation: by (queue − interval/4) / (2 intervals),
+// floored at C/256; a queue within the target does not; an idle downlink gives it back.
 TEST(FairShare, StandingQueueLowersTheAllocation) {
     Feed f;
     f.run({kC / 2, kC / 2}, 50us);
     EXPECT_EQ(f.fs.allocation_bps(), kC);
-    f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/5000);  // a quarter of the 20 µs drain time
-    EXPECT_EQ(f.fs.queue_delay(), 5us);
+    f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/2500);  // the 2.5 µs target: no cut
+    EXPECT_EQ(f.fs.queue_delay(), 2500ns);
+    EXPECT_EQ(f.fs.allocation_bps(), kC);
+    f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/7500);  // 5 µs above: a quarter of 20 µs
+    EXPECT_EQ(f.fs.queue_delay(), 7500ns);
     EXPECT_EQ(f.fs.allocation_bps(), kC * 3 / 4);
     f.run({kC / 2, kC / 2}, 30us, /*queue_ns=*/200'000);  // far more than can drain
     EXPECT_EQ(f.fs.allocation_bps(), kC / FairShare::kFloorDivisor);
@@ -120,7 +123,8 @@ TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
 // [CC-14] a sender whose first packet meets a queue does not take that queue for its
 // base: sender 0 starts at an empty queue, the queue grows to 8 µs, then sender 1 starts
 // (its own route delay differs by 3 µs) and both see the queue; the shared queue is read
-// as 8 µs, so the allocation falls to half the capacity (8 µs of a 2 × 8 µs drain).
+// as 8 µs, so the allocation falls by 6/16 (the 6 µs above the 2 µs target, of a 16 µs
+// drain).
 TEST(FairShare, ALateSenderDoesNotHideTheQueue) {
     FairShareConfig c = config();
     c.interval = 8us;
@@ -134,7 +138,7 @@ TEST(FairShare, ALateSenderDoesNotHideTheQueue) {
         now += 300ns;  // 2 × 4096 B in 300 ns: the downlink is busy
     }
     EXPECT_EQ(fs.queue_delay(), 8us);
-    EXPECT_EQ(fs.allocation_bps(), kC / 2);
+    EXPECT_EQ(fs.allocation_bps(), kC * 10 / 16);
 }
 
 // [CC-12] shares are payload rates: the capacity less each packet's header.
