@@ -261,6 +261,25 @@ TEST(Lifecycle, DataForAReusedStreamSlotNeverReachesTheNewStream) {
     for (std::byte x : mb) ASSERT_EQ(x, kSentinel);
 }
 
+// [CONN-24], [STREAM-15], [ERR-5]: the quiet period is 2 x peer_dead_timeout by default
+// and never shorter than peer_dead_timeout; max_streams fits the id's 20 slot bits.
+TEST(Lifecycle, QuietPeriodAndCapsAreValidated) {
+    core::EndpointConfig c;
+    EXPECT_EQ(core::config_error(c), "");
+    EXPECT_EQ(core::quiet_period(c), 2 * c.peer_dead_timeout);
+    EXPECT_EQ(c.max_connections, 65535u);
+    c.quiet_period = c.peer_dead_timeout / 2;
+    EXPECT_NE(core::config_error(c), "");
+    c.quiet_period = c.peer_dead_timeout;
+    EXPECT_EQ(core::config_error(c), "");
+    EXPECT_EQ(core::quiet_period(c), c.peer_dead_timeout);
+    c.max_streams = (1u << 20) + 1;
+    EXPECT_NE(core::config_error(c), "");
+    c.max_streams = 1u << 20;
+    c.max_connections = 65536;
+    EXPECT_NE(core::config_error(c), "");
+}
+
 // The soak: each cycle a makes a stream towards b and b one towards a (fresh ids both
 // sides), a sends one message that b receives, and both destroy their streams; every
 // fourth cycle a closes the connection (a lost CLOSE leaves b's side Established, and a's
