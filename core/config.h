@@ -95,7 +95,11 @@ struct EndpointConfig {
 
     // Resource caps (spec §10 [ERR-5]).
     uint32_t max_connections = 65535;  // at most 65535: the slot is the id's low 16 bits
-    uint32_t max_streams = 1u << 20;
+    uint32_t max_streams = 1u << 20;   // at most 2^20: the slot is the id's low 20 bits
+    // [CONN-24], [STREAM-15]: a Failed or Closed connection's slot, and a destroyed
+    // stream's slot, are given back this long after the end. 0 means the default,
+    // 2 × peer_dead_timeout; otherwise at least peer_dead_timeout.
+    Duration quiet_period = Duration::zero();
     uint32_t max_outstanding_wrs = 1u << 16;  // per stream, send and receive each
 
     // Test-only: force the initial sequence numbers (0 = random). Used to start near
@@ -138,9 +142,17 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.max_connections < 1 || c.max_connections > 65535)
         return "max_connections must be 1..65535";
     if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";
+    if (c.max_streams > (1u << 20)) return "max_streams must be at most 2^20";
+    if (c.quiet_period != Duration::zero() && c.quiet_period < c.peer_dead_timeout)
+        return "quiet_period must be 0 (2 x peer_dead_timeout) or at least peer_dead_timeout";
     if (c.max_rd_atomic < 1 || c.max_dest_rd_atomic < 1)
         return "max_rd_atomic and max_dest_rd_atomic must be at least 1";
     return "";
+}
+
+// quiet_period is the effective [CONN-24] / [STREAM-15] quiet period of a config.
+inline Duration quiet_period(const EndpointConfig& c) {
+    return c.quiet_period != Duration::zero() ? c.quiet_period : 2 * c.peer_dead_timeout;
 }
 
 }  // namespace mroce::core

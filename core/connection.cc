@@ -258,8 +258,8 @@ void Connection::fail(Status why, Time now) {
 // and one event tells the application.
 void Connection::end(ConnState final_state, EventKind kind, Status why, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
-    (void)now;
     state_ = final_state;
+    ep_.connection_ended(*this, now);  // [CONN-24]: the quiet period starts
     ep_.fair_share_.forget(slot());
     pace_deadline_ = kNever;
     for (uint32_t sid : streams_) {

@@ -46,7 +46,8 @@ public:
     Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now);
 
     uint32_t id() const { return id_; }
-    // slot: the connection's index on its endpoint, never reused (the id's low 16 bits - 1).
+    // slot: the connection's index on its endpoint (the id's low 16 bits - 1); reused
+    // after the quiet period with a new id ([CONN-24]).
     uint32_t slot() const { return (id_ & 0xFFFF) - 1; }
     const Address& peer() const { return peer_; }
     ConnState state() const { return state_; }

@@ -33,8 +33,7 @@ Endpoint::~Endpoint() = default;
 size_t Endpoint::max_datagram_size() const { return wire::kDataHeaderSize + cfg_.max_payload; }
 
 const Stream* Endpoint::stream(uint32_t id) const {
-    if (id == 0 || id > streams_.size()) return nullptr;
-    return streams_[id - 1].get();
+    return const_cast<Endpoint*>(this)->stream_mut(id);
 }
 const Connection* Endpoint::connection(uint32_t id) const {
     return const_cast<Endpoint*>(this)->conn_mut(id);
@@ -45,32 +44,92 @@ uint32_t Endpoint::connection_to(const Address& peer) const {
 }
 
 Connection* Endpoint::new_connection(const Address& peer, Time now) {
-    if (conns_.size() >= cfg_.max_connections) {
+    reclaim(now);
+    // [CONN-24]: a slot given back after its quiet period first (oldest first), else a new
+    // one while under max_connections.
+    uint32_t slot = 0, prev_high = 0;
+    if (!free_conns_.empty()) {
+        const uint32_t prev = free_conns_.front();
+        free_conns_.pop_front();
+        slot = (prev & 0xFFFF) - 1;
+        prev_high = prev >> 16;
+    } else if (conns_.size() < cfg_.max_connections) {
+        slot = static_cast<uint32_t>(conns_.size());
+        conns_.emplace_back();
+    } else {
         ++stats_.connections_refused;
         return nullptr;
     }
     // spec §4 [CONN-11]: connection ids are non-zero and unique on this endpoint; the
-    // high half is random.
-    const uint32_t slot = static_cast<uint32_t>(conns_.size());
-    const uint32_t id = (1 + static_cast<uint32_t>(rng_.uniform(0xFFFF))) << 16 | (slot + 1);
+    // high half is random, and differs from the slot's previous connection's ([CONN-24]),
+    // so a late packet of that one misses this one by id as well as by token.
+    uint32_t high = 0;
+    do {
+        high = 1 + static_cast<uint32_t>(rng_.uniform(0xFFFF));
+    } while (high == prev_high);
+    const uint32_t id = high << 16 | (slot + 1);
     auto c = std::make_unique<Connection>(*this, id, peer, rng_.fork("conn").fork(
                                                               std::to_string(id)), now);
     rng_.next_u64();  // the next connection forks from a different state
     Connection* raw = c.get();
-    conns_.push_back(std::move(c));
+    conns_[slot] = std::move(c);
     by_peer_[peer] = id;
     return raw;
 }
 
+void Endpoint::connection_ended(Connection& c, Time now) {
+    saw(now);
+    retiring_conns_.push_back(Retired{now_ + quiet_period(cfg_), c.id()});
+}
+
+// reclaim gives back, once their quiet period is over ([CONN-24], [STREAM-15]), the
+// slots of ended connections (the Connection is freed, and the peer's entry dropped if it
+// still names it) and of destroyed streams.
+void Endpoint::reclaim(Time now) {
+    saw(now);
+    while (!retiring_conns_.empty() && retiring_conns_.front().at <= now_) {
+        const uint32_t id = retiring_conns_.front().id;
+        retiring_conns_.pop_front();
+        const uint32_t slot = (id & 0xFFFF) - 1;
+        Connection* c = conn_mut(id);
+        if (!c) continue;
+        auto it = by_peer_.find(c->peer());
+        if (it != by_peer_.end() && it->second == id) by_peer_.erase(it);
+        conns_[slot].reset();
+        free_conns_.push_back(id);
+        ++stats_.connections_reclaimed;
+    }
+    while (!retiring_streams_.empty() && retiring_streams_.front().at <= now_) {
+        free_streams_.push_back(retiring_streams_.front().id);
+        retiring_streams_.pop_front();
+        ++stats_.streams_reclaimed;
+    }
+}
+
 Result<uint32_t> Endpoint::reserve_stream(uint32_t pd) {
     if (!memory_.pd_exists(pd)) return Error::kInvalidArgument;
-    if (streams_.size() >= cfg_.max_streams) return Error::kExhausted;
+    reclaim(now_);
+    // [STREAM-15]: a slot given back after its quiet period first (oldest first), with the
+    // next generation in the id's upper bits; else a new slot (generation 0, so the first
+    // ids are 1, 2, 3, ...) while under max_streams.
+    uint32_t id = 0;
+    if (!free_streams_.empty()) {
+        const uint32_t prev = free_streams_.front();
+        free_streams_.pop_front();
+        const uint32_t gen = ((prev >> kStreamSlotBits) + 1) & ((1u << (32 - kStreamSlotBits)) - 1);
+        id = gen << kStreamSlotBits | (prev & kStreamSlotMask);
+    } else if (streams_.size() < cfg_.max_streams) {
+        streams_.emplace_back();
+        id = static_cast<uint32_t>(streams_.size());
+    } else {
+        return Error::kExhausted;
+    }
     auto s = std::make_unique<Stream>();
-    s->id = static_cast<uint32_t>(streams_.size() + 1);
+    s->id = id;
     s->pd = pd;
     s->limits = default_stream_limits();
-    streams_.push_back(std::move(s));
-    return streams_.back()->id;
+    streams_[(id & kStreamSlotMask) - 1] = std::move(s);
+    return id;
 }
 
 StreamLimits Endpoint::default_stream_limits() const {
@@ -127,7 +186,9 @@ Result<uint32_t> Endpoint::create_stream(uint32_t pd, const Address& peer, uint3
     auto id = reserve_stream(pd);
     if (!id) return id;
     if (Error e = bind_stream(*id, peer, remote_stream, now); e != Error::kOk) {
-        streams_.pop_back();  // the reservation just made is the last one
+        // Undo the reservation: its slot is free again at once (its id was never seen).
+        streams_[(*id & kStreamSlotMask) - 1].reset();
+        free_streams_.push_front(*id);
         return e;
     }
     return id;
@@ -329,8 +390,11 @@ Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
     }
     if (Srq* q = srq_mut(s->srq)) --q->users;
     // Queued references to it (ready lists, retransmissions, timers, stream reports) are
-    // by id and find nothing from now on; ids are never reused, so none can find another.
-    streams_[stream_id - 1].reset();
+    // by id and find nothing from now on; a reused slot has a new id, so none can find
+    // another. The slot waits out the quiet period ([STREAM-15]).
+    streams_[(stream_id & kStreamSlotMask) - 1].reset();
+    saw(now);
+    retiring_streams_.push_back(Retired{now_ + quiet_period(cfg_), stream_id});
     return Error::kOk;
 }
 
@@ -397,6 +461,8 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
     Connection* c = conn_mut(common.dst_conn_id);
     if (!c) {
         ++stats_.unknown_connection;
+        // [CONN-24]: the id names a slot that is or was in use by another connection.
+        if ((common.dst_conn_id & 0xFFFF) - 1 < conns_.size()) ++stats_.stale_connection;
         return;
     }
     // spec §4 [CONN-4]: every packet but HELLO carries the receiver's token; a wrong
@@ -469,6 +535,7 @@ void Endpoint::flush_deadlines() const {
 
 void Endpoint::on_timeout(Time now) {
     update_fair_share(now);
+    reclaim(now);
     for (;;) {
         flush_deadlines();
         if (timers_.empty() || timers_.top().at > now) break;
@@ -486,7 +553,10 @@ Time Endpoint::next_deadline() const {
     flush_deadlines();
     // Stale heap entries may be earlier than the real deadline; an early on_timeout is
     // harmless and pops them.
-    const Time conn = timers_.empty() ? kNever : timers_.top().at;
+    Time conn = timers_.empty() ? kNever : timers_.top().at;
+    // [CONN-24], [STREAM-15]: the next quiet period to end, so memory is freed on time.
+    if (!retiring_conns_.empty()) conn = std::min(conn, retiring_conns_.front().at);
+    if (!retiring_streams_.empty()) conn = std::min(conn, retiring_streams_.front().at);
     return std::min(conn, fair_share_.next_update());
 }
 

@@ -54,7 +54,8 @@ public:
                                    Time now);
     // reserve_stream makes an unbound stream in `pd` and returns its id (the "QP number"
     // to exchange out of band); bind_stream later joins it to a peer as create_stream
-    // does. Receives may be posted before the bind; sends may not.
+    // does. A destroyed stream's slot is reused once its quiet period has passed, measured
+    // against the latest time any call gave the endpoint ([STREAM-15]). Receives may be posted before the bind; sends may not.
     // Errors: reserve: kInvalidArgument (pd), kExhausted; bind: kNotFound (stream),
     // kWrongState (already bound), kInvalidArgument / kExhausted as create_stream.
     Result<uint32_t> reserve_stream(uint32_t pd);
@@ -94,7 +95,8 @@ public:
     // destroy_stream ends a stream at once, busy or not ([STREAM-10]): every outstanding
     // work request and posted receive completes with kFlushed (reported now, before any
     // other event of it), nothing of it is sent or written again, and its id is never
-    // reused. The peer's later messages for it are refused as for an unknown stream.
+    // given to another stream (its slot is, with a new generation, after the quiet period:
+    // [STREAM-15]). The peer's later messages for it are refused as for an unknown stream.
     // Errors: kNotFound.
     Error destroy_stream(uint32_t stream, Time now);
 
@@ -111,13 +113,26 @@ public:
         const Stream* s = stream(id);
         return s ? s->bytes_placed : 0;
     }
-    // retired_stream: `id` was a stream of this endpoint and has been destroyed
-    // ([STREAM-13]); packets for it are stale.
+    // retired_stream: `id` names a stream slot of this endpoint that was used but does
+    // not hold that id now: a destroyed stream ([STREAM-13], [STREAM-15]); packets for it
+    // are stale.
     bool retired_stream(uint32_t id) const {
-        return id != 0 && id <= streams_.size() && !streams_[id - 1];
+        const uint32_t slot = (id & kStreamSlotMask) - 1;
+        if (slot >= streams_.size()) return false;
+        const Stream* s = streams_[slot].get();
+        return !s || s->id != id;
     }
     const EndpointStats& stats() const { return stats_; }
-    size_t num_connections() const { return conns_.size(); }
+    // num_connections: the connection slots in use (live connections and ended ones in
+    // their quiet period, [CONN-24]); at most max_connections.
+    size_t num_connections() const { return conns_.size() - free_conns_.size(); }
+    // num_streams: the stream slots in use (live streams and destroyed ones in their quiet
+    // period, [STREAM-15]); at most max_streams.
+    size_t num_streams() const { return streams_.size() - free_streams_.size(); }
+
+    // Stream ids are (generation << 20) | (slot + 1) ([STREAM-15]).
+    static constexpr uint32_t kStreamSlotBits = 20;
+    static constexpr uint32_t kStreamSlotMask = (1u << kStreamSlotBits) - 1;
 
     // core::Engine
     void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
@@ -133,13 +148,17 @@ private:
 
     // The per-packet lookups, inline: an index and a compare.
     Stream* stream_mut(uint32_t id) {
-        return id == 0 || id > streams_.size() ? nullptr : streams_[id - 1].get();
+        const uint32_t slot = (id & kStreamSlotMask) - 1;
+        if (slot >= streams_.size()) return nullptr;
+        Stream* s = streams_[slot].get();
+        return s && s->id == id ? s : nullptr;
     }
     Srq* srq_mut(uint32_t id) {
         return id == 0 || id > srqs_.size() ? nullptr : srqs_[id - 1].get();
     }
     // Connection ids are (random 16 bits << 16) | (slot + 1): a lookup is an index and one
-    // compare, and the random half still makes a stale or guessed id miss.
+    // compare, and the random half still makes a stale or guessed id miss. A reused slot's
+    // random half differs from its previous connection's ([CONN-24]).
     Connection* conn_mut(uint32_t id) {
         const uint32_t slot = (id & 0xFFFF) - 1;
         if (slot >= conns_.size()) return nullptr;
@@ -147,6 +166,14 @@ private:
         return c && c->id() == id ? c : nullptr;
     }
     Connection* new_connection(const Address& peer, Time now);
+    // saw keeps the latest time any call gave the endpoint (reserve_stream has none).
+    void saw(Time now) {
+        if (now > now_) now_ = now;
+    }
+    // [CONN-24]: Connection::end calls connection_ended once, when the connection first
+    // becomes Failed or Closed; reclaim gives back the slots whose quiet period is over.
+    void connection_ended(Connection& c, Time now);
+    void reclaim(Time now);
     void emit(const Event& e) { events_.push_back(e); }
     // touched re-evaluates a connection after any change: the ready list now, its timer
     // lazily (flush_deadlines), so a batch of packets costs one deadline computation.
@@ -194,7 +221,17 @@ private:
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;
-    std::vector<std::unique_ptr<Stream>> streams_;  // index = id - 1
+    std::vector<std::unique_ptr<Stream>> streams_;  // slot = (id & kStreamSlotMask) - 1
+    // [CONN-24], [STREAM-15]: ended connections and destroyed streams wait out the quiet
+    // period here (in order of their end, which is the order of `at`), then their slots go
+    // to the free lists. Each entry keeps the last id the slot had, so the next id differs.
+    struct Retired {
+        Time at;      // when the slot may be given back
+        uint32_t id;  // the slot's last id
+    };
+    std::deque<Retired> retiring_conns_, retiring_streams_;
+    std::deque<uint32_t> free_conns_, free_streams_;  // last ids of free slots, oldest first
+    Time now_{};  // the latest time given to any call (see saw)
     std::vector<std::unique_ptr<Srq>> srqs_;        // index = id - 1; ids never reused
 
     // Connections with something to send, round-robin; Connection::in_ready avoids

@@ -77,6 +77,9 @@ struct EndpointStats {
     uint64_t bad_type = 0;
     uint64_t bad_length = 0;
     uint64_t unknown_connection = 0;
+    uint64_t stale_connection = 0;     // of those, naming a slot another connection has or had
+    uint64_t connections_reclaimed = 0;  // [CONN-24] slots given back after the quiet period
+    uint64_t streams_reclaimed = 0;      // [STREAM-15] likewise
     uint64_t bad_token = 0;
     uint64_t connections_refused = 0;  // over max_connections
     uint64_t malformed_hello = 0;      // [CONN-23] src_conn_id or src_token 0
