@@ -88,7 +88,7 @@ private:
     uint64_t hint_bps_ = 0;
     uint32_t last_hint_mbps_ = 0;
     Time hint_expiry_{};
-    Time hint_rose_{};     // when the hint last rose
+    Time hint_rose_{};     // when the hint last rose to twice what it was ([CC-17])
     Time acked_expiry_{};  // the first RTT is over until then
     Time next_{};          // the pacer's virtual time
     Time last_sent_{};     // the last paced packet: when, its size, its rate
