@@ -148,9 +148,15 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             path.highest_acked = highest;
             path.any_acked = true;
         }
+        // [PATH-4]: a Failed path that was re-rolled again without a new generation (it
+        // carried only PROBEs) must not take a late reply to a PROBE of its previous route
+        // for proof that the new one works: the echoed timestamp tells them apart.
+        const bool stale_reply = path.state == PathState::kFailed && (a.flags & wire::ack_flag::kProbeReply) &&
+                                 static_cast<int32_t>(a.ts_echo - path.rerolled_ts) < 0;
+        if (stale_reply) ++stats_.stale_probe_replies;
         // RTT sample from the echoed timestamp, less the receiver's ACK delay.
-        const bool progress =
-            path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply);
+        const bool progress = !stale_reply &&
+            (path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply));
         if (progress) {
             const int64_t sample = static_cast<int64_t>(static_cast<uint32_t>(ts32(now) - a.ts_echo)) -
                                    static_cast<int64_t>(a.ack_delay_ns);
@@ -425,6 +431,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     path.pto_deadline = kNever;
     path.overdue_since = kNever;
     path.state = PathState::kFailed;
+    path.rerolled_ts = ts32(now);
     ++ps.rerolls;
     ++stats_.path_rerolls;
     request_probe(path);

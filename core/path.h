@@ -61,6 +61,8 @@ struct TxPath {
     bool overtaken = false;        // pto_deadline was brought forward by [PATH-11]
     bool probe_pending = false;    // a PROBE should go out now
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
+    uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
+                                   // replies answered another route
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
 
     TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }

@@ -47,6 +47,8 @@ struct ConnectionStats {
     uint64_t held_last_segments = 0;    // [PLACE-12] last segment arrived early, written last
     uint64_t stale_duplicates = 0;      // message already completed: dropped, never written
     uint64_t stale_generation = 0;      // DATA of an old path generation
+    uint64_t stale_probe_replies = 0;   // [PATH-4] a reply to a PROBE of a re-rolled path's
+                                        // previous route: no proof for the new one
     uint64_t out_of_window = 0;         // PSN or msg_seq beyond the window: dropped
     uint64_t malformed = 0;             // inconsistent with earlier packets or the handshake
     uint64_t unknown_stream = 0;

@@ -115,6 +115,7 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
     c["dropped_out_of_window"] = b.connection.out_of_window - a.connection.out_of_window;
     c["dropped_wrong_state"] = b.connection.wrong_state - a.connection.wrong_state;
     c["dropped_stale_generation"] = b.connection.stale_generation - a.connection.stale_generation;
+    c["dropped_stale_probe_replies"] = b.connection.stale_probe_replies - a.connection.stale_probe_replies;
     c["dropped_unknown_stream"] = b.connection.unknown_stream - a.connection.unknown_stream;
     c["dropped_malformed"] = b.connection.malformed - a.connection.malformed;
     c["rnr_nacks_sent"] = b.connection.rnr_nacks_sent - a.connection.rnr_nacks_sent;

@@ -198,6 +198,54 @@ TEST(Connection, DeadRouteFailsPathAndRerolls) {
     EXPECT_EQ(f.dst, f.src);
 }
 
+// [PATH-4] a Failed path re-rolled again after only PROBEs keeps its generation, so a late
+// reply to a PROBE of its previous route carries the current generation too: it must not
+// bring the path back (its echoed timestamp is older than the re-roll), while a reply to
+// the PROBE of the current route does.
+TEST(Connection, LateProbeReplyOfThePreviousRouteDoesNotRecoverThePath) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(15, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    // Every route from A to B goes dark: with data outstanding, path 0 fails, and its
+    // probes, unanswered, re-roll it again and again within its generation.
+    for (uint32_t r = 0; r < small_net().routes; ++r)
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
+            sim::TimeWindow{p.sim.now(), sim::kSimForever};
+    const core::Connection& ca = f.conn_a();
+    const Time dark = p.now();
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return ca.tx_path(0).state == core::PathState::kFailed && ca.path_stats(0).rerolls >= 2; }, 200ms));
+    const uint8_t gen = ca.tx_path(0).gen;
+    auto reply = [&](Time echoed) {
+        wire::AckPacket a;
+        a.common.type = wire::PacketType::kAck;
+        a.common.dst_conn_id = ca.id();
+        a.common.dst_token = ca.token();
+        a.flags = wire::ack_flag::kProbeReply;
+        a.path_id = 0;
+        a.path_gen = gen;
+        a.cum_psn = ca.tx_path(0).base - 1;
+        a.probe_psn = ca.tx_path(0).base;
+        a.ecn_ce_count = 0;
+        a.ts_echo = static_cast<uint32_t>(to_ns(echoed));
+        std::vector<std::byte> buf(256);
+        const auto n = wire::encode_ack(a, buf);
+        ASSERT_TRUE(n.ok());
+        PacketMeta m;
+        m.src = p.host_b().address();
+        m.dst = p.host_a().address();
+        p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+    };
+    reply(dark);  // answers a PROBE sent before the last re-roll
+    EXPECT_EQ(ca.tx_path(0).state, core::PathState::kFailed);
+    EXPECT_EQ(ca.stats().stale_probe_replies, 1u);
+    reply(p.now());  // answers the PROBE of the current route
+    EXPECT_EQ(ca.tx_path(0).state, core::PathState::kActive);
+}
+
 // [PATH-11] a route cut in the middle of a transfer is declared failed sooner when the
 // other paths' ACKs can overtake it than by its own backed-off PTOs alone ([PATH-3]), and
 // the transfer completes without an error either way. Returns the time from the cut to the
