@@ -196,16 +196,10 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             rate_.on_acked(path.srtt, now);  // [CC-15]: the first RTT is over
         }
         rate_.on_hint(a.rate_hint_mbps, path.srtt, now);  // [CC-16]
-        if (pace_deadline_ != kNever) {
-            // [CC-17]: a raised rate re-times the held packet earlier than the timer armed
-            // at the old rate; the timer follows (a later time is left to the old timer,
-            // whose run re-checks the gate).
-            const Time t = rate_.send_time(pacing_rate_bps(now), now);
-            if (t > now && t < pace_deadline_) {
-                pace_deadline_ = t;
-                note_deadline(t);
-            }
-        }
+        // [CC-17]: a raised rate re-times the held packet earlier than the timer armed at
+        // the old rate; the timer follows (a later time is left to the old timer, whose run
+        // re-checks the gate).
+        if (pace_deadline_ != kNever) arm_pacer(now);
         // Acknowledged records at the bottom go first, so the hole scan below starts at
         // the first unresolved PSN (in the loss-free steady state it scans nothing).
         advance_base(path);

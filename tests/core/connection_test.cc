@@ -220,24 +220,12 @@ TEST(Connection, LateProbeReplyOfThePreviousRouteDoesNotRecoverThePath) {
     ASSERT_TRUE(run(p, [&] { return ca.tx_path(0).state == core::PathState::kFailed && ca.path_stats(0).rerolls >= 2; }, 200ms));
     const uint8_t gen = ca.tx_path(0).gen;
     auto reply = [&](Time echoed) {
-        wire::AckPacket a;
-        a.common.type = wire::PacketType::kAck;
-        a.common.dst_conn_id = ca.id();
-        a.common.dst_token = ca.token();
+        wire::AckPacket a = peer_ack(p, 0);
         a.flags = wire::ack_flag::kProbeReply;
-        a.path_id = 0;
         a.path_gen = gen;
-        a.cum_psn = ca.tx_path(0).base - 1;
         a.probe_psn = ca.tx_path(0).base;
-        a.ecn_ce_count = 0;
         a.ts_echo = static_cast<uint32_t>(to_ns(echoed));
-        std::vector<std::byte> buf(256);
-        const auto n = wire::encode_ack(a, buf);
-        ASSERT_TRUE(n.ok());
-        PacketMeta m;
-        m.src = p.host_b().address();
-        m.dst = p.host_a().address();
-        p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+        give_to_a(p, a);
     };
     reply(dark);  // answers a PROBE sent before the last re-roll
     EXPECT_EQ(ca.tx_path(0).state, core::PathState::kFailed);

@@ -13,6 +13,7 @@
 #include "core/endpoint.h"
 #include "sim/event_queue.h"
 #include "sim/network.h"
+#include "wire/ack.h"
 
 namespace mroce::test {
 
@@ -56,5 +57,32 @@ struct Pair {
     sim::Network net;
     std::unique_ptr<core::Endpoint> a, b;
 };
+
+// peer_ack: an ACK from B to A's connection on A's `path`, of the path's generation, that
+// acknowledges nothing new and echoes now: the late, reordered or forged ACK a test sets
+// fields on before give_to_a.
+inline wire::AckPacket peer_ack(Pair& p, uint16_t path) {
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    wire::AckPacket a;
+    a.common.type = wire::PacketType::kAck;
+    a.common.dst_conn_id = ca.id();
+    a.common.dst_token = ca.token();
+    a.path_id = path;
+    a.path_gen = ca.tx_path(path).gen;
+    a.cum_psn = ca.tx_path(path).base - 1;
+    a.ts_echo = static_cast<uint32_t>(to_ns(p.now()));
+    return a;
+}
+
+// give_to_a: A's engine takes the ACK as if it came from B (no host kick).
+inline void give_to_a(Pair& p, const wire::AckPacket& a) {
+    std::vector<std::byte> buf(256);
+    const auto n = wire::encode_ack(a, buf);
+    if (!n.ok()) std::abort();  // a test built an ACK the codec refuses
+    PacketMeta m;
+    m.src = p.host_b().address();
+    m.dst = p.host_a().address();
+    p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+}
 
 }  // namespace mroce::test

@@ -69,25 +69,10 @@ double write_gbps(Pair& p, uint32_t messages, uint32_t len) {
 // inject_ack hands A an ACK from B for A's `path` that acknowledges nothing new, with the
 // given echoed CE count and rate hint: the reordered, late or forged ACK a test needs.
 void inject_ack(Pair& p, uint16_t path, uint32_t ce_count, uint32_t hint_mbps) {
-    const uint32_t conn_a = p.a->connection_to(p.host_b().address());
-    const core::Connection& ca = *p.a->connection(conn_a);
-    wire::AckPacket a;
-    a.common.type = wire::PacketType::kAck;
-    a.common.dst_conn_id = conn_a;
-    a.common.dst_token = ca.token();
-    a.path_id = path;
-    a.path_gen = ca.tx_path(path).gen;
-    a.cum_psn = ca.tx_path(path).base - 1;
+    wire::AckPacket a = peer_ack(p, path);
     a.ecn_ce_count = ce_count;
     a.rate_hint_mbps = hint_mbps;
-    a.ts_echo = static_cast<uint32_t>(to_ns(p.now()));
-    std::vector<std::byte> buf(256);
-    const auto n = wire::encode_ack(a, buf);
-    ASSERT_TRUE(n.ok());
-    PacketMeta m;
-    m.src = p.host_b().address();
-    m.dst = p.host_a().address();
-    p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+    give_to_a(p, a);
     p.host_a().kick();
 }
 
