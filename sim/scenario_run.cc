@@ -467,6 +467,12 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     Sim sim(seed);
     TopologyConfig tc = spec.topology;
     tc.host.is_data = spec.protocol == Protocol::kMroce ? &is_mroce_data : &is_roce_data;
+    // Each host receives on its protocol's own UDP port, and peers send there: MetaRoCE's
+    // endpoint port (4797, spec [UDP-1]) or RoCEv2's 4791 (IANA), as real NICs do. Captures
+    // then show the baseline where Wireshark's RoCEv2 dissector looks for it, and fct.txt's
+    // dst_port is the port the packets really went to. The destination port is part of
+    // the ECMP hash (sim/ecmp.h), so RoCEv2 routes differ from before this change.
+    tc.host.udp_port = spec.protocol == Protocol::kMroce ? spec.mroce.endpoint.port : spec.rocev2.config.port;
     Topology topo(sim, tc);
     const auto hosts = static_cast<uint32_t>(topo.host_count());
     for (size_t c = 0; c < topo.cable_count() && spec.loss > 0; ++c) {

@@ -209,9 +209,9 @@ def test_pfc_demo():
 
 
 def test_pcap():
-    """--pcap: a sweep writes one capture per run that tcpdump reads as UDP to the sim's
-    endpoint port; the records are exactly what host 0 sent and received (one line each);
-    a bad capture point stops before running, in one line."""
+    """--pcap: a sweep writes one capture per run that tcpdump reads as UDP to the
+    protocol's port (MetaRoCE 4797, RoCEv2 4791); the records are exactly what host 0 sent
+    and received (one line each); a bad capture point stops before running, in one line."""
     path = os.path.join(SCENARIOS, "loss-sweep.toml")
     sets = shrink(path)
     with tempfile.TemporaryDirectory() as out:
@@ -232,6 +232,11 @@ def test_pcap():
             # Host 0 is 198.18.0.1 (sim/topology.h): each record is from or to it.
             mine = [l for l in lines if re.search(r"\b198\.18\.0\.1\.\d+ [>]|> 198\.18\.0\.1\.\d+:", l)]
             check(len(mine) == len(lines), "%s: %d of %d records not at host 0" % (f, len(lines) - len(mine), len(lines)))
+            # Every datagram goes to its protocol's port: MetaRoCE's 4797 ([UDP-1]) or RoCEv2's
+            # 4791, where Wireshark's RoCEv2 dissector finds it.
+            port = {"mroce": 4797, "rocev2": 4791}[r["protocol"]]
+            dports = {int(m.group(1)) for m in (re.search(r"> [\d.]+\.(\d+):", l) for l in lines) if m}
+            check(dports == {port}, "%s: destination ports %s, expected %d" % (f, sorted(dports), port))
         p = run([path, "--out", out, "--pcap", cap, "--pcap-at", "host:999", *set_args(sets)])
         check(p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "host:999" in p.stderr,
               "bad --pcap-at: %r" % p.stderr)
