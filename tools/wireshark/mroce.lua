@@ -1,0 +1,780 @@
+-- tools/wireshark/mroce.lua — a Wireshark/tshark dissector for mroce, MetaRoCE over UDP,
+-- wire version 1 (docs/spec.md §3; wire/ is the codec it mirrors, byte for byte).
+--
+--   tshark -X lua_script:tools/wireshark/mroce.lua -r capture.pcap
+--   wireshark -X lua_script:tools/wireshark/mroce.lua capture.pcap
+--
+-- It decodes every packet type and field of §3, on UDP port 4797 (spec [UDP-1]; preference
+-- mroce.udp_port) and, through a heuristic (`mroce_udp`), on any port, because endpoints
+-- may receive on ports the operator chose or the OS picked. A packet that a version-1
+-- receiver drops is flagged with an expert error and the filterable field
+-- mroce.drop_reason, named as wire/ names the error (truncated, bad_version, bad_type,
+-- bad_length), checked in the order of [WIRE-9] so that the verdict is the one a receiver
+-- counts. Rules a well-formed packet can still break (reserved bytes that must be sent as
+-- zero, [DATA-5], [DATA-7], [CONN-2], ...) are expert warnings. tools/wireshark/README.md
+-- lists the fields; tests/wireshark/ checks them against wire/'s decoders.
+--
+-- Written for the Lua 5.2 of Wireshark 4.0 and the Lua 5.4 of 4.4 and later: no bitwise
+-- operators and no bit32 library (5.4 has no bit32, 5.2 no operators); bits are tested
+-- with arithmetic.
+
+local proto = Proto("mroce", "MetaRoCE over UDP (mroce)")
+
+local kVersion = 1
+local kDefaultPort = 4797      -- spec [UDP-1], wire::kDefaultPort
+local kCommonSize = 16         -- spec §3.1
+local kSackBits = 256          -- spec [ACK-2]
+local kMaxAckStreams = 32      -- spec [ACK-5]
+local kMaxPaths = 256          -- spec [CONN-3]
+local kMinMaxPayload = 256     -- spec [UDP-3]
+local kMaxMaxPayload = 9000
+local kTwo32 = 4294967296
+
+local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE = 1, 2, 3, 4, 5, 6, 7
+
+-- spec §3.1 [WIRE-2]
+local type_names = {
+    [T_DATA] = "DATA", [T_ACK] = "ACK", [T_NACK] = "NACK", [T_HELLO] = "HELLO",
+    [T_HELLO_ACK] = "HELLO_ACK", [T_PROBE] = "PROBE", [T_CLOSE] = "CLOSE",
+}
+-- The size of the fixed part of each type; [WIRE-5] fixed-size types are exactly this long.
+local fixed_size = {
+    [T_DATA] = 72, [T_ACK] = 80, [T_NACK] = 40, [T_HELLO] = 48, [T_HELLO_ACK] = 48,
+    [T_PROBE] = 32, [T_CLOSE] = 24,
+}
+local variable_size = { [T_DATA] = true, [T_ACK] = true }
+
+-- spec §3.2 [DATA-1]
+local OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM = 1, 2, 3, 4
+local OP_READ_REQ, OP_READ_RESP, OP_FETCH_ADD, OP_CMP_SWAP, OP_ATOMIC_RESP = 5, 6, 7, 8, 9
+local opcode_names = {
+    [OP_SEND] = "SEND", [OP_SEND_IMM] = "SEND_IMM", [OP_WRITE] = "WRITE",
+    [OP_WRITE_IMM] = "WRITE_IMM", [OP_READ_REQ] = "READ_REQUEST",
+    [OP_READ_RESP] = "READ_RESPONSE", [OP_FETCH_ADD] = "ATOMIC_FETCH_ADD",
+    [OP_CMP_SWAP] = "ATOMIC_COMPARE_SWAP", [OP_ATOMIC_RESP] = "ATOMIC_RESPONSE",
+}
+-- [DATA-1]/[DATA-5]: which fields each opcode uses; the others must be sent as zero.
+local uses_rkey = { [OP_WRITE] = true, [OP_WRITE_IMM] = true, [OP_READ_REQ] = true,
+                    [OP_FETCH_ADD] = true, [OP_CMP_SWAP] = true }
+local uses_addr = { [OP_WRITE] = true, [OP_WRITE_IMM] = true, [OP_READ_REQ] = true,
+                    [OP_FETCH_ADD] = true, [OP_CMP_SWAP] = true, [OP_READ_RESP] = true,
+                    [OP_ATOMIC_RESP] = true }
+local uses_imm = { [OP_SEND_IMM] = true, [OP_WRITE_IMM] = true }
+local uses_recv_seq = { [OP_SEND] = true, [OP_SEND_IMM] = true, [OP_WRITE_IMM] = true }
+-- [DATA-8]: opcodes whose payload is a fixed body, and its size.
+local body_size = { [OP_READ_REQ] = 8, [OP_FETCH_ADD] = 16, [OP_CMP_SWAP] = 16,
+                    [OP_ATOMIC_RESP] = 8 }
+
+-- spec §3.4 [NACK-1]
+local NACK_RNR, NACK_INVALID = 1, 3
+local nack_reasons = {
+    [1] = "RECEIVER_NOT_READY", [2] = "REMOTE_ACCESS", [3] = "INVALID_REQUEST",
+    [4] = "OUT_OF_WINDOW", [5] = "NO_RESOURCES",
+}
+-- spec §3.7 [CLOSE-1]; other values are legal ([CLOSE-2]) and shown as unknown.
+local close_reasons = { [0] = "NORMAL", [1] = "PROTOCOL_ERROR", [2] = "LOCAL_FAILURE" }
+
+-- Fields. Those several types share (path, PSN, stream, message) have one name, so that
+-- `mroce.path_id == 3` finds a path's DATA, ACKs, NACKs and PROBEs at once.
+local f = {
+    version = ProtoField.uint8("mroce.version", "Version", base.DEC),
+    type = ProtoField.uint8("mroce.type", "Type", base.DEC, type_names),
+    reserved = ProtoField.bytes("mroce.reserved", "Reserved"),
+    conn_id = ProtoField.uint32("mroce.conn_id", "Destination connection id", base.HEX),
+    token = ProtoField.uint64("mroce.token", "Destination token", base.HEX),
+    path_id = ProtoField.uint16("mroce.path_id", "Path id", base.DEC),
+    path_gen = ProtoField.uint8("mroce.path_gen", "Path generation", base.DEC),
+    psn = ProtoField.uint32("mroce.psn", "Path PSN", base.DEC),
+    psn_floor = ProtoField.uint32("mroce.psn_floor", "PSN floor", base.DEC),
+    stream_id = ProtoField.uint32("mroce.stream_id", "Stream id", base.DEC),
+    msg_seq = ProtoField.uint32("mroce.msg_seq", "Message sequence", base.DEC),
+    timestamp = ProtoField.uint32("mroce.timestamp", "Timestamp (ns, low 32 bits)", base.DEC),
+    drop_reason = ProtoField.string("mroce.drop_reason", "Dropped by a v1 receiver as"),
+    extra = ProtoField.bytes("mroce.extra", "Bytes beyond the packet"),
+    undecoded = ProtoField.bytes("mroce.undecoded", "Not interpreted"),
+    gso_segments = ProtoField.uint16("mroce.gso.segments", "Packets in this GSO/GRO record",
+                                     base.DEC),
+    gso_size = ProtoField.uint16("mroce.gso.size", "Size of each (the last may be shorter)",
+                                 base.DEC),
+
+    data_opcode = ProtoField.uint8("mroce.data.opcode", "Opcode", base.HEX, opcode_names),
+    data_flags = ProtoField.uint8("mroce.data.flags", "Flags", base.HEX),
+    data_last = ProtoField.bool("mroce.data.flags.last", "LAST", 8, nil, 0x01),
+    data_retx = ProtoField.bool("mroce.data.flags.retx", "RETX", 8, nil, 0x02),
+    data_ack_now = ProtoField.bool("mroce.data.flags.ack_now", "ACK_NOW", 8, nil, 0x04),
+    data_flags_undef = ProtoField.uint8("mroce.data.flags.undefined", "Undefined in v1",
+                                        base.HEX, nil, 0xF8),
+    data_payload_len = ProtoField.uint16("mroce.data.payload_len", "Payload length", base.DEC),
+    data_recv_seq = ProtoField.uint32("mroce.data.recv_seq", "Receive sequence", base.DEC),
+    data_msg_len = ProtoField.uint32("mroce.data.msg_len", "Message length", base.DEC),
+    data_offset = ProtoField.uint32("mroce.data.offset", "Offset", base.DEC),
+    data_rkey = ProtoField.uint32("mroce.data.rkey", "Remote key", base.HEX),
+    data_remote_addr = ProtoField.uint64("mroce.data.remote_addr", "Remote address", base.HEX),
+    data_immediate = ProtoField.uint32("mroce.data.immediate", "Immediate", base.HEX),
+    data_payload = ProtoField.bytes("mroce.data.payload", "Payload"),
+    data_read_length = ProtoField.uint32("mroce.data.read_length", "Length to read", base.DEC),
+    data_atomic_add = ProtoField.uint64("mroce.data.atomic.add", "Addend", base.HEX),
+    data_atomic_swap = ProtoField.uint64("mroce.data.atomic.swap", "Swap value", base.HEX),
+    data_atomic_compare = ProtoField.uint64("mroce.data.atomic.compare", "Compare value",
+                                            base.HEX),
+    data_atomic_original = ProtoField.uint64("mroce.data.atomic.original", "Original value",
+                                             base.HEX),
+
+    ack_flags = ProtoField.uint8("mroce.ack.flags", "Flags", base.HEX),
+    ack_probe_reply = ProtoField.bool("mroce.ack.flags.probe_reply", "PROBE_REPLY", 8, nil,
+                                      0x01),
+    ack_flags_undef = ProtoField.uint8("mroce.ack.flags.undefined", "Undefined in v1",
+                                       base.HEX, nil, 0xFE),
+    ack_cum_psn = ProtoField.uint32("mroce.ack.cum_psn", "Cumulative PSN", base.DEC),
+    ack_sack = ProtoField.bytes("mroce.ack.sack", "SACK bitmap"),
+    ack_sack_count = ProtoField.uint16("mroce.ack.sack.count", "PSNs acknowledged by SACK",
+                                       base.DEC),
+    ack_sack_range = ProtoField.string("mroce.ack.sack.range", "SACKed PSNs"),
+    ack_sack_holes = ProtoField.uint16("mroce.ack.sack.holes",
+                                       "PSNs missing below the highest SACKed", base.DEC),
+    ack_ecn_ce_count = ProtoField.uint32("mroce.ack.ecn_ce_count", "CE-marked DATA count",
+                                         base.DEC),
+    ack_ts_echo = ProtoField.uint32("mroce.ack.ts_echo", "Timestamp echo", base.DEC),
+    ack_delay_ns = ProtoField.uint32("mroce.ack.ack_delay_ns", "ACK delay (ns)", base.DEC),
+    ack_rate_hint = ProtoField.uint32("mroce.ack.rate_hint_mbps", "Rate hint (Mbit/s)",
+                                      base.DEC),
+    ack_probe_psn = ProtoField.uint32("mroce.ack.probe_psn", "Probe PSN", base.DEC),
+    ack_stream_count = ProtoField.uint16("mroce.ack.stream_count", "Stream entries", base.DEC),
+    ack_stream_id = ProtoField.uint32("mroce.ack.stream.id", "Stream id", base.DEC),
+    ack_delivered_seq = ProtoField.uint32("mroce.ack.stream.delivered_seq", "Delivered sequence",
+                                          base.DEC),
+
+    nack_reason = ProtoField.uint8("mroce.nack.reason", "Reason", base.DEC, nack_reasons),
+    nack_detail = ProtoField.uint32("mroce.nack.detail", "Detail", base.DEC),
+
+    hello_src_conn_id = ProtoField.uint32("mroce.hello.src_conn_id", "Source connection id",
+                                          base.HEX),
+    hello_src_token = ProtoField.uint64("mroce.hello.src_token", "Source token", base.HEX),
+    hello_isn = ProtoField.uint32("mroce.hello.isn", "Initial PSN", base.DEC),
+    hello_msg_isn = ProtoField.uint32("mroce.hello.msg_isn", "Initial message sequence",
+                                      base.DEC),
+    hello_endpoint_port = ProtoField.uint16("mroce.hello.endpoint_port", "Endpoint UDP port",
+                                            base.DEC),
+    hello_num_paths = ProtoField.uint16("mroce.hello.num_paths", "Paths", base.DEC),
+    hello_max_payload = ProtoField.uint32("mroce.hello.max_payload", "Max payload (bytes)",
+                                          base.DEC),
+    hello_capabilities = ProtoField.uint32("mroce.hello.capabilities", "Capabilities", base.HEX),
+
+    probe_next_psn = ProtoField.uint32("mroce.probe.next_psn", "Next PSN", base.DEC),
+
+    close_reason = ProtoField.uint32("mroce.close.reason", "Reason", base.DEC, close_reasons),
+}
+local field_list = {}
+for _, v in pairs(f) do field_list[#field_list + 1] = v end
+proto.fields = field_list
+
+-- Expert infos. The four errors are wire/'s decode errors: a v1 receiver drops the packet.
+local e = {
+    truncated = ProtoExpert.new("mroce.expert.truncated",
+        "Truncated: shorter than its type's fixed part [WIRE-7]", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    bad_version = ProtoExpert.new("mroce.expert.bad_version",
+        "Unknown version: dropped, not interpreted [WIRE-3]", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    bad_type = ProtoExpert.new("mroce.expert.bad_type", "Unknown type, opcode or NACK reason",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    bad_length = ProtoExpert.new("mroce.expert.bad_length",
+        "A length, count or cap disagrees with the datagram", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    reserved = ProtoExpert.new("mroce.expert.reserved_nonzero",
+        "Reserved bits set: must be sent as zero, ignored on receive [WIRE-6]",
+        expert.group.PROTOCOL, expert.severity.WARN),
+    rule = ProtoExpert.new("mroce.expert.rule", "The sender broke a rule of docs/spec.md",
+        expert.group.PROTOCOL, expert.severity.WARN),
+    note = ProtoExpert.new("mroce.expert.note", "Allowed but unusual", expert.group.PROTOCOL,
+        expert.severity.NOTE),
+    retx = ProtoExpert.new("mroce.expert.retransmission", "Retransmission (RETX flag)",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    aggregate = ProtoExpert.new("mroce.expert.aggregate",
+        "Several packets in one captured datagram (UDP GSO/GRO)", expert.group.PROTOCOL,
+        expert.severity.NOTE),
+    snapped = ProtoExpert.new("mroce.expert.snapped",
+        "Capture cut at the snap length: later fields not shown", expert.group.UNDECODED,
+        expert.severity.NOTE),
+}
+proto.experts = { e.truncated, e.bad_version, e.bad_type, e.bad_length, e.reserved, e.rule,
+                  e.note, e.retx, e.aggregate, e.snapped }
+
+proto.prefs.udp_port = Pref.uint("UDP port", kDefaultPort,
+    "UDP port decoded as mroce (spec [UDP-1] default 4797; 0: none). The heuristic " ..
+    "mroce_udp finds endpoints on other ports.")
+
+-- bit_set reports whether the bit under `mask` (a power of two) is set in `value`.
+local function bit_set(value, mask)
+    return math.floor(value / mask) % 2 == 1
+end
+
+-- is_after reports whether sequence number a is after b (spec §1.4).
+local function is_after(a, b)
+    local d = (a - b) % kTwo32
+    return d ~= 0 and d < 2147483648
+end
+
+local function is_zero64(v)
+    return v == UInt64(0)
+end
+
+-- Dissection context for one datagram: the length the receiver sees (`len`, the UDP payload
+-- length, [UDP-2]) may exceed what was captured (`cap`) when the snap length cut it.
+local Ctx = {}
+Ctx.__index = Ctx
+
+local function new_ctx(tvb, pinfo, tree)
+    local c = setmetatable({}, Ctx)
+    c.tvb, c.pinfo, c.root = tvb, pinfo, tree
+    c.len = tvb:reported_length_remaining(0)
+    c.cap = tvb:len()
+    c.drop = nil      -- the first [WIRE-9] verdict, as wire/ names it
+    c.info = {}
+    c.snapped = false
+    return c
+end
+
+-- fits reports whether bytes off .. off+size-1 exist in the datagram and in the capture;
+-- it notes a snap-length cut once.
+function Ctx:fits(off, size)
+    if off + size > self.len then return false end
+    if off + size > self.cap then
+        if not self.snapped then
+            self.snapped = true
+            self.root:add_proto_expert_info(e.snapped)
+        end
+        return false
+    end
+    return true
+end
+
+-- add adds field `fld` over bytes off .. off+size-1 to tree t (if they are there) and
+-- returns its value (a number, or a UInt64 for 8-byte fields) and the tree item.
+function Ctx:add(t, fld, off, size)
+    if not self:fits(off, size) then return nil, nil end
+    local r = self.tvb(off, size)
+    local item = t:add(fld, r)
+    if size == 8 then return r:uint64(), item end
+    if size <= 4 then return r:uint(), item end
+    return r:bytes(), item
+end
+
+-- reserved shows a reserved field and warns if any of its bits is set ([WIRE-6]).
+function Ctx:reserved(t, off, size)
+    if not self:fits(off, size) then return end
+    local r = self.tvb(off, size)
+    local item = t:add(f.reserved, r)
+    for i = 0, size - 1 do
+        if r(i, 1):uint() ~= 0 then
+            item:add_proto_expert_info(e.reserved)
+            return
+        end
+    end
+end
+
+-- fail records a drop: the first one in [WIRE-9] order is the receiver's verdict; every
+-- violation gets its expert error on `item` (or the protocol item).
+function Ctx:fail(kind, item, text)
+    if not self.drop then self.drop = kind end
+    local target = item or self.root
+    target:add_proto_expert_info(e[kind], text)
+end
+
+function Ctx:warn(item, text)
+    (item or self.root):add_proto_expert_info(e.rule, text)
+end
+
+function Ctx:info_add(s)
+    self.info[#self.info + 1] = s
+end
+
+-- Each type's body. Fields are added while they fit, so a truncated packet still shows
+-- what it has; checks that need a field run only when it is there.
+
+local function dissect_data(c, t)
+    local op, op_item = c:add(t, f.data_opcode, 16, 1)
+    local flags, flags_item = c:add(t, f.data_flags, 17, 1)
+    if flags_item then
+        flags_item:add(f.data_last, c.tvb(17, 1))
+        flags_item:add(f.data_retx, c.tvb(17, 1))
+        flags_item:add(f.data_ack_now, c.tvb(17, 1))
+        local undef = flags_item:add(f.data_flags_undef, c.tvb(17, 1))
+        if flags >= 8 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
+    end
+    local path_id = c:add(t, f.path_id, 18, 2)
+    local path_gen = c:add(t, f.path_gen, 20, 1)
+    c:reserved(t, 21, 1)
+    local payload_len, pl_item = c:add(t, f.data_payload_len, 22, 2)
+    local psn = c:add(t, f.psn, 24, 4)
+    local floor, floor_item = c:add(t, f.psn_floor, 28, 4)
+    local stream = c:add(t, f.stream_id, 32, 4)
+    local msg_seq = c:add(t, f.msg_seq, 36, 4)
+    local recv_seq, recv_item = c:add(t, f.data_recv_seq, 40, 4)
+    local msg_len, ml_item = c:add(t, f.data_msg_len, 44, 4)
+    local offset = c:add(t, f.data_offset, 48, 4)
+    c:add(t, f.timestamp, 52, 4)
+    local rkey, rkey_item = c:add(t, f.data_rkey, 56, 4)
+    local addr, addr_item = c:add(t, f.data_remote_addr, 60, 8)
+    local imm, imm_item = c:add(t, f.data_immediate, 68, 4)
+
+    c:info_add(op and (opcode_names[op] or string.format("opcode=0x%02x", op)) or "")
+    if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
+    if psn then c:info_add("psn=" .. psn) end
+    if stream then c:info_add(string.format("stream=%d msg=%d", stream, msg_seq or 0)) end
+    if offset then c:info_add(string.format("off=%d len=%d/%d", offset, payload_len, msg_len)) end
+    if flags then
+        if bit_set(flags, 0x01) then c:info_add("LAST") end
+        if bit_set(flags, 0x02) then
+            c:info_add("RETX")
+            flags_item:add_proto_expert_info(e.retx)
+        end
+        if bit_set(flags, 0x04) then c:info_add("ACK_NOW") end
+    end
+
+    -- Truncated (flagged by the caller) or cut by the snap length: nothing more to check.
+    if c.len < fixed_size[T_DATA] or imm == nil then return end
+    -- [DATA-1]: an unknown opcode is a bad type, checked before the lengths.
+    if not opcode_names[op] then
+        c:fail("bad_type", op_item, string.format("Unknown opcode 0x%02x [DATA-1]", op))
+    end
+    -- [DATA-3], in its order.
+    local actual = c.len - fixed_size[T_DATA]
+    local end_off = offset + payload_len
+    if payload_len ~= actual then
+        c:fail("bad_length", pl_item, string.format(
+            "payload_len %d, but %d bytes follow the header [DATA-3]", payload_len, actual))
+    end
+    if end_off > msg_len then
+        c:fail("bad_length", ml_item, string.format(
+            "offset + payload_len = %d is beyond msg_len %d [DATA-3]", end_off, msg_len))
+    end
+    if bit_set(flags, 0x01) ~= (end_off == msg_len) then
+        c:fail("bad_length", flags_item, bit_set(flags, 0x01)
+            and "LAST set on a segment that does not end the message [DATA-3]"
+            or "LAST clear on the segment that ends the message [DATA-3]")
+    end
+    if payload_len == 0 and msg_len ~= 0 then
+        c:fail("bad_length", pl_item, "Empty payload in a non-empty message [DATA-3]")
+    end
+    -- [DATA-7]
+    if is_after(floor, psn) then
+        c:warn(floor_item, "psn_floor is after path_psn: receivers drop this packet [DATA-7]")
+    end
+    -- [DATA-5]: fields the opcode does not use are sent as zero.
+    if opcode_names[op] then
+        if not uses_rkey[op] and rkey ~= 0 then
+            c:warn(rkey_item, "rkey must be 0 for " .. opcode_names[op] .. " [DATA-5]")
+        end
+        if not uses_addr[op] and not is_zero64(addr) then
+            c:warn(addr_item, "remote_addr must be 0 for " .. opcode_names[op] .. " [DATA-5]")
+        end
+        if not uses_imm[op] and imm ~= 0 then
+            c:warn(imm_item, "immediate must be 0 for " .. opcode_names[op] .. " [DATA-5]")
+        end
+        if not uses_recv_seq[op] and recv_seq ~= 0 then
+            c:warn(recv_item, "recv_seq must be 0 for " .. opcode_names[op] .. " [DATA-5]")
+        end
+        if op == OP_READ_RESP or op == OP_ATOMIC_RESP then
+            addr_item:append_text(" (names the request with msg_seq " .. tostring(addr) .. ")")
+        end
+    end
+
+    -- The payload: a fixed body for requests and atomic responses ([DATA-8]), else bytes.
+    if actual <= 0 then return end
+    local body = body_size[op]
+    if body and (msg_len ~= body or actual ~= body) then
+        c:warn(ml_item, string.format("%s carries a %d-byte body, not %d bytes: refused " ..
+            "with NACK(INVALID_REQUEST) [DATA-8]", opcode_names[op], body, actual))
+        body = nil
+    end
+    if body and c:fits(72, body) then
+        local bt = t:add(f.data_payload, c.tvb(72, body))
+        if op == OP_READ_REQ then
+            c:add(bt, f.data_read_length, 72, 4)
+            c:reserved(bt, 76, 4)
+        elseif op == OP_FETCH_ADD then
+            c:add(bt, f.data_atomic_add, 72, 8)
+            c:reserved(bt, 80, 8)
+        elseif op == OP_CMP_SWAP then
+            c:add(bt, f.data_atomic_swap, 72, 8)
+            c:add(bt, f.data_atomic_compare, 80, 8)
+        else
+            c:add(bt, f.data_atomic_original, 72, 8)
+        end
+    elseif c.cap > 72 then
+        t:add(f.data_payload, c.tvb(72, math.min(actual, c.cap - 72)))
+    end
+end
+
+-- sack_decode lists the SACKed PSNs of bitmap `bytes` (a ByteArray of 32) above cum_psn:
+-- returns count, ranges ({first, last} PSNs in order), holes and whether bit 0 is set.
+local function sack_decode(bytes, cum)
+    local count, ranges, highest_bit = 0, {}, -1
+    local run_start = nil
+    for i = 0, kSackBits do
+        local set = false
+        if i < kSackBits then
+            set = bit_set(bytes:get_index(math.floor(i / 8)), 2 ^ (7 - i % 8))
+        end
+        if set then
+            count = count + 1
+            highest_bit = i
+            if not run_start then run_start = i end
+        elseif run_start then
+            ranges[#ranges + 1] = { (cum + 1 + run_start) % kTwo32, (cum + i) % kTwo32 }
+            run_start = nil
+        end
+    end
+    -- Holes: PSNs from cum_psn + 1 up to the highest SACKed one that have not arrived.
+    local holes = highest_bit >= 0 and (highest_bit + 1 - count) or 0
+    return count, ranges, holes, bit_set(bytes:get_index(0), 0x80)
+end
+
+local function dissect_ack(c, t)
+    local path_id = c:add(t, f.path_id, 16, 2)
+    local path_gen = c:add(t, f.path_gen, 18, 1)
+    local flags, flags_item = c:add(t, f.ack_flags, 19, 1)
+    if flags_item then
+        flags_item:add(f.ack_probe_reply, c.tvb(19, 1))
+        local undef = flags_item:add(f.ack_flags_undef, c.tvb(19, 1))
+        if flags >= 2 then undef:add_proto_expert_info(e.reserved) end  -- [ACK-8]
+    end
+    local cum = c:add(t, f.ack_cum_psn, 20, 4)
+    local sack_count, sack_holes = nil, nil
+    if c:fits(24, 32) then
+        local item = t:add(f.ack_sack, c.tvb(24, 32))
+        local count, ranges, holes, bit0 = sack_decode(c.tvb(24, 32):bytes(), cum)
+        item:append_text(string.format(" (%d PSNs in %d ranges)", count, #ranges))
+        item:add(f.ack_sack_count, count):set_generated()
+        for _, r in ipairs(ranges) do
+            local s = r[1] == r[2] and tostring(r[1]) or (r[1] .. "-" .. r[2])
+            item:add(f.ack_sack_range, s):set_generated()
+        end
+        item:add(f.ack_sack_holes, holes):set_generated()
+        if bit0 then
+            item:add_proto_expert_info(e.note,
+                "SACK bit 0 set: cum_psn + 1 arrived but cum_psn does not include it [ACK-2]")
+        end
+        sack_count, sack_holes = count, holes
+    end
+    c:add(t, f.ack_ecn_ce_count, 56, 4)
+    c:add(t, f.ack_ts_echo, 60, 4)
+    c:add(t, f.ack_delay_ns, 64, 4)
+    local hint = c:add(t, f.ack_rate_hint, 68, 4)
+    local probe_psn, probe_item = c:add(t, f.ack_probe_psn, 72, 4)
+    local count, count_item = c:add(t, f.ack_stream_count, 76, 2)
+    c:reserved(t, 78, 2)
+
+    if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
+    if cum then c:info_add("cum=" .. cum) end
+    if sack_count and sack_count > 0 then
+        c:info_add(string.format("sacked=%d holes=%d", sack_count, sack_holes))
+    end
+    if hint and hint ~= 0 then c:info_add("hint=" .. hint .. "Mbps") end
+    if count and count > 0 then c:info_add("streams=" .. count) end
+    if flags and bit_set(flags, 0x01) then c:info_add("PROBE_REPLY probe_psn=" .. tostring(probe_psn)) end
+
+    if c.len < fixed_size[T_ACK] or count == nil then return end
+    -- [ACK-5] then [ACK-1], wire/'s order.
+    local entries_bytes = c.len - fixed_size[T_ACK]
+    if count > kMaxAckStreams then
+        c:fail("bad_length", count_item, string.format(
+            "stream_count %d is above the cap of %d [ACK-5]", count, kMaxAckStreams))
+    elseif entries_bytes ~= 8 * count then
+        c:fail("bad_length", count_item, string.format(
+            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]",
+            count, 8 * count, entries_bytes))
+    end
+    if not bit_set(flags, 0x01) and probe_psn ~= 0 then
+        c:warn(probe_item, "probe_psn must be 0 without PROBE_REPLY [ACK-8]")
+    end
+    -- Entries: those the datagram holds, even when their count disagrees.
+    local n = math.min(count, math.floor(entries_bytes / 8))
+    for i = 0, n - 1 do
+        local off = fixed_size[T_ACK] + 8 * i
+        if not c:fits(off, 8) then break end
+        local st = t:add(c.tvb(off, 8), "Stream entry " .. i)
+        local id = c:add(st, f.ack_stream_id, off, 4)
+        local seq = c:add(st, f.ack_delivered_seq, off + 4, 4)
+        st:append_text(string.format(": stream %d, delivered before %d", id, seq))
+    end
+    local used = fixed_size[T_ACK] + 8 * n
+    if c.len > used and c:fits(used, c.len - used) then
+        t:add(f.extra, c.tvb(used, c.len - used))
+    end
+end
+
+local function dissect_nack(c, t)
+    local reason, reason_item = c:add(t, f.nack_reason, 16, 1)
+    c:reserved(t, 17, 1)
+    local path_id = c:add(t, f.path_id, 18, 2)
+    local path_gen = c:add(t, f.path_gen, 20, 1)
+    c:reserved(t, 21, 3)
+    local psn = c:add(t, f.psn, 24, 4)
+    local stream = c:add(t, f.stream_id, 28, 4)
+    local msg_seq = c:add(t, f.msg_seq, 32, 4)
+    local detail, detail_item = c:add(t, f.nack_detail, 36, 4)
+
+    if reason then c:info_add(nack_reasons[reason] or ("reason=" .. reason)) end
+    if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
+    if psn then c:info_add("psn=" .. psn) end
+    if stream then c:info_add(string.format("stream=%d msg=%d", stream, msg_seq or 0)) end
+    if detail and reason then
+        -- [NACK-4]
+        if reason == NACK_RNR then
+            detail_item:append_text(" (retry after µs; 0: no suggestion)")
+            if detail ~= 0 then c:info_add("wait=" .. detail .. "us") end
+        elseif reason == NACK_INVALID then
+            detail_item:append_text(detail == 1 and " (UNKNOWN_STREAM)" or " (other)")
+            if detail == 1 then c:info_add("UNKNOWN_STREAM") end
+        elseif detail ~= 0 and nack_reasons[reason] then
+            c:warn(detail_item, "detail must be 0 for " .. nack_reasons[reason] .. " [NACK-4]")
+        end
+    end
+    if c.len ~= fixed_size[T_NACK] or detail == nil then return end
+    -- [NACK-2]: the reason is checked after the length (the caller did that).
+    if not nack_reasons[reason] then
+        c:fail("bad_type", reason_item, "Unknown NACK reason " .. reason .. " [NACK-2]")
+    end
+end
+
+local function dissect_hello(c, t, typ)
+    local src_id, src_id_item = c:add(t, f.hello_src_conn_id, 16, 4)
+    local src_token, token_item = c:add(t, f.hello_src_token, 20, 8)
+    c:add(t, f.hello_isn, 28, 4)
+    c:add(t, f.hello_msg_isn, 32, 4)
+    local port = c:add(t, f.hello_endpoint_port, 36, 2)
+    local paths, paths_item = c:add(t, f.hello_num_paths, 38, 2)
+    local max_payload, mp_item = c:add(t, f.hello_max_payload, 40, 4)
+    local caps, caps_item = c:add(t, f.hello_capabilities, 44, 4)
+
+    if src_id then c:info_add(string.format("src_conn=0x%08x", src_id)) end
+    if port then c:info_add("port=" .. port) end
+    if paths then c:info_add("paths=" .. paths) end
+    if max_payload then c:info_add("max_payload=" .. max_payload) end
+
+    if c.len ~= fixed_size[typ] or caps == nil then return end
+    -- [CONN-3], after the length.
+    if paths == 0 or paths > kMaxPaths then
+        c:fail("bad_length", paths_item, string.format(
+            "num_paths %d is outside 1 .. %d [CONN-3]", paths, kMaxPaths))
+    end
+    if max_payload < kMinMaxPayload or max_payload > kMaxMaxPayload then
+        c:fail("bad_length", mp_item, string.format(
+            "max_payload %d is outside %d .. %d [CONN-3]", max_payload, kMinMaxPayload,
+            kMaxMaxPayload))
+    end
+    -- [CONN-23]: not a wire/ error, but every receiver drops it before matching.
+    if src_id == 0 then
+        c:warn(src_id_item, "src_conn_id 0: dropped as malformed_hello [CONN-23]")
+    end
+    if is_zero64(src_token) then
+        c:warn(token_item, "src_token 0: dropped as malformed_hello [CONN-23]")
+    end
+    if caps ~= 0 then caps_item:add_proto_expert_info(e.reserved) end  -- [CONN-2]
+end
+
+local function dissect_probe(c, t)
+    local path_id = c:add(t, f.path_id, 16, 2)
+    local path_gen = c:add(t, f.path_gen, 18, 1)
+    c:reserved(t, 19, 1)
+    local next_psn = c:add(t, f.probe_next_psn, 20, 4)
+    local floor, floor_item = c:add(t, f.psn_floor, 24, 4)
+    c:add(t, f.timestamp, 28, 4)
+    if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
+    if next_psn then c:info_add("next_psn=" .. next_psn) end
+    if next_psn and floor and is_after(floor, next_psn) then
+        c:warn(floor_item, "psn_floor is after next_psn: receivers drop this PROBE [PROBE-1]")
+    end
+end
+
+local function dissect_close(c, t)
+    local reason, item = c:add(t, f.close_reason, 16, 4)
+    c:reserved(t, 20, 4)
+    if reason then
+        c:info_add(close_reasons[reason] or ("reason=" .. reason))
+        if not close_reasons[reason] then
+            item:add_proto_expert_info(e.note, "Unlisted CLOSE reason: accepted [CLOSE-2]")
+        end
+    end
+end
+
+-- dissect_one decodes one datagram (tvb) into a new protocol item under tree and returns
+-- its Info column text and the item.
+local function dissect_one(tvb, pinfo, tree)
+    local t = tree:add(proto, tvb())
+    local c = new_ctx(tvb, pinfo, t)
+    local len = c.len
+
+    -- [WIRE-9] 1: shorter than the common header.
+    if len < kCommonSize then
+        c:add(t, f.version, 0, 1)
+        c:add(t, f.type, 1, 1)
+        c:fail("truncated", nil, string.format(
+            "%d bytes: shorter than the 16-byte common header [WIRE-7]", len))
+        t:add(f.drop_reason, c.drop):set_generated()
+        return string.format("[truncated] %d bytes", len), t
+    end
+    -- 2: version; nothing else of the datagram is interpreted ([WIRE-3]).
+    local version, version_item = c:add(t, f.version, 0, 1)
+    if version ~= kVersion then
+        c:fail("bad_version", version_item, string.format(
+            "Version %d; this dissector knows version %d [WIRE-3]", version, kVersion))
+        if c:fits(1, len - 1) then t:add(f.undecoded, tvb(1, len - 1)) end
+        t:add(f.drop_reason, c.drop):set_generated()
+        return string.format("[bad_version] version %d", version), t
+    end
+    -- 3: type.
+    local typ, type_item = c:add(t, f.type, 1, 1)
+    c:reserved(t, 2, 2)
+    local conn_id = c:add(t, f.conn_id, 4, 4)
+    c:add(t, f.token, 8, 8)
+    local name = type_names[typ]
+    if not name then
+        c:fail("bad_type", type_item, string.format("Unknown type %d [WIRE-4]", typ))
+        if c:fits(16, len - 16) and len > 16 then t:add(f.undecoded, tvb(16, len - 16)) end
+        t:add(f.drop_reason, c.drop):set_generated()
+        return string.format("[bad_type] type %d", typ), t
+    end
+    t:append_text(", " .. name)
+    -- 4 and 5: the type's fixed part, and the exact size of fixed-size types ([WIRE-5]).
+    local fixed = fixed_size[typ]
+    if len < fixed then
+        c:fail("truncated", nil, string.format(
+            "%d bytes: %s needs at least %d [WIRE-7]", len, name, fixed))
+    elseif len > fixed and not variable_size[typ] then
+        c:fail("bad_length", nil, string.format(
+            "%d bytes: %s is exactly %d [WIRE-5]", len, name, fixed))
+        if c:fits(fixed, len - fixed) then t:add(f.extra, tvb(fixed, len - fixed)) end
+    end
+    -- HELLO's destination ids are zero ([CONN-2]); every other packet names a connection.
+    if typ == T_HELLO then
+        local token = c.cap >= 16 and tvb(8, 8):uint64() or UInt64(0)
+        if conn_id ~= 0 or not is_zero64(token) then
+            c:warn(nil, "HELLO with a nonzero dst_conn_id or dst_token [CONN-2]")
+        end
+    elseif conn_id then
+        c:info_add(string.format("conn=0x%08x", conn_id))
+    end
+    -- 6: the type's own fields and checks.
+    if typ == T_DATA then dissect_data(c, t)
+    elseif typ == T_ACK then dissect_ack(c, t)
+    elseif typ == T_NACK then dissect_nack(c, t)
+    elseif typ == T_HELLO or typ == T_HELLO_ACK then dissect_hello(c, t, typ)
+    elseif typ == T_PROBE then dissect_probe(c, t)
+    else dissect_close(c, t) end
+
+    local info = name
+    for _, s in ipairs(c.info) do
+        if s ~= "" then info = info .. " " .. s end
+    end
+    if c.drop then
+        t:add(f.drop_reason, c.drop):set_generated()
+        info = "[" .. c.drop .. "] " .. info
+    end
+    return info, t
+end
+
+-- own_size is the length the packet at `off` of tvb says it has (its type's size, or the
+-- fixed part plus what its length or count field adds), or nil if that is not readable
+-- or it is no version-1 packet.
+local function own_size(tvb, off)
+    if tvb:len() < off + kCommonSize then return nil end
+    if tvb(off, 1):uint() ~= kVersion then return nil end
+    local typ = tvb(off + 1, 1):uint()
+    local fixed = fixed_size[typ]
+    if not fixed then return nil end
+    if typ == T_DATA then
+        if tvb:len() < off + 24 then return nil end
+        return fixed + tvb(off + 22, 2):uint()
+    elseif typ == T_ACK then
+        if tvb:len() < off + 78 then return nil end
+        return fixed + 8 * tvb(off + 76, 2):uint()
+    end
+    return fixed
+end
+
+-- aggregate_size returns the segment size when the datagram is a UDP GSO/GRO aggregate:
+-- several mroce packets back to back, each the size its own header says, all of the first
+-- one's size but the last, which may be shorter (the kernel's rule for a UDP_SEGMENT send
+-- and for coalescing on receive). A capture on the sending host taken before segmentation
+-- (loopback, NICs that segment), or on the receiving host after GRO, holds such records;
+-- the receiving endpoint sees the packets one by one. nil when the datagram is one packet
+-- or not entirely captured.
+local function aggregate_size(tvb)
+    local len = tvb:reported_length_remaining(0)
+    if tvb:len() < len then return nil end
+    local seg = own_size(tvb, 0)
+    if not seg or seg < kCommonSize or seg >= len then return nil end
+    for off = seg, len - 1, seg do
+        local size = own_size(tvb, off)
+        if size ~= math.min(seg, len - off) then return nil end
+    end
+    return seg
+end
+
+-- dissect decodes a datagram, or each packet of an aggregate; it always claims it.
+local function dissect(tvb, pinfo, tree)
+    pinfo.cols.protocol = "mroce"
+    local len = tvb:reported_length_remaining(0)
+    local seg = aggregate_size(tvb)
+    if not seg then
+        pinfo.cols.info = (dissect_one(tvb, pinfo, tree))
+        return len
+    end
+    local count = math.ceil(len / seg)
+    local first_info, first
+    for i = 0, count - 1 do
+        local off = i * seg
+        local info, item = dissect_one(tvb(off, math.min(seg, len - off)):tvb(), pinfo, tree)
+        if i == 0 then first_info, first = info, item end
+    end
+    -- The first packet's item says what the record is.
+    first:add(f.gso_segments, count):set_generated()
+    first:add(f.gso_size, seg):set_generated()
+    first:add_proto_expert_info(e.aggregate, string.format(
+        "%d packets of %d bytes in one record (UDP GSO/GRO); the receiver sees them one by one",
+        count, seg))
+    pinfo.cols.info = string.format("%d× %s …", count, first_info)
+    return len
+end
+
+function proto.dissector(tvb, pinfo, tree)
+    return dissect(tvb, pinfo, tree)
+end
+
+-- The heuristic accepts only what a version-1 receiver would decode without a length
+-- error (version 1, a known type, reserved bytes zero and a length that matches the type),
+-- or an aggregate of such packets. That is strict enough that other UDP traffic is very
+-- unlikely to pass; broken packets on a non-default port are still decoded once their
+-- conversation was recognised.
+local function heuristic(tvb, pinfo, tree)
+    local len = tvb:reported_length_remaining(0)
+    if len < kCommonSize or tvb:len() < kCommonSize then return false end
+    if tvb(0, 1):uint() ~= kVersion or tvb(2, 2):uint() ~= 0 then return false end
+    local typ = tvb(1, 1):uint()
+    if own_size(tvb, 0) ~= len and not aggregate_size(tvb) then return false end
+    if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
+    if typ == T_ACK and tvb(76, 2):uint() > kMaxAckStreams then return false end
+    -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
+    -- one is shown (and flagged) as mroce instead of as unknown UDP data.
+    pinfo.conversation = proto
+    dissect(tvb, pinfo, tree)
+    return true
+end
+proto:register_heuristic("udp", heuristic)
+
+local registered_port = 0
+local function register_port(port)
+    local udp = DissectorTable.get("udp.port")
+    if registered_port ~= 0 then udp:remove(registered_port, proto) end
+    if port ~= 0 then udp:add(port, proto) end
+    registered_port = port
+end
+
+function proto.prefs_changed()
+    if proto.prefs.udp_port ~= registered_port then register_port(proto.prefs.udp_port) end
+end
+
+register_port(kDefaultPort)
