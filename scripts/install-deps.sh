@@ -15,6 +15,7 @@ PACKAGES=(
     python3                                             # tests/layering
     python3-matplotlib                                  # scripts/plot.py
     tcpdump                                             # sim pcap test reads captures back
+    tshark                                              # tools/wireshark dissector test
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
 )
 
@@ -35,5 +36,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark's wireshark-common asks whether non-root users may capture; answer no beforehand, so
+# no frontend ever waits on the question (tests capture as root or skip).
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update
 apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,711 @@
+#!/usr/bin/python3
+"""dissector_test.py — tools/wireshark/mroce.lua in tshark, checked against wire/.
+
+The ground truth is tests/wireshark/pcap_decode.cc: it decodes the same capture with wire/'s
+decoders and prints every field under the dissector's names. Each case compares, frame by
+frame, what tshark shows with what wire/ decoded, both ways (no field of the dissector goes
+unchecked, none of wire/'s is missing), and the dissector's drop verdict (mroce.drop_reason)
+with wire/'s decode error.
+
+Cases (`sim`):
+  sim       `mroce sim` on tests/wireshark/lossy.toml with --pcap at every host: every frame
+            decodes as mroce with no error or warning and agrees with wire/; the lossy run
+            has retransmissions, and tshark shows them (RETX).
+  rocev2    the same run's RoCEv2 baseline capture: on UDP 4791, decoded by tshark's own
+            InfiniBand dissector, whose BTH opcode, destination QP and PSN agree with the
+            bytes (parsed here), and never taken by the mroce heuristic.
+  crafted   packets of every type, opcode, NACK reason and CLOSE reason, and broken ones (cut
+            short, wrong version or type, lengths and counts that lie, caps exceeded, reserved
+            bits, rule violations, a snap-length cut), GSO/GRO aggregates and near misses, on
+            the default port, on other ports through the heuristic and through the port
+            preference, next to non-mroce UDP the heuristic must leave alone: each gets
+            exactly the expert infos and verdict expected and agrees with wire/.
+Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
+`mroce perf` runs (write with GSO off and on, atomic, read) on a loopback address of its
+own; every datagram, and every packet of each GSO aggregate, agrees with wire/, through the
+heuristic (the ports are ephemeral).
+
+usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE [CASE ...]
+Exit status: 0 pass, 1 fail, 77 skip (tshark missing, or capture on lo not permitted).
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+ARGS = None
+FAILURES = []
+
+# Dissector fields that wire/ has no counterpart for: reserved bytes and undefined flag bits
+# (wire/ ignores them, [WIRE-6]), bytes beyond a packet, and the verdict itself.
+UNCHECKED = {"mroce.reserved", "mroce.data.flags.undefined", "mroce.ack.flags.undefined",
+             "mroce.extra", "mroce.undecoded", "mroce.drop_reason"}
+BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload"}
+ERRORS = {"truncated", "bad_version", "bad_type", "bad_length"}
+WARNINGS = {"reserved_nonzero", "rule"}
+
+
+def report(what):
+    """Prints a case's summary line: ok, or how many checks failed so far."""
+    print(("ok: " if not FAILURES else "done, %d failures so far: " % len(FAILURES)) + what,
+          flush=True)
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+class Skip(Exception):
+    pass
+
+
+# ---- tshark output -------------------------------------------------------------------------
+
+def tshark(pcap, extra=()):
+    """Runs tshark with the dissector on a capture; returns {frame number: layers}."""
+    cmd = ["tshark", "-n", "-X", "lua_script:" + ARGS.lua, "-r", pcap, "-T", "json",
+           "--no-duplicate-keys", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or "Lua" in p.stderr:
+        raise AssertionError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    frames = {}
+    for pkt in json.loads(p.stdout):
+        layers = pkt["_source"]["layers"]
+        frames[int(layers["frame"]["frame.number"])] = layers
+    return frames
+
+
+def walk(node, fields, experts):
+    """Collects the leaf values of a tshark JSON tree by field name, and the names of its
+    expert infos (the key beside _ws.expert.message in each _ws.expert object)."""
+    for key, value in node.items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, dict):
+                if key == "_ws.expert":
+                    experts.extend(k for k in v if not k.startswith("_ws.expert."))
+                walk(v, fields, experts)
+            else:
+                fields.setdefault(key, []).append(v)
+
+
+def dissected(layers):
+    """Returns (the fields of each mroce packet of the frame, as a list: one, or several for
+    a GSO/GRO aggregate; the expert names of the whole frame), or (None, experts)."""
+    experts = []
+    walk(layers, {}, experts)
+    if "mroce" not in layers:
+        return None, experts
+    items = layers["mroce"] if isinstance(layers["mroce"], list) else [layers["mroce"]]
+    packets = []
+    for item in items:
+        fields = {}
+        walk(item if isinstance(item, dict) else {}, fields, [])
+        packets.append(fields)
+    return packets, experts
+
+
+def lua_trouble(layers):
+    """Names the Lua errors and malformed-packet exceptions of a frame, if any."""
+    experts = []
+    walk(layers, {}, experts)
+    return [e for e in experts if e.startswith("_ws.lua") or e.startswith("_ws.malformed")] + \
+        [k for k in layers if k.startswith("_ws.malformed")]
+
+
+# ---- ground truth --------------------------------------------------------------------------
+
+def wire_decode(pcap, ports=()):
+    """{frame: [wire/'s decode of each datagram of the record]} (several for an aggregate)."""
+    p = subprocess.run([ARGS.decode, pcap, *map(str, ports)], capture_output=True, text=True,
+                       timeout=60)
+    if p.returncode != 0:
+        raise AssertionError("pcap_decode %s: %s" % (pcap, p.stderr.strip()))
+    out = collections.defaultdict(list)
+    for d in map(json.loads, p.stdout.splitlines()):
+        check(d["segment"] == len(out[d["frame"]]), "pcap_decode: segments out of order")
+        out[d["frame"]].append(d)
+    return dict(out)
+
+
+def same_value(field, shown, truth):
+    if field in BYTE_FIELDS:
+        return shown.replace(":", "") == truth
+    if isinstance(truth, bool):
+        return shown in ("1", "True", "true") if truth else shown in ("0", "False", "false")
+    if isinstance(truth, int):
+        try:
+            return int(shown, 0) == truth
+        except ValueError:
+            return False
+    return shown == truth
+
+
+def compare(where, fields, truth):
+    """Checks one frame's dissector fields against wire/'s, both ways; returns True if equal."""
+    ok = True
+    if truth["error"]:
+        ok &= check(fields.get("mroce.drop_reason") == [truth["error"]],
+                    "%s: wire/ drops it as %s, the dissector shows %s" %
+                    (where, truth["error"], fields.get("mroce.drop_reason")))
+        return ok
+    ok &= check("mroce.drop_reason" not in fields,
+                "%s: wire/ accepts it, the dissector drops it as %s" %
+                (where, fields.get("mroce.drop_reason")))
+    for name, value in truth["fields"].items():
+        want = value if isinstance(value, list) else [value]
+        got = fields.get(name, [])
+        if len(got) != len(want) or not all(same_value(name, g, w) for g, w in zip(got, want)):
+            short = lambda x: (str(x)[:60] + "...") if len(str(x)) > 60 else x
+            ok &= check(False, "%s: %s is %s in tshark, %s in wire/" %
+                        (where, name, short(got), short(want)))
+    extra = [k for k in fields if k.startswith("mroce.") and k not in truth["fields"]
+             and k not in UNCHECKED and not k.endswith("_tree")
+             and not k.startswith("mroce.expert.")]
+    ok &= check(not extra, "%s: fields wire/ did not decode: %s" % (where, extra))
+    return ok
+
+
+def compare_capture(name, pcap, truth, frames, allowed_experts):
+    """Every frame of truth must be mroce in tshark, agree with wire/, and raise no expert
+    info outside allowed_experts. Returns Counter of (type, flags) seen."""
+    seen = collections.Counter()
+    for n, truths in sorted(truth.items()):
+        where = "%s frame %d" % (name, n)
+        layers = frames.get(n)
+        if not check(layers is not None, where + ": missing in tshark's output"):
+            continue
+        check(not lua_trouble(layers), "%s: %s" % (where, lua_trouble(layers)))
+        packets, experts = dissected(layers)
+        if not check(packets is not None, where + ": not decoded as mroce"):
+            continue
+        if not check(len(packets) == len(truths), "%s: %d packets in tshark, %d in wire/" %
+                     (where, len(packets), len(truths))):
+            continue
+        for i, (fields, t) in enumerate(zip(packets, truths)):
+            compare(where + (" packet %d" % i if len(truths) > 1 else ""), fields, t)
+            f = t["fields"]
+            seen[f.get("mroce.type")] += 1
+            if f.get("mroce.data.flags.retx"):
+                seen["retx"] += 1
+            if f.get("mroce.ack.sack.count"):
+                seen["sack"] += 1
+        if len(truths) > 1:
+            seen["aggregates"] += 1
+        unexpected = [e for e in experts if e.startswith("mroce.")
+                      and e[len("mroce.expert."):] not in allowed_experts]
+        check(not unexpected, "%s: expert info %s" % (where, unexpected))
+    return seen
+
+
+# ---- pcap writing --------------------------------------------------------------------------
+
+def ip_checksum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
+def ipv4_udp(payload, sport, dport, src="198.18.0.1", dst="198.18.0.2"):
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload  # no checksum
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0x02, 20 + len(udp), 1, 0x4000, 64, 17, 0,
+                      socket.inet_aton(src), socket.inet_aton(dst))
+    hdr = hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:]
+    return hdr + udp
+
+
+def ipv6_udp(payload, sport, dport):
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    hdr = struct.pack("!IHBB16s16s", 0x60000000, len(udp), 17, 64,
+                      socket.inet_pton(socket.AF_INET6, "2001:db8::1"),
+                      socket.inet_pton(socket.AF_INET6, "2001:db8::2"))
+    # UDP over IPv6 needs a checksum (RFC 8200); compute it over the pseudo-header.
+    pseudo = hdr[8:40] + struct.pack("!IxxxB", len(udp), 17) + udp
+    csum = ip_checksum(pseudo + (b"\0" if len(pseudo) % 2 else b"")) or 0xffff
+    udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
+    return hdr + udp
+
+
+def write_pcap(path, records):
+    """records: (ip packet bytes, captured length or None); link type raw IP (101)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
+        for i, (pkt, snap) in enumerate(records):
+            incl = len(pkt) if snap is None else snap
+            f.write(struct.pack("<IIII", 1, i, incl, len(pkt)))
+            f.write(pkt[:incl])
+
+
+# ---- crafted packets (docs/spec.md §3, written here independently of wire/) ----------------
+
+CONN, TOKEN = 0x0A0B0C0D, 0x1122334455667788
+
+
+def common(ptype, version=1, reserved=0, conn=CONN, token=TOKEN):
+    return struct.pack("!BBHIQ", version, ptype, reserved, conn, token)
+
+
+def data(opcode=3, flags=0x01, path=2, gen=1, payload=b"x" * 100, payload_len=None, psn=1000,
+         floor=990, stream=5, msg_seq=7, recv_seq=0, msg_len=None, offset=0, ts=123456,
+         rkey=0x42, addr=0x7f0000001000, imm=0, reserved=0):
+    payload_len = len(payload) if payload_len is None else payload_len
+    msg_len = offset + len(payload) if msg_len is None else msg_len
+    return common(1) + struct.pack("!BBHBBHIIIIIIIIIQI", opcode, flags, path, gen, reserved,
+                                   payload_len, psn, floor, stream, msg_seq, recv_seq, msg_len,
+                                   offset, ts, rkey, addr, imm) + payload
+
+
+def ack(path=3, gen=0, flags=0, cum=5000, sack_bits=(), ce=4, ts_echo=777, delay=1500,
+        hint=25000, probe_psn=0, streams=((9, 100),), count=None, sack_bytes=None):
+    bitmap = bytearray(32)
+    for i in sack_bits:
+        bitmap[i // 8] |= 0x80 >> (i % 8)
+    if sack_bytes is not None:
+        bitmap = bytearray(sack_bytes)
+    count = len(streams) if count is None else count
+    body = struct.pack("!HBBI", path, gen, flags, cum) + bytes(bitmap) + \
+        struct.pack("!IIIIIHH", ce, ts_echo, delay, hint, probe_psn, count, 0)
+    return common(2) + body + b"".join(struct.pack("!II", s, d) for s, d in streams)
+
+
+def nack(reason=1, path=1, gen=0, psn=42, stream=3, msg_seq=9, detail=50):
+    return common(3) + struct.pack("!BBHB3sIIII", reason, 0, path, gen, b"\0\0\0", psn, stream,
+                                   msg_seq, detail)
+
+
+def hello(ptype=4, src_conn=0x01020304, src_token=0xAABBCCDDEEFF0011, isn=4294967290,
+          msg_isn=17, port=4797, paths=8, max_payload=4096, caps=0, conn=0, token=0):
+    return common(ptype, conn=conn, token=token) + struct.pack(
+        "!IQIIHHII", src_conn, src_token, isn, msg_isn, port, paths, max_payload, caps)
+
+
+def probe(path=4, gen=2, next_psn=2000, floor=1990, ts=31337):
+    return common(6) + struct.pack("!HBBIII", path, gen, 0, next_psn, floor, ts)
+
+
+def close(reason=0):
+    return common(7) + struct.pack("!II", reason, 0)
+
+
+def crafted_cases():
+    """(name, datagram, verdict or None, expert names that must appear, ports, ip version,
+    snap length). Every expected expert is given; other expert infos fail the case unless
+    listed in `also` below."""
+    P = 4797
+    cases = []
+
+    def add(name, dgram, verdict=None, experts=(), sport=50000, dport=P, ipv=4, snap=None):
+        cases.append((name, dgram, verdict, set(experts), sport, dport, ipv, snap))
+
+    # Valid packets of every type, opcode and reason.
+    add("data write", data())
+    add("data write middle segment, ACK_NOW", data(flags=0x04, offset=4096, msg_len=16384,
+                                                   payload=b"\x11" * 4096))
+    add("data retransmitted", data(flags=0x03), experts={"retransmission"})
+    add("data send", data(opcode=1, rkey=0, addr=0, recv_seq=77))
+    add("data send_imm", data(opcode=2, rkey=0, addr=0, recv_seq=78, imm=0xCAFEBABE))
+    add("data write_imm", data(opcode=4, recv_seq=79, imm=0xFEEDFACE))
+    add("data zero-length send", data(opcode=1, rkey=0, addr=0, recv_seq=5, payload=b"",
+                                      msg_len=0))
+    add("data read_request", data(opcode=5, payload=struct.pack("!II", 65536, 0)))
+    add("data read_response", data(opcode=6, rkey=0, addr=7, payload=b"r" * 300))
+    add("data fetch_add", data(opcode=7, payload=struct.pack("!QQ", 5, 0)))
+    add("data compare_swap", data(opcode=8, payload=struct.pack("!QQ", 0xDEAD, 0xBEEF)))
+    add("data atomic_response", data(opcode=9, rkey=0, addr=7,
+                                     payload=struct.pack("!Q", 0x0123456789ABCDEF)))
+    add("data over IPv6", data(), ipv=6)
+    # SACK: PSNs cum+2..cum+4, cum+10, cum+256 (the last bit), across the 2^32 wrap.
+    add("ack with sack ranges", ack(sack_bits=(1, 2, 3, 9, 255), cum=4294967290,
+                                    streams=((1, 10), (2, 20), (3, 30))))
+    add("ack empty sack, no streams", ack(streams=(), hint=0))
+    add("ack full sack", ack(sack_bytes=b"\x7f" + b"\xff" * 31, streams=()))
+    add("ack probe reply", ack(flags=0x01, probe_psn=5003))
+    add("ack sack bit 0 set", ack(sack_bits=(0, 5)), experts={"note"})
+    for reason in range(1, 6):
+        add("nack reason %d" % reason,
+            nack(reason=reason, detail=50 if reason == 1 else (1 if reason == 3 else 0)))
+    add("hello", hello())
+    add("hello_ack", hello(ptype=5, conn=0x0A0B0C0D, token=TOKEN))
+    add("hello max caps", hello(paths=256, max_payload=9000))
+    add("probe", probe())
+    add("probe across the wrap", probe(next_psn=3, floor=4294967295))
+    for reason in (0, 1, 2):
+        add("close reason %d" % reason, close(reason))
+    add("close unlisted reason", close(1000), experts={"note"})
+
+    # Broken: one per rule of [WIRE-9], in its order, and per type-specific check.
+    add("10 bytes", data()[:10], "truncated", {"truncated"})
+    add("version 2", bytes([2]) + data()[1:], "bad_version", {"bad_version"})
+    add("version 0, also cut short", bytes([0]) + data()[1:12], "truncated", {"truncated"})
+    add("type 0", common(0) + b"\0" * 16, "bad_type", {"bad_type"})
+    add("type 8", common(8) + b"\0" * 16, "bad_type", {"bad_type"})
+    add("data cut in its header", data()[:50], "truncated", {"truncated"})
+    add("data payload_len lies", data(payload_len=99), "bad_length", {"bad_length"})
+    add("data payload longer than payload_len", data() + b"zz", "bad_length", {"bad_length"})
+    add("data opcode 0x0a", data(opcode=0x0A), "bad_type", {"bad_type"})
+    add("data opcode 0 and a lying length", data(opcode=0, payload_len=1), "bad_type",
+        {"bad_type", "bad_length"})
+    add("data beyond msg_len", data(msg_len=50), "bad_length", {"bad_length"})
+    add("data LAST on a middle segment", data(msg_len=1000), "bad_length", {"bad_length"})
+    add("data no LAST on the last segment", data(flags=0), "bad_length", {"bad_length"})
+    add("data empty payload in a message", data(payload=b"", msg_len=10, flags=0),
+        "bad_length", {"bad_length"})
+    add("ack cut", ack()[:79], "truncated", {"truncated"})
+    add("ack count 33", ack(streams=((1, 1),) * 33), "bad_length", {"bad_length"})
+    add("ack count says 2, one entry", ack(count=2), "bad_length", {"bad_length"})
+    add("ack count says 0, one entry", ack(count=0), "bad_length", {"bad_length"})
+    add("nack 41 bytes", nack() + b"\0", "bad_length", {"bad_length"})
+    add("nack reason 6", nack(reason=6, detail=0), "bad_type", {"bad_type"})
+    add("nack reason 0", nack(reason=0, detail=0), "bad_type", {"bad_type"})
+    add("hello cut", hello()[:47], "truncated", {"truncated"})
+    add("hello 49 bytes", hello() + b"\0", "bad_length", {"bad_length"})
+    add("hello 0 paths", hello(paths=0), "bad_length", {"bad_length"})
+    add("hello 257 paths", hello(paths=257), "bad_length", {"bad_length"})
+    add("hello max_payload 255", hello(max_payload=255), "bad_length", {"bad_length"})
+    add("hello max_payload 9001", hello(max_payload=9001), "bad_length", {"bad_length"})
+    add("probe 33 bytes", probe() + b"\0", "bad_length", {"bad_length"})
+    add("close cut", close()[:23], "truncated", {"truncated"})
+    add("close 25 bytes", close() + b"\0", "bad_length", {"bad_length"})
+
+    # Well-formed, but a sender broke a rule: warnings, no drop verdict (wire/ accepts).
+    add("reserved bits in the common header", common(7, reserved=0x0100) +
+        struct.pack("!II", 0, 0), None, {"reserved_nonzero"})
+    add("reserved byte in data", data(reserved=1), None, {"reserved_nonzero"})
+    add("undefined data flag", data(flags=0x09), None, {"reserved_nonzero"})
+    add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
+    add("hello capabilities", hello(caps=1), None, {"reserved_nonzero"})
+    add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
+    add("hello src_token 0", hello(src_token=0), None, {"rule"})
+    add("hello with a destination", hello(conn=5), None, {"rule"})
+    add("data psn_floor after psn", data(floor=1001), None, {"rule"})
+    add("data send with an rkey", data(opcode=1, recv_seq=1), None, {"rule"})
+    add("data write with recv_seq", data(recv_seq=3), None, {"rule"})
+    add("read_request body too long", data(opcode=5, payload=b"\0" * 12), None, {"rule"})
+    add("ack probe_psn without PROBE_REPLY", ack(probe_psn=9), None, {"rule"})
+    add("nack detail for OUT_OF_WINDOW", nack(reason=4, detail=1), None, {"rule"})
+    add("probe psn_floor after next_psn", probe(floor=2001), None, {"rule"})
+
+    # UDP GSO/GRO aggregates: packets back to back in one datagram, each its own size, the
+    # last one shorter; one piece that is not a whole packet makes it one bad datagram.
+    seg = data(flags=0, msg_len=10000, payload=b"a" * 1000)
+    add("aggregate data+data+data+last", seg + data(flags=0, offset=1000, msg_len=10000,
+        payload=b"b" * 1000) + seg + data(offset=9500, msg_len=10000, payload=b"c" * 500),
+        experts={"aggregate"})
+    add("aggregate ack+ack", ack() + ack(path=4), experts={"aggregate"}, sport=51115,
+        dport=52226)
+    add("no aggregate: second piece cut", seg + seg[:500], "bad_length", {"bad_length"})
+    add("no aggregate: last piece longer", seg + seg + b"x", "bad_length", {"bad_length"})
+
+    # A capture cut by the snap length: shown as far as captured, never a Lua error.
+    add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
+        snap=20 + 8 + 40)
+
+    # The heuristic: a valid packet between ephemeral ports is mroce; a later broken one of
+    # the same conversation is mroce too (flagged); other UDP is left alone.
+    add("heuristic data", data(), sport=51111, dport=52222)
+    add("heuristic conversation, broken", data()[:40], "truncated", {"truncated"},
+        sport=51111, dport=52222)
+    add("heuristic ack", ack(), sport=51113, dport=52224)
+    return cases
+
+
+# Non-mroce UDP that the heuristic must not take: (name, datagram, sport, dport).
+def not_mroce():
+    rng = random.Random(18)
+    return [
+        ("random bytes", bytes(rng.randrange(256) for _ in range(64)), 53000, 53001),
+        ("version 1 DATA whose length lies", data(payload_len=3), 53002, 53003),
+        ("version 1 unknown type", common(9) + b"\0" * 32, 53004, 53005),
+        ("reserved set, non-default port", common(7, reserved=1) + b"\0" * 8, 53006, 53007),
+    ]
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+def run_sim(tmp):
+    cap = os.path.join(tmp, "cap.pcap")
+    out = os.path.join(tmp, "out")
+    p = subprocess.run([ARGS.mroce, "sim", ARGS.scenario, "--out", out, "--pcap", cap,
+                        "--pcap-at", "hosts"], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError("mroce sim: %s" % p.stderr.strip())
+    runs = {r["protocol"]: r for r in json.load(open(os.path.join(out, "summary.json")))["runs"]}
+    return {proto: (os.path.join(tmp, "cap-%s.pcap" % r["label"]), r["metrics"])
+            for proto, r in runs.items()}
+
+
+def case_sim(captures):
+    pcap, metrics = captures["mroce"]
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    check(len(truth) > 0 and len(truth) == len(frames),
+          "sim: wire/ decoded %d datagrams, tshark shows %d frames" % (len(truth), len(frames)))
+    bad = [n for n, ts in truth.items() if any(t["error"] for t in ts)]
+    check(not bad, "sim: wire/ rejects frames %s of the engine's own capture" % bad[:10])
+    seen = compare_capture("sim", pcap, truth, frames, {"retransmission", "note"})
+    for t, name in ((1, "DATA"), (2, "ACK"), (4, "HELLO"), (5, "HELLO_ACK")):
+        check(seen[t] > 0, "sim: no %s in the capture" % name)
+    # The run is lossy: the engine retransmitted, and the capture at the hosts shows it.
+    check(metrics["retransmits"] > 0 and metrics["drops"] > 0,
+          "sim: the lossy scenario lost nothing (%s)" % metrics)
+    check(seen["retx"] > 0, "sim: %d retransmits in summary.json, no RETX frame" %
+          metrics["retransmits"])
+    report("sim (%d frames: %s)" % (len(truth), dict(seen)))
+
+
+def bth_of(pcap):
+    """{frame: (dst port, opcode, dest QP, PSN)} parsed from the raw bytes: the InfiniBand
+    BTH is the first 12 bytes of the UDP payload (opcode byte 0, QP bytes 5-7, PSN 9-11)."""
+    data = open(pcap, "rb").read()
+    magic, = struct.unpack("<I", data[:4])
+    check(magic == 0xa1b23c4d and struct.unpack("<I", data[20:24])[0] == 101,
+          "rocev2: %s is not the simulator's raw-IP nanosecond pcap" % pcap)
+    pos, frame, out = 24, 0, {}
+    while pos < len(data):
+        incl, = struct.unpack("<I", data[pos + 8:pos + 12])
+        pkt = data[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        frame += 1
+        ihl = (pkt[0] & 15) * 4
+        dport, = struct.unpack("!H", pkt[ihl + 2:ihl + 4])
+        bth = pkt[ihl + 8:ihl + 20]
+        out[frame] = (dport, bth[0], int.from_bytes(bth[5:8], "big"),
+                      int.from_bytes(bth[9:12], "big"))
+    return out
+
+
+def case_rocev2(captures):
+    pcap, _ = captures["rocev2"]
+    truth = bth_of(pcap)
+    frames = tshark(pcap)
+    check(len(truth) > 0 and len(frames) == len(truth),
+          "rocev2: %d records, tshark shows %d" % (len(truth), len(frames)))
+    opcodes = collections.Counter()
+    for n, (dport, opcode, qp, psn) in sorted(truth.items()):
+        where = "rocev2 frame %d" % n
+        layers = frames.get(n, {})
+        check(dport == 4791, "%s: UDP destination port %d, not RoCEv2's 4791" % (where, dport))
+        check("mroce" not in layers, where + ": taken by the mroce dissector")
+        ib = layers.get("infiniband")
+        if not check(isinstance(ib, dict), where + ": not decoded as InfiniBand (RoCEv2)"):
+            continue
+        fields = {}
+        walk(ib, fields, [])
+        shown = tuple(int(fields.get(k, ["-1"])[0], 0)
+                      for k in ("infiniband.bth.opcode", "infiniband.bth.destqp",
+                                "infiniband.bth.psn"))
+        check(shown == (opcode, qp, psn), "%s: BTH (opcode, QP, PSN) %s in tshark, %s in the "
+              "bytes" % (where, shown, (opcode, qp, psn)))
+        opcodes[opcode] += 1
+    # RC RDMA WRITE First/Middle/Last/Only (6-8, 10) carry the data; Acknowledge is 17.
+    check(any(opcodes[o] for o in (6, 7, 8, 10)) and opcodes[17] > 0,
+          "rocev2: no RDMA WRITE or no ACK among the opcodes %s" % dict(opcodes))
+    report("rocev2 (%d frames, opcodes %s)" % (len(truth), dict(opcodes)))
+
+
+def case_crafted(tmp):
+    cases = crafted_cases()
+    others = not_mroce()
+    records, expect = [], {}
+    for name, dgram, verdict, experts, sport, dport, ipv, snap in cases:
+        pkt = ipv6_udp(dgram, sport, dport) if ipv == 6 else ipv4_udp(dgram, sport, dport)
+        records.append((pkt, snap))
+        expect[len(records)] = (name, verdict, experts)
+    for name, dgram, sport, dport in others:
+        records.append((ipv4_udp(dgram, sport, dport), None))
+        expect[len(records)] = (name, "not mroce", set())
+    # The port preference: with the heuristic off, port 5555 is mroce only once it is set.
+    records.append((ipv4_udp(data(), 40000, 5555), None))
+    pref_frame = len(records)
+    expect[pref_frame] = ("port preference", None, set())
+    pcap = os.path.join(tmp, "crafted.pcap")
+    write_pcap(pcap, records)
+
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    check(len(frames) == len(records), "crafted: %d records, tshark shows %d" %
+          (len(records), len(frames)))
+    for n, (name, verdict, experts) in sorted(expect.items()):
+        where = "crafted %r" % name
+        layers = frames.get(n, {})
+        check(not lua_trouble(layers), "%s: %s" % (where, lua_trouble(layers)))
+        packets, shown_experts = dissected(layers)
+        if verdict == "not mroce":
+            check(packets is None, where + ": taken by the mroce heuristic")
+            continue
+        if n == pref_frame:
+            continue  # checked below with the heuristic off
+        if not check(packets is not None, where + ": not decoded as mroce"):
+            continue
+        shown = {e[len("mroce.expert."):] for e in shown_experts if e.startswith("mroce.")}
+        check(shown == experts, "%s: expert infos %s, expected %s" %
+              (where, sorted(shown), sorted(experts)))
+        verdicts = [p.get("mroce.drop_reason", [None])[0] for p in packets]
+        check(verdicts == [verdict] * len(packets), "%s: verdicts %s, expected %s" %
+              (where, verdicts, verdict))
+        pieces = name.count("+") + 1  # an aggregate's name lists its packets
+        check(len(packets) == pieces, "%s: %d packets, expected %d" %
+              (where, len(packets), pieces))
+        if n in truth:
+            check([t["error"] for t in truth[n]] == [verdict] * pieces,
+                  "%s: wire/ says %s, the test expects %s" %
+                  (where, [t["error"] for t in truth[n]], verdict))
+            if len(truth[n]) == len(packets):
+                for fields, t in zip(packets, truth[n]):
+                    compare(where, fields, t)
+        else:
+            check(name.startswith("data cut by the snap"), where + ": wire/ did not decode it")
+
+    # The heuristic can be turned off by name, and the port preference moves the port.
+    off = tshark(pcap, ["--disable-heuristic", "mroce_udp"])
+    check("mroce" not in off[pref_frame], "port preference: port 5555 is mroce by default")
+    heur = [n for n, (name, _, _) in expect.items() if name.startswith("heuristic data")]
+    check(all("mroce" not in off[n] for n in heur),
+          "--disable-heuristic mroce_udp: ephemeral-port packets still decoded")
+    default = [n for n, (name, _, _) in expect.items() if name == "data write"]
+    check(all("mroce" in off[n] for n in default),
+          "--disable-heuristic mroce_udp: the default port 4797 no longer decoded")
+    moved = tshark(pcap, ["--disable-heuristic", "mroce_udp", "-o", "mroce.udp_port:5555"])
+    packets, _ = dissected(moved[pref_frame])
+    check(packets is not None and compare("port preference", packets[0], truth[pref_frame][0]),
+          "-o mroce.udp_port:5555: the packet on 5555 is not decoded as mroce")
+    check(all("mroce" not in moved[n] for n in default),
+          "-o mroce.udp_port:5555: 4797 is still decoded without the heuristic")
+    report("crafted (%d packets, %d not mroce)" % (len(cases), len(others)))
+
+
+# ---- loopback ------------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def perf_pair(addr, args):
+    """Runs `mroce perf` server and client (to addr) to completion; raises on failure."""
+    port = free_port()
+    server = subprocess.Popen([ARGS.mroce, "perf", "-p", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.2)
+        client = subprocess.run([ARGS.mroce, "perf", addr, "-p", str(port), *args],
+                                capture_output=True, text=True, timeout=60)
+        check(client.returncode == 0, "perf %s: exit %d: %s" % (" ".join(args),
+                                                               client.returncode,
+                                                               client.stderr.strip()))
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def case_loopback(tmp):
+    # A loopback address of its own (all of 127/8 is local on Linux), so the capture filter
+    # keeps out whatever else runs on lo at the same time.
+    rng = random.Random()
+    addr = "127.%d.%d.%d" % (rng.randrange(1, 255), rng.randrange(1, 255), rng.randrange(1, 255))
+    pcap = os.path.join(tmp, "lo.pcap")
+    cap = subprocess.Popen(["tshark", "-n", "-i", "lo", "-f", "udp and host " + addr, "-F",
+                            "pcap", "-w", pcap, "-q"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        started, lines = False, []
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            line = cap.stderr.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if line.startswith("Capturing on"):
+                started = True
+                break
+        if not started:
+            raise Skip("cannot capture on lo with tshark: %s" % " / ".join(lines[-3:]))
+        # With GSO (the default) lo captures a send before segmentation: records that hold
+        # several datagrams, which the dissector shows one by one. Without, one per record.
+        perf_pair(addr, ["-n", "30", "-s", "65536", "--no-offload"])
+        perf_pair(addr, ["-n", "30", "-s", "65536"])
+        perf_pair(addr, ["--verb", "atomic", "-n", "20"])
+        perf_pair(addr, ["--verb", "read", "-n", "20", "-s", "1024", "--no-offload"])
+        time.sleep(0.5)  # let the last packets reach the capture
+    finally:
+        cap.send_signal(signal.SIGINT)
+        try:
+            cap.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cap.kill()
+            cap.wait()
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    check(len(truth) > 0 and len(truth) == len(frames),
+          "loopback: wire/ decoded %d datagrams, tshark shows %d" % (len(truth), len(frames)))
+    bad = [n for n, ts in truth.items() if any(t["error"] for t in ts)]
+    check(not bad, "loopback: wire/ rejects frames %s" % bad[:10])
+    seen = compare_capture("loopback", pcap, truth, frames,
+                           {"retransmission", "note", "aggregate"})
+    ops = collections.Counter(t["fields"].get("mroce.data.opcode")
+                              for ts in truth.values() for t in ts)
+    check(seen[4] >= 4 and seen[5] >= 4 and seen[7] >= 4,
+          "loopback: expected a HELLO, HELLO_ACK and CLOSE per run: %s" % dict(seen))
+    check(ops[3] >= 60 and ops[7] >= 20 and ops[9] >= 20 and ops[5] >= 20 and ops[6] >= 20,
+          "loopback: missing WRITE, FETCH_ADD, ATOMIC_RESPONSE, READ_REQUEST or READ_RESPONSE "
+          "packets: opcodes %s" % dict(ops))
+    report("loopback on %s (%d frames: %s)" % (addr, len(truth), dict(seen)))
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mroce", required=True)
+    ap.add_argument("--decode", required=True)
+    ap.add_argument("--lua", required=True)
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("cases", nargs="*", default=["sim", "rocev2", "crafted"])
+    ARGS = ap.parse_args()
+    try:
+        v = subprocess.run(["tshark", "--version"], capture_output=True, text=True)
+    except FileNotFoundError:
+        print("SKIP: tshark is not installed (scripts/install-deps.sh installs it)")
+        return SKIP
+    print(v.stdout.splitlines()[0], flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            captures = None
+            for case in ARGS.cases:
+                if case in ("sim", "rocev2") and captures is None:
+                    captures = run_sim(tmp)
+                if case == "sim":
+                    case_sim(captures)
+                elif case == "rocev2":
+                    case_rocev2(captures)
+                elif case == "crafted":
+                    case_crafted(tmp)
+                elif case == "loopback":
+                    case_loopback(tmp)
+                else:
+                    raise AssertionError("unknown case " + case)
+        except Skip as s:
+            print("SKIP:", s)
+            return SKIP
+        except AssertionError as e:
+            check(False, str(e))
+    print("%d failed" % len(FAILURES) if FAILURES else "all passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+// tests/wireshark/pcap_decode.cc — the ground truth for the dissector test: reads a classic
+// pcap file and decodes each UDP datagram with wire/'s own decoders (not with anything the
+// Lua dissector shares), printing one JSON object per line:
+//
+//   {"frame": N, "segment": I, "sport": S, "dport": D, "fields": {"mroce.type": 1, ...},
+//    "error": null | "truncated" | "bad_version" | "bad_type" | "bad_length"}
+//
+// Field names are the dissector's (tools/wireshark/README.md); values are integers,
+// lists of integers where a field repeats, hex strings for byte fields and strings for
+// SACK ranges ("first-last" or "psn"). `error` is the wire/ decode error, named as the
+// dissector's mroce.drop_reason; a packet with an error has no fields. `segment` numbers
+// the datagrams of a UDP GSO/GRO aggregate (see main); it is 0 for an ordinary record.
+//
+// usage: pcap_decode FILE.pcap [PORT ...]   (only datagrams from or to a PORT; all if none)
+// Exit status: 0, or 2 with a one-line message for an unreadable or unsupported file.
+// Reads classic pcap (µs or ns, either byte order), link types Ethernet (1), raw IP (101,
+// 228, 229) and Linux cooked (113): what the simulator and `tshark -F pcap -i lo` write.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "wire/ack.h"
+#include "wire/control.h"
+#include "wire/data.h"
+#include "wire/header.h"
+
+namespace {
+
+using mroce::Error;
+using nlohmann::ordered_json;
+namespace wire = mroce::wire;
+
+[[noreturn]] void die(const std::string& why) {
+    std::fprintf(stderr, "pcap_decode: %s\n", why.c_str());
+    std::exit(2);
+}
+
+uint32_t be16(const uint8_t* p) { return uint32_t{p[0]} << 8 | p[1]; }
+
+std::string hex(std::span<const std::byte> b) {
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (std::byte x : b) {
+        s += digits[static_cast<uint8_t>(x) >> 4];
+        s += digits[static_cast<uint8_t>(x) & 15];
+    }
+    return s;
+}
+
+const char* error_name(Error e) {
+    switch (e) {
+        case Error::kTruncated: return "truncated";
+        case Error::kBadVersion: return "bad_version";
+        case Error::kBadType: return "bad_type";
+        case Error::kBadLength: return "bad_length";
+        default: return "other";
+    }
+}
+
+void common_fields(ordered_json& f, const wire::CommonHeader& h) {
+    f["mroce.version"] = h.version;
+    f["mroce.type"] = static_cast<uint8_t>(h.type);
+    f["mroce.conn_id"] = h.dst_conn_id;
+    f["mroce.token"] = h.dst_token;
+}
+
+// sack_fields lists the SACKed PSNs as the spec defines them ([ACK-2]): bit i is PSN
+// cum_psn + 1 + i (mod 2^32); holes are the PSNs up to the highest SACKed one not SACKed.
+void sack_fields(ordered_json& f, const wire::AckPacket& a) {
+    f["mroce.ack.sack"] = hex(std::as_bytes(std::span(a.sack.bytes)));
+    uint32_t count = 0;
+    int highest = -1;
+    ordered_json ranges = ordered_json::array();
+    for (uint32_t i = 0; i < wire::kSackBits;) {
+        if (!a.sack.test(i)) {
+            ++i;
+            continue;
+        }
+        uint32_t j = i;
+        while (j + 1 < wire::kSackBits && a.sack.test(j + 1)) ++j;
+        const uint32_t first = a.cum_psn + 1 + i, last = a.cum_psn + 1 + j;
+        ranges.push_back(first == last ? std::to_string(first)
+                                       : std::to_string(first) + "-" + std::to_string(last));
+        count += j - i + 1;
+        highest = static_cast<int>(j);
+        i = j + 1;
+    }
+    f["mroce.ack.sack.count"] = count;
+    if (!ranges.empty()) f["mroce.ack.sack.range"] = ranges;
+    f["mroce.ack.sack.holes"] = highest < 0 ? 0 : static_cast<uint32_t>(highest + 1) - count;
+}
+
+// decode returns the fields of one datagram, or sets *error.
+ordered_json decode(std::span<const std::byte> d, const char** error) {
+    ordered_json f = ordered_json::object();
+    auto common = wire::decode_common_header(d);
+    if (!common) {
+        *error = error_name(common.error());
+        return f;
+    }
+    const auto fail = [&](Error e) {
+        *error = error_name(e);
+        return ordered_json::object();
+    };
+    switch (common->type) {
+        case wire::PacketType::kData: {
+            auto p = wire::decode_data(d);
+            if (!p) return fail(p.error());
+            const wire::DataHeader& h = p->hdr;
+            common_fields(f, h.common);
+            f["mroce.data.opcode"] = static_cast<uint8_t>(h.opcode);
+            f["mroce.data.flags"] = h.flags;
+            f["mroce.data.flags.last"] = (h.flags & wire::data_flag::kLast) != 0;
+            f["mroce.data.flags.retx"] = (h.flags & wire::data_flag::kRetx) != 0;
+            f["mroce.data.flags.ack_now"] = (h.flags & wire::data_flag::kAckNow) != 0;
+            f["mroce.path_id"] = h.path_id;
+            f["mroce.path_gen"] = h.path_gen;
+            f["mroce.data.payload_len"] = h.payload_len;
+            f["mroce.psn"] = h.path_psn;
+            f["mroce.psn_floor"] = h.psn_floor;
+            f["mroce.stream_id"] = h.stream_id;
+            f["mroce.msg_seq"] = h.msg_seq;
+            f["mroce.data.recv_seq"] = h.recv_seq;
+            f["mroce.data.msg_len"] = h.msg_len;
+            f["mroce.data.offset"] = h.offset;
+            f["mroce.timestamp"] = h.timestamp;
+            f["mroce.data.rkey"] = h.rkey;
+            f["mroce.data.remote_addr"] = h.remote_addr;
+            f["mroce.data.immediate"] = h.immediate;
+            if (!p->payload.empty()) f["mroce.data.payload"] = hex(p->payload);
+            // [DATA-8] bodies, when the packet carries exactly one.
+            const size_t n = p->payload.size();
+            const auto body = [&](size_t size) { return n == size && h.msg_len == size; };
+            using wire::Opcode;
+            if (h.opcode == Opcode::kReadRequest && body(wire::kReadRequestBodySize)) {
+                f["mroce.data.read_length"] = wire::decode_read_request(
+                    p->payload.first<wire::kReadRequestBodySize>());
+            } else if ((h.opcode == Opcode::kAtomicFetchAdd ||
+                        h.opcode == Opcode::kAtomicCompareSwap) &&
+                       body(wire::kAtomicRequestBodySize)) {
+                const wire::AtomicRequestBody b = wire::decode_atomic_request(
+                    p->payload.first<wire::kAtomicRequestBodySize>());
+                if (h.opcode == Opcode::kAtomicFetchAdd) {
+                    f["mroce.data.atomic.add"] = b.swap_add;
+                } else {
+                    f["mroce.data.atomic.swap"] = b.swap_add;
+                    f["mroce.data.atomic.compare"] = b.compare;
+                }
+            } else if (h.opcode == Opcode::kAtomicResponse &&
+                       body(wire::kAtomicResponseBodySize)) {
+                f["mroce.data.atomic.original"] = wire::decode_atomic_response(
+                    p->payload.first<wire::kAtomicResponseBodySize>());
+            }
+            return f;
+        }
+        case wire::PacketType::kAck: {
+            auto a = wire::decode_ack(d);
+            if (!a) return fail(a.error());
+            common_fields(f, a->common);
+            f["mroce.path_id"] = a->path_id;
+            f["mroce.path_gen"] = a->path_gen;
+            f["mroce.ack.flags"] = a->flags;
+            f["mroce.ack.flags.probe_reply"] = (a->flags & wire::ack_flag::kProbeReply) != 0;
+            f["mroce.ack.cum_psn"] = a->cum_psn;
+            sack_fields(f, *a);
+            f["mroce.ack.ecn_ce_count"] = a->ecn_ce_count;
+            f["mroce.ack.ts_echo"] = a->ts_echo;
+            f["mroce.ack.ack_delay_ns"] = a->ack_delay_ns;
+            f["mroce.ack.rate_hint_mbps"] = a->rate_hint_mbps;
+            f["mroce.ack.probe_psn"] = a->probe_psn;
+            f["mroce.ack.stream_count"] = a->stream_count;
+            if (a->stream_count > 0) {
+                ordered_json ids = ordered_json::array(), seqs = ordered_json::array();
+                for (uint16_t i = 0; i < a->stream_count; ++i) {
+                    ids.push_back(a->streams[i].stream_id);
+                    seqs.push_back(a->streams[i].delivered_seq);
+                }
+                f["mroce.ack.stream.id"] = ids;
+                f["mroce.ack.stream.delivered_seq"] = seqs;
+            }
+            return f;
+        }
+        case wire::PacketType::kNack: {
+            auto n = wire::decode_nack(d);
+            if (!n) return fail(n.error());
+            common_fields(f, n->common);
+            f["mroce.nack.reason"] = static_cast<uint8_t>(n->reason);
+            f["mroce.path_id"] = n->path_id;
+            f["mroce.path_gen"] = n->path_gen;
+            f["mroce.psn"] = n->path_psn;
+            f["mroce.stream_id"] = n->stream_id;
+            f["mroce.msg_seq"] = n->msg_seq;
+            f["mroce.nack.detail"] = n->detail;
+            return f;
+        }
+        case wire::PacketType::kHello:
+        case wire::PacketType::kHelloAck: {
+            auto h = wire::decode_hello(d);
+            if (!h) return fail(h.error());
+            common_fields(f, h->common);
+            f["mroce.hello.src_conn_id"] = h->src_conn_id;
+            f["mroce.hello.src_token"] = h->src_token;
+            f["mroce.hello.isn"] = h->isn;
+            f["mroce.hello.msg_isn"] = h->msg_isn;
+            f["mroce.hello.endpoint_port"] = h->endpoint_port;
+            f["mroce.hello.num_paths"] = h->num_paths;
+            f["mroce.hello.max_payload"] = h->max_payload;
+            f["mroce.hello.capabilities"] = h->capabilities;
+            return f;
+        }
+        case wire::PacketType::kProbe: {
+            auto p = wire::decode_probe(d);
+            if (!p) return fail(p.error());
+            common_fields(f, p->common);
+            f["mroce.path_id"] = p->path_id;
+            f["mroce.path_gen"] = p->path_gen;
+            f["mroce.probe.next_psn"] = p->next_psn;
+            f["mroce.psn_floor"] = p->psn_floor;
+            f["mroce.timestamp"] = p->timestamp;
+            return f;
+        }
+        case wire::PacketType::kClose: {
+            auto c = wire::decode_close(d);
+            if (!c) return fail(c.error());
+            common_fields(f, c->common);
+            f["mroce.close.reason"] = c->reason;
+            return f;
+        }
+    }
+    return fail(Error::kBadType);
+}
+
+// Pcap file reading: only what the sources above produce.
+constexpr uint32_t kLinkEthernet = 1, kLinkRaw = 101, kLinkSll = 113, kLinkIpv4 = 228,
+                   kLinkIpv6 = 229;
+
+struct Reader {
+    std::vector<uint8_t> data;
+    size_t pos = 0;
+    bool swap = false;
+    uint32_t u32() {
+        if (pos + 4 > data.size()) die("file ends inside a header");
+        uint32_t v;
+        std::memcpy(&v, data.data() + pos, 4);
+        pos += 4;
+        return swap ? __builtin_bswap32(v) : v;
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) die("usage: pcap_decode FILE.pcap [PORT ...]");
+    std::set<uint32_t> ports;
+    for (int i = 2; i < argc; ++i) ports.insert(static_cast<uint32_t>(std::stoul(argv[i])));
+    std::ifstream in(argv[1], std::ios::binary);
+    if (!in) die(std::string("cannot open ") + argv[1]);
+    Reader r;
+    r.data.assign(std::istreambuf_iterator<char>(in), {});
+    const uint32_t magic = r.u32();
+    if (magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1) r.swap = true;
+    else if (magic != 0xa1b2c3d4 && magic != 0xa1b23c4d)
+        die(std::string(argv[1]) + " is not a classic pcap file (pcapng? write it with -F pcap)");
+    r.u32();  // version
+    r.u32();  // thiszone
+    r.u32();  // sigfigs
+    r.u32();  // snaplen
+    const uint32_t link = r.u32();
+    if (link != kLinkEthernet && link != kLinkRaw && link != kLinkSll && link != kLinkIpv4 &&
+        link != kLinkIpv6)
+        die("unsupported link type " + std::to_string(link));
+
+    for (uint64_t frame = 1; r.pos < r.data.size(); ++frame) {
+        r.u32();  // seconds
+        r.u32();  // fraction
+        const uint32_t incl = r.u32();
+        r.u32();  // orig_len
+        if (r.pos + incl > r.data.size()) die("file ends inside record " + std::to_string(frame));
+        const uint8_t* p = r.data.data() + r.pos;
+        r.pos += incl;
+        size_t off = 0;
+        if (link == kLinkEthernet || link == kLinkSll) {
+            off = link == kLinkEthernet ? 12 : 14;  // the EtherType / protocol field
+            if (incl < off + 2) continue;
+            while (be16(p + off) == 0x8100 && incl >= off + 6) off += 4;  // VLAN tags
+            const uint32_t ethertype = be16(p + off);
+            off += 2;
+            if (ethertype != 0x0800 && ethertype != 0x86dd) continue;
+        }
+        if (incl < off + 1) continue;
+        size_t udp = 0;
+        const uint8_t ipv = p[off] >> 4;
+        if (ipv == 4) {
+            const size_t ihl = size_t{p[off] & 15u} * 4;
+            if (incl < off + 20 || p[off + 9] != 17) continue;
+            if ((be16(p + off + 6) & 0x3fff) != 0) continue;  // a fragment
+            udp = off + ihl;
+        } else if (ipv == 6) {
+            if (incl < off + 40 || p[off + 6] != 17) continue;  // no extension headers
+            udp = off + 40;
+        } else {
+            continue;
+        }
+        if (incl < udp + 8) continue;
+        const uint32_t sport = be16(p + udp), dport = be16(p + udp + 2);
+        if (!ports.empty() && !ports.count(sport) && !ports.count(dport)) continue;
+        const uint32_t udp_len = be16(p + udp + 4);
+        if (udp_len < 8 || udp + udp_len > incl) {
+            std::fprintf(stderr, "pcap_decode: frame %llu: datagram cut by the snap length\n",
+                         static_cast<unsigned long long>(frame));
+            continue;
+        }
+        const auto datagram = std::as_bytes(std::span(p + udp + 8, udp_len - 8));
+        const auto print = [&](const ordered_json& fields, const char* error, size_t segment) {
+            ordered_json line;
+            line["frame"] = frame;
+            line["segment"] = segment;
+            line["sport"] = sport;
+            line["dport"] = dport;
+            line["fields"] = fields;
+            line["error"] = error ? ordered_json(error) : ordered_json();
+            std::cout << line.dump() << "\n";
+        };
+        const char* error = nullptr;
+        ordered_json fields = decode(datagram, &error);
+        if (!error) {
+            print(fields, nullptr, 0);
+            continue;
+        }
+        // A UDP GSO/GRO aggregate (several datagrams in one record, as a capture before
+        // segmentation or after coalescing holds them) is printed as its datagrams, with
+        // segment = 0, 1, ... The split is found by trying every size for the first datagram,
+        // not from its header, and holds only if every piece of that size (the last one may
+        // be shorter) decodes without error.
+        size_t size = 0;
+        for (size_t s = wire::kCommonHeaderSize; s < datagram.size() && !size; ++s) {
+            const char* e = nullptr;
+            decode(datagram.first(s), &e);
+            if (!e) size = s;
+        }
+        std::vector<ordered_json> pieces;
+        for (size_t off = 0; size && off < datagram.size(); off += size) {
+            const char* e = nullptr;
+            pieces.push_back(decode(datagram.subspan(off, std::min(size, datagram.size() - off)), &e));
+            if (e) pieces.clear(), size = 0;
+        }
+        if (pieces.empty()) {
+            print(fields, error, 0);
+            continue;
+        }
+        pieces[0]["mroce.gso.segments"] = pieces.size();
+        pieces[0]["mroce.gso.size"] = size;
+        for (size_t i = 0; i < pieces.size(); ++i) print(pieces[i], nullptr, i);
+    }
+    return 0;
+}
