@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -261,7 +262,13 @@ struct Reader {
 int main(int argc, char** argv) {
     if (argc < 2) die("usage: pcap_decode FILE.pcap [PORT ...]");
     std::set<uint32_t> ports;
-    for (int i = 2; i < argc; ++i) ports.insert(static_cast<uint32_t>(std::stoul(argv[i])));
+    for (int i = 2; i < argc; ++i) {
+        char* end = nullptr;
+        const unsigned long port = std::strtoul(argv[i], &end, 10);
+        if (*argv[i] == '\0' || *end != '\0' || port > 65535)
+            die(std::string("not a UDP port: '") + argv[i] + "'");
+        ports.insert(static_cast<uint32_t>(port));
+    }
     std::ifstream in(argv[1], std::ios::binary);
     if (!in) die(std::string("cannot open ") + argv[1]);
     Reader r;
