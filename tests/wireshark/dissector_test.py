@@ -20,12 +20,16 @@ Cases (`sim`):
             the default port, on other ports through the heuristic and through the port
             preference, next to non-mroce UDP the heuristic must leave alone: each gets
             exactly the expert infos and verdict expected and agrees with wire/.
+  corpus    every input of the wire/ fuzz corpora (fuzz/corpus/decode_{data,ack,control}:
+            valid packets and the broken ones the fuzzer found) as a datagram on 4797: no
+            Lua error, and the same verdict and fields as wire/.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
 `mroce perf` runs (write with GSO off and on, atomic, read) on a loopback address of its
 own; every datagram, and every packet of each GSO aggregate, agrees with wire/, through the
 heuristic (the ports are ephemeral).
 
-usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE [CASE ...]
+usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE
+                         [--corpus DIR] [CASE ...]
 Exit status: 0 pass, 1 fail, 77 skip (tshark missing, or capture on lo not permitted).
 """
 import argparse
@@ -586,6 +590,43 @@ def case_crafted(tmp):
     report("crafted (%d packets, %d not mroce)" % (len(cases), len(others)))
 
 
+def case_corpus(tmp):
+    if not ARGS.corpus:
+        raise AssertionError("the corpus case needs --corpus DIR")
+    names, records = [], []
+    for target in ("decode_data", "decode_ack", "decode_control"):
+        folder = os.path.join(ARGS.corpus, target)
+        for f in sorted(os.listdir(folder)):
+            dgram = open(os.path.join(folder, f), "rb").read()
+            # Wireshark's UDP dissector hands an empty payload to no dissector; 65507 bytes
+            # is the largest UDP payload over IPv4.
+            if 0 < len(dgram) <= 65507:
+                names.append("%s/%s" % (target, f))
+                records.append((ipv4_udp(dgram, 50000, 4797), None))
+    check(len(records) >= 50, "corpus: only %d inputs in %s" % (len(records), ARGS.corpus))
+    pcap = os.path.join(tmp, "corpus.pcap")
+    write_pcap(pcap, records)
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    verdicts = collections.Counter()
+    for n, name in enumerate(names, start=1):
+        where = "corpus " + name
+        layers = frames.get(n, {})
+        check(not lua_trouble(layers), "%s: %s" % (where, lua_trouble(layers)))
+        packets, _ = dissected(layers)
+        if not check(packets is not None and n in truth, where + ": not decoded"):
+            continue
+        if check(len(packets) == len(truth[n]), "%s: %d packets in tshark, %d in wire/" %
+                 (where, len(packets), len(truth[n]))):
+            for fields, t in zip(packets, truth[n]):
+                compare(where, fields, t)
+                verdicts[t["error"] or "valid"] += 1
+    # The corpora hold valid packets and every kind of drop; a shrunken corpus would not.
+    check(all(verdicts[v] > 0 for v in ("valid", "truncated", "bad_type", "bad_length")),
+          "corpus: verdicts %s" % dict(verdicts))
+    report("corpus (%d inputs: %s)" % (len(records), dict(verdicts)))
+
+
 # ---- loopback ------------------------------------------------------------------------------
 
 def free_port():
@@ -674,6 +715,7 @@ def main():
     ap.add_argument("--decode", required=True)
     ap.add_argument("--lua", required=True)
     ap.add_argument("--scenario", required=True)
+    ap.add_argument("--corpus", help="fuzz/corpus, for the corpus case")
     ap.add_argument("cases", nargs="*", default=["sim", "rocev2", "crafted"])
     ARGS = ap.parse_args()
     try:
@@ -694,6 +736,8 @@ def main():
                     case_rocev2(captures)
                 elif case == "crafted":
                     case_crafted(tmp)
+                elif case == "corpus":
+                    case_corpus(tmp)
                 elif case == "loopback":
                     case_loopback(tmp)
                 else:
