@@ -23,6 +23,9 @@ Cases (`sim`):
   corpus    every input of the wire/ fuzz corpora (fuzz/corpus/decode_{data,ack,control}:
             valid packets and the broken ones the fuzzer found) as a datagram on 4797: no
             Lua error, and the same verdict and fields as wire/.
+  mutate    1,500 seeded mutations of those inputs and of the crafted valid packets (a byte
+            set at random, a cut, bytes appended, a length field rewritten): the same again.
+            The seed is printed; MROCE_SEED=N replays one.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
 `mroce perf` runs (write with GSO off and on, atomic, read) on a loopback address of its
 own; every datagram, and every packet of each GSO aggregate, agrees with wire/, through the
@@ -411,6 +414,8 @@ def crafted_cases():
         dport=52226)
     add("no aggregate: second piece cut", seg + seg[:500], "bad_length", {"bad_length"})
     add("no aggregate: last piece longer", seg + seg + b"x", "bad_length", {"bad_length"})
+    add("no aggregate: a piece of the right size breaks [DATA-3]", seg + data(
+        flags=0, offset=20000, msg_len=10000, payload=b"b" * 1000), "bad_length", {"bad_length"})
 
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
@@ -627,6 +632,78 @@ def case_corpus(tmp):
     report("corpus (%d inputs: %s)" % (len(records), dict(verdicts)))
 
 
+def compare_datagrams(name, tmp, datagrams):
+    """Writes datagrams to a capture on port 4797 and checks that tshark shows each without
+    a Lua error and as wire/ decodes it; returns the Counter of verdicts."""
+    pcap = os.path.join(tmp, name + ".pcap")
+    write_pcap(pcap, [(ipv4_udp(d, 50000, 4797), None) for d in datagrams])
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    verdicts = collections.Counter()
+    for n, d in enumerate(datagrams, start=1):
+        where = "%s %d (%s)" % (name, n, d[:24].hex())
+        layers = frames.get(n, {})
+        check(not lua_trouble(layers), "%s: %s" % (where, lua_trouble(layers)))
+        packets, _ = dissected(layers)
+        if not check(packets is not None and n in truth, where + ": not decoded"):
+            continue
+        if check(len(packets) == len(truth[n]), "%s: %d packets in tshark, %d in wire/" %
+                 (where, len(packets), len(truth[n]))):
+            for fields, t in zip(packets, truth[n]):
+                compare(where, fields, t)
+                verdicts[t["error"] or "valid"] += 1
+    return verdicts
+
+
+def mutate(rng, d):
+    """One random change of a datagram, of the kinds that reach each decoder check."""
+    kind = rng.randrange(5)
+    b = bytearray(d)
+    if kind == 0:  # a byte anywhere (the header most often)
+        i = rng.randrange(min(len(b), 96)) if rng.randrange(4) else rng.randrange(len(b))
+        b[i] = rng.randrange(256)
+    elif kind == 1:  # cut
+        b = b[:rng.randrange(1, len(b))] if len(b) > 1 else b
+    elif kind == 2:  # bytes appended
+        b += bytes(rng.randrange(256) for _ in range(rng.choice((1, 7, 8, 16, 72))))
+    elif kind == 3 and len(b) >= 80 and b[1] == 2:  # ACK stream_count
+        b[76:78] = rng.choice((0, 1, 2, 31, 32, 33, 255, 65535)).to_bytes(2, "big")
+    elif kind == 3 and len(b) >= 72 and b[1] == 1:  # DATA payload_len, offset, msg_len
+        at = rng.choice((22, 44, 48))
+        size = 2 if at == 22 else 4
+        b[at:at + size] = rng.randrange(1 << (8 * size)).to_bytes(size, "big")
+    else:  # a small count of flips
+        for _ in range(rng.randrange(1, 4)):
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+    return bytes(b)
+
+
+def case_mutate(tmp):
+    seed = int(os.environ.get("MROCE_SEED", "18"))
+    print("mutate: seed %d (MROCE_SEED=%d replays it)" % (seed, seed), flush=True)
+    rng = random.Random(seed)
+    bases = [c[1] for c in crafted_cases() if c[2] is None and len(c[1]) >= 16]
+    if ARGS.corpus:
+        for target in ("decode_data", "decode_ack", "decode_control"):
+            folder = os.path.join(ARGS.corpus, target)
+            bases += [open(os.path.join(folder, f), "rb").read()
+                      for f in sorted(os.listdir(folder)) if f.startswith("seed-valid")]
+    datagrams = []
+    while len(datagrams) < 1500:
+        d = mutate(rng, rng.choice(bases))
+        if rng.randrange(3) == 0:
+            d = mutate(rng, d)
+        if 0 < len(d) <= 65507:
+            datagrams.append(d)
+    verdicts = compare_datagrams("mutate", tmp, datagrams)
+    check(all(verdicts[v] > 0 for v in ("valid", "truncated", "bad_version", "bad_type",
+                                        "bad_length")),
+          "mutate: some verdict never came up: %s (seed %d)" % (dict(verdicts), seed))
+    if FAILURES:
+        print("mutate: seed %d" % seed)
+    report("mutate (%d datagrams, seed %d: %s)" % (len(datagrams), seed, dict(verdicts)))
+
+
 # ---- loopback ------------------------------------------------------------------------------
 
 def free_port():
@@ -738,6 +815,8 @@ def main():
                     case_crafted(tmp)
                 elif case == "corpus":
                     case_corpus(tmp)
+                elif case == "mutate":
+                    case_mutate(tmp)
                 elif case == "loopback":
                     case_loopback(tmp)
                 else:

@@ -601,7 +601,7 @@ local function dissect_close(c, t)
 end
 
 -- dissect_one decodes one datagram (tvb) into a new protocol item under tree and returns
--- its Info column text and the item.
+-- its Info column text, the item and its drop verdict (nil when a receiver accepts it).
 local function dissect_one(tvb, pinfo, tree)
     local t = tree:add(proto, tvb())
     local c = new_ctx(tvb, pinfo, t)
@@ -614,7 +614,7 @@ local function dissect_one(tvb, pinfo, tree)
         c:fail("truncated", nil, string.format(
             "%d bytes: shorter than the 16-byte common header [WIRE-7]", len))
         t:add(f.drop_reason, c.drop):set_generated()
-        return string.format("[truncated] %d bytes", len), t
+        return string.format("[truncated] %d bytes", len), t, c.drop
     end
     -- 2: version; nothing else of the datagram is interpreted ([WIRE-3]).
     local version, version_item = c:add(t, f.version, 0, 1)
@@ -623,7 +623,7 @@ local function dissect_one(tvb, pinfo, tree)
             "Version %d; this dissector knows version %d [WIRE-3]", version, kVersion))
         if c:fits(1, len - 1) then t:add(f.undecoded, tvb(1, len - 1)) end
         t:add(f.drop_reason, c.drop):set_generated()
-        return string.format("[bad_version] version %d", version), t
+        return string.format("[bad_version] version %d", version), t, c.drop
     end
     -- 3: type.
     local typ, type_item = c:add(t, f.type, 1, 1)
@@ -635,7 +635,7 @@ local function dissect_one(tvb, pinfo, tree)
         c:fail("bad_type", type_item, string.format("Unknown type %d [WIRE-4]", typ))
         if c:fits(16, len - 16) and len > 16 then t:add(f.undecoded, tvb(16, len - 16)) end
         t:add(f.drop_reason, c.drop):set_generated()
-        return string.format("[bad_type] type %d", typ), t
+        return string.format("[bad_type] type %d", typ), t, c.drop
     end
     t:append_text(", " .. name)
     -- 4 and 5: the type's fixed part, and the exact size of fixed-size types ([WIRE-5]).
@@ -673,8 +673,14 @@ local function dissect_one(tvb, pinfo, tree)
         t:add(f.drop_reason, c.drop):set_generated()
         info = "[" .. c.drop .. "] " .. info
     end
-    return info, t
+    return info, t, c.drop
 end
+
+-- null_tree stands in for the tree when only a packet's verdict is wanted: each of its
+-- methods does nothing and returns it, so dissect_one runs unchanged without a display.
+local null_tree = setmetatable({}, {
+    __index = function() return function(self) return self end end,
+})
 
 -- own_size is the length the packet at `off` of tvb says it has (its type's size, or the
 -- fixed part plus what its length or count field adds), or nil if that is not readable
@@ -698,11 +704,12 @@ end
 -- aggregate_size returns the segment size when the datagram is a UDP GSO/GRO aggregate:
 -- several mroce packets back to back, each the size its own header says, all of the first
 -- one's size but the last, which may be shorter (the kernel's rule for a UDP_SEGMENT send
--- and for coalescing on receive). A capture on the sending host taken before segmentation
+-- and for coalescing on receive), and each one a packet a receiver accepts; otherwise it is
+-- shown as one datagram whose length is wrong, which is what it is if it was not split. A capture on the sending host taken before segmentation
 -- (loopback, NICs that segment), or on the receiving host after GRO, holds such records;
 -- the receiving endpoint sees the packets one by one. nil when the datagram is one packet
 -- or not entirely captured.
-local function aggregate_size(tvb)
+local function aggregate_size(tvb, pinfo)
     local len = tvb:reported_length_remaining(0)
     if tvb:len() < len then return nil end
     local seg = own_size(tvb, 0)
@@ -711,6 +718,11 @@ local function aggregate_size(tvb)
         local size = own_size(tvb, off)
         if size ~= math.min(seg, len - off) then return nil end
     end
+    for off = 0, len - 1, seg do
+        local piece = tvb(off, math.min(seg, len - off)):tvb()
+        local _, _, drop = dissect_one(piece, pinfo, null_tree)
+        if drop then return nil end
+    end
     return seg
 end
 
@@ -718,7 +730,7 @@ end
 local function dissect(tvb, pinfo, tree)
     pinfo.cols.protocol = "mroce"
     local len = tvb:reported_length_remaining(0)
-    local seg = aggregate_size(tvb)
+    local seg = aggregate_size(tvb, pinfo)
     if not seg then
         pinfo.cols.info = (dissect_one(tvb, pinfo, tree))
         return len
@@ -754,7 +766,7 @@ local function heuristic(tvb, pinfo, tree)
     if len < kCommonSize or tvb:len() < kCommonSize then return false end
     if tvb(0, 1):uint() ~= kVersion or tvb(2, 2):uint() ~= 0 then return false end
     local typ = tvb(1, 1):uint()
-    if own_size(tvb, 0) ~= len and not aggregate_size(tvb) then return false end
+    if own_size(tvb, 0) ~= len and not aggregate_size(tvb, pinfo) then return false end
     if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
     if typ == T_ACK and tvb(76, 2):uint() > kMaxAckStreams then return false end
     -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
