@@ -257,9 +257,7 @@ struct Reader {
     }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     if (argc < 2) die("usage: pcap_decode FILE.pcap [PORT ...]");
     std::set<uint32_t> ports;
     for (int i = 2; i < argc; ++i) {
@@ -369,4 +367,14 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < pieces.size(); ++i) print(pieces[i], nullptr, i);
     }
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {  // allocation or JSON output: one line, not a trace
+        die(e.what());
+    }
 }
