@@ -403,6 +403,7 @@ local function dissect_data(c, t)
             c:add(bt, f.data_atomic_original, 72, 8)
         end
     elseif c.cap > 72 then
+        c:fits(72, actual)  -- notes a payload the snap length cut
         t:add(f.data_payload, c.tvb(72, math.min(actual, c.cap - 72)))
     end
 end
