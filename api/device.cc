@@ -129,6 +129,8 @@ std::unique_ptr<CompletionQueue> Device::create_cq() {
 
 bool Device::progress() { return state_->driver->run_once(); }
 
+bool Device::try_progress() { return state_->driver->try_run_once(); }
+
 size_t Device::poll_events(std::span<Event> out) {
     std::lock_guard<std::mutex> g(state_->events_mu);
     size_t n = 0;
@@ -266,6 +268,12 @@ size_t CompletionQueue::poll(std::span<Completion> out) {
         cq_->queue.pop_front();
     }
     return n;
+}
+
+void CompletionQueue::set_notify(void (*fn)(void*), void* arg) {
+    std::lock_guard<std::mutex> g(cq_->mu);
+    cq_->notify_fn = fn;
+    cq_->notify_arg = fn ? arg : nullptr;
 }
 
 size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {

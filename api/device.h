@@ -150,6 +150,11 @@ public:
     // Returns true if it moved a datagram or produced an event. Needed in manual mode;
     // harmless in thread mode. Any thread; concurrent calls are serialised.
     bool progress();
+    // try_progress is progress() unless another thread is in a pass already, in which case
+    // it returns false at once. An application that busy-polls a CQ calls it so that it
+    // moves packets itself when the progress thread is not scheduled (a small machine),
+    // without queueing behind that thread when it is.
+    bool try_progress();
 
     // poll_events moves up to out.size() connection and path events (kConnectionUp,
     // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,
@@ -245,6 +250,12 @@ public:
     // wait is poll that waits up to `timeout` for at least one completion. In manual mode
     // it drives the device's progress itself while it waits.
     size_t wait(std::span<Completion> out, Duration timeout);
+    // set_notify makes fn(arg) be called each time a completion is queued here, by the
+    // thread that queues it (usually the progress thread), with this CQ's lock held: fn
+    // must be quick and must not call into the device or this CQ (write to an fd, set a
+    // flag). nullptr clears it; once set_notify returns, the previous fn is not running
+    // and will not be called again. (Verbs completion channels are built on it.)
+    void set_notify(void (*fn)(void*), void* arg);
 
 private:
     friend class Device;
