@@ -141,6 +141,32 @@ size_t Device::poll_events(std::span<Event> out) {
     return n;
 }
 
+bool Device::linger(Duration max) {
+    DeviceState& st = *state_;
+    const Time start = st.now();
+    const Duration quiet = 2 * st.cfg.endpoint.max_ack_delay;
+    uint64_t seen_in = ~uint64_t{0};
+    Time last_in = start;
+    for (;;) {
+        (void)st.driver->run_once();
+        const Time now = st.now();
+        const uint64_t in = st.driver->stats().datagrams_in;
+        if (in != seen_in) {
+            seen_in = in;
+            last_in = now;
+        }
+        bool outstanding;
+        {
+            std::lock_guard<std::mutex> g(st.engine_mu);
+            if (st.closed) return true;
+            outstanding = st.endpoint->work_outstanding();
+        }
+        if (!outstanding && now - last_in >= quiet) return true;
+        if (now - start >= max) return false;
+        st.driver->wait(std::min<Duration>(quiet, max - (now - start)));
+    }
+}
+
 DeviceStats Device::stats() const {
     DeviceStats s;
     s.driver = state_->driver->stats();

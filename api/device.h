@@ -55,9 +55,15 @@ using core::Event;
 using core::EventKind;
 using core::RecvWr;
 using core::SendWr;
+using core::Sge;
 using core::Status;
 using core::WorkOpcode;
 namespace access = core::access;
+// The most scatter/gather pieces one work request may name (spec [PLACE-22]).
+inline constexpr uint32_t kMaxSge = core::kMaxSge;
+// The protocol's UDP port (spec [UDP-1]) and the most paths a connection may have.
+inline constexpr uint16_t kDefaultPort = wire::kDefaultPort;
+inline constexpr uint16_t kMaxPaths = wire::kMaxPaths;
 
 enum class ProgressMode : uint8_t {
     kThread,  // a background progress thread per Device (the default)
@@ -160,6 +166,14 @@ public:
     // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,
     // into out; returns the count. Completions never appear here: they go to CQs.
     size_t poll_events(std::span<Event> out);
+
+    // linger lets the device finish before it is closed, for at most `max`: it makes
+    // progress until no queue pair has work outstanding and no datagram arrived for
+    // twice the ACK delay (so the ACKs the peers wait for have left). Returns true if it
+    // finished, false at the time limit (a peer that no longer answers). Without it, a
+    // process that exits right after its last completion can leave a message it sent
+    // unacknowledged, and the peer sees a transport error. Any application thread.
+    bool linger(Duration max);
 
     DeviceStats stats() const;
     // connection_report copies the counters of the connection to `peer` (a device's

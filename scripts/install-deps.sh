@@ -16,6 +16,8 @@ PACKAGES=(
     python3-matplotlib                                  # scripts/plot.py
     tcpdump                                             # sim pcap test reads captures back
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
+    libibverbs-dev                                      # verbs/ builds against rdma-core's headers
+    ibverbs-utils perftest libgloo-dev                  # tests/verbs: unmodified RDMA programs
 )
 
 missing=()

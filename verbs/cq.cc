@@ -19,37 +19,37 @@ using namespace mroce::verbs;
 
 namespace {
 
-ibv_wc_status status_of(core::Status s) {
+ibv_wc_status status_of(api::Status s) {
     switch (s) {
-        case core::Status::kSuccess: return IBV_WC_SUCCESS;
-        case core::Status::kLocalLength: return IBV_WC_LOC_LEN_ERR;
-        case core::Status::kLocalProtection: return IBV_WC_LOC_PROT_ERR;
-        case core::Status::kRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
-        case core::Status::kRemoteInvalid: return IBV_WC_REM_INV_REQ_ERR;
-        case core::Status::kRnrRetryExceeded: return IBV_WC_RNR_RETRY_EXC_ERR;
-        case core::Status::kRetryExceeded: return IBV_WC_RETRY_EXC_ERR;
-        case core::Status::kPeerDead: return IBV_WC_RETRY_EXC_ERR;  // vendor_err tells
-        case core::Status::kFlushed: return IBV_WC_WR_FLUSH_ERR;
+        case api::Status::kSuccess: return IBV_WC_SUCCESS;
+        case api::Status::kLocalLength: return IBV_WC_LOC_LEN_ERR;
+        case api::Status::kLocalProtection: return IBV_WC_LOC_PROT_ERR;
+        case api::Status::kRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
+        case api::Status::kRemoteInvalid: return IBV_WC_REM_INV_REQ_ERR;
+        case api::Status::kRnrRetryExceeded: return IBV_WC_RNR_RETRY_EXC_ERR;
+        case api::Status::kRetryExceeded: return IBV_WC_RETRY_EXC_ERR;
+        case api::Status::kPeerDead: return IBV_WC_RETRY_EXC_ERR;  // vendor_err tells
+        case api::Status::kFlushed: return IBV_WC_WR_FLUSH_ERR;
     }
     return IBV_WC_GENERAL_ERR;
 }
 
-ibv_wc_opcode opcode_of(core::WorkOpcode op) {
+ibv_wc_opcode opcode_of(api::WorkOpcode op) {
     switch (op) {
-        case core::WorkOpcode::kSend:
-        case core::WorkOpcode::kSendImm: return IBV_WC_SEND;
-        case core::WorkOpcode::kWrite:
-        case core::WorkOpcode::kWriteImm: return IBV_WC_RDMA_WRITE;
-        case core::WorkOpcode::kRead: return IBV_WC_RDMA_READ;
-        case core::WorkOpcode::kAtomicFetchAdd: return IBV_WC_FETCH_ADD;
-        case core::WorkOpcode::kAtomicCompareSwap: return IBV_WC_COMP_SWAP;
-        case core::WorkOpcode::kRecv: return IBV_WC_RECV;
-        case core::WorkOpcode::kRecvWriteImm: return IBV_WC_RECV_RDMA_WITH_IMM;
+        case api::WorkOpcode::kSend:
+        case api::WorkOpcode::kSendImm: return IBV_WC_SEND;
+        case api::WorkOpcode::kWrite:
+        case api::WorkOpcode::kWriteImm: return IBV_WC_RDMA_WRITE;
+        case api::WorkOpcode::kRead: return IBV_WC_RDMA_READ;
+        case api::WorkOpcode::kAtomicFetchAdd: return IBV_WC_FETCH_ADD;
+        case api::WorkOpcode::kAtomicCompareSwap: return IBV_WC_COMP_SWAP;
+        case api::WorkOpcode::kRecv: return IBV_WC_RECV;
+        case api::WorkOpcode::kRecvWriteImm: return IBV_WC_RECV_RDMA_WITH_IMM;
     }
     return IBV_WC_SEND;
 }
 
-void to_wc(const core::Completion& c, ibv_wc& wc) {
+void to_wc(const api::Completion& c, ibv_wc& wc) {
     wc = ibv_wc{};
     wc.wr_id = c.wr_id;
     wc.status = status_of(c.status);
@@ -84,7 +84,7 @@ namespace mroce::verbs {
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     if (num_entries < 0 || (num_entries > 0 && !wc)) return -1;
     Cq* cq = outer<Cq>(ibcq);
-    std::array<core::Completion, 32> buf;
+    std::array<api::Completion, 32> buf;
     int total = 0;
     bool progressed = false;
     while (total < num_entries) {

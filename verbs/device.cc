@@ -10,9 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <set>
 
-#include "core/work.h"
 #include "verbs/verbs_internal.h"
 
 #undef ibv_query_port
@@ -69,12 +70,12 @@ void fill_device_attr(const Context& ctx, ibv_device_attr& a) {
     a.vendor_id = 0;
     a.vendor_part_id = kVendorPartId;
     a.hw_ver = 1;
-    const core::EndpointConfig& e = ctx.dev->config().endpoint;
+    const auto& e = ctx.dev->config().endpoint;
     a.max_qp = kMaxQp;
     a.max_qp_wr = kMaxWr;
     a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
-    a.max_sge = static_cast<int>(core::kMaxSge);
-    a.max_sge_rd = static_cast<int>(core::kMaxSge);
+    a.max_sge = static_cast<int>(api::kMaxSge);
+    a.max_sge_rd = static_cast<int>(api::kMaxSge);
     a.max_cq = kMaxQp;
     a.max_cqe = kMaxCqe;
     a.max_mr = 1 << 24;
@@ -85,7 +86,7 @@ void fill_device_attr(const Context& ctx, ibv_device_attr& a) {
     a.atomic_cap = IBV_ATOMIC_HCA;  // atomics are atomic with respect to this device only
     a.max_srq = kMaxQp;
     a.max_srq_wr = kMaxWr;
-    a.max_srq_sge = static_cast<int>(core::kMaxSge);
+    a.max_srq_sge = static_cast<int>(api::kMaxSge);
     a.max_pkeys = 1;
     a.local_ca_ack_delay = 0;
     a.phys_port_cnt = 1;
@@ -122,6 +123,26 @@ int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* attr, size_
     fill_port_attr(*context_of(context), p);
     std::memcpy(attr, &p, std::min(len, sizeof(p)));
     return 0;
+}
+
+// The contexts open now, so that the process can finish their work when it exits.
+struct OpenContexts {
+    std::mutex mu;
+    std::set<Context*> all;
+};
+OpenContexts& open_contexts() {
+    static auto* o = new OpenContexts;  // never destroyed: used by the exit hook below
+    return *o;
+}
+
+// finish_at_exit runs when the process exits (or the library is unloaded) with contexts
+// still open, as most verbs programs leave them. Their last messages may still wait for
+// an ACK, and the ACKs their peers wait for may not have left: the progress thread dies
+// with the process. Each context lingers until its work is done (verbs/README.md).
+__attribute__((destructor)) void finish_at_exit() {
+    OpenContexts& o = open_contexts();
+    std::lock_guard<std::mutex> g(o.mu);
+    for (Context* c : o.all) (void)c->dev->linger(c->settings.linger);
 }
 
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input,
@@ -210,12 +231,23 @@ ibv_context* ibv_open_device(ibv_device* device) {
     c.ops.post_send = post_send;
     c.ops.post_recv = post_recv;
     c.ops.post_srq_recv = post_srq_recv;
+    {
+        OpenContexts& o = open_contexts();
+        std::lock_guard<std::mutex> g(o.mu);
+        o.all.insert(ctx);
+    }
     return &c;
 }
 
 int ibv_close_device(ibv_context* context) {
     if (!context) return EINVAL;
     Context* ctx = context_of(context);
+    {
+        OpenContexts& o = open_contexts();
+        std::lock_guard<std::mutex> g(o.mu);
+        o.all.erase(ctx);
+    }
+    (void)ctx->dev->linger(ctx->settings.linger);
     if (context->cmd_fd >= 0) ::close(context->cmd_fd);
     if (context->async_fd >= 0) ::close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);

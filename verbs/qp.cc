@@ -18,11 +18,11 @@ using namespace mroce::verbs;
 
 namespace {
 
-static_assert(sizeof(ibv_sge) == sizeof(core::Sge) && offsetof(ibv_sge, addr) == offsetof(core::Sge, addr) &&
-                  offsetof(ibv_sge, length) == offsetof(core::Sge, length) &&
-                  offsetof(ibv_sge, lkey) == offsetof(core::Sge, lkey),
+static_assert(sizeof(ibv_sge) == sizeof(api::Sge) && offsetof(ibv_sge, addr) == offsetof(api::Sge, addr) &&
+                  offsetof(ibv_sge, length) == offsetof(api::Sge, length) &&
+                  offsetof(ibv_sge, lkey) == offsetof(api::Sge, lkey),
               "a verbs scatter/gather list is handed to the engine as it is");
-const core::Sge* sges(const ibv_sge* s) { return reinterpret_cast<const core::Sge*>(s); }
+const api::Sge* sges(const ibv_sge* s) { return reinterpret_cast<const api::Sge*>(s); }
 
 // Mask bits ibv_modify_qp may carry that the API does not take: checked here, then dropped.
 constexpr int kCurState = IBV_QP_CUR_STATE;
@@ -40,24 +40,24 @@ bool state_of(ibv_qp_state s, api::QpState& out) {
     }
 }
 
-bool opcode_of(ibv_wr_opcode op, core::WorkOpcode& out) {
+bool opcode_of(ibv_wr_opcode op, api::WorkOpcode& out) {
     switch (op) {
-        case IBV_WR_RDMA_WRITE: out = core::WorkOpcode::kWrite; return true;
-        case IBV_WR_RDMA_WRITE_WITH_IMM: out = core::WorkOpcode::kWriteImm; return true;
-        case IBV_WR_SEND: out = core::WorkOpcode::kSend; return true;
-        case IBV_WR_SEND_WITH_IMM: out = core::WorkOpcode::kSendImm; return true;
-        case IBV_WR_RDMA_READ: out = core::WorkOpcode::kRead; return true;
-        case IBV_WR_ATOMIC_CMP_AND_SWP: out = core::WorkOpcode::kAtomicCompareSwap; return true;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD: out = core::WorkOpcode::kAtomicFetchAdd; return true;
+        case IBV_WR_RDMA_WRITE: out = api::WorkOpcode::kWrite; return true;
+        case IBV_WR_RDMA_WRITE_WITH_IMM: out = api::WorkOpcode::kWriteImm; return true;
+        case IBV_WR_SEND: out = api::WorkOpcode::kSend; return true;
+        case IBV_WR_SEND_WITH_IMM: out = api::WorkOpcode::kSendImm; return true;
+        case IBV_WR_RDMA_READ: out = api::WorkOpcode::kRead; return true;
+        case IBV_WR_ATOMIC_CMP_AND_SWP: out = api::WorkOpcode::kAtomicCompareSwap; return true;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD: out = api::WorkOpcode::kAtomicFetchAdd; return true;
         default: return false;  // memory windows, invalidation, TSO, driver opcodes
     }
 }
 
 // to_send_wr translates one work request; EINVAL/EOPNOTSUPP for what the engine lacks.
-int to_send_wr(const Qp& qp, const ibv_send_wr& w, core::SendWr& out) {
-    out = core::SendWr{};
+int to_send_wr(const Qp& qp, const ibv_send_wr& w, api::SendWr& out) {
+    out = api::SendWr{};
     if (!opcode_of(w.opcode, out.opcode)) return EOPNOTSUPP;
-    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > core::kMaxSge) return EINVAL;
+    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > api::kMaxSge) return EINVAL;
     if (w.send_flags & ~static_cast<unsigned>(IBV_SEND_FENCE | IBV_SEND_SIGNALED |
                                               IBV_SEND_SOLICITED | IBV_SEND_INLINE))
         return EINVAL;
@@ -70,14 +70,14 @@ int to_send_wr(const Qp& qp, const ibv_send_wr& w, core::SendWr& out) {
     out.sg_list = sges(w.sg_list);
     out.num_sge = static_cast<uint32_t>(w.num_sge);
     switch (out.opcode) {
-        case core::WorkOpcode::kWrite:
-        case core::WorkOpcode::kWriteImm:
-        case core::WorkOpcode::kRead:
+        case api::WorkOpcode::kWrite:
+        case api::WorkOpcode::kWriteImm:
+        case api::WorkOpcode::kRead:
             out.remote_addr = w.wr.rdma.remote_addr;
             out.rkey = w.wr.rdma.rkey;
             break;
-        case core::WorkOpcode::kAtomicFetchAdd:
-        case core::WorkOpcode::kAtomicCompareSwap:
+        case api::WorkOpcode::kAtomicFetchAdd:
+        case api::WorkOpcode::kAtomicCompareSwap:
             out.remote_addr = w.wr.atomic.remote_addr;
             out.rkey = w.wr.atomic.rkey;
             out.compare_add = w.wr.atomic.compare_add;
@@ -93,9 +93,9 @@ int to_send_wr(const Qp& qp, const ibv_send_wr& w, core::SendWr& out) {
     return 0;
 }
 
-int to_recv_wr(const ibv_recv_wr& w, core::RecvWr& out) {
-    out = core::RecvWr{};
-    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > core::kMaxSge) return EINVAL;
+int to_recv_wr(const ibv_recv_wr& w, api::RecvWr& out) {
+    out = api::RecvWr{};
+    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > api::kMaxSge) return EINVAL;
     if (w.num_sge > 0 && !w.sg_list) return EINVAL;
     out.wr_id = w.wr_id;
     out.sg_list = w.num_sge > 0 ? sges(w.sg_list) : nullptr;
@@ -121,7 +121,7 @@ namespace mroce::verbs {
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     Qp* qp = outer<Qp>(ibqp);
     for (ibv_send_wr* w = wr; w; w = w->next) {
-        core::SendWr s;
+        api::SendWr s;
         int err = to_send_wr(*qp, *w, s);
         if (err == 0) err = errno_of(qp->qp->post_send(s));
         if (err != 0) {
@@ -135,7 +135,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     Qp* qp = outer<Qp>(ibqp);
     for (ibv_recv_wr* w = wr; w; w = w->next) {
-        core::RecvWr r;
+        api::RecvWr r;
         int err = ibqp->srq ? EINVAL : to_recv_wr(*w, r);
         if (err == 0) err = errno_of(qp->qp->post_recv(r));
         if (err != 0) {
@@ -149,7 +149,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     Srq* srq = outer<Srq>(ibsrq);
     for (ibv_recv_wr* w = wr; w; w = w->next) {
-        core::RecvWr r;
+        api::RecvWr r;
         int err = to_recv_wr(*w, r);
         if (err == 0) err = errno_of(srq->srq->post_recv(r));
         if (err != 0) {
@@ -333,7 +333,7 @@ ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
         errno = EINVAL;
         return nullptr;
     }
-    if (init->attr.max_sge > core::kMaxSge || init->attr.max_wr > (1u << 15)) {
+    if (init->attr.max_sge > api::kMaxSge || init->attr.max_wr > (1u << 15)) {
         errno = EINVAL;
         return nullptr;
     }

@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "verbs/verbs_internal.h"
-#include "wire/header.h"
 
 namespace mroce::verbs {
 namespace {
@@ -95,9 +94,9 @@ bool read_settings(Settings& out, std::string& error) {
     }
     s.local = Address::ipv4(ip, port);
     if (const char* e = std::getenv("MROCE_PATHS")) {
-        if (!parse_uint(e, 1, wire::kMaxPaths, v)) {
+        if (!parse_uint(e, 1, api::kMaxPaths, v)) {
             error = std::string("MROCE_PATHS=") + e + ": not a path count (1.." +
-                    std::to_string(wire::kMaxPaths) + ")";
+                    std::to_string(api::kMaxPaths) + ")";
             return false;
         }
         s.paths = static_cast<uint16_t>(v);
@@ -115,6 +114,13 @@ bool read_settings(Settings& out, std::string& error) {
             return false;
         }
         s.spin_us = static_cast<uint32_t>(v);
+    }
+    if (const char* e = std::getenv("MROCE_LINGER_MS")) {
+        if (!parse_uint(e, 0, 60'000, v)) {
+            error = std::string("MROCE_LINGER_MS=") + e + ": not a time in ms (0..60000)";
+            return false;
+        }
+        s.linger = std::chrono::milliseconds(v);
     }
     out = s;
     return true;
@@ -135,7 +141,7 @@ int errno_of(Error e) {
 
 ibv_gid gid_of(const Address& a) {
     ibv_gid g{};
-    const uint16_t port = a.port == wire::kDefaultPort ? 0 : a.port;
+    const uint16_t port = a.port == api::kDefaultPort ? 0 : a.port;
     g.raw[8] = static_cast<uint8_t>(port >> 8);
     g.raw[9] = static_cast<uint8_t>(port);
     g.raw[10] = 0xff;
@@ -151,7 +157,7 @@ bool address_of_gid(const ibv_gid& gid, Address& out) {
     const uint16_t port = static_cast<uint16_t>(gid.raw[8] << 8 | gid.raw[9]);
     uint32_t ip = 0;
     for (int i = 12; i < 16; ++i) ip = ip << 8 | gid.raw[i];
-    out = Address::ipv4(ip, port == 0 ? wire::kDefaultPort : port);
+    out = Address::ipv4(ip, port == 0 ? api::kDefaultPort : port);
     return true;
 }
 

@@ -29,6 +29,9 @@ struct Settings {
     uint16_t paths = 8;          // MROCE_PATHS
     int log_level = 1;           // MROCE_LOG: 0 quiet, 1 errors and refusals, 2 info, 3 debug
     uint32_t spin_us = 50;       // MROCE_SPIN_US: progress-thread polling after activity
+    // MROCE_LINGER_MS: how long closing a context (or the process exiting) waits for its
+    // outstanding work and its last ACKs (api::Device::linger).
+    Duration linger = std::chrono::milliseconds(500);
 };
 // read_settings parses the environment. On a bad value it returns false and `error` names
 // the variable and the problem in one line.
