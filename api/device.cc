@@ -129,6 +129,8 @@ std::unique_ptr<CompletionQueue> Device::create_cq() {
 
 bool Device::progress() { return state_->driver->run_once(); }
 
+bool Device::try_progress() { return state_->driver->try_run_once(); }
+
 size_t Device::poll_events(std::span<Event> out) {
     std::lock_guard<std::mutex> g(state_->events_mu);
     size_t n = 0;
@@ -137,6 +139,32 @@ size_t Device::poll_events(std::span<Event> out) {
         state_->events.pop_front();
     }
     return n;
+}
+
+bool Device::linger(Duration max) {
+    DeviceState& st = *state_;
+    const Time start = st.now();
+    const Duration quiet = 2 * st.cfg.endpoint.max_ack_delay;
+    uint64_t seen_in = ~uint64_t{0};
+    Time last_in = start;
+    for (;;) {
+        (void)st.driver->run_once();
+        const Time now = st.now();
+        const uint64_t in = st.driver->stats().datagrams_in;
+        if (in != seen_in) {
+            seen_in = in;
+            last_in = now;
+        }
+        bool outstanding;
+        {
+            std::lock_guard<std::mutex> g(st.engine_mu);
+            if (st.closed) return true;
+            outstanding = st.endpoint->work_outstanding();
+        }
+        if (!outstanding && now - last_in >= quiet) return true;
+        if (now - start >= max) return false;
+        st.driver->wait(std::min<Duration>(quiet, max - (now - start)));
+    }
 }
 
 DeviceStats Device::stats() const {
@@ -266,6 +294,12 @@ size_t CompletionQueue::poll(std::span<Completion> out) {
         cq_->queue.pop_front();
     }
     return n;
+}
+
+void CompletionQueue::set_notify(void (*fn)(void*), void* arg) {
+    std::lock_guard<std::mutex> g(cq_->mu);
+    cq_->notify_fn = fn;
+    cq_->notify_arg = fn ? arg : nullptr;
 }
 
 size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {

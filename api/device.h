@@ -55,9 +55,15 @@ using core::Event;
 using core::EventKind;
 using core::RecvWr;
 using core::SendWr;
+using core::Sge;
 using core::Status;
 using core::WorkOpcode;
 namespace access = core::access;
+// The most scatter/gather pieces one work request may name (spec [PLACE-22]).
+inline constexpr uint32_t kMaxSge = core::kMaxSge;
+// The protocol's UDP port (spec [UDP-1]) and the most paths a connection may have.
+inline constexpr uint16_t kDefaultPort = wire::kDefaultPort;
+inline constexpr uint16_t kMaxPaths = wire::kMaxPaths;
 
 enum class ProgressMode : uint8_t {
     kThread,  // a background progress thread per Device (the default)
@@ -150,11 +156,24 @@ public:
     // Returns true if it moved a datagram or produced an event. Needed in manual mode;
     // harmless in thread mode. Any thread; concurrent calls are serialised.
     bool progress();
+    // try_progress is progress() unless another thread is in a pass already, in which case
+    // it returns false at once. An application that busy-polls a CQ calls it so that it
+    // moves packets itself when the progress thread is not scheduled (a small machine),
+    // without queueing behind that thread when it is.
+    bool try_progress();
 
     // poll_events moves up to out.size() connection and path events (kConnectionUp,
     // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,
     // into out; returns the count. Completions never appear here: they go to CQs.
     size_t poll_events(std::span<Event> out);
+
+    // linger lets the device finish before it is closed, for at most `max`: it makes
+    // progress until no queue pair has work outstanding and no datagram arrived for
+    // twice the ACK delay (so the ACKs the peers wait for have left). Returns true if it
+    // finished, false at the time limit (a peer that no longer answers). Without it, a
+    // process that exits right after its last completion can leave a message it sent
+    // unacknowledged, and the peer sees a transport error. Any application thread.
+    bool linger(Duration max);
 
     DeviceStats stats() const;
     // connection_report copies the counters of the connection to `peer` (a device's
@@ -245,6 +264,12 @@ public:
     // wait is poll that waits up to `timeout` for at least one completion. In manual mode
     // it drives the device's progress itself while it waits.
     size_t wait(std::span<Completion> out, Duration timeout);
+    // set_notify makes fn(arg) be called each time a completion is queued here, by the
+    // thread that queues it (usually the progress thread), with this CQ's lock held: fn
+    // must be quick and must not call into the device or this CQ (write to an fd, set a
+    // flag). nullptr clears it; once set_notify returns, the previous fn is not running
+    // and will not be called again. (Verbs completion channels are built on it.)
+    void set_notify(void (*fn)(void*), void* arg);
 
 private:
     friend class Device;

@@ -22,11 +22,16 @@ struct CqState {
     std::condition_variable cv;
     std::deque<Completion> queue;
     size_t waiters = 0;
+    // CompletionQueue::set_notify's hook; called with mu held, so that clearing it
+    // guarantees no call is still running once set_notify returns.
+    void (*notify_fn)(void*) = nullptr;
+    void* notify_arg = nullptr;
 
     void push(const Completion& c) {
         std::lock_guard<std::mutex> g(mu);
         queue.push_back(c);
         if (waiters) cv.notify_all();
+        if (notify_fn) notify_fn(notify_arg);
     }
 };
 

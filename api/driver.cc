@@ -143,6 +143,12 @@ bool Driver::run_once() {
     return pass();
 }
 
+bool Driver::try_run_once() {
+    std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
+    if (!g.owns_lock() || closed_) return false;
+    return pass();
+}
+
 void Driver::flush_tx() {
     auto r = dp_.send_batch(std::span<const datapath::TxPacket>(tx_.data() + tx_next_,
                                                                 tx_count_ - tx_next_));

@@ -98,6 +98,9 @@ public:
     // produced an event. Any thread; passes are serialised by the driver's own lock, which
     // is taken before the engine lock.
     bool run_once();
+    // try_run_once is run_once unless another thread holds the driver lock (it is in a
+    // pass): then it returns false at once instead of waiting for it.
+    bool try_run_once();
     // wait sleeps until the datapath has data, work was posted (notify), the engine's next
     // deadline, or `max`, whichever comes first. Any thread; used by the progress thread
     // and by applications in manual mode. The deadline is kept to the µs whatever the

@@ -38,6 +38,12 @@ const Stream* Endpoint::stream(uint32_t id) const {
 const Connection* Endpoint::connection(uint32_t id) const {
     return const_cast<Endpoint*>(this)->conn_mut(id);
 }
+bool Endpoint::work_outstanding() const {
+    for (const auto& s : streams_)
+        if (s && !s->tx.empty()) return true;
+    return false;
+}
+
 uint32_t Endpoint::connection_to(const Address& peer) const {
     auto it = by_peer_.find(peer);
     return it == by_peer_.end() ? 0 : it->second;

@@ -123,6 +123,9 @@ public:
         return !s || s->id != id;
     }
     const EndpointStats& stats() const { return stats_; }
+    // work_outstanding: some live stream has posted work that has not completed (sent and
+    // acknowledged, or answered). A driver that is about to end lets it finish first.
+    bool work_outstanding() const;
     // num_connections: the connection slots in use (live connections and ended ones in
     // their quiet period, [CONN-24]); at most max_connections.
     size_t num_connections() const { return conns_.size() - free_conns_.size(); }

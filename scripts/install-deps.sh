@@ -17,6 +17,8 @@ PACKAGES=(
     tcpdump                                             # sim pcap test reads captures back
     tshark                                              # tools/wireshark dissector test
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
+    libibverbs-dev                                      # verbs/ builds against rdma-core's headers
+    ibverbs-utils perftest libgloo-dev                  # tests/verbs: unmodified RDMA programs
 )
 
 missing=()

@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+"""interop_test.py — unmodified Debian RDMA programs on mroce's libibverbs.so.1.
+
+Runs the installed binaries of rdma-core (ibv_devinfo, ibv_rc_pingpong), perftest
+(ib_{write,send,read,atomic}_{bw,lat}) and a Gloo program (tests/verbs/gloo_collectives.cc)
+with LD_LIBRARY_PATH pointing at the library, server and client (or every rank) as
+processes on this host, and checks what they print: exit codes, result rows for every
+size of a sweep, byte counts, Gloo's checked sums, and a quiet stderr. Then the refusals:
+what the library does not support fails with a one-line reason. No speed is asserted
+(STYLE.md §6): docs/results.md has the measurements.
+
+usage: interop_test.py LIBDIR GLOO_PROGRAM [CASE ...]
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+LIBDIR = None
+GLOO = None
+TIMEOUT = 90  # seconds for one process; a hang fails the case instead of the suite
+
+
+def env(**extra):
+    e = dict(os.environ)
+    e["LD_LIBRARY_PATH"] = LIBDIR
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def free_tcp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port):
+    """True once some process listens on TCP `port` (read from /proc: a probe connection
+    would be taken for the client by a one-shot server)."""
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if int(cols[1].split(":")[1], 16) == port and cols[3] == "0A":
+                        return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def run(cmd, **extra):
+    p = subprocess.run(cmd, env=env(**extra), capture_output=True, text=True, timeout=TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def clean_stderr(text, allowed=()):
+    """The lines of stderr that are not expected noise of the client itself."""
+    return [l for l in text.splitlines() if l.strip() and not any(a in l for a in allowed)]
+
+
+def server_client(server_cmd, client_cmd, port, allowed_stderr=(), **extra):
+    """Starts the server, waits until it listens on `port`, runs the client; returns both
+    results. Both processes are killed on any failure."""
+    server = subprocess.Popen(server_cmd, env=env(**extra), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    client = None
+    try:
+        deadline = time.monotonic() + 10
+        while not listening(port):
+            if server.poll() is not None:
+                out, err = server.communicate()
+                raise AssertionError(f"server exited {server.returncode} before listening:\n{out}{err}")
+            if time.monotonic() > deadline:
+                raise AssertionError("server did not listen within 10 s")
+            time.sleep(0.02)
+        client = subprocess.Popen(client_cmd, env=env(**extra), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        results = {}
+        for name, proc in (("client", client), ("server", server)):
+            try:
+                out, err = proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{name} did not finish within {TIMEOUT} s: {' '.join(proc.args)}")
+            results[name] = (proc.returncode, out, err)
+        for name, (rc, out, err) in results.items():
+            noise = clean_stderr(err, allowed_stderr)
+            if rc != 0 or noise:
+                raise AssertionError(f"{name} exited {rc}: {' '.join(server_cmd if name == 'server' else client_cmd)}\n"
+                                     f"stdout:\n{out}\nstderr:\n{err}")
+        return results
+    finally:
+        for proc in (client, server):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+# --- loading and ibv_devinfo --------------------------------------------------------------
+
+LOADER_NOISE = ("no version information", "undefined symbol", "version `IBVERBS")
+
+
+def case_devinfo():
+    rc, out, err = run(["ibv_devinfo"])
+    assert rc == 0 and not err.strip(), f"ibv_devinfo exited {rc}: {err}"
+    for want in ("hca_id:\tmroce0", "PORT_ACTIVE", "link_layer:\t\tEthernet", "active_mtu:\t\t4096"):
+        assert want in out, f"ibv_devinfo lacks {want!r}:\n{out}"
+    rc, out, err = run(["ibv_devinfo", "-v"], MROCE_IP="127.0.0.7", MROCE_PORT="4797")
+    assert rc == 0 and not err.strip(), f"ibv_devinfo -v exited {rc}: {err}"
+    # The protocol's default port gives the plain RoCEv2 GID of the IPv4 address.
+    assert re.search(r"GID\[\s*0\]:\s+::ffff:127\.0\.0\.7, RoCE v2", out), out
+    rc, out, err = run(["ibv_devinfo", "-v"], MROCE_IP="127.0.0.7", MROCE_PORT="51120")
+    assert rc == 0 and re.search(r"GID\[\s*0\]:\s+::c7b0:ffff:7f00:7, RoCE v2", out), out
+
+
+def case_loader():
+    # Every perftest binary loads libmlx5, libefa and librdmacm, bound at load time
+    # against the library's version nodes: any missing name or node kills them at start.
+    for tool in ("ib_write_bw", "ib_send_lat", "ib_read_bw", "ib_atomic_lat"):
+        rc, out, err = run([tool, "--version"])  # exits 1 by perftest's own convention
+        assert not any(n in err for n in LOADER_NOISE), f"{tool}: {err}"
+        assert "Version:" in out and not err.strip(), f"{tool} --version: {rc}\n{out}\n{err}"
+    rc, out, err = run(["ibv_devices"])
+    assert rc == 0 and "mroce0" in out and not err.strip(), f"ibv_devices: {rc} {out} {err}"
+
+
+# --- ibv_rc_pingpong ---------------------------------------------------------------------
+
+def pingpong(args):
+    port = free_tcp_port()
+    res = server_client(["ibv_rc_pingpong", "-g", "0", "-p", str(port)] + args,
+                        ["ibv_rc_pingpong", "-g", "0", "-p", str(port)] + args + ["127.0.0.1"],
+                        port)
+    size = int(args[args.index("-s") + 1]) if "-s" in args else 4096
+    iters = int(args[args.index("-n") + 1]) if "-n" in args else 1000
+    for name, (_, out, _) in res.items():
+        # rc_pingpong counts both directions: size x iterations x 2 bytes.
+        m = re.search(r"(\d+) bytes in [\d.]+ seconds", out)
+        assert m and int(m.group(1)) == size * iters * 2, f"{name}: {out}"
+        assert f"{iters} iters in" in out, f"{name}: {out}"
+
+
+def case_pingpong():
+    pingpong(["-n", "300"])
+    pingpong(["-n", "300", "-e"])                  # completion channel, blocking events
+    pingpong(["-s", "100", "-n", "500"])           # under max_inline_data: sent inline
+    pingpong(["-s", "1", "-r", "4", "-n", "200"])  # a receive queue of 4
+    pingpong(["-s", "65536", "-n", "50", "-e"])    # many packets per message
+
+
+# --- perftest ----------------------------------------------------------------------------
+
+# A result row: size, iterations, then three numbers (bw: peak, average, message rate;
+# lat: t_min, t_max, t_typical).
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
+# perftest's own notices: an unknown device gets no inline sends.
+PERFTEST_NOISE = ("Device not recognized to implement inline feature",)
+
+
+def perftest(tool, args, sizes=None):
+    port = free_tcp_port()
+    common = ["-F", "-p", str(port)] + args
+    res = server_client([tool] + common, [tool] + common + ["127.0.0.1"], port,
+                        allowed_stderr=PERFTEST_NOISE)
+    out = res["client"][1]
+    rows = ROW.findall(out)
+    assert rows, f"{tool} {' '.join(args)}: no result rows:\n{out}"
+    got = [int(r[0]) for r in rows]
+    if sizes:
+        assert got == sizes, f"{tool} {' '.join(args)}: sizes {got}, expected {sizes}"
+    lat = tool.endswith("_lat")
+    for r in rows:
+        # lat: t_min and t_max; bw: the message rate (perftest prints MB/s with two
+        # decimals, 0.00 for a slow small size, and no peak in duration mode)
+        ok = float(r[2]) > 0 and float(r[3]) >= float(r[2]) if lat else float(r[4]) > 0
+        assert ok, f"{tool} {' '.join(args)}: row {r}:\n{out}"
+    return out
+
+
+def sweep(lo, hi):
+    sizes, s = [], lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 2
+    return sizes
+
+
+def case_perftest_bw():
+    perftest("ib_write_bw", ["-n", "500", "--report_gbits"], [65536])
+    perftest("ib_write_bw", ["-a", "-n", "20"], sweep(2, 1 << 23))
+    perftest("ib_send_bw", ["-a", "-n", "20"], sweep(2, 1 << 23))
+    perftest("ib_read_bw", ["-a", "-n", "20"], sweep(2, 1 << 23))
+    perftest("ib_atomic_bw", ["-n", "500"], [8])
+    perftest("ib_atomic_bw", ["-n", "500", "-A", "CMP_AND_SWAP"], [8])
+
+
+def case_perftest_multi():
+    out = perftest("ib_write_bw", ["-q", "4", "-n", "200"], [65536])
+    assert re.search(r"Number of qps\s*:\s*4", out), out
+    perftest("ib_read_bw", ["-q", "4", "-n", "200"], [65536])
+    perftest("ib_send_bw", ["-q", "4", "-n", "200"], [65536])
+
+
+def case_perftest_duration():
+    perftest("ib_write_bw", ["-D", "2", "--report_gbits"], [65536])
+    perftest("ib_send_bw", ["-D", "2"], [65536])
+
+
+def case_perftest_lat():
+    for tool in ("ib_write_lat", "ib_send_lat", "ib_read_lat", "ib_atomic_lat"):
+        perftest(tool, ["-n", "500"], [8 if "atomic" in tool else 2])
+    perftest("ib_send_lat", ["-n", "300", "-e"], [2])  # completion events
+    # Size sweeps: WRITE's receiver polls the last byte of each message (last byte last);
+    # READ is swept by case_perftest_bw.
+    perftest("ib_write_lat", ["-a", "-n", "10"], sweep(2, 1 << 23))
+    perftest("ib_send_lat", ["-a", "-n", "5"], sweep(2, 1 << 23))
+
+
+# --- Gloo --------------------------------------------------------------------------------
+
+def gloo(ranks, count=100000, iterations=3):
+    store = tempfile.mkdtemp(prefix="mroce-gloo-")
+    procs = []
+    try:
+        for r in range(ranks):
+            procs.append(subprocess.Popen([GLOO, str(r), str(ranks), store, str(count),
+                                           str(iterations)], env=env(), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        for r, p in enumerate(procs):
+            try:
+                out, err = p.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"gloo rank {r} of {ranks} did not finish")
+            assert p.returncode == 0 and f"rank {r}: OK" in out and not err.strip(), \
+                f"gloo rank {r} of {ranks} exited {p.returncode}:\n{out}\n{err}"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def case_gloo():
+    if not GLOO:
+        print("  skip: Gloo (libgloo-dev) was not found when the tests were built")
+        return
+    gloo(2)
+    gloo(4)
+    gloo(3, count=1000, iterations=10)
+
+
+# --- refusals ----------------------------------------------------------------------------
+
+def case_refusals():
+    rc, out, err = run(["ibv_devinfo"], MROCE_PORT="http")
+    assert rc != 0 and "MROCE_PORT=http" in err, f"{rc}: {err}"
+    assert len(clean_stderr(err, ("Failed to open device", "Failed to get"))) == 1, err
+    rc, out, err = run(["ibv_devinfo"], MROCE_IP="10.0.0.300")
+    assert rc != 0 and "MROCE_IP=10.0.0.300: not an IPv4 address" in err, err
+    # UD is refused when the queue pair is created (after perftest's TCP exchange), with
+    # the reason, on both sides.
+    port = free_tcp_port()
+    args = ["ib_send_bw", "-F", "-c", "UD", "-n", "10", "-p", str(port)]
+    server = subprocess.Popen(args, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not listening(port) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rc, out, err = run(args + ["127.0.0.1"])
+        assert rc != 0 and "only RC queue pairs are supported" in err, f"{rc}:\n{out}\n{err}"
+        sout, serr = server.communicate(timeout=TIMEOUT)
+        assert server.returncode != 0 and "only RC queue pairs are supported" in serr, serr
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    # Without a GID (no -g) there is no address to reach on Ethernet: a clear error (the
+    # server connects its queue pair first, and the client sees the server go away).
+    port = free_tcp_port()
+    server = subprocess.Popen(["ibv_rc_pingpong", "-p", str(port)], env=env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not listening(port) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rc, out, err = run(["ibv_rc_pingpong", "-p", str(port), "127.0.0.1"])
+        assert rc != 0, f"client without a GID exited {rc}:\n{out}\n{err}"
+        sout, serr = server.communicate(timeout=TIMEOUT)
+        assert server.returncode != 0 and "the peer needs a GID" in serr, f"{sout}\n{serr}"
+    finally:
+        server.kill()
+        server.wait()
+
+
+CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+
+
+def main():
+    global LIBDIR, GLOO
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    LIBDIR = os.path.abspath(sys.argv[1])
+    GLOO = os.path.abspath(sys.argv[2]) if sys.argv[2] else ""
+    missing = [t for t in ("ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw") if not shutil.which(t)]
+    if missing:
+        print(f"SKIP: {', '.join(missing)} not installed (ibverbs-utils, perftest)")
+        return 77
+    names = sys.argv[3:] or list(CASES)
+    failed = []
+    for name in names:
+        start = time.monotonic()
+        try:
+            CASES[name]()
+            print(f"ok    {name} ({time.monotonic() - start:.1f} s)", flush=True)
+        except AssertionError as e:
+            print(f"FAIL  {name}: {e}", flush=True)
+            failed.append(name)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,506 @@
+// tests/verbs/verbs_abi_test.cc — libibverbs.so.1 through <infiniband/verbs.h>, as an
+// application calls it: the inline dispatch through the context, two contexts of this
+// process connected over UDP on loopback, the verbs semantics applications rely on
+// (receive-queue FIFO including WRITE_WITH_IMM, immediates passed through, selective
+// signaling, completion channels), and the refusals.
+#include <infiniband/verbs.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ScopedEnv sets an environment variable for one test.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        ::setenv(name, value, 1);
+    }
+    ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
+
+private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+};
+
+ibv_context* open_mroce() {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (!list || n != 1) return nullptr;
+    ibv_context* c = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    return c;
+}
+
+// Side is one context with a PD, a 64 KiB registered buffer, a CQ (optionally on a
+// channel) and one RC queue pair.
+struct Side {
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    std::vector<uint8_t> buf = std::vector<uint8_t>(65536);
+    ibv_mr* mr = nullptr;
+    ibv_comp_channel* channel = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp = nullptr;
+    int cq_tag = 0;
+
+    explicit Side(bool with_channel = false) {
+        ctx = open_mroce();
+        if (!ctx) return;
+        pd = ibv_alloc_pd(ctx);
+        mr = ibv_reg_mr(pd, buf.data(), buf.size(),
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING);
+        if (with_channel) channel = ibv_create_comp_channel(ctx);
+        cq = ibv_create_cq(ctx, 64, &cq_tag, channel, 0);
+        ibv_qp_init_attr init{};
+        init.send_cq = cq;
+        init.recv_cq = cq;
+        init.qp_type = IBV_QPT_RC;
+        init.cap.max_send_wr = 64;
+        init.cap.max_recv_wr = 64;
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        qp = ibv_create_qp(pd, &init);
+    }
+    ~Side() {
+        if (qp) ibv_destroy_qp(qp);
+        if (cq) ibv_destroy_cq(cq);
+        if (channel) ibv_destroy_comp_channel(channel);
+        if (mr) ibv_dereg_mr(mr);
+        if (pd) ibv_dealloc_pd(pd);
+        if (ctx) ibv_close_device(ctx);
+    }
+    bool ok() const { return ctx && pd && mr && cq && qp; }
+
+    ibv_gid gid() const {
+        ibv_gid g{};
+        EXPECT_EQ(ibv_query_gid(ctx, 1, 0, &g), 0);
+        return g;
+    }
+
+    // connect: the rc_pingpong sequence of modify_qp masks towards `peer`.
+    int connect(const Side& peer) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = 1;
+        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        if (int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+            return r;
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = peer.qp->qp_num;
+        a.rq_psn = 0;
+        a.max_dest_rd_atomic = 16;
+        a.min_rnr_timer = 12;
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.dgid = peer.gid();
+        a.ah_attr.grh.hop_limit = 1;
+        a.ah_attr.port_num = 1;
+        if (int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                              IBV_QP_MIN_RNR_TIMER))
+            return r;
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.sq_psn = 0;
+        a.max_rd_atomic = 16;
+        return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                         IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    }
+
+    int post_recv(uint64_t id, uint32_t offset, uint32_t len) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data() + offset), len, mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(qp, &wr, &bad);
+    }
+
+    int post(ibv_wr_opcode op, uint64_t id, uint32_t offset, uint32_t len, const Side* target = nullptr,
+             uint32_t target_offset = 0, unsigned flags = IBV_SEND_SIGNALED, uint32_t imm = 0) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data() + offset), len, mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.imm_data = imm;
+        if (target) {
+            const uint64_t raddr = reinterpret_cast<uintptr_t>(target->buf.data() + target_offset);
+            if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+                wr.wr.atomic.remote_addr = raddr;
+                wr.wr.atomic.rkey = target->mr->rkey;
+            } else {
+                wr.wr.rdma.remote_addr = raddr;
+                wr.wr.rdma.rkey = target->mr->rkey;
+            }
+        }
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(qp, &wr, &bad);
+    }
+
+    // poll waits up to 5 s for `n` completions (calling ibv_poll_cq, which also moves
+    // packets itself).
+    std::vector<ibv_wc> poll(size_t n) {
+        std::vector<ibv_wc> out;
+        const auto deadline = Clock::now() + std::chrono::seconds(5);
+        while (out.size() < n && Clock::now() < deadline) {
+            ibv_wc wc[8];
+            const int got = ibv_poll_cq(cq, 8, wc);
+            EXPECT_GE(got, 0);
+            for (int i = 0; i < got; ++i) out.push_back(wc[i]);
+        }
+        return out;
+    }
+};
+
+class Pair : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(a_.ok() && b_.ok());
+        ASSERT_EQ(a_.connect(b_), 0);
+        ASSERT_EQ(b_.connect(a_), 0);
+    }
+    Side a_, b_;
+};
+
+TEST(VerbsDevice, OneEthernetDeviceWithARoceV2Gid) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_NE(list, nullptr);
+    ASSERT_EQ(n, 1);
+    EXPECT_STREQ(ibv_get_device_name(list[0]), "mroce0");
+    EXPECT_EQ(list[1], nullptr);
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    ScopedEnv port("MROCE_PORT", "51120");
+    ibv_context* ctx = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    ASSERT_NE(ctx, nullptr);
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);  // the inline, through verbs_context
+    EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+    EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
+    EXPECT_EQ(pa.lid, 0);
+    EXPECT_NE(ibv_query_port(ctx, 2, &pa), 0);
+    ibv_gid g{};
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &g), 0);
+    const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0xc7, 0xb0, 0xff, 0xff, 127, 0, 0, 1};
+    EXPECT_EQ(std::memcmp(g.raw, want, 16), 0);
+    EXPECT_NE(ibv_query_gid(ctx, 1, 1, &g), 0);  // one GID per port
+    ibv_device_attr da{};
+    ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+    EXPECT_EQ(da.phys_port_cnt, 1);
+    EXPECT_GT(da.max_qp_rd_atom, 0);
+    EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+#undef ibv_query_port
+TEST(VerbsDevice, CompatQueryPortWritesOnlyTheOldLayout) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    ScopedEnv port("MROCE_PORT", "0");
+    ibv_context* ctx = open_mroce();
+    ASSERT_NE(ctx, nullptr);
+    // The exported symbol serves programs built before port_cap_flags2: 48 bytes.
+    std::array<uint8_t, sizeof(ibv_port_attr) + 8> raw;
+    raw.fill(0xa5);
+    ASSERT_EQ(ibv_query_port(ctx, 1, reinterpret_cast<_compat_ibv_port_attr*>(raw.data())), 0);
+    for (size_t i = offsetof(ibv_port_attr, port_cap_flags2); i < raw.size(); ++i)
+        EXPECT_EQ(raw[i], 0xa5) << "byte " << i;
+    EXPECT_EQ(reinterpret_cast<ibv_port_attr*>(raw.data())->state, IBV_PORT_ACTIVE);
+    ibv_close_device(ctx);
+}
+
+TEST(VerbsDevice, DefaultPortGivesThePlainRoceV2Gid) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    ScopedEnv port("MROCE_PORT", "4797");  // the protocol's port: written as 0
+    ibv_context* ctx = open_mroce();
+    if (!ctx) GTEST_SKIP() << "UDP port 4797 is in use on this host";
+    ibv_gid g{};
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &g), 0);
+    const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    EXPECT_EQ(std::memcmp(g.raw, want, 16), 0);
+    ibv_close_device(ctx);
+}
+
+TEST(VerbsDevice, BadSettingsRefuseTheOpen) {
+    ScopedEnv port("MROCE_PORT", "65536");
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_EQ(n, 1);
+    errno = 0;
+    EXPECT_EQ(ibv_open_device(list[0]), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_free_device_list(list);
+}
+
+TEST_F(Pair, SendWithImmediateArrivesVerbatim) {
+    std::memcpy(a_.buf.data(), "hello, verbs", 12);
+    ASSERT_EQ(b_.post_recv(7, 100, 64), 0);
+    ASSERT_EQ(a_.post(IBV_WR_SEND_WITH_IMM, 1, 0, 12, nullptr, 0, IBV_SEND_SIGNALED, 0xdeadbeef), 0);
+    auto rx = b_.poll(1);
+    ASSERT_EQ(rx.size(), 1u);
+    EXPECT_EQ(rx[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rx[0].opcode, IBV_WC_RECV);
+    EXPECT_EQ(rx[0].wr_id, 7u);
+    EXPECT_EQ(rx[0].byte_len, 12u);
+    EXPECT_EQ(rx[0].qp_num, b_.qp->qp_num);
+    EXPECT_TRUE(rx[0].wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(rx[0].imm_data, 0xdeadbeefu);  // no byte swap on either side
+    EXPECT_EQ(std::memcmp(b_.buf.data() + 100, "hello, verbs", 12), 0);
+    auto tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_SEND);
+    EXPECT_EQ(tx[0].wr_id, 1u);
+}
+
+TEST_F(Pair, WriteWithImmediateTakesTheNextReceiveInOrder) {
+    // Gloo finds its receive buffers by counting: a WRITE_WITH_IMM must consume the
+    // receive at the head of the queue, like a SEND.
+    for (uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(b_.post_recv(id, 1000 * static_cast<uint32_t>(id), 100), 0);
+    for (int i = 0; i < 4096; ++i) a_.buf[i] = static_cast<uint8_t>(i * 7);
+    ASSERT_EQ(a_.post(IBV_WR_RDMA_WRITE_WITH_IMM, 10, 0, 4096, &b_, 8192, IBV_SEND_SIGNALED, 5), 0);
+    ASSERT_EQ(a_.post(IBV_WR_SEND, 11, 0, 50), 0);
+    ASSERT_EQ(a_.post(IBV_WR_RDMA_WRITE_WITH_IMM, 12, 0, 16, &b_, 20000, IBV_SEND_SIGNALED, 6), 0);
+    auto rx = b_.poll(3);
+    ASSERT_EQ(rx.size(), 3u);
+    EXPECT_EQ(rx[0].wr_id, 1u);
+    EXPECT_EQ(rx[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_EQ(rx[0].imm_data, 5u);
+    EXPECT_EQ(rx[0].byte_len, 4096u);
+    EXPECT_EQ(rx[1].wr_id, 2u);
+    EXPECT_EQ(rx[1].opcode, IBV_WC_RECV);
+    EXPECT_EQ(rx[1].byte_len, 50u);
+    EXPECT_EQ(rx[2].wr_id, 3u);
+    EXPECT_EQ(rx[2].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_EQ(std::memcmp(b_.buf.data() + 8192, a_.buf.data(), 4096), 0);
+    auto tx = a_.poll(3);
+    ASSERT_EQ(tx.size(), 3u);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(tx[1].opcode, IBV_WC_SEND);
+}
+
+TEST_F(Pair, ReadAndAtomicsReturnTheRemoteValues) {
+    for (int i = 0; i < 3000; ++i) b_.buf[4096 + i] = static_cast<uint8_t>(i ^ 0x5a);
+    ASSERT_EQ(a_.post(IBV_WR_RDMA_READ, 1, 0, 3000, &b_, 4096), 0);
+    auto tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_RDMA_READ);
+    EXPECT_EQ(std::memcmp(a_.buf.data(), b_.buf.data() + 4096, 3000), 0);
+
+    uint64_t v = 40;
+    std::memcpy(b_.buf.data() + 64, &v, 8);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(a_.buf.data() + 512), 8, a_.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 2;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(b_.buf.data() + 64);
+    wr.wr.atomic.rkey = b_.mr->rkey;
+    wr.wr.atomic.compare_add = 2;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_FETCH_ADD);
+    uint64_t old = 0;
+    std::memcpy(&old, a_.buf.data() + 512, 8);
+    EXPECT_EQ(old, 40u);
+    wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.wr.atomic.compare_add = 42;
+    wr.wr.atomic.swap = 1000;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_COMP_SWAP);
+    std::memcpy(&v, b_.buf.data() + 64, 8);
+    EXPECT_EQ(v, 1000u);
+}
+
+TEST_F(Pair, UnsignaledWorkRequestsCompleteSilently) {
+    // perftest signals one work request in cq_mod: the earlier ones report nothing.
+    for (uint64_t id = 1; id <= 9; ++id)
+        ASSERT_EQ(a_.post(IBV_WR_RDMA_WRITE, id, 0, 1024, &b_, 0, id == 9 ? IBV_SEND_SIGNALED : 0), 0);
+    auto tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].wr_id, 9u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ibv_wc wc;
+    EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &wc), 0);
+}
+
+TEST_F(Pair, AChainStopsAtTheFirstRefusedRequest) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(a_.buf.data()), 8, a_.mr->lkey};
+    std::array<ibv_send_wr, 3> wrs{};
+    for (size_t i = 0; i < wrs.size(); ++i) {
+        wrs[i].wr_id = i;
+        wrs[i].sg_list = &sge;
+        wrs[i].num_sge = 1;
+        wrs[i].opcode = IBV_WR_SEND;
+        wrs[i].send_flags = IBV_SEND_SIGNALED;
+        if (i + 1 < wrs.size()) wrs[i].next = &wrs[i + 1];
+    }
+    wrs[1].opcode = IBV_WR_BIND_MW;  // memory windows: not offered
+    ASSERT_EQ(b_.post_recv(1, 0, 64), 0);
+    ibv_send_wr* bad = nullptr;
+    EXPECT_NE(ibv_post_send(a_.qp, &wrs[0], &bad), 0);
+    EXPECT_EQ(bad, &wrs[1]);
+    auto tx = a_.poll(1);  // the first one went
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].wr_id, 0u);
+}
+
+TEST_F(Pair, BadRkeyCompletesWithRemoteAccessError) {
+    ASSERT_EQ(a_.post(IBV_WR_RDMA_WRITE, 1, 0, 64, &b_, 0), 0);
+    a_.poll(1);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(a_.buf.data()), 64, a_.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 2;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b_.buf.data());
+    wr.wr.rdma.rkey = b_.mr->rkey ^ 0x100;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    auto tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].status, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_STREQ(ibv_wc_status_str(tx[0].status), "remote access error");
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(a_.qp, &attr, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
+TEST(VerbsChannel, OneEventPerArmingOnAPollableFd) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b(/*with_channel=*/true);
+    ASSERT_TRUE(a.ok() && b.ok() && b.channel);
+    ASSERT_EQ(a.connect(b), 0);
+    ASSERT_EQ(b.connect(a), 0);
+    const int fd = b.channel->fd;
+    ASSERT_EQ(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    errno = 0;
+    EXPECT_EQ(ibv_get_cq_event(b.channel, &cq, &cq_ctx), -1);  // nothing yet
+    EXPECT_EQ(errno, EAGAIN);
+
+    ASSERT_EQ(ibv_req_notify_cq(b.cq, 0), 0);
+    for (uint64_t id = 1; id <= 2; ++id) ASSERT_EQ(b.post_recv(id, 0, 64), 0);
+    ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    ASSERT_EQ(ibv_get_cq_event(b.channel, &cq, &cq_ctx), 0);
+    EXPECT_EQ(cq, b.cq);
+    EXPECT_EQ(cq_ctx, &b.cq_tag);
+    ibv_ack_cq_events(cq, 1);
+    EXPECT_EQ(b.poll(1).size(), 1u);
+
+    // Not re-armed: the next completion makes no event.
+    ASSERT_EQ(a.post(IBV_WR_SEND, 2, 0, 8), 0);
+    EXPECT_EQ(b.poll(1).size(), 1u);
+    EXPECT_EQ(::poll(&p, 1, 50), 0);
+    EXPECT_EQ(ibv_get_cq_event(b.channel, &cq, &cq_ctx), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    EXPECT_EQ(ibv_destroy_comp_channel(b.channel), EBUSY);  // its CQ still uses it
+}
+
+TEST(VerbsChannel, DestroyingACqWithdrawsItsPendingEvent) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b(/*with_channel=*/true);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a.connect(b), 0);
+    ASSERT_EQ(b.connect(a), 0);
+    ASSERT_EQ(ibv_req_notify_cq(b.cq, 0), 0);
+    ASSERT_EQ(b.post_recv(1, 0, 64), 0);
+    ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);
+    pollfd p{b.channel->fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    ASSERT_EQ(ibv_destroy_qp(b.qp), 0);
+    b.qp = nullptr;
+    ASSERT_EQ(ibv_destroy_cq(b.cq), 0);
+    b.cq = nullptr;
+    ASSERT_EQ(::fcntl(b.channel->fd, F_SETFL, O_NONBLOCK), 0);
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    EXPECT_EQ(ibv_get_cq_event(b.channel, &cq, &cq_ctx), -1);  // never the freed CQ
+    EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST(VerbsRefusals, WhatIsNotOfferedFailsCleanly) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side s;
+    ASSERT_TRUE(s.ok());
+    ibv_qp_init_attr init{};
+    init.send_cq = s.cq;
+    init.recv_cq = s.cq;
+    init.qp_type = IBV_QPT_UD;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 1;
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp(s.pd, &init), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_inline_data = 1u << 20;  // beyond the device
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp(s.pd, &init), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+
+    ibv_ah_attr ah{};
+    errno = 0;
+    EXPECT_EQ(ibv_create_ah(s.pd, &ah), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(s.pd, s.buf.data(), 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(s.pd, s.buf.data(), 64, IBV_ACCESS_REMOTE_WRITE), nullptr);  // no LOCAL_WRITE
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(ibv_qp_to_qp_ex(s.qp), nullptr);
+
+    // RTR without a GID: there are no LIDs on Ethernet.
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = 1;
+    a.ah_attr.dlid = 3;
+    EXPECT_EQ(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+              EINVAL);
+    EXPECT_EQ(s.qp->state, IBV_QPS_INIT);
+}
+
+}  // namespace

@@ -1,0 +1,136 @@
+// verbs/verbs_internal.h — the objects behind the libibverbs C ABI (verbs/README.md).
+//
+// Each verbs object the application sees (ibv_context, ibv_pd, ibv_mr, ibv_cq, ibv_qp,
+// ibv_srq, ibv_comp_channel) is the first member of a standard-layout wrapper, so the
+// pointer the application hands back converts to the wrapper with one cast. The wrapper
+// holds the native API object (api/device.h) that does the work. Every object keeps the
+// api::Device alive through a shared_ptr, so a careless destruction order never frees
+// the engine under a live queue pair.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "api/device.h"
+#include "util/address.h"
+
+namespace mroce::verbs {
+
+// Settings read from the environment when a device is opened (verbs/README.md lists them).
+struct Settings {
+    Address local;               // MROCE_IP and MROCE_PORT
+    uint16_t paths = 8;          // MROCE_PATHS
+    int log_level = 1;           // MROCE_LOG: 0 quiet, 1 errors and refusals, 2 info, 3 debug
+    uint32_t spin_us = 50;       // MROCE_SPIN_US: progress-thread polling after activity
+    // MROCE_LINGER_MS: how long closing a context (or the process exiting) waits for its
+    // outstanding work and its last ACKs (api::Device::linger).
+    Duration linger = std::chrono::milliseconds(500);
+};
+// read_settings parses the environment. On a bad value it returns false and `error` names
+// the variable and the problem in one line.
+bool read_settings(Settings& out, std::string& error);
+
+// log_level is MROCE_LOG as read at the first use (1 when unset or invalid).
+int log_level();
+// log prints "mroce: <text>" on stderr when `level` <= log_level().
+void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// errno_of maps an API error to the errno value verbs returns for it.
+int errno_of(Error e);
+
+// The GID of an endpoint: bytes 0..7 zero, 8..9 the UDP port (big-endian; the protocol's
+// default port is written as 0, which makes the standard RoCEv2 GID ::ffff:a.b.c.d),
+// 10..11 ff ff, 12..15 the IPv4 address.
+ibv_gid gid_of(const Address& a);
+// address_of_gid reads such a GID back; false for any other shape (a native IPv6 GID).
+bool address_of_gid(const ibv_gid& gid, Address& out);
+
+// Completion channel: a queue of CQs with an event, and an eventfd (semaphore mode) whose
+// readiness the application polls. The queue, not the fd, carries the CQs, so destroying
+// a CQ can withdraw its pending events: the fd's count may then exceed the queue, and a
+// read that finds the queue empty reads again.
+struct Channel {
+    ibv_comp_channel ibv;  // ibv.fd is the eventfd
+    std::mutex mu;
+    std::deque<ibv_cq*> pending;
+};
+
+struct Context;
+
+struct Cq {
+    ibv_cq ibv;
+    std::shared_ptr<api::Device> dev;
+    std::unique_ptr<api::CompletionQueue> cq;
+    Channel* channel = nullptr;
+    std::atomic<bool> armed{false};  // ibv_req_notify_cq was called; the next CQE signals
+};
+
+struct Pd {
+    ibv_pd ibv;
+    std::shared_ptr<api::Device> dev;
+    std::unique_ptr<api::ProtectionDomain> pd;
+};
+
+struct Mr {
+    ibv_mr ibv;
+    std::unique_ptr<api::MemoryRegion> mr;
+};
+
+struct Srq {
+    ibv_srq ibv;
+    std::unique_ptr<api::SharedReceiveQueue> srq;
+    uint32_t max_wr = 0, max_sge = 0;
+    uint32_t limit = 0;  // srq_limit as last armed
+};
+
+struct Qp {
+    ibv_qp ibv;
+    std::shared_ptr<api::Device> dev;
+    std::unique_ptr<api::QueuePair> qp;
+    bool sq_sig_all = false;
+    ibv_qp_cap cap{};  // what create_qp granted (reported by ibv_query_qp)
+    // The peer as RTR set it, for ibv_query_qp(IBV_QP_AV).
+    ibv_ah_attr ah{};
+    uint8_t ah_valid = 0;
+};
+
+struct Context {
+    verbs_context vctx;  // the application's ibv_context is vctx.context (it must be last
+                         // in verbs_context: rdma-core's inline functions step back from it)
+    std::shared_ptr<api::Device> dev;
+    Settings settings;
+    // Asynchronous events for ibv_get_async_event; vctx.context.async_fd (an eventfd in
+    // semaphore mode) counts them, as a channel's fd counts CQ events.
+    std::mutex async_mu;
+    std::deque<ibv_async_event> async_events;
+};
+// push_async_event queues one asynchronous event on the context.
+void push_async_event(Context& ctx, const ibv_async_event& e);
+
+// The wrappers are standard layout, so a pointer to the first member is a pointer to
+// the wrapper ([basic.compound]); the casts below rely on it.
+template <class W, class C>
+W* outer(C* inner) {
+    static_assert(std::is_standard_layout_v<W>);
+    return reinterpret_cast<W*>(inner);
+}
+inline Context* context_of(ibv_context* c) {
+    return outer<Context>(reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(c) -
+                                                           offsetof(verbs_context, context)));
+}
+
+// The operations reached through ibv_context's ops table (the header's inline functions).
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+}  // namespace mroce::verbs
