@@ -18,6 +18,7 @@ PACKAGES=(
     tshark                                              # tools/wireshark dissector test
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
     libibverbs-dev                                      # verbs/ builds against rdma-core's headers
+    pkgconf                                             # tests/verbs: the installed mroce-verbs.pc
     ibverbs-utils perftest libgloo-dev                  # tests/verbs: unmodified RDMA programs
 )
 
