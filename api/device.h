@@ -89,6 +89,9 @@ struct DeviceConfig {
     ProgressMode progress = ProgressMode::kThread;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // How long the progress thread stands aside after the application made a pass with
+    // try_progress (DriverConfig::handoff).
+    Duration handoff = std::chrono::microseconds(200);
     datapath::UdpOptions udp;
 };
 

@@ -11,7 +11,12 @@ CPU 0, server on CPU 1 (as notes/datapath.md). Prints every run and the medians,
 ratio of each MetaRoCE goodput to --raw of the same size, and the CPU seconds both
 processes used per GB placed.
 
-usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4]
+With --verbs DIR (a directory holding mroce's libibverbs.so.1, build/verbs), each
+repetition also runs perftest's ib_write_bw (64 KiB, the same duration) and ib_write_lat
+(8 bytes) on that library, unmodified, next to the mroce perf runs of the same shape
+(the numbers behind docs/results.md "The Verbs library").
+
+usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4] [--verbs DIR]
 """
 import argparse
 import json
@@ -61,6 +66,50 @@ def perf(mroce, args):
         os.unlink(path)
 
 
+def listening(port):
+    """True once some process listens on TCP `port` (from /proc: perftest's server takes
+    the first connection for its client, so a probe connection would break it)."""
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(path) as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                if int(cols[1].split(":")[1], 16) == port and cols[3] == "0A":
+                    return True
+    return False
+
+
+def perftest(libdir, tool, args):
+    """One perftest pair on the library in `libdir`; returns the numbers of the client's
+    result row: bw tools {"gbps"}, lat tools {"t_typical", "percentile_99",
+    "percentile_99.9"} (perftest's latency is half the round trip, as mroce perf's)."""
+    port = free_port()
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir))
+    common = ["-F", "-p", str(port)] + args
+    server = subprocess.Popen(["taskset", "-c", "1", tool] + common, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            if listening(port):
+                break
+            subprocess.run(["sleep", "0.01"])
+        out = subprocess.run(["taskset", "-c", "0", tool] + common + ["127.0.0.1"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)}: {out.stderr.strip()}")
+        row = next(l.split() for l in out.stdout.splitlines()
+                   if l.split() and l.split()[0].isdigit() and len(l.split()) >= 5)
+        server.wait(timeout=30)
+        if tool.endswith("_lat"):
+            return {"t_typical": float(row[4]), "percentile_99": float(row[7]),
+                    "percentile_99.9": float(row[8])}
+        return {"gbps": float(row[3])}
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def iperf3(seconds):
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-1", "-A", "1"],
@@ -91,6 +140,7 @@ def main():
     ap.add_argument("--mroce", default="build/mroce")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--verbs", metavar="DIR", help="also run perftest on libibverbs.so.1 in DIR")
     a = ap.parse_args()
     d = ["-D", str(a.seconds), "--report_gbits"]
     bw_runs = [
@@ -107,8 +157,12 @@ def main():
     ]
     gbps = {name: [] for name, _ in bw_runs}
     gbps["iperf3 TCP"] = []
+    if a.verbs:
+        gbps["verbs 64K"] = []
     cpu_gb = {name: [] for name, _ in bw_runs}
     lat = {name: {"t_typical": [], "percentile_99": [], "percentile_99.9": []} for name, _ in lat_runs}
+    if a.verbs:
+        lat["verbs lat 8"] = {"t_typical": [], "percentile_99": [], "percentile_99.9": []}
     for rep in range(a.reps):
         print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
         for name, args in bw_runs:
@@ -129,6 +183,11 @@ def main():
             extra += (f"; CPU s/GB {cpu:.3f} (client {r['cpu_client_s'] / gb:.3f}, "
                       f"server {r['cpu_server_s'] / gb:.3f})" if gb else "")
             print(f"{name:>14}: {r['goodput_gbps']:6.2f} Gbit/s{extra}", flush=True)
+        if a.verbs:
+            g = perftest(a.verbs, "ib_write_bw", ["-s", "65536", "-D", str(int(a.seconds)),
+                                                  "--report_gbits"])["gbps"]
+            gbps["verbs 64K"].append(g)
+            print(f"{'verbs 64K':>14}: {g:6.2f} Gbit/s (ib_write_bw)", flush=True)
         g = iperf3(int(a.seconds))
         gbps["iperf3 TCP"].append(g)
         print(f"{'iperf3 TCP':>14}: {g:6.2f} Gbit/s", flush=True)
@@ -138,6 +197,12 @@ def main():
                 lat[name][k].append(r[k])
             print(f"{name:>14}: p50 {r['t_typical']:.2f} us, p99 {r['percentile_99']:.2f} us, "
                   f"p99.9 {r['percentile_99.9']:.2f} us (one way, RTT/2)", flush=True)
+        if a.verbs:
+            r = perftest(a.verbs, "ib_write_lat", ["-s", "8", "-n", "20000"])
+            for k in lat["verbs lat 8"]:
+                lat["verbs lat 8"][k].append(r[k])
+            print(f"{'verbs lat 8':>14}: p50 {r['t_typical']:.2f} us, p99 {r['percentile_99']:.2f} us, "
+                  f"p99.9 {r['percentile_99.9']:.2f} us (ib_write_lat, one way)", flush=True)
     med = {k: statistics.median(v) for k, v in gbps.items()}
     print(f"\nmedians of {a.reps} (Gbit/s of goodput); ratio: median over repetitions of")
     print("mroce / --raw of the same size in the same repetition (paired, so the machine's")
@@ -148,6 +213,10 @@ def main():
             raw = gbps["raw 64K" if "64K" in name else "raw 1M"]
             pairs = [m / r for m, r in zip(gbps[name], raw)]
             ratio = (f"  = {100 * statistics.median(pairs):.0f}% of --raw "
+                     f"({', '.join(f'{100 * x:.0f}%' for x in pairs)})")
+        if name == "verbs 64K":
+            pairs = [v / m for v, m in zip(gbps[name], gbps["mroce 64K"])]
+            ratio = (f"  = {100 * statistics.median(pairs):.0f}% of mroce perf 64K "
                      f"({', '.join(f'{100 * x:.0f}%' for x in pairs)})")
         print(f"{name:>14}: {med[name]:6.2f}  (runs {', '.join(f'{x:.2f}' for x in gbps[name])}){ratio}")
     print("\nCPU seconds (user + system, client + server) per GB placed, median:")

@@ -114,6 +114,25 @@ ibv_qp_cap device_cap(const api::QpAttr::Cap& c) {
     return cap;
 }
 
+// log_connection prints the counters of the queue pair's connection (MROCE_LOG=3): what
+// an operator asks first when a program runs slower than it should.
+void log_connection(const Qp& qp) {
+    Address peer;
+    if (!qp.ah_valid || !address_of_gid(qp.ah.grh.dgid, peer)) return;
+    auto r = qp.dev->connection_report(peer);
+    if (!r) return;
+    const auto& c = r->connection;
+    log(3, "qp %u -> %s: messages %llu sent %llu received; retransmits %llu (sack %llu, timeout "
+           "%llu, rnr %llu, read requests %llu); rnr nacks sent %llu; nacks %llu sent %llu "
+           "received; paced waits %llu", qp.ibv.qp_num, peer.to_string().c_str(),
+        (unsigned long long)c.messages_sent, (unsigned long long)c.messages_received,
+        (unsigned long long)c.retransmits, (unsigned long long)c.retransmits_sack,
+        (unsigned long long)c.retransmits_timeout, (unsigned long long)c.retransmits_rnr,
+        (unsigned long long)c.retransmits_read_request, (unsigned long long)c.rnr_nacks_sent,
+        (unsigned long long)c.nacks_sent, (unsigned long long)c.nacks_received,
+        (unsigned long long)c.paced_waits);
+}
+
 }  // namespace
 
 namespace mroce::verbs {
@@ -228,6 +247,7 @@ ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
 
 int ibv_destroy_qp(ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;
+    if (log_level() >= 3) log_connection(*outer<Qp>(ibqp));
     pthread_mutex_destroy(&ibqp->mutex);
     pthread_cond_destroy(&ibqp->cond);
     delete outer<Qp>(ibqp);
