@@ -168,6 +168,12 @@ bool Device::linger(Duration max) {
     }
 }
 
+void Device::set_event_notify(void (*fn)(void*, const Event&), void* arg) {
+    std::lock_guard<std::mutex> g(state_->events_mu);
+    state_->event_fn = fn;
+    state_->event_arg = fn ? arg : nullptr;
+}
+
 DeviceStats Device::stats() const {
     DeviceStats s;
     s.driver = state_->driver->stats();
@@ -247,6 +253,8 @@ Error SharedReceiveQueue::arm_limit(uint32_t limit) {
     if (state_->closed) return Error::kWrongState;
     return state_->endpoint->arm_srq_limit(h_->id, limit);
 }
+
+uint32_t SharedReceiveQueue::id() const { return h_->id; }
 
 size_t SharedReceiveQueue::size() const {
     std::lock_guard<std::mutex> g(state_->engine_mu);

@@ -169,6 +169,12 @@ public:
     // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,
     // into out; returns the count. Completions never appear here: they go to CQs.
     size_t poll_events(std::span<Event> out);
+    // set_event_notify makes fn(arg, e) be called for each connection or path event as it
+    // is queued for poll_events, by the progress thread, with the device's locks held: fn
+    // must be quick and must not call into the device. nullptr clears it; once
+    // set_event_notify returns, the previous fn is not running and will not be called.
+    // (Verbs asynchronous events are built on it.)
+    void set_event_notify(void (*fn)(void*, const Event&), void* arg);
 
     // linger lets the device finish before it is closed, for at most `max`: it makes
     // progress until no queue pair has work outstanding and no datagram arrived for
@@ -372,6 +378,8 @@ public:
     Error arm_limit(uint32_t limit);
     // size: receives queued and not yet taken.
     size_t size() const;
+    // id names this queue in Event::srq (kSrqLimit).
+    uint32_t id() const;
 
 private:
     friend class ProtectionDomain;

@@ -59,6 +59,8 @@ struct DeviceState {
     std::mutex events_mu;
     std::deque<Event> events;
     uint64_t events_dropped = 0;
+    void (*event_fn)(void*, const Event&) = nullptr;  // Device::set_event_notify; events_mu
+    void* event_arg = nullptr;
 
     std::unique_ptr<datapath::UdpDatapath> dp;
     std::unique_ptr<Driver> driver;
@@ -85,6 +87,7 @@ struct DeviceState {
             ++events_dropped;
         }
         events.push_back(e);
+        if (event_fn) event_fn(event_arg, e);
     }
 
     Time now() const { return dp->now(); }

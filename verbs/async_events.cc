@@ -17,6 +17,47 @@ void push_async_event(Context& ctx, const ibv_async_event& e) {
     (void)!::write(ctx.vctx.context.async_fd, &one, sizeof(one));
 }
 
+void on_device_event(void* arg, const api::Event& e) {
+    Context& ctx = *static_cast<Context*>(arg);
+    std::lock_guard<std::mutex> g(ctx.objects_mu);
+    ibv_async_event ev{};
+    switch (e.kind) {
+        case api::EventKind::kSrqLimit:
+            for (Srq* s : ctx.objects->srqs) {
+                if (s->srq->id() != e.srq) continue;
+                s->limit = 0;  // verbs: the limit disarms when it fires
+                ev.element.srq = &s->ibv;
+                ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+                push_async_event(ctx, ev);
+            }
+            break;
+        case api::EventKind::kConnectionFailed:
+            // The peer stopped answering (or refused the connection): every queue pair
+            // towards it is in error now.
+            for (Qp* q : ctx.objects->qps) {
+                if (!q->ah_valid || !(q->peer == e.peer)) continue;
+                ev.element.qp = &q->ibv;
+                ev.event_type = IBV_EVENT_QP_FATAL;
+                push_async_event(ctx, ev);
+            }
+            break;
+        default: break;  // connection up/closed, path events: nothing verbs reports
+    }
+}
+
+void forget_object(Context& ctx, Qp* qp, Srq* srq) {
+    std::lock_guard<std::mutex> g(ctx.objects_mu);
+    if (qp) ctx.objects->qps.erase(qp);
+    if (srq) ctx.objects->srqs.erase(srq);
+    std::lock_guard<std::mutex> a(ctx.async_mu);
+    std::erase_if(ctx.async_events, [&](const ibv_async_event& e) {
+        const bool names_qp = e.event_type == IBV_EVENT_QP_FATAL && qp && e.element.qp == &qp->ibv;
+        const bool names_srq =
+            e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && srq && e.element.srq == &srq->ibv;
+        return names_qp || names_srq;
+    });
+}
+
 }  // namespace mroce::verbs
 
 extern "C" {

@@ -231,6 +231,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     c.ops.post_send = post_send;
     c.ops.post_recv = post_recv;
     c.ops.post_srq_recv = post_srq_recv;
+    ctx->dev->set_event_notify(on_device_event, ctx);
     {
         OpenContexts& o = open_contexts();
         std::lock_guard<std::mutex> g(o.mu);
@@ -248,6 +249,7 @@ int ibv_close_device(ibv_context* context) {
         o.all.erase(ctx);
     }
     (void)ctx->dev->linger(ctx->settings.linger);
+    ctx->dev->set_event_notify(nullptr, nullptr);
     if (context->cmd_fd >= 0) ::close(context->cmd_fd);
     if (context->async_fd >= 0) ::close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);

@@ -221,6 +221,7 @@ ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
         errno = ENOMEM;
         return nullptr;
     }
+    qp->ctx = context_of(ibpd->context);
     qp->dev = pd->dev;
     qp->qp = std::move(r).value();
     qp->sq_sig_all = init->sq_sig_all != 0;
@@ -242,15 +243,21 @@ ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
     q.qp_type = IBV_QPT_RC;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
+    {
+        std::lock_guard<std::mutex> g(qp->ctx->objects_mu);
+        qp->ctx->objects->qps.insert(qp);
+    }
     return &q;
 }
 
 int ibv_destroy_qp(ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;
-    if (log_level() >= 3) log_connection(*outer<Qp>(ibqp));
+    Qp* qp = outer<Qp>(ibqp);
+    if (log_level() >= 3) log_connection(*qp);
+    forget_object(*qp->ctx, qp, nullptr);
     pthread_mutex_destroy(&ibqp->mutex);
     pthread_cond_destroy(&ibqp->cond);
-    delete outer<Qp>(ibqp);
+    delete qp;
     return 0;
 }
 
@@ -303,7 +310,9 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* a, int mask) {
         return errno_of(e);
     }
     if (m & IBV_QP_AV) {
+        std::lock_guard<std::mutex> g(qp->ctx->objects_mu);  // read by on_device_event
         qp->ah = a->ah_attr;
+        qp->peer = attr.peer;
         qp->ah_valid = 1;
     }
     if (m & IBV_QP_STATE) ibqp->state = a->qp_state;
@@ -368,6 +377,7 @@ ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
         errno = ENOMEM;
         return nullptr;
     }
+    srq->ctx = context_of(ibpd->context);
     srq->srq = std::move(r).value();
     srq->max_wr = init->attr.max_wr;
     srq->max_sge = init->attr.max_sge;
@@ -376,6 +386,10 @@ ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
     srq->ibv.pd = ibpd;
     pthread_mutex_init(&srq->ibv.mutex, nullptr);
     pthread_cond_init(&srq->ibv.cond, nullptr);
+    {
+        std::lock_guard<std::mutex> g(srq->ctx->objects_mu);
+        srq->ctx->objects->srqs.insert(srq);
+    }
     return &srq->ibv;
 }
 
@@ -388,9 +402,13 @@ int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
         srq->max_wr = attr->max_wr;  // the queue is not bounded by it: nothing to resize
     }
     if (mask & IBV_SRQ_LIMIT) {
+        // Recorded before arming: the event may fire at once and disarm it again.
+        {
+            std::lock_guard<std::mutex> g(srq->ctx->objects_mu);
+            srq->limit = attr->srq_limit;
+        }
         if (const Error e = srq->srq->arm_limit(attr->srq_limit); e != Error::kOk)
             return errno_of(e);
-        srq->limit = attr->srq_limit;
     }
     return 0;
 }
@@ -400,15 +418,18 @@ int ibv_query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
     Srq* srq = outer<Srq>(ibsrq);
     attr->max_wr = srq->max_wr;
     attr->max_sge = srq->max_sge;
+    std::lock_guard<std::mutex> g(srq->ctx->objects_mu);
     attr->srq_limit = srq->limit;
     return 0;
 }
 
 int ibv_destroy_srq(ibv_srq* ibsrq) {
     if (!ibsrq) return EINVAL;
+    Srq* srq = outer<Srq>(ibsrq);
+    forget_object(*srq->ctx, nullptr, srq);
     pthread_mutex_destroy(&ibsrq->mutex);
     pthread_cond_destroy(&ibsrq->cond);
-    delete outer<Srq>(ibsrq);
+    delete srq;
     return 0;
 }
 

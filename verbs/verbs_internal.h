@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -85,20 +86,24 @@ struct Mr {
 
 struct Srq {
     ibv_srq ibv;
+    Context* ctx = nullptr;
     std::unique_ptr<api::SharedReceiveQueue> srq;
     uint32_t max_wr = 0, max_sge = 0;
-    uint32_t limit = 0;  // srq_limit as last armed
+    uint32_t limit = 0;  // srq_limit as last armed, 0 once fired (Context::objects_mu)
 };
 
 struct Qp {
     ibv_qp ibv;
+    Context* ctx = nullptr;
     std::shared_ptr<api::Device> dev;
     std::unique_ptr<api::QueuePair> qp;
     bool sq_sig_all = false;
     ibv_qp_cap cap{};  // what create_qp granted (reported by ibv_query_qp)
-    // The peer as RTR set it, for ibv_query_qp(IBV_QP_AV).
+    // The peer as RTR set it, for ibv_query_qp(IBV_QP_AV), and its address, which
+    // names the connection in the device's events.
     ibv_ah_attr ah{};
     uint8_t ah_valid = 0;
+    Address peer;
 };
 
 struct Context {
@@ -110,9 +115,25 @@ struct Context {
     // semaphore mode) counts them, as a channel's fd counts CQ events.
     std::mutex async_mu;
     std::deque<ibv_async_event> async_events;
+    // The queue pairs and SRQs of this context, which the device's events name by peer
+    // address and SRQ id. Taken after the device's own locks (its event hook), before
+    // async_mu.
+    // (Behind a pointer: std::set would make Context lose its standard layout.)
+    struct Objects {
+        std::set<Qp*> qps;
+        std::set<Srq*> srqs;
+    };
+    std::mutex objects_mu;
+    std::unique_ptr<Objects> objects = std::make_unique<Objects>();
 };
-// push_async_event queues one asynchronous event on the context.
+// push_async_event queues one asynchronous event on the context (async_mu).
 void push_async_event(Context& ctx, const ibv_async_event& e);
+// on_device_event turns the device's connection and SRQ events into asynchronous events
+// (api::Device::set_event_notify's hook; arg is the Context).
+void on_device_event(void* arg, const api::Event& e);
+// forget_object withdraws a queue pair or SRQ from the context before it is destroyed:
+// later events cannot name it, and its unread events are dropped.
+void forget_object(Context& ctx, Qp* qp, Srq* srq);
 
 // The wrappers are standard layout, so a pointer to the first member is a pointer to
 // the wrapper ([basic.compound]); the casts below rely on it.

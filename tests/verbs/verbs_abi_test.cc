@@ -5,8 +5,11 @@
 // signaling, completion channels), and the refusals.
 #include <infiniband/verbs.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -501,6 +504,111 @@ TEST(VerbsRefusals, WhatIsNotOfferedFailsCleanly) {
                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
               EINVAL);
     EXPECT_EQ(s.qp->state, IBV_QPS_INIT);
+}
+
+// next_async_event waits up to 5 s for an asynchronous event on ctx's pollable fd.
+bool next_async_event(ibv_context* ctx, ibv_async_event& ev) {
+    pollfd p{ctx->async_fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return false;
+    return ibv_get_async_event(ctx, &ev) == 0;
+}
+
+TEST(VerbsAsyncEvents, SrqLimitReachedNamesTheSrqAndDisarmsIt) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b;
+    ASSERT_TRUE(a.ok() && b.ok());
+    ibv_srq_init_attr sinit{};
+    sinit.attr.max_wr = 16;
+    sinit.attr.max_sge = 1;
+    ibv_srq* srq = ibv_create_srq(b.pd, &sinit);
+    ASSERT_NE(srq, nullptr);
+    ibv_qp_init_attr init{};
+    init.send_cq = b.cq;
+    init.recv_cq = b.cq;
+    init.srq = srq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 8;
+    ibv_qp* with_srq = ibv_create_qp(b.pd, &init);
+    ASSERT_NE(with_srq, nullptr);
+    ibv_destroy_qp(b.qp);
+    b.qp = with_srq;
+    ASSERT_EQ(a.connect(b), 0);
+    ASSERT_EQ(b.connect(a), 0);
+    for (uint64_t id = 1; id <= 4; ++id) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(b.buf.data() + 64 * id), 64, b.mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+    }
+    ibv_srq_attr attr{};
+    attr.srq_limit = 3;
+    ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+    ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);  // 3 left: not below the limit
+    ASSERT_EQ(b.poll(1).size(), 1u);
+    pollfd p{b.ctx->async_fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 50), 0);
+    ASSERT_EQ(a.post(IBV_WR_SEND, 2, 0, 8), 0);  // 2 left
+    ASSERT_EQ(b.poll(1).size(), 1u);
+    ibv_async_event ev{};
+    ASSERT_TRUE(next_async_event(b.ctx, ev));
+    EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+    EXPECT_EQ(ev.element.srq, srq);
+    ibv_ack_async_event(&ev);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.srq_limit, 0u);  // disarmed by the event
+    ibv_destroy_qp(b.qp);
+    b.qp = nullptr;
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+TEST(VerbsAsyncEvents, AQueuePairTowardsNoOneGetsAFatalEvent) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a;
+    ASSERT_TRUE(a.ok());
+    // A peer GID whose port nobody listens on (a port just bound and released): the
+    // handshake is never answered.
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    ::close(fd);
+    const uint16_t port = ntohs(sa.sin_port);
+    const ibv_gid silent = {.raw = {0, 0, 0, 0, 0, 0, 0, 0, static_cast<uint8_t>(port >> 8),
+                                    static_cast<uint8_t>(port), 0xff, 0xff, 127, 0, 0, 1}};
+    const uint32_t silent_qpn = 1;
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    at = {};
+    at.qp_state = IBV_QPS_RTR;
+    at.path_mtu = IBV_MTU_1024;
+    at.dest_qp_num = silent_qpn;
+    at.max_dest_rd_atomic = 1;
+    at.min_rnr_timer = 12;
+    at.ah_attr.is_global = 1;
+    at.ah_attr.grh.dgid = silent;
+    at.ah_attr.port_num = 1;
+    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+              0);
+    ibv_async_event ev{};
+    ASSERT_TRUE(next_async_event(a.ctx, ev));
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+    EXPECT_EQ(ev.element.qp, a.qp);
+    ibv_ack_async_event(&ev);
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_STATE, &qi), 0);
+    EXPECT_EQ(q.qp_state, IBV_QPS_ERR);
 }
 
 }  // namespace
