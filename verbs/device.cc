@@ -244,6 +244,11 @@ int ibv_close_device(ibv_context* context) {
     if (!context) return EINVAL;
     Context* ctx = context_of(context);
     {
+        // Queue pairs and SRQs point back at their context: it must outlive them.
+        std::lock_guard<std::mutex> g(ctx->objects_mu);
+        if (!ctx->objects->qps.empty() || !ctx->objects->srqs.empty()) return EBUSY;
+    }
+    {
         OpenContexts& o = open_contexts();
         std::lock_guard<std::mutex> g(o.mu);
         o.all.erase(ctx);

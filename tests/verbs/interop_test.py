@@ -205,6 +205,7 @@ def case_perftest_multi():
     assert re.search(r"Number of qps\s*:\s*4", out), out
     perftest("ib_read_bw", ["-q", "4", "-n", "200"], [65536])
     perftest("ib_send_bw", ["-q", "4", "-n", "200"], [65536])
+    perftest("ib_send_bw", ["--use-srq", "-q", "2", "-n", "300"], [65536])  # a shared receive queue
 
 
 def case_perftest_duration():

@@ -460,6 +460,15 @@ TEST(VerbsChannel, DestroyingACqWithdrawsItsPendingEvent) {
     EXPECT_EQ(errno, EAGAIN);
 }
 
+TEST(VerbsDevice, ClosingAContextWithQueuePairsIsRefused) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side s;
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(ibv_close_device(s.ctx), EBUSY);  // its queue pair still points at it
+    ASSERT_EQ(ibv_destroy_qp(s.qp), 0);
+    s.qp = nullptr;
+}
+
 TEST(VerbsRefusals, WhatIsNotOfferedFailsCleanly) {
     ScopedEnv ip("MROCE_IP", "127.0.0.1");
     Side s;
