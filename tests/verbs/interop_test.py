@@ -154,6 +154,33 @@ def case_pingpong():
     pingpong(["-s", "65536", "-n", "50", "-e"])    # many packets per message
 
 
+def case_other_utilities():
+    # ibv_srq_pingpong: 16 queue pairs sharing one receive queue.
+    port = free_tcp_port()
+    res = server_client(["ibv_srq_pingpong", "-g", "0", "-p", str(port), "-n", "300"],
+                        ["ibv_srq_pingpong", "-g", "0", "-p", str(port), "-n", "300", "127.0.0.1"],
+                        port)
+    for name, (_, out, _) in res.items():
+        assert "300 iters in" in out, f"{name}: {out}"
+    # UC and UD are refused when the queue pair is created, with the reason; XRC domains
+    # are not offered (the header's inline answers EOPNOTSUPP).
+    for tool, kind in (("ibv_uc_pingpong", "UC"), ("ibv_ud_pingpong", "UD")):
+        rc, out, err = run([tool, "-g", "0", "-p", str(free_tcp_port())])
+        assert rc != 0 and f"only RC queue pairs are supported (asked for {kind})" in err, f"{tool}: {rc} {err}"
+    rc, out, err = run(["ibv_xsrq_pingpong", "-p", str(free_tcp_port())])
+    assert rc != 0 and "Couldn't Open the XRC Domain" in err + out, f"{rc} {out} {err}"
+    # ibv_asyncwatch waits on the context's async_fd (and is stopped by the timeout).
+    p = subprocess.Popen(["ibv_asyncwatch"], env=env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=1)
+        raise AssertionError(f"ibv_asyncwatch exited {p.returncode}: {out} {err}")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    assert "mroce0: async event FD" in out and not err.strip(), f"{out} {err}"
+
+
 # --- perftest ----------------------------------------------------------------------------
 
 # A result row: size, iterations, then three numbers (bw: peak, average, message rate;
