@@ -91,7 +91,7 @@ struct DeviceConfig {
     Duration spin = std::chrono::microseconds(50);
     // How long the progress thread stands aside after the application made a pass with
     // try_progress (DriverConfig::handoff).
-    Duration handoff = std::chrono::microseconds(200);
+    Duration handoff = Duration::zero();
     datapath::UdpOptions udp;
 };
 

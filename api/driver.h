@@ -37,7 +37,7 @@ struct DriverConfig {
     // itself with try_run_once (it busy-polls a CQ): two threads taking turns on the
     // driver lock, on a machine with fewer cores than busy threads, stall whenever the
     // holder is descheduled. 0: never stand aside.
-    Duration handoff = std::chrono::microseconds(200);
+    Duration handoff = Duration::zero();
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().

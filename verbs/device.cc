@@ -199,6 +199,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.local = s.local;
     cfg.endpoint.num_paths = s.paths;
     cfg.spin = std::chrono::microseconds(s.spin_us);
+    cfg.handoff = std::chrono::microseconds(s.handoff_us);
     std::string why;
     auto dev = api::Device::open(cfg, &why);
     if (!dev) {

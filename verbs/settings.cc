@@ -115,6 +115,13 @@ bool read_settings(Settings& out, std::string& error) {
         }
         s.spin_us = static_cast<uint32_t>(v);
     }
+    if (const char* e = std::getenv("MROCE_HANDOFF_US")) {
+        if (!parse_uint(e, 0, 1'000'000, v)) {
+            error = std::string("MROCE_HANDOFF_US=") + e + ": not a time in µs (0..1000000)";
+            return false;
+        }
+        s.handoff_us = static_cast<uint32_t>(v);
+    }
     if (const char* e = std::getenv("MROCE_LINGER_MS")) {
         if (!parse_uint(e, 0, 60'000, v)) {
             error = std::string("MROCE_LINGER_MS=") + e + ": not a time in ms (0..60000)";
