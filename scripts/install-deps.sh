@@ -19,7 +19,7 @@ PACKAGES=(
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
     libibverbs-dev                                      # verbs/ builds against rdma-core's headers
     pkgconf                                             # tests/verbs: the installed mroce-verbs.pc
-    ibverbs-utils perftest libgloo-dev                  # tests/verbs: unmodified RDMA programs
+    ibverbs-utils perftest qperf libgloo-dev            # tests/verbs: unmodified RDMA programs
 )
 
 missing=()

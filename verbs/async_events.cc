@@ -69,13 +69,9 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     }
     mroce::verbs::Context* ctx = mroce::verbs::context_of(context);
     for (;;) {
-        // Blocks, or fails with EAGAIN, as the application set async_fd.
+        // Blocks, or fails with EAGAIN (or EINTR), as the application set async_fd.
         uint64_t v;
-        const ssize_t r = ::read(context->async_fd, &v, sizeof(v));
-        if (r != static_cast<ssize_t>(sizeof(v))) {
-            if (r < 0 && errno == EINTR) continue;
-            return -1;
-        }
+        if (::read(context->async_fd, &v, sizeof(v)) != static_cast<ssize_t>(sizeof(v))) return -1;
         std::lock_guard<std::mutex> g(ctx->async_mu);
         if (ctx->async_events.empty()) continue;
         *event = ctx->async_events.front();

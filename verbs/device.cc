@@ -109,7 +109,10 @@ void fill_port_attr(const Context& ctx, ibv_port_attr& p) {
     p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
     p.max_msg_sz = static_cast<uint32_t>(kMaxMessage);
     p.pkey_tbl_len = 1;
-    p.lid = 0;  // Ethernet: addressing is by GID, as on RoCE
+    // Ethernet has no LIDs (a RoCE NIC reports 0). The LID is the endpoint's UDP port
+    // instead, so programs that address peers by LID alone (qperf, ibv_rc_pingpong
+    // without -g) reach a peer with the same IP address: one host (verbs/README.md).
+    p.lid = ctx.dev->local_address().port;
     p.max_vl_num = 1;
     p.active_width = 2;   // 4x
     p.active_speed = 32;  // EDR (25 Gbit/s per lane): 100 Gbit/s, the engine's port rate

@@ -283,11 +283,14 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* a, int mask) {
     if (m & IBV_QP_AV) {
         const ibv_ah_attr& ah = a->ah_attr;
         if (!ah.is_global) {
-            log(1, "ibv_modify_qp: the peer needs a GID (a global route): on Ethernet "
-                   "there are no LIDs (ibv_rc_pingpong: -g 0)");
-            return EINVAL;
-        }
-        if (!address_of_gid(ah.grh.dgid, attr.peer)) {
+            // A LID is a UDP port on this device's own address (see ibv_query_port).
+            if (ah.dlid == 0) {
+                log(1, "ibv_modify_qp: the peer needs a GID (a global route), or a LID for a "
+                       "peer on this host (ibv_rc_pingpong: -g 0)");
+                return EINVAL;
+            }
+            attr.peer = qp->dev->local_address().with_port(ah.dlid);
+        } else if (!address_of_gid(ah.grh.dgid, attr.peer)) {
             log(1, "ibv_modify_qp: the peer's GID is not an mroce GID (IPv4 and UDP port)");
             return EINVAL;
         }

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,7 +210,6 @@ TEST(VerbsDevice, OneEthernetDeviceWithARoceV2Gid) {
     ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);  // the inline, through verbs_context
     EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
     EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
-    EXPECT_EQ(pa.lid, 0);
     EXPECT_NE(ibv_query_port(ctx, 2, &pa), 0);
     ibv_gid g{};
     ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &g), 0);
@@ -220,6 +221,47 @@ TEST(VerbsDevice, OneEthernetDeviceWithARoceV2Gid) {
     EXPECT_EQ(da.phys_port_cnt, 1);
     EXPECT_GT(da.max_qp_rd_atom, 0);
     EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+TEST(VerbsDevice, TheLidIsThePortAndReachesAPeerOnThisHost) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b;
+    ASSERT_TRUE(a.ok() && b.ok());
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(b.ctx, 1, &pa), 0);
+    const ibv_gid g = b.gid();
+    EXPECT_EQ(pa.lid, g.raw[8] << 8 | g.raw[9]);  // the GID's port
+    // a reaches b by LID alone (no GRH), as qperf and ibv_rc_pingpong without -g do.
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    at = {};
+    at.qp_state = IBV_QPS_RTR;
+    at.path_mtu = IBV_MTU_1024;
+    at.dest_qp_num = b.qp->qp_num;
+    at.max_dest_rd_atomic = 1;
+    at.ah_attr.dlid = pa.lid;
+    at.ah_attr.port_num = 1;
+    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+              0);
+    at = {};
+    at.qp_state = IBV_QPS_RTS;
+    at.retry_cnt = 7;
+    at.rnr_retry = 7;
+    at.max_rd_atomic = 1;
+    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+              0);
+    ASSERT_EQ(b.connect(a), 0);
+    std::memcpy(a.buf.data(), "by lid", 6);
+    ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 6, &b, 500), 0);
+    auto tx = a.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(std::memcmp(b.buf.data() + 500, "by lid", 6), 0);
 }
 
 #undef ibv_query_port
@@ -438,6 +480,26 @@ TEST(VerbsChannel, OneEventPerArmingOnAPollableFd) {
     EXPECT_EQ(ibv_destroy_comp_channel(b.channel), EBUSY);  // its CQ still uses it
 }
 
+TEST(VerbsChannel, ASignalEndsABlockingWait) {
+    // qperf ends a timed test with an alarm and expects ibv_get_cq_event to return EINTR.
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side b(/*with_channel=*/true);
+    ASSERT_TRUE(b.ok());
+    struct sigaction sa {}, old {};
+    sa.sa_handler = [](int) {};
+    sa.sa_flags = 0;  // no SA_RESTART
+    ASSERT_EQ(::sigaction(SIGALRM, &sa, &old), 0);
+    itimerval t{};
+    t.it_value.tv_usec = 50'000;
+    ASSERT_EQ(::setitimer(ITIMER_REAL, &t, nullptr), 0);
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    errno = 0;
+    EXPECT_EQ(ibv_get_cq_event(b.channel, &cq, &cq_ctx), -1);
+    EXPECT_EQ(errno, EINTR);
+    ::sigaction(SIGALRM, &old, nullptr);
+}
+
 TEST(VerbsChannel, DestroyingACqWithdrawsItsPendingEvent) {
     ScopedEnv ip("MROCE_IP", "127.0.0.1");
     Side a, b(/*with_channel=*/true);
@@ -499,7 +561,7 @@ TEST(VerbsRefusals, WhatIsNotOfferedFailsCleanly) {
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(ibv_qp_to_qp_ex(s.qp), nullptr);
 
-    // RTR without a GID: there are no LIDs on Ethernet.
+    // RTR with neither a GID nor a LID: no address.
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
@@ -508,7 +570,7 @@ TEST(VerbsRefusals, WhatIsNotOfferedFailsCleanly) {
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_1024;
     a.dest_qp_num = 1;
-    a.ah_attr.dlid = 3;
+    a.ah_attr.dlid = 0;
     EXPECT_EQ(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
               EINVAL);
