@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """interop_test.py — unmodified Debian RDMA programs on mroce's libibverbs.so.1.
 
-Runs the installed binaries of rdma-core (ibv_devinfo, ibv_rc_pingpong), perftest
+Runs the installed binaries of rdma-core (ibv_devinfo, ibv_devices, ibv_rc_pingpong,
+ibv_srq_pingpong, ibv_asyncwatch), qperf, perftest
 (ib_{write,send,read,atomic}_{bw,lat}) and a Gloo program (tests/verbs/gloo_collectives.cc)
 with LD_LIBRARY_PATH pointing at the library, server and client (or every rank) as
 processes on this host, and checks what they print: exit codes, result rows for every
