@@ -36,7 +36,7 @@ void on_device_event(void* arg, const api::Event& e) {
             // towards it is in error now.
             for (Qp* q : ctx.objects->qps) {
                 if (!q->ah_valid || !(q->peer == e.peer)) continue;
-                ev.element.qp = &q->ibv;
+                ev.element.qp = &q->ibv();
                 ev.event_type = IBV_EVENT_QP_FATAL;
                 push_async_event(ctx, ev);
             }
@@ -51,7 +51,7 @@ void forget_object(Context& ctx, Qp* qp, Srq* srq) {
     if (srq) ctx.objects->srqs.erase(srq);
     std::lock_guard<std::mutex> a(ctx.async_mu);
     std::erase_if(ctx.async_events, [&](const ibv_async_event& e) {
-        const bool names_qp = e.event_type == IBV_EVENT_QP_FATAL && qp && e.element.qp == &qp->ibv;
+        const bool names_qp = e.event_type == IBV_EVENT_QP_FATAL && qp && e.element.qp == &qp->ibv();
         const bool names_srq =
             e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && srq && e.element.srq == &srq->ibv;
         return names_qp || names_srq;

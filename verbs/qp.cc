@@ -124,7 +124,7 @@ void log_connection(const Qp& qp) {
     const auto& c = r->connection;
     log(3, "qp %u -> %s: messages %llu sent %llu received; retransmits %llu (sack %llu, timeout "
            "%llu, rnr %llu, read requests %llu); rnr nacks sent %llu; nacks %llu sent %llu "
-           "received; paced waits %llu", qp.ibv.qp_num, peer.to_string().c_str(),
+           "received; paced waits %llu", qp.ibv().qp_num, peer.to_string().c_str(),
         (unsigned long long)c.messages_sent, (unsigned long long)c.messages_received,
         (unsigned long long)c.retransmits, (unsigned long long)c.retransmits_sack,
         (unsigned long long)c.retransmits_timeout, (unsigned long long)c.retransmits_rnr,
@@ -183,7 +183,13 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 extern "C" {
 
-ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
+ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) { return create_qp(ibpd, init, 0); }
+
+}  // extern "C"
+
+namespace mroce::verbs {
+
+ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init, uint64_t send_ops) {
     if (!ibpd || !init || !init->send_cq || !init->recv_cq) {
         errno = EINVAL;
         return nullptr;
@@ -230,7 +236,7 @@ ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
     qp->cap = want;
     qp->cap.max_inline_data = have.max_inline_data;
     init->cap = qp->cap;
-    ibv_qp& q = qp->ibv;
+    ibv_qp& q = qp->ibv();
     q.context = ibpd->context;
     q.qp_context = init->qp_context;
     q.pd = ibpd;
@@ -243,12 +249,17 @@ ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
     q.qp_type = IBV_QPT_RC;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
+    if (send_ops) enable_wr_api(*qp);
     {
         std::lock_guard<std::mutex> g(qp->ctx->objects_mu);
         qp->ctx->objects->qps.insert(qp);
     }
     return &q;
 }
+
+}  // namespace mroce::verbs
+
+extern "C" {
 
 int ibv_destroy_qp(ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;

@@ -63,10 +63,6 @@ void ibv_unimport_mr(ibv_mr*) {}
 ibv_dm* ibv_import_dm(ibv_context*, uint32_t) { return refuse<ibv_dm*>("ibv_import_dm", nullptr); }
 void ibv_unimport_dm(ibv_dm*) {}
 
-// Extended QPs (the ibv_wr_* interface) are not offered: NULL is rdma-core's answer for a
-// queue pair that was not created as one.
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return refuse<ibv_qp_ex*>("ibv_qp_to_qp_ex", nullptr); }
-
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return refuse("ibv_query_ece", EOPNOTSUPP); }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return refuse("ibv_set_ece", EOPNOTSUPP); }
 

@@ -98,8 +98,10 @@ struct Srq {
     uint32_t limit = 0;  // srq_limit as last armed, 0 once fired (Context::objects_mu)
 };
 
+struct WrBatch;  // verbs/qp_ex.cc
+
 struct Qp {
-    ibv_qp ibv;
+    ibv_qp_ex ex;  // ex.qp_base is the application's ibv_qp (first, so both casts work)
     Context* ctx = nullptr;
     std::shared_ptr<api::Device> dev;
     std::unique_ptr<api::QueuePair> qp;
@@ -110,7 +112,21 @@ struct Qp {
     ibv_ah_attr ah{};
     uint8_t ah_valid = 0;
     Address peer;
+    // The ibv_wr_* interface, for a queue pair created with send_ops_flags.
+    std::unique_ptr<WrBatch> batch;
+    Qp();
+    ~Qp();  // both in verbs/qp_ex.cc, where WrBatch is complete
+
+    ibv_qp& ibv() { return ex.qp_base; }
+    const ibv_qp& ibv() const { return ex.qp_base; }
 };
+// create_qp is ibv_create_qp, and ibv_create_qp_ex with the ibv_wr_* interface when
+// send_ops (IBV_QP_EX_WITH_*) is not 0.
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init, uint64_t send_ops);
+// create_qp_ex is verbs_context.create_qp_ex.
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// enable_wr_api fills the ibv_wr_* function pointers of an extended queue pair.
+void enable_wr_api(Qp& qp);
 
 struct Context {
     verbs_context vctx;  // the application's ibv_context is vctx.context (it must be last

@@ -153,6 +153,8 @@ def case_pingpong():
     pingpong(["-s", "100", "-n", "500"])           # under max_inline_data: sent inline
     pingpong(["-s", "1", "-r", "4", "-n", "200"])  # a receive queue of 4
     pingpong(["-s", "65536", "-n", "50", "-e"])    # many packets per message
+    pingpong(["-n", "300", "-N"])                  # the ibv_wr_* interface (extended QP)
+    pingpong(["-s", "64", "-n", "300", "-N"])      # ... with inline data
 
 
 def case_other_utilities():

@@ -446,6 +446,75 @@ TEST_F(Pair, BadRkeyCompletesWithRemoteAccessError) {
     EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
 }
 
+TEST(VerbsExtendedQp, WorkRequestsBuiltWithTheWrInterface) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b;
+    ASSERT_TRUE(a.ok() && b.ok());
+    // Replace a's queue pair by an extended one.
+    ibv_qp_init_attr_ex ix{};
+    ix.send_cq = a.cq;
+    ix.recv_cq = a.cq;
+    ix.qp_type = IBV_QPT_RC;
+    ix.cap.max_send_wr = 16;
+    ix.cap.max_recv_wr = 16;
+    ix.cap.max_send_sge = 2;
+    ix.cap.max_recv_sge = 1;
+    ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ix.pd = a.pd;
+    ix.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
+    ibv_qp* q = ibv_create_qp_ex(a.ctx, &ix);  // the header's inline, through verbs_context
+    ASSERT_NE(q, nullptr);
+    ibv_destroy_qp(a.qp);
+    a.qp = q;
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(q);
+    ASSERT_NE(x, nullptr);
+    ASSERT_EQ(a.connect(b), 0);
+    ASSERT_EQ(b.connect(a), 0);
+    ASSERT_EQ(b.post_recv(9, 0, 64), 0);
+
+    std::memcpy(a.buf.data() + 100, "piece one|", 10);
+    std::memcpy(a.buf.data() + 200, "piece two", 9);
+    ibv_wr_start(x);
+    x->wr_id = 1;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(x, b.mr->rkey, reinterpret_cast<uintptr_t>(b.buf.data() + 4096));
+    const ibv_sge two[2] = {{reinterpret_cast<uintptr_t>(a.buf.data() + 100), 10, a.mr->lkey},
+                            {reinterpret_cast<uintptr_t>(a.buf.data() + 200), 9, a.mr->lkey}};
+    ibv_wr_set_sge_list(x, 2, two);
+    x->wr_id = 2;
+    ibv_wr_send(x);
+    char text[] = "inline!";
+    ibv_wr_set_inline_data(x, text, 7);
+    std::memcpy(text, "changed", 7);  // copied when given: the change does not travel
+    ASSERT_EQ(ibv_wr_complete(x), 0);
+    auto tx = a.poll(2);
+    ASSERT_EQ(tx.size(), 2u);
+    EXPECT_EQ(tx[0].wr_id, 1u);
+    EXPECT_EQ(tx[0].opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(tx[1].wr_id, 2u);
+    EXPECT_EQ(std::memcmp(b.buf.data() + 4096, "piece one|piece two", 19), 0);
+    auto rx = b.poll(1);
+    ASSERT_EQ(rx.size(), 1u);
+    EXPECT_EQ(rx[0].byte_len, 7u);
+    EXPECT_EQ(std::memcmp(b.buf.data(), "inline!", 7), 0);
+
+    // A batch with an operation the device does not have posts nothing.
+    ibv_wr_start(x);
+    x->wr_id = 3;
+    ibv_wr_rdma_write(x, b.mr->rkey, reinterpret_cast<uintptr_t>(b.buf.data()));
+    ibv_wr_set_sge(x, a.mr->lkey, reinterpret_cast<uintptr_t>(a.buf.data()), 8);
+    ibv_wr_local_inv(x, 5);
+    EXPECT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ibv_wc wc;
+    EXPECT_EQ(ibv_poll_cq(a.cq, 1, &wc), 0);
+    // wr_abort discards what was built.
+    ibv_wr_start(x);
+    ibv_wr_send(x);
+    ibv_wr_abort(x);
+    EXPECT_EQ(ibv_wr_complete(x), EINVAL);  // no batch open
+}
+
 TEST(VerbsChannel, OneEventPerArmingOnAPollableFd) {
     ScopedEnv ip("MROCE_IP", "127.0.0.1");
     Side a, b(/*with_channel=*/true);
