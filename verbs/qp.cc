@@ -137,46 +137,44 @@ void log_connection(const Qp& qp) {
 
 namespace mroce::verbs {
 
-int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    Qp* qp = outer<Qp>(ibqp);
-    for (ibv_send_wr* w = wr; w; w = w->next) {
-        api::SendWr s;
-        int err = to_send_wr(*qp, *w, s);
-        if (err == 0) err = errno_of(qp->qp->post_send(s));
-        if (err != 0) {
+// post_list posts a verbs list of work requests one by one and stops at the first that
+// is refused, pointing *bad_wr at it: what went before stays posted.
+template <class Wr, class PostOne>
+int post_list(Wr* wr, Wr** bad_wr, PostOne post_one) {
+    for (Wr* w = wr; w; w = w->next) {
+        if (const int err = post_one(*w); err != 0) {
             if (bad_wr) *bad_wr = w;
             return err;
         }
     }
     return 0;
+}
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    Qp* qp = outer<Qp>(ibqp);
+    return post_list(wr, bad_wr, [qp](const ibv_send_wr& w) {
+        api::SendWr s;
+        const int err = to_send_wr(*qp, w, s);
+        return err ? err : errno_of(qp->qp->post_send(s));
+    });
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     Qp* qp = outer<Qp>(ibqp);
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
+    return post_list(wr, bad_wr, [qp, ibqp](const ibv_recv_wr& w) {
         api::RecvWr r;
-        int err = ibqp->srq ? EINVAL : to_recv_wr(*w, r);
-        if (err == 0) err = errno_of(qp->qp->post_recv(r));
-        if (err != 0) {
-            if (bad_wr) *bad_wr = w;
-            return err;
-        }
-    }
-    return 0;
+        const int err = ibqp->srq ? EINVAL : to_recv_wr(w, r);  // its SRQ takes receives
+        return err ? err : errno_of(qp->qp->post_recv(r));
+    });
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     Srq* srq = outer<Srq>(ibsrq);
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
+    return post_list(wr, bad_wr, [srq](const ibv_recv_wr& w) {
         api::RecvWr r;
-        int err = to_recv_wr(*w, r);
-        if (err == 0) err = errno_of(srq->srq->post_recv(r));
-        if (err != 0) {
-            if (bad_wr) *bad_wr = w;
-            return err;
-        }
-    }
-    return 0;
+        const int err = to_recv_wr(w, r);
+        return err ? err : errno_of(srq->srq->post_recv(r));
+    });
 }
 
 }  // namespace mroce::verbs

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "verbs/verbs_internal.h"
 
@@ -93,42 +94,33 @@ bool read_settings(Settings& out, std::string& error) {
         port = static_cast<uint16_t>(v);
     }
     s.local = Address::ipv4(ip, port);
-    if (const char* e = std::getenv("MROCE_PATHS")) {
-        if (!parse_uint(e, 1, api::kMaxPaths, v)) {
-            error = std::string("MROCE_PATHS=") + e + ": not a path count (1.." +
-                    std::to_string(api::kMaxPaths) + ")";
+    // The numeric settings: name, range and what the number is, for the error line.
+    const struct {
+        const char* name;
+        unsigned long lo, hi;
+        const char* what;
+    } numbers[] = {
+        {"MROCE_PATHS", 1, api::kMaxPaths, "a path count"},
+        {"MROCE_LOG", 0, 3, "a log level"},
+        {"MROCE_SPIN_US", 0, 1'000'000, "a time in µs"},
+        {"MROCE_HANDOFF_US", 0, 1'000'000, "a time in µs"},
+        {"MROCE_LINGER_MS", 0, 60'000, "a time in ms"},
+    };
+    unsigned long values[std::size(numbers)];
+    for (size_t i = 0; i < std::size(numbers); ++i) {
+        values[i] = ~0ul;  // unset
+        const char* e = std::getenv(numbers[i].name);
+        if (e && !parse_uint(e, numbers[i].lo, numbers[i].hi, values[i])) {
+            error = std::string(numbers[i].name) + "=" + e + ": not " + numbers[i].what + " (" +
+                    std::to_string(numbers[i].lo) + ".." + std::to_string(numbers[i].hi) + ")";
             return false;
         }
-        s.paths = static_cast<uint16_t>(v);
     }
-    if (const char* e = std::getenv("MROCE_LOG")) {
-        if (!parse_uint(e, 0, 3, v)) {
-            error = std::string("MROCE_LOG=") + e + ": not a log level (0..3)";
-            return false;
-        }
-        s.log_level = static_cast<int>(v);
-    }
-    if (const char* e = std::getenv("MROCE_SPIN_US")) {
-        if (!parse_uint(e, 0, 1'000'000, v)) {
-            error = std::string("MROCE_SPIN_US=") + e + ": not a time in µs (0..1000000)";
-            return false;
-        }
-        s.spin_us = static_cast<uint32_t>(v);
-    }
-    if (const char* e = std::getenv("MROCE_HANDOFF_US")) {
-        if (!parse_uint(e, 0, 1'000'000, v)) {
-            error = std::string("MROCE_HANDOFF_US=") + e + ": not a time in µs (0..1000000)";
-            return false;
-        }
-        s.handoff_us = static_cast<uint32_t>(v);
-    }
-    if (const char* e = std::getenv("MROCE_LINGER_MS")) {
-        if (!parse_uint(e, 0, 60'000, v)) {
-            error = std::string("MROCE_LINGER_MS=") + e + ": not a time in ms (0..60000)";
-            return false;
-        }
-        s.linger = std::chrono::milliseconds(v);
-    }
+    if (values[0] != ~0ul) s.paths = static_cast<uint16_t>(values[0]);
+    if (values[1] != ~0ul) s.log_level = static_cast<int>(values[1]);
+    if (values[2] != ~0ul) s.spin_us = static_cast<uint32_t>(values[2]);
+    if (values[3] != ~0ul) s.handoff_us = static_cast<uint32_t>(values[3]);
+    if (values[4] != ~0ul) s.linger = std::chrono::milliseconds(values[4]);
     out = s;
     return true;
 }

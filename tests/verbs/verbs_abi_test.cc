@@ -100,8 +100,17 @@ struct Side {
         return g;
     }
 
-    // connect: the rc_pingpong sequence of modify_qp masks towards `peer`.
+    // connect: the rc_pingpong sequence of modify_qp masks towards `peer`, by GID.
     int connect(const Side& peer) {
+        ibv_ah_attr ah{};
+        ah.is_global = 1;
+        ah.grh.dgid = peer.gid();
+        ah.grh.hop_limit = 1;
+        ah.port_num = 1;
+        return connect_to(ah, peer.qp->qp_num, /*rts=*/true);
+    }
+    // connect_to: INIT, RTR towards (ah, dest_qpn) and, with rts, RTS.
+    int connect_to(const ibv_ah_attr& ah, uint32_t dest_qpn, bool rts) {
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_INIT;
         a.pkey_index = 0;
@@ -112,18 +121,16 @@ struct Side {
         a = {};
         a.qp_state = IBV_QPS_RTR;
         a.path_mtu = IBV_MTU_1024;
-        a.dest_qp_num = peer.qp->qp_num;
+        a.dest_qp_num = dest_qpn;
         a.rq_psn = 0;
         a.max_dest_rd_atomic = 16;
         a.min_rnr_timer = 12;
-        a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = peer.gid();
-        a.ah_attr.grh.hop_limit = 1;
-        a.ah_attr.port_num = 1;
+        a.ah_attr = ah;
         if (int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                                               IBV_QP_MIN_RNR_TIMER))
             return r;
+        if (!rts) return 0;
         a = {};
         a.qp_state = IBV_QPS_RTS;
         a.timeout = 14;
@@ -232,29 +239,10 @@ TEST(VerbsDevice, TheLidIsThePortAndReachesAPeerOnThisHost) {
     const ibv_gid g = b.gid();
     EXPECT_EQ(pa.lid, g.raw[8] << 8 | g.raw[9]);  // the GID's port
     // a reaches b by LID alone (no GRH), as qperf and ibv_rc_pingpong without -g do.
-    ibv_qp_attr at{};
-    at.qp_state = IBV_QPS_INIT;
-    at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-    at = {};
-    at.qp_state = IBV_QPS_RTR;
-    at.path_mtu = IBV_MTU_1024;
-    at.dest_qp_num = b.qp->qp_num;
-    at.max_dest_rd_atomic = 1;
-    at.ah_attr.dlid = pa.lid;
-    at.ah_attr.port_num = 1;
-    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
-    at = {};
-    at.qp_state = IBV_QPS_RTS;
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;
-    at.max_rd_atomic = 1;
-    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-              0);
+    ibv_ah_attr ah{};
+    ah.dlid = pa.lid;
+    ah.port_num = 1;
+    ASSERT_EQ(a.connect_to(ah, b.qp->qp_num, /*rts=*/true), 0);
     ASSERT_EQ(b.connect(a), 0);
     std::memcpy(a.buf.data(), "by lid", 6);
     ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 6, &b, 500), 0);
@@ -723,23 +711,11 @@ TEST(VerbsAsyncEvents, AQueuePairTowardsNoOneGetsAFatalEvent) {
     const ibv_gid silent = {.raw = {0, 0, 0, 0, 0, 0, 0, 0, static_cast<uint8_t>(port >> 8),
                                     static_cast<uint8_t>(port), 0xff, 0xff, 127, 0, 0, 1}};
     const uint32_t silent_qpn = 1;
-    ibv_qp_attr at{};
-    at.qp_state = IBV_QPS_INIT;
-    at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-    at = {};
-    at.qp_state = IBV_QPS_RTR;
-    at.path_mtu = IBV_MTU_1024;
-    at.dest_qp_num = silent_qpn;
-    at.max_dest_rd_atomic = 1;
-    at.min_rnr_timer = 12;
-    at.ah_attr.is_global = 1;
-    at.ah_attr.grh.dgid = silent;
-    at.ah_attr.port_num = 1;
-    ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.grh.dgid = silent;
+    ah.port_num = 1;
+    ASSERT_EQ(a.connect_to(ah, silent_qpn, /*rts=*/false), 0);
     ibv_async_event ev{};
     ASSERT_TRUE(next_async_event(a.ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
