@@ -92,6 +92,12 @@ struct DeviceConfig {
     // How long the progress thread stands aside after the application made a pass with
     // try_progress (DriverConfig::handoff).
     Duration handoff = Duration::zero();
+    // When the Device is destroyed, send CLOSE on every connection: the peers' outstanding
+    // work, their posted receives included, flushes at once. false leaves the peers to
+    // find out as from a host that vanished: their pending requests fail after the
+    // dead-peer timeout and their posted receives stay, as verbs applications expect of a
+    // peer whose process ended (the Verbs library sets it).
+    bool close_connections = true;
     datapath::UdpOptions udp;
 };
 
@@ -136,8 +142,9 @@ public:
     static Result<std::unique_ptr<Device>> open(const DeviceConfig& cfg,
                                                 std::string* error = nullptr);
     // ~Device stops the progress thread, sends CLOSE on every connection (flushing their
-    // outstanding work requests with kFlushed) and closes the sockets. It must not run
-    // concurrently with other calls on this Device object itself.
+    // outstanding work requests with kFlushed; see DeviceConfig::close_connections) and
+    // closes the sockets. It must not run concurrently with other calls on this Device
+    // object itself.
     ~Device();
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;

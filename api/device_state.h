@@ -105,7 +105,8 @@ struct DeviceState {
             std::lock_guard<std::mutex> g(engine_mu);
             closed = true;
             const Time t = now();
-            for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
+            if (cfg.close_connections)
+                for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
         }
         driver->notify();
         // A few passes transmit the CLOSE packets; more is best effort.

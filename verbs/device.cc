@@ -203,6 +203,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.endpoint.num_paths = s.paths;
     cfg.spin = std::chrono::microseconds(s.spin_us);
     cfg.handoff = std::chrono::microseconds(s.handoff_us);
+    // A peer whose process ends does not flush our receives on a NIC: no CLOSE either.
+    cfg.close_connections = false;
     std::string why;
     auto dev = api::Device::open(cfg, &why);
     if (!dev) {

@@ -398,6 +398,29 @@ TEST_P(Loopback, ClosingADeviceFlushesThePeer) {
     ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionClosed));
 }
 
+// With close_connections off (the Verbs library's setting), a device that goes away
+// tells its peers nothing: their posted receives stay, as with a NIC whose peer process
+// ended, and the connection is still up.
+TEST_P(Loopback, ADeviceThatDoesNotCloseLeavesThePeersReceivesPosted) {
+    auto cfg = device_config(GetParam(), seed_ * 2 + 1);
+    cfg.close_connections = false;
+    a_ = open_side(cfg, 4096);
+    b_ = open_side(device_config(GetParam(), seed_ * 2 + 2), 4096);
+    ASSERT_TRUE(a_.qp && b_.qp);
+    connect_pair();
+    ASSERT_TRUE(wait_event(*a_.dev, api::EventKind::kConnectionUp));
+    ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionUp));
+    ASSERT_EQ(b_.qp->post_recv({5, b_.addr(0), 100, b_.mr->lkey()}), Error::kOk);
+    Side gone = std::move(a_);
+    gone.dev.reset();
+    a_ = open_side(device_config(GetParam(), seed_), 16);  // keeps step() usable
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) step();
+    Completion c[1];
+    EXPECT_EQ(b_.recv_cq->poll(c), 0u);
+    EXPECT_EQ(b_.qp->state(), api::QpState::kRts);
+}
+
 // [CONN-12]: towards an address where nobody listens, the handshake gives up after its
 // retries and every work request completes with an error; nothing hangs.
 TEST_P(Loopback, DeadPeerFailsTheConnectionWithAnErrorCompletion) {
