@@ -20,14 +20,22 @@ int main(int argc, char** argv) {
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
         return std::string("mroce: ") + e.what() + " (see --help)\n";
     });
+    // Exit status (tools/README.md): 0 success, 1 a run that failed, 2 a usage error
+    // (CLI11's own codes, 105-109, are folded into 2).
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        const int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;  // --help exits 0
     }
-    if (version || app.get_subcommands().empty()) {
+    if (version) {
         fmt::print("mroce {} (wire protocol version {})\n", MROCE_VERSION_STRING,
                    mroce::wire::kProtocolVersion);
+        return 0;
+    }
+    if (app.get_subcommands().empty()) {  // a bare `mroce`: what it can do
+        fmt::print("{}", app.help());
+        return 2;
     }
     return 0;
 }

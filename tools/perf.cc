@@ -422,7 +422,8 @@ void register_perf(CLI::App& app) {
     cmd->add_option("--plane-ifs", o->plane_ifs,
                     "one network interface per plane, comma-separated (this side only): "
                     "the paths are spread evenly over them and each stays on its plane")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->allow_extra_args(false);  // one argument: the next word is the host, not a plane
     cmd->add_option("--verb", *verb, "write | send | read | atomic (FETCH_ADD, 8 bytes)")
         ->check(CLI::IsMember({"write", "send", "read", "atomic"}));
     auto bw_flag = std::make_shared<bool>(false);
@@ -449,6 +450,11 @@ void register_perf(CLI::App& app) {
         }
         if (o->host.empty() && !o->json_path.empty()) {
             std::fprintf(stderr, "mroce perf: --json is written by the client (give a host)\n");
+            std::exit(2);
+        }
+        if (auto why = perf::check_writable(o->json_path); !why.empty()) {
+            // Before the run, not after a long one.
+            std::fprintf(stderr, "mroce perf: --json %s: %s\n", o->json_path.c_str(), why.c_str());
             std::exit(2);
         }
         int rc;

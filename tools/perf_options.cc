@@ -1,6 +1,11 @@
 // tools/perf_options.cc — see perf_options.h.
 #include "tools/perf_options.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
 namespace mroce::tools::perf {
 
 std::vector<uint32_t> Options::sizes() const {
@@ -52,6 +57,19 @@ std::string test_name(const Options& o) {
     }
     if (o.raw) verb = "Raw_UDP (" + verb + " baseline)";
     return verb + (o.mode == Mode::kBandwidth ? " BW" : " Lat");
+}
+
+std::string check_writable(const std::string& path) {
+    if (path.empty()) return "";
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
+    if (std::filesystem::is_directory(path, ec)) return "is a directory";
+    // Open for appending: an existing file is not truncated by the check.
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    if (!f) return std::strerror(errno);
+    std::fclose(f);
+    if (!existed) std::filesystem::remove(path, ec);
+    return "";
 }
 
 std::string check_cc_options(const Options& o) {

@@ -76,5 +76,8 @@ std::string test_name(const Options& o);
 // check_cc_options returns a one-line error naming the flag when --tc, --dscp-map or
 // --line-rate is out of range (for the server: as the client sent them), or "".
 std::string check_cc_options(const Options& o);
+// check_writable returns "" when a file can be written at `path` ("" itself: nothing to
+// write), or the reason it cannot (the system's message). It leaves no file behind.
+std::string check_writable(const std::string& path);
 
 }  // namespace mroce::tools::perf

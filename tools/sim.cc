@@ -141,6 +141,11 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
 int run_sim(const SimOptions& o) {
     const auto wall0 = std::chrono::steady_clock::now();
     std::string err;
+    if (std::error_code ec; std::filesystem::is_directory(o.scenario, ec)) {
+        std::fprintf(stderr, "mroce sim: %s is a directory (give a scenario file, e.g. %s/*.toml)\n",
+                     o.scenario.c_str(), o.scenario.c_str());
+        return 2;
+    }
     const std::optional<sim::Scenario> sc = sim::load_scenario(o.scenario, o.sets, o.seed, err);
     if (!sc) {
         std::fprintf(stderr, "mroce sim: %s\n", err.c_str());

@@ -220,6 +220,35 @@ def run_fail(argv, timeout=TIMEOUT):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def case_usage():
+    # A bare `mroce` prints its help; usage errors exit 2 with one line (tools/README.md).
+    rc, out, err = run_fail([])
+    check(rc == 2 and "Subcommands:" in out and "perf" in out, f"bare mroce: rc {rc}, {out!r}")
+    rc, _, err = run_fail(["perf", "--bogus"])
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and "--bogus" in err,
+          f"unknown flag: rc {rc}, stderr {err!r}")
+    # --json that cannot be written is refused before the run (no server is needed).
+    start = time.monotonic()
+    rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port()), "--json",
+                           "/nonexistent-dir/x.json"])
+    check(rc == 2 and err.strip() == "mroce perf: --json /nonexistent-dir/x.json: No such file or directory",
+          f"unwritable --json: rc {rc}, stderr {err!r}")
+    check(time.monotonic() - start < 5, "unwritable --json was found only after trying the server")
+    # --plane-ifs takes one argument: a host after it is the host (the client then fails
+    # on the unknown interface), not a second plane that makes it a server.
+    port = free_port()
+    server = subprocess.Popen([MROCE, "perf", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        rc, _, err = run_fail(["perf", "-p", str(port), "-n", "10", "--plane-ifs", "mroce-none0",
+                               "127.0.0.1"])
+        check(rc != 0 and err.strip() == "mroce perf: udp: plane device 'mroce-none0' is not an interface here",
+              f"--plane-ifs before the host: rc {rc}, stderr {err!r}")
+    finally:
+        server.kill()
+        server.wait()
+
+
 def case_raw_read_refused():
     rc, _, err = run_fail(["perf", "127.0.0.1", "-p", str(free_port()), "--verb", "read",
                            "--raw"])

@@ -189,6 +189,9 @@ def test_bad_files():
         check(p.returncode == 2 and "more than 10000 points" in p.stderr, "2^64-point sweep: %r" % p.stderr)
         p = run([os.path.join(d, "missing.toml")])
         check(p.returncode == 2 and "missing.toml: cannot open" in p.stderr, "missing file: %r" % p.stderr)
+        p = run([d])  # a directory is not a scenario (it ran a default all-to-all once)
+        check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+              and "is a directory" in p.stderr, "directory: %r" % p.stderr)
     print("ok: bad files")
 
 
