@@ -502,14 +502,23 @@ def test_bad_input(testbed):
 
 
 def test_down(testbed):
+    # A process left running in a host's namespace is ended by `down`.
+    leftover = subprocess.Popen(["ip", "netns", "exec", f"{testbed.prefix}-h0", "sleep", "600"])
+    time.sleep(0.2)
     testbed.run("down")
+    try:
+        leftover.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        leftover.kill()
+        leftover.wait()
+        raise Failure("down: a process in a host namespace was left running")
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     check(not any(line.startswith(testbed.prefix + "-") for line in namespaces.splitlines()),
           "down: a namespace with the prefix remains")
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     check(testbed.prefix not in links, "down: a link with the prefix remains")
     check(not os.path.exists(f"/sys/fs/bpf/{testbed.prefix}"), "down: pinned maps remain")
-    print("down: no namespace, link or pinned map left")
+    print("down: no namespace, link, pinned map or process left")
 
 
 def preconditions():
