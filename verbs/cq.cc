@@ -19,7 +19,11 @@ using namespace mroce::verbs;
 
 namespace {
 
-ibv_wc_status status_of(api::Status s) {
+}  // namespace
+
+namespace mroce::verbs {
+
+ibv_wc_status wc_status_of(api::Status s) {
     switch (s) {
         case api::Status::kSuccess: return IBV_WC_SUCCESS;
         case api::Status::kLocalLength: return IBV_WC_LOC_LEN_ERR;
@@ -34,7 +38,7 @@ ibv_wc_status status_of(api::Status s) {
     return IBV_WC_GENERAL_ERR;
 }
 
-ibv_wc_opcode opcode_of(api::WorkOpcode op) {
+ibv_wc_opcode wc_opcode_of(api::WorkOpcode op) {
     switch (op) {
         case api::WorkOpcode::kSend:
         case api::WorkOpcode::kSendImm: return IBV_WC_SEND;
@@ -49,11 +53,15 @@ ibv_wc_opcode opcode_of(api::WorkOpcode op) {
     return IBV_WC_SEND;
 }
 
+}  // namespace mroce::verbs
+
+namespace {
+
 void to_wc(const api::Completion& c, ibv_wc& wc) {
     wc = ibv_wc{};
     wc.wr_id = c.wr_id;
-    wc.status = status_of(c.status);
-    wc.opcode = opcode_of(c.opcode);
+    wc.status = wc_status_of(c.status);
+    wc.opcode = wc_opcode_of(c.opcode);
     // On error verbs defines only wr_id, status, qp_num and vendor_err.
     wc.vendor_err = static_cast<uint32_t>(c.status);
     wc.byte_len = c.byte_len;
@@ -109,6 +117,34 @@ int req_notify_cq(ibv_cq* ibcq, int /*solicited_only: every completion counts*/)
     return 0;
 }
 
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector) {
+    if (!context || cqe < 1 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    Context* ctx = context_of(context);
+    auto* cq = new (std::nothrow) Cq{};
+    if (!cq) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    cq->dev = ctx->dev;
+    cq->cq = ctx->dev->create_cq();
+    cq->ibv.context = context;
+    cq->ibv.channel = channel;
+    cq->ibv.cq_context = cq_context;
+    cq->ibv.cqe = cqe;  // the queue grows as needed; report what was asked for
+    pthread_mutex_init(&cq->ibv.mutex, nullptr);
+    pthread_cond_init(&cq->ibv.cond, nullptr);
+    if (channel) {
+        cq->channel = outer<Channel>(channel);
+        ++channel->refcnt;
+        cq->cq->set_notify(on_completion, cq);
+    }
+    return cq;
+}
+
 }  // namespace mroce::verbs
 
 extern "C" {
@@ -145,30 +181,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ibch) {
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                       int comp_vector) {
-    if (!context || cqe < 1 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    Context* ctx = context_of(context);
-    auto* cq = new (std::nothrow) Cq{};
-    if (!cq) {
-        errno = ENOMEM;
-        return nullptr;
-    }
-    cq->dev = ctx->dev;
-    cq->cq = ctx->dev->create_cq();
-    cq->ibv.context = context;
-    cq->ibv.channel = channel;
-    cq->ibv.cq_context = cq_context;
-    cq->ibv.cqe = cqe;  // the queue grows as needed; report what was asked for
-    pthread_mutex_init(&cq->ibv.mutex, nullptr);
-    pthread_cond_init(&cq->ibv.cond, nullptr);
-    if (channel) {
-        cq->channel = outer<Channel>(channel);
-        ++channel->refcnt;
-        cq->cq->set_notify(on_completion, cq);
-    }
-    return &cq->ibv;
+    Cq* cq = create_cq(context, cqe, cq_context, channel, comp_vector);
+    return cq ? &cq->ibv : nullptr;
 }
 
 int ibv_resize_cq(ibv_cq* ibcq, int cqe) {

@@ -226,6 +226,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.query_port = query_port_ex;
     v.query_device_ex = query_device_ex;
     v.create_qp_ex = create_qp_ex;
+    v.create_cq_ex = create_cq_ex;
     ibv_context& c = v.context;
     c.device = device;
     c.abi_compat = __VERBS_ABI_IS_EXTENDED;

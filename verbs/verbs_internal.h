@@ -72,12 +72,28 @@ struct Channel {
 struct Context;
 
 struct Cq {
-    ibv_cq ibv;
+    // ibv_cq, or ibv_cq_ex for ibv_create_cq_ex: the same leading fields (rdma-core's
+    // ibv_cq_ex_to_cq is a cast), so either view of the union is the application's.
+    union {
+        ibv_cq ibv;
+        ibv_cq_ex ex;
+    };
     std::shared_ptr<api::Device> dev;
     std::unique_ptr<api::CompletionQueue> cq;
     Channel* channel = nullptr;
     std::atomic<bool> armed{false};  // ibv_req_notify_cq was called; the next CQE signals
+    api::Completion current;         // the ibv_start_poll interface's current completion
+
+    Cq() : ex{} {}
 };
+// create_cq makes a CQ (ibv_create_cq and, with its extra fields, ibv_create_cq_ex).
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector);
+// create_cq_ex is verbs_context.create_cq_ex (verbs/cq_ex.cc).
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+// The completion's verbs status and opcode (verbs/cq.cc).
+ibv_wc_status wc_status_of(api::Status s);
+ibv_wc_opcode wc_opcode_of(api::WorkOpcode op);
 
 struct Pd {
     ibv_pd ibv;

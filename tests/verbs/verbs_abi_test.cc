@@ -503,6 +503,60 @@ TEST(VerbsExtendedQp, WorkRequestsBuiltWithTheWrInterface) {
     EXPECT_EQ(ibv_wr_complete(x), EINVAL);  // no batch open
 }
 
+TEST(VerbsExtendedCq, StartPollReadsEachCompletion) {
+    ScopedEnv ip("MROCE_IP", "127.0.0.1");
+    Side a, b;
+    ASSERT_TRUE(a.ok() && b.ok());
+    ibv_cq_init_attr_ex ca{};
+    ca.cqe = 16;
+    ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq_ex(b.ctx, &ca), nullptr);  // no clock to stamp completions with
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+    ibv_cq_ex* cx = ibv_create_cq_ex(b.ctx, &ca);
+    ASSERT_NE(cx, nullptr);
+    // b's queue pair reports its receives to the extended CQ.
+    ibv_qp_init_attr init{};
+    init.send_cq = b.cq;
+    init.recv_cq = ibv_cq_ex_to_cq(cx);
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 8;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    ibv_qp* q = ibv_create_qp(b.pd, &init);
+    ASSERT_NE(q, nullptr);
+    ibv_destroy_qp(b.qp);
+    b.qp = q;
+    ASSERT_EQ(a.connect(b), 0);
+    ASSERT_EQ(b.connect(a), 0);
+    ibv_poll_cq_attr pa{};
+    EXPECT_EQ(ibv_start_poll(cx, &pa), ENOENT);  // nothing yet: no end_poll needed
+    for (uint64_t id = 1; id <= 2; ++id) ASSERT_EQ(b.post_recv(id, 0, 256), 0);
+    ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, 1, 0, 100, &b, 1024, IBV_SEND_SIGNALED, 77), 0);
+    ASSERT_EQ(a.post(IBV_WR_SEND, 2, 0, 30), 0);
+    std::vector<std::array<uint64_t, 6>> got;  // wr_id, status, opcode, byte_len, imm, flags
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (got.size() < 2 && Clock::now() < deadline) {
+        if (ibv_start_poll(cx, &pa) != 0) continue;
+        do {
+            EXPECT_EQ(ibv_wc_read_qp_num(cx), b.qp->qp_num);
+            got.push_back({cx->wr_id, static_cast<uint64_t>(cx->status), ibv_wc_read_opcode(cx),
+                           ibv_wc_read_byte_len(cx), ibv_wc_read_imm_data(cx), ibv_wc_read_wc_flags(cx)});
+        } while (ibv_next_poll(cx) == 0);
+        ibv_end_poll(cx);
+    }
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], (std::array<uint64_t, 6>{1, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 100, 77,
+                                               IBV_WC_WITH_IMM}));
+    EXPECT_EQ(got[1][0], 2u);
+    EXPECT_EQ(got[1][2], IBV_WC_RECV);
+    EXPECT_EQ(got[1][3], 30u);
+    EXPECT_EQ(got[1][5], 0u);
+    ibv_destroy_qp(b.qp);
+    b.qp = nullptr;
+    EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)), 0);
+}
+
 TEST(VerbsChannel, OneEventPerArmingOnAPollableFd) {
     ScopedEnv ip("MROCE_IP", "127.0.0.1");
     Side a, b(/*with_channel=*/true);
