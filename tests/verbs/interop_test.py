@@ -170,6 +170,9 @@ def case_other_utilities():
     for tool, kind in (("ibv_uc_pingpong", "UC"), ("ibv_ud_pingpong", "UD")):
         rc, out, err = run([tool, "-g", "0", "-p", str(free_tcp_port())])
         assert rc != 0 and f"only RC queue pairs are supported (asked for {kind})" in err, f"{tool}: {rc} {err}"
+    # Completion timestamps (-t) are not offered: rc_pingpong asks the device and refuses.
+    rc, out, err = run(["ibv_rc_pingpong", "-g", "0", "-t", "-p", str(free_tcp_port())])
+    assert rc != 0 and "isn't completion timestamp capable" in err + out, f"-t: {rc} {out} {err}"
     rc, out, err = run(["ibv_xsrq_pingpong", "-p", str(free_tcp_port())])
     assert rc != 0 and "Couldn't Open the XRC Domain" in err + out, f"{rc} {out} {err}"
     # ibv_asyncwatch waits on the context's async_fd (and is stopped by the timeout).
