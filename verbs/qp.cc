@@ -201,15 +201,10 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init, uint64_t send_ops) {
         return nullptr;
     }
     Pd* pd = outer<Pd>(ibpd);
-    Cq* scq = outer<Cq>(init->send_cq);
-    Cq* rcq = outer<Cq>(init->recv_cq);
-    Srq* srq = init->srq ? outer<Srq>(init->srq) : nullptr;
-    auto r = pd->pd->create_qp(*scq->cq, *rcq->cq, srq ? srq->srq.get() : nullptr);
-    if (!r) {
-        errno = errno_of(r.error());
-        return nullptr;
-    }
-    const ibv_qp_cap have = device_cap((*r)->query().cap);
+    // Checked before the queue pair exists: a refused one should not use up a number.
+    const auto& ecfg = pd->dev->config().endpoint;
+    const ibv_qp_cap have = device_cap({ecfg.max_outstanding_wrs, ecfg.max_outstanding_wrs,
+                                        api::kMaxSge, api::kMaxSge, ecfg.max_inline_data});
     const ibv_qp_cap& want = init->cap;
     if (want.max_send_wr > have.max_send_wr || want.max_recv_wr > have.max_recv_wr ||
         want.max_send_sge > have.max_send_sge || want.max_recv_sge > have.max_recv_sge ||
@@ -218,6 +213,14 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init, uint64_t send_ops) {
                "inline %u/%u)", want.max_send_wr, have.max_send_wr, want.max_recv_wr,
             have.max_recv_wr, want.max_inline_data, have.max_inline_data);
         errno = EINVAL;
+        return nullptr;
+    }
+    Cq* scq = outer<Cq>(init->send_cq);
+    Cq* rcq = outer<Cq>(init->recv_cq);
+    Srq* srq = init->srq ? outer<Srq>(init->srq) : nullptr;
+    auto r = pd->pd->create_qp(*scq->cq, *rcq->cq, srq ? srq->srq.get() : nullptr);
+    if (!r) {
+        errno = errno_of(r.error());
         return nullptr;
     }
     auto* qp = new (std::nothrow) Qp{};
