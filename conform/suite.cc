@@ -11,6 +11,8 @@ namespace mroce::conform {
 std::vector<TestCase> all_tests() {
     std::vector<TestCase> t;
     add_header_tests(t);
+    add_handshake_tests(t);
+    add_admission_tests(t);
     return t;
 }
 

@@ -63,6 +63,8 @@ struct TestCase {
 // all_tests: every test, in the order they run (the groups' registration functions).
 std::vector<TestCase> all_tests();
 void add_header_tests(std::vector<TestCase>& out);
+void add_handshake_tests(std::vector<TestCase>& out);
+void add_admission_tests(std::vector<TestCase>& out);
 
 enum class Outcome { kPass, kFail, kSkip };
 
