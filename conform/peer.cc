@@ -420,6 +420,16 @@ bool Peer::receive_one(Duration timeout) {
     // Only the target's endpoint or its path ports (same host) speak to us.
     Rx rx = decode(std::move(*d));
     if (rx.decoded) check_target_packet(rx);
+    if (rx.is(PacketType::kAck)) {
+        for (uint16_t i = 0; i < rx.ack.stream_count; ++i) {
+            const auto& e = rx.ack.streams[i];
+            ++entries_seen_[e.stream_id];
+            auto it = delivered_.find(e.stream_id);
+            // ACKs take random return paths and overtake each other: keep the newest.
+            if (it == delivered_.end() || static_cast<int32_t>(e.delivered_seq - it->second) > 0)
+                delivered_[e.stream_id] = e.delivered_seq;
+        }
+    }
     inbox_.push_back(std::move(rx));
     return true;
 }
@@ -453,6 +463,17 @@ std::vector<Rx> Peer::collect(const RxFilter& filter, Duration window) {
     for (auto& rx : inbox_) (filter(rx) ? out.emplace_back(std::move(rx)) : rest.emplace_back(std::move(rx)));
     inbox_ = std::move(rest);
     return out;
+}
+
+std::optional<uint32_t> Peer::delivered(uint32_t stream) const {
+    auto it = delivered_.find(stream);
+    if (it == delivered_.end()) return std::nullopt;
+    return it->second;
+}
+
+uint64_t Peer::entries_seen(uint32_t stream) const {
+    auto it = entries_seen_.find(stream);
+    return it == entries_seen_.end() ? 0 : it->second;
 }
 
 void Peer::discard(Duration quiet) {

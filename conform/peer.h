@@ -148,6 +148,11 @@ public:
     // discard drops everything received so far and anything arriving within `quiet`.
     void discard(Duration quiet);
     const std::vector<std::string>& violations() const { return violations_; }
+    // delivered: the newest delivered_seq any ACK from the target reported for its stream
+    // `stream` ([ACK-9]), and how many stream entries for it arrived; ACKs consumed by
+    // expect/barrier count too.
+    std::optional<uint32_t> delivered(uint32_t stream) const;
+    uint64_t entries_seen(uint32_t stream) const;
 
     // Acknowledging the target's DATA (when the suite is the responder).
     void note_target_data(const wire::DataHeader& h);
@@ -176,6 +181,8 @@ private:
         std::set<uint32_t> above;  // received PSNs above cum (as distances from cum)
     };
     std::map<uint16_t, PathRx> target_paths_;
+    std::map<uint32_t, uint32_t> delivered_;
+    std::map<uint32_t, uint64_t> entries_seen_;
     std::deque<Rx> inbox_;
     std::vector<std::string> violations_;
 };

@@ -13,6 +13,7 @@ std::vector<TestCase> all_tests() {
     add_header_tests(t);
     add_handshake_tests(t);
     add_admission_tests(t);
+    add_placement_tests(t);
     return t;
 }
 

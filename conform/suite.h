@@ -65,6 +65,7 @@ std::vector<TestCase> all_tests();
 void add_header_tests(std::vector<TestCase>& out);
 void add_handshake_tests(std::vector<TestCase>& out);
 void add_admission_tests(std::vector<TestCase>& out);
+void add_placement_tests(std::vector<TestCase>& out);
 
 enum class Outcome { kPass, kFail, kSkip };
 
