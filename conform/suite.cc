@@ -14,6 +14,7 @@ std::vector<TestCase> all_tests() {
     add_handshake_tests(t);
     add_admission_tests(t);
     add_placement_tests(t);
+    add_ack_tests(t);
     return t;
 }
 
