@@ -92,6 +92,27 @@ void Fixture::establish(std::optional<uint32_t> pd) {
     connect_qp(qp);
 }
 
+void Fixture::switch_stream(std::optional<uint32_t> pd) {
+    my_stream += 0x10000;
+    qp = create_qp(pd);
+    connect_qp(qp);
+    next_msg = peer.me().msg_isn;
+    next_recv = peer.me().msg_isn;
+}
+
+void Fixture::ack_target_data(const std::set<uint16_t>& paths, uint32_t delivered_seq) {
+    bool first = true;
+    for (uint16_t p : paths) {
+        auto a = peer.ack_for_target_path(p);
+        if (first) {
+            a.stream_count = 1;
+            a.streams[0] = {my_stream, delivered_seq};
+            first = false;
+        }
+        peer.send_ack(a);
+    }
+}
+
 Message Fixture::message(wire::Opcode op, std::vector<std::byte> body) {
     Message m;
     m.opcode = op;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,13 @@ public:
     // establish: our HELLO, the target's HELLO_ACK, then a queue pair connected to our
     // stream. Fails the test if the handshake does not complete.
     void establish(std::optional<uint32_t> pd = std::nullopt);
+    // switch_stream: a new queue pair at the target, bound to a new stream of ours; later
+    // messages go on it, from msg_isn again ([STREAM-2]).
+    void switch_stream(std::optional<uint32_t> pd = std::nullopt);
+    // ack_target_data: acknowledge every DATA of the target noted so far on `paths` (each
+    // path's cumulative state), the first ACK also reporting our stream delivered up to
+    // `delivered_seq` ([ACK-9]).
+    void ack_target_data(const std::set<uint16_t>& paths, uint32_t delivered_seq);
     // message: the next message on our stream (msg_seq, and recv_seq when it takes a receive).
     Message message(wire::Opcode op, std::vector<std::byte> body);
     // send_message sends every segment in `order` (indexes into the cut; all, in order, when

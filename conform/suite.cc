@@ -15,6 +15,7 @@ std::vector<TestCase> all_tests() {
     add_admission_tests(t);
     add_placement_tests(t);
     add_ack_tests(t);
+    add_rdma_tests(t);
     return t;
 }
 
