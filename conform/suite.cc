@@ -16,6 +16,7 @@ std::vector<TestCase> all_tests() {
     add_placement_tests(t);
     add_ack_tests(t);
     add_rdma_tests(t);
+    add_protection_tests(t);
     return t;
 }
 
