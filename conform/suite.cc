@@ -17,6 +17,8 @@ std::vector<TestCase> all_tests() {
     add_ack_tests(t);
     add_rdma_tests(t);
     add_protection_tests(t);
+    add_sender_tests(t);
+    add_close_tests(t);
     return t;
 }
 

@@ -69,6 +69,8 @@ void add_placement_tests(std::vector<TestCase>& out);
 void add_ack_tests(std::vector<TestCase>& out);
 void add_rdma_tests(std::vector<TestCase>& out);
 void add_protection_tests(std::vector<TestCase>& out);
+void add_sender_tests(std::vector<TestCase>& out);
+void add_close_tests(std::vector<TestCase>& out);
 
 enum class Outcome { kPass, kFail, kSkip };
 

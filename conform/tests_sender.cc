@@ -1,0 +1,197 @@
+// conform/tests_sender.cc — the target as requester: the suite is the responder and judges
+// the DATA the target sends (spec §3.2, §5, §7): source ports and paths, PSNs, the cut,
+// the fields every segment repeats, the tail-loss PROBE and the retransmission of a lost
+// segment.
+#include <map>
+
+#include "conform/checks.h"
+#include "conform/fixture.h"
+
+namespace mroce::conform {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using wire::Opcode;
+using wire::PacketType;
+
+constexpr uint64_t kRemoteAddr = 0x7f0000010000ULL;  // "our" memory: the suite keeps none
+constexpr uint32_t kRkey = 0x4242;
+
+struct Sender {
+    Fixture f;
+    Region src;
+    std::vector<std::byte> content;
+    explicit Sender(Context& ctx, size_t length, uint32_t seed) : f(ctx) {
+        f.establish();
+        src = f.reg_mr(length, {"local_write"});
+        content = pattern(length, seed);
+        f.write_mr(src, 0, content);
+        f.call("post_send", {{"qp", f.qp}, {"opcode", "write"}, {"mr", src.mr}, {"offset", 0},
+                             {"length", length}, {"remote_addr", kRemoteAddr}, {"rkey", kRkey},
+                             {"wr_id", 9}});
+    }
+    // check_segment: what every DATA of the WRITE must carry ([DATA-4], [DATA-5], [DATA-6]).
+    void check_segment(const Rx& rx) {
+        const auto& h = rx.data;
+        const uint32_t s = f.peer.segment_size();
+        check(h.opcode == Opcode::kWrite && h.stream_id == f.my_stream && h.msg_seq == f.peer.remote().msg_isn,
+              "[DATA-6] [STREAM-2] segment opcode {:#x} stream {:#x} msg_seq {:#x}", static_cast<int>(h.opcode),
+              h.stream_id, h.msg_seq);
+        check(h.msg_len == content.size() && h.rkey == kRkey && h.remote_addr == kRemoteAddr,
+              "[DATA-6] segment msg_len {} rkey {:#x} remote_addr {:#x} differ from the work request",
+              h.msg_len, h.rkey, h.remote_addr);
+        check(h.recv_seq == 0 && h.immediate == 0, "[DATA-5] WRITE with recv_seq or immediate set");
+        check(h.offset % s == 0 && h.payload_len == std::min<uint64_t>(s, content.size() - h.offset),
+              "[DATA-4] segment at offset {} carries {} bytes (segment size {})", h.offset, h.payload_len, s);
+        check(std::equal(rx.payload.begin(), rx.payload.end(), content.begin() + h.offset),
+              "[DATA-6] segment at offset {} carries other bytes than the source", h.offset);
+        const bool last = h.offset + h.payload_len == content.size();
+        if (last || (h.flags & wire::data_flag::kRetx))
+            check(h.flags & wire::data_flag::kAckNow, "[ACK-12] a {} segment without ACK_NOW",
+                  last ? "last" : "retransmitted");
+    }
+    // completes: report the message delivered and expect the target's completion.
+    void completes(const std::set<uint16_t>& paths) {
+        f.ack_target_data(paths, f.peer.remote().msg_isn + 1);
+        const auto cq = f.poll(f.qp, 500);
+        check(cq.size() == 1 && cq[0].at("wr_id") == 9 && cq[0].at("status") == "success" &&
+                  cq[0].at("opcode") == "write" && cq[0].at("byte_len") == content.size(),
+              "[PLACE-11] after the delivery report the WRITE completed as {}", json(cq).dump());
+    }
+};
+
+// write_segments: a 40000-byte WRITE, acknowledged as it arrives: ports, paths, PSNs, cut
+// and fields of every segment, then completion on our delivery report.
+void write_segments(Context& ctx) {
+    Sender s(ctx, 40000, 180);
+    const uint32_t seg = s.f.peer.segment_size();
+    const size_t count = (40000 + seg - 1) / seg;
+    std::map<uint16_t, uint16_t> port_of_path;
+    std::map<uint16_t, uint32_t> next_psn;
+    std::set<uint16_t> paths;
+    std::set<uint32_t> offsets;
+    while (offsets.size() < count) {
+        auto rx = s.f.peer.expect(is_type(PacketType::kData), 500ms);
+        check(rx.has_value(), "[PATH-10] only {} of {} segments arrived", offsets.size(), count);
+        const auto& h = rx->data;
+        s.check_segment(*rx);
+        const uint16_t port = rx->raw.from.port;
+        check(port >= 49152, "[PATH-2] DATA from source port {} (outside 49152-65535)", port);
+        check(rx->raw.from.same_host(ctx.target.udp), "DATA from another host {}", rx->raw.from.to_string());
+        check(h.path_id < s.f.peer.remote().num_paths, "[PATH-1] path_id {} of {} paths", h.path_id,
+              s.f.peer.remote().num_paths);
+        auto [it, fresh] = port_of_path.emplace(h.path_id, port);
+        check(it->second == port, "[UDP-6] path {} sent from ports {} and {}", h.path_id, it->second, port);
+        if (fresh)
+            for (const auto& [p, q] : port_of_path)
+                check(p == h.path_id || q != port, "[PATH-2] paths {} and {} share source port {}", p,
+                      h.path_id, port);
+        auto [n, first] = next_psn.emplace(h.path_id, s.f.peer.remote().isn);
+        check(h.path_psn == n->second, "[PATH-9] path {} sent PSN {:#x}, expected {:#x}", h.path_id,
+              h.path_psn, n->second);
+        n->second = h.path_psn + 1;
+        (void)first;
+        offsets.insert(h.offset);
+        paths.insert(h.path_id);
+        s.f.peer.note_target_data(h);
+        s.f.peer.send_ack(s.f.peer.ack_for_target_path(h.path_id));
+    }
+    check(paths.size() > 1, "[PATH-10] {} segments all went on one path", count);
+    s.completes(paths);
+}
+
+// tail_probe: a one-segment WRITE that we never acknowledge: the first timeout sends a
+// PROBE on that path, from its source port, naming the next PSN ([LOSS-5], [LOSS-11],
+// [PROBE-1]); our PROBE_REPLY acknowledging the DATA lets it complete.
+void tail_probe(Context& ctx) {
+    Sender s(ctx, 1000, 181);
+    auto data = s.f.peer.expect(is_type(PacketType::kData), 500ms);
+    check(data.has_value(), "no DATA for the posted WRITE");
+    s.check_segment(*data);
+    const auto& h = data->data;
+    auto probe = s.f.peer.expect(
+        [&](const Rx& r) { return r.is(PacketType::kProbe) || (r.is(PacketType::kData) && r.data.path_id == h.path_id); },
+        1000ms);
+    check(probe.has_value(), "[LOSS-5] [LOSS-11] no PROBE within 1 s of an unacknowledged DATA");
+    check(probe->is(PacketType::kProbe), "[LOSS-5] the first timeout resent DATA instead of probing");
+    const auto& p = probe->probe;
+    check(p.path_id == h.path_id && p.path_gen == h.path_gen,
+          "[LOSS-11] PROBE for path {} gen {}, the DATA went on path {} gen {}", p.path_id, p.path_gen,
+          h.path_id, h.path_gen);
+    check(probe->raw.from.port == data->raw.from.port,
+          "[PROBE-1] [UDP-6] PROBE from port {}, its path's DATA from port {}", probe->raw.from.port,
+          data->raw.from.port);
+    check(p.next_psn == h.path_psn + 1, "[LOSS-11] PROBE next_psn {:#x}, expected {:#x}", p.next_psn,
+          h.path_psn + 1);
+    check(p.psn_floor == h.path_psn, "[PATH-6] PROBE psn_floor {:#x} while PSN {:#x} is in flight",
+          p.psn_floor, h.path_psn);
+    s.f.peer.note_target_data(h);
+    auto reply = s.f.peer.ack_for_target_path(h.path_id);
+    reply.flags = wire::ack_flag::kProbeReply;
+    reply.probe_psn = p.next_psn;
+    reply.ts_echo = p.timestamp;
+    s.f.peer.send_ack(reply);
+    s.completes({h.path_id});
+}
+
+// retransmit: one segment of a WRITE is "lost" (never acknowledged, its path probed and
+// the reply shows the hole): it is sent again with RETX and ACK_NOW, under a new PSN, with
+// the same fields and bytes ([LOSS-8], [LOSS-10], [ACK-12], [DATA-6], [PATH-9]).
+void retransmit(Context& ctx) {
+    Sender s(ctx, 5 * 4096, 182);
+    const uint32_t seg = s.f.peer.segment_size();
+    const size_t count = (s.content.size() + seg - 1) / seg;
+    std::optional<Rx> lost;
+    std::set<uint16_t> paths;
+    std::set<uint32_t> offsets;
+    for (int guard = 0; guard < 200; ++guard) {
+        auto rx = s.f.peer.expect([](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); },
+                                  1000ms);
+        check(rx.has_value(), "[LOSS-5] [LOSS-8] the unacknowledged segment was neither probed nor resent");
+        if (rx->is(PacketType::kProbe)) {
+            // Answer truthfully: what we noted (the lost segment is not among it).
+            auto reply = s.f.peer.ack_for_target_path(rx->probe.path_id);
+            reply.flags = wire::ack_flag::kProbeReply;
+            reply.probe_psn = rx->probe.next_psn;
+            reply.ts_echo = rx->probe.timestamp;
+            s.f.peer.send_ack(reply);
+            continue;
+        }
+        s.check_segment(*rx);
+        const auto& h = rx->data;
+        if (h.offset == 0 && !lost) {
+            lost = std::move(rx);  // dropped: neither noted nor acknowledged
+            continue;
+        }
+        if (h.offset == 0) {
+            check(h.flags & wire::data_flag::kRetx, "[LOSS-8] the resent segment lacks RETX");
+            check(h.path_id != lost->data.path_id || h.path_psn != lost->data.path_psn ||
+                      h.path_gen != lost->data.path_gen,
+                  "[PATH-9] the retransmission reused PSN {:#x} of path {}", h.path_psn, h.path_id);
+        }
+        offsets.insert(h.offset);
+        paths.insert(h.path_id);
+        s.f.peer.note_target_data(h);
+        s.f.peer.send_ack(s.f.peer.ack_for_target_path(h.path_id));
+        if (offsets.size() == count) break;
+    }
+    check(offsets.size() == count, "the WRITE's segments did not all arrive");
+    s.completes(paths);
+}
+
+}  // namespace
+
+void add_sender_tests(std::vector<TestCase>& out) {
+    out.push_back({"sender.write_segments",
+                   "[PATH-2] [UDP-6] [PATH-9] [PATH-10] [DATA-4] [DATA-5] [DATA-6] [ACK-12] [PLACE-11]",
+                   "the target's 40000-byte WRITE: ports, paths, PSNs, cut and fields; completion",
+                   write_segments});
+    out.push_back({"sender.tail_probe", "[LOSS-5] [LOSS-11] [PROBE-1] [UDP-6] [PATH-6]",
+                   "an unacknowledged tail segment is probed on its own path and port", tail_probe});
+    out.push_back({"sender.retransmit", "[LOSS-8] [LOSS-10] [ACK-12] [DATA-6] [PATH-9]",
+                   "a lost segment is resent with RETX, ACK_NOW, a new PSN, the same bytes",
+                   retransmit});
+}
+
+}  // namespace mroce::conform
