@@ -18,6 +18,7 @@ std::vector<TestCase> all_tests() {
     add_rdma_tests(t);
     add_protection_tests(t);
     add_sender_tests(t);
+    add_requester_tests(t);
     add_close_tests(t);
     return t;
 }
