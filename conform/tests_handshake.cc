@@ -26,7 +26,8 @@ void hello_ack(Context& ctx) {
     check(h.max_payload >= wire::kMinMaxPayload && h.max_payload <= wire::kMaxMaxPayload,
           "[UDP-3] max_payload {}", h.max_payload);
     check(h.endpoint_port == ctx.target.udp.port,
-          "[CONN-2] endpoint_port {} is not the target's endpoint port {}", h.endpoint_port,
+          "[UDP-1] [CONN-2] endpoint_port {} is not the port the target was configured with, {}",
+          h.endpoint_port,
           ctx.target.udp.port);
     check(h.capabilities == 0, "[CONN-2] capabilities {:#x}", h.capabilities);
     check(rx->raw.from.same_host(ctx.target.udp), "[CONN-2] HELLO_ACK from another host");
@@ -198,10 +199,59 @@ void restart(Context& ctx) {
         check(b == std::byte{0}, "[CONN-9] the failed connection placed a DATA");
 }
 
+// simultaneous_open: both sides send HELLO; the target's connection answers ours with a
+// HELLO_ACK under the identity of its own HELLO: one connection ([CONN-7]).
+void simultaneous_open(Context& ctx) {
+    Fixture f(ctx);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    auto theirs = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(theirs.has_value(), "[CONN-1] no HELLO from the target");
+    f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+    auto ack = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+    check(ack.has_value(), "[CONN-7] our HELLO to a Connecting target was not answered");
+    check(ack->hello.src_conn_id == theirs->hello.src_conn_id && ack->hello.src_token == theirs->hello.src_token &&
+              ack->hello.isn == theirs->hello.isn,
+          "[CONN-7] the HELLO_ACK comes from another connection than the target's HELLO");
+    f.peer.answer_hello(theirs->hello);  // our HELLO_ACK to theirs: agrees, changes nothing
+    f.peer.discard(5ms);
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message m = f.message(Opcode::kWrite, pattern(256, 25));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    f.send_message(m);
+    (void)f.barrier();
+    check(f.read_mr(r, 0, 256) == m.body, "[CONN-7] the simultaneously opened connection does not work");
+    auto late = f.peer.collect(is_type(PacketType::kHello), 30ms);
+    check(late.empty(), "[CONN-7] [CONN-16] the target kept sending HELLO after it was established");
+}
+
+// distinct_ids: two peer endpoints get two connections with different, non-zero ids and
+// tokens ([CONN-11], [CONN-5]).
+void distinct_ids(Context& ctx) {
+    Fixture f(ctx);
+    std::string why;
+    check(f.peer.handshake(&why), "{}", why);
+    auto socket = UdpSocket::open(ctx.local_ip, &why);
+    check(socket.has_value(), "cannot open a second socket: {}", why);
+    Identity other = f.peer.me();
+    other.conn_id ^= 0x10000;
+    other.token ^= 0x1234;
+    Peer second(std::move(*socket), f.peer.target(), other);
+    check(second.handshake(&why), "[CONN-17] the second peer endpoint: {}", why);
+    const auto& a = f.peer.remote();
+    const auto& b = second.remote();
+    check(a.conn_id != 0 && b.conn_id != 0 && a.conn_id != b.conn_id,
+          "[CONN-11] two connections got ids {:#x} and {:#x}", a.conn_id, b.conn_id);
+    check(a.token != b.token, "[CONN-5] two connections got the same token");
+    check(second.violations().empty(), "target sent a bad packet: {}",
+          second.violations().empty() ? "" : second.violations().front());
+}
+
 }  // namespace
 
 void add_handshake_tests(std::vector<TestCase>& out) {
-    out.push_back({"handshake.hello_ack", "[CONN-2] [CONN-3] [CONN-5] [CONN-17]",
+    out.push_back({"handshake.hello_ack", "[CONN-2] [CONN-3] [CONN-5] [CONN-17] [UDP-1]",
                    "a HELLO from a new peer is answered with a well-formed HELLO_ACK", hello_ack});
     out.push_back({"handshake.repeated_hello", "[CONN-6] [CONN-10] [CONN-18]",
                    "repeated HELLOs get the same HELLO_ACK; another token is ignored and counted",
@@ -209,6 +259,11 @@ void add_handshake_tests(std::vector<TestCase>& out) {
     out.push_back({"handshake.target_hello", "[CONN-1] [CONN-10] [CONN-12] [CONN-16]",
                    "the target's HELLO, its retransmission, and establishment by our HELLO_ACK",
                    target_hello});
+    out.push_back({"handshake.simultaneous_open", "[CONN-7] [CONN-16]",
+                   "HELLOs crossing: one connection, answered under the target's own identity",
+                   simultaneous_open});
+    out.push_back({"handshake.distinct_ids", "[CONN-11] [CONN-5]",
+                   "two peer endpoints get connections with distinct ids and tokens", distinct_ids});
     out.push_back({"handshake.data_before_established", "[CONN-19]",
                    "DATA to a Connecting connection is neither answered, accounted nor placed",
                    data_before_established});

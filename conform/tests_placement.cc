@@ -258,6 +258,71 @@ void wraparound(Context& ctx) {
     check(d == 1, "[STREAM-2] [PLACE-5] delivered_seq {} after msg_seq 0xffffffff and 0 (expected 1)", d);
 }
 
+// stream_window: a message 128 or more above delivered_seq is dropped without a NACK
+// ([STREAM-3]); one 127 above is placed.
+void stream_window(Context& ctx) {
+    Setup s(ctx);
+    const uint64_t oow = s.f.counter("out_of_window");
+    Message far = s.write(100, 73, 0);
+    far.msg_seq = s.f.peer.me().msg_isn + 128;
+    Message edge = s.write(100, 74, 200);
+    edge.msg_seq = s.f.peer.me().msg_isn + 127;
+    s.f.send_message(far);
+    s.f.send_message(edge);
+    (void)s.f.barrier();
+    s.f.no_nack("for a message outside the stream window");
+    check(s.f.counter("out_of_window") == oow + 1, "[STREAM-3] out_of_window not counted once");
+    for (auto b : s.memory(0, 100)) check(b == std::byte{0}, "[STREAM-3] a message 128 ahead was placed");
+    check(s.memory(200, 100) == edge.body, "[STREAM-3] [PLACE-3] a message 127 ahead was not placed");
+}
+
+// claimed_receive: two messages naming one receive: the second is refused
+// ([PLACE-14]).
+void claimed_receive(Context& ctx) {
+    Setup s(ctx);
+    const uint32_t seg = s.f.peer.segment_size();
+    for (uint64_t i = 0; i < 2; ++i)
+        s.f.call("post_recv", {{"qp", s.f.qp}, {"mr", s.region.mr}, {"offset", i * 16384},
+                               {"length", 16384}, {"wr_id", 20 + i}});
+    const Message a = s.f.message(Opcode::kSend, pattern(2 * size_t{seg}, 75));
+    Message b = s.f.message(Opcode::kSend, pattern(100, 76));
+    b.recv_seq = a.recv_seq;  // the receive a already claimed
+    const uint64_t malformed = s.f.counter("malformed");
+    s.f.send_message(a, {0});  // a's first segment claims the receive; a stays incomplete
+    s.f.send_message(b);
+    const auto n = s.f.expect_nack();
+    check(n.reason == NackReason::kInvalidRequest && n.msg_seq == b.msg_seq,
+          "[PLACE-14] a second message naming a claimed receive got reason {} msg {:#x}",
+          static_cast<int>(n.reason), n.msg_seq);
+    check(s.f.counter("malformed") == malformed + 1, "[PLACE-14] not counted malformed");
+    check(s.memory(0, seg) == std::vector<std::byte>(a.body.begin(), a.body.begin() + seg),
+          "[PLACE-14] the claimed receive was overwritten by the second message");
+}
+
+// misaligned_offset: a segment whose offset is not a multiple of the segment size is
+// malformed and not written ([PLACE-9]).
+void misaligned_offset(Context& ctx) {
+    Setup s(ctx);
+    const uint32_t seg = s.f.peer.segment_size();
+    const Message m = s.write(2 * size_t{seg}, 77);
+    auto segs = s.f.peer.cut(m);
+    const uint64_t malformed = s.f.counter("malformed");
+    s.f.peer.send_segment(segs[0]);
+    Segment shifted = segs[1];
+    shifted.hdr.offset -= 100;  // still inside the message, LAST still wrong: keep [DATA-3]
+    shifted.hdr.flags &= static_cast<uint8_t>(~wire::data_flag::kLast);
+    shifted.payload.resize(seg - 200);  // ends 100 bytes before msg_len: no LAST needed
+    std::copy(m.body.begin() + shifted.hdr.offset, m.body.begin() + shifted.hdr.offset + shifted.payload.size(),
+              shifted.payload.begin());
+    s.f.peer.send_segment(shifted);
+    (void)s.f.barrier();
+    check(s.f.counter("malformed") == malformed + 1, "[PLACE-9] a misaligned segment was not counted malformed");
+    for (auto b : s.memory(seg, seg)) check(b == std::byte{0}, "[PLACE-9] a misaligned segment was written");
+    s.f.peer.send_segment(segs[1]);
+    (void)s.f.barrier();
+    check(s.memory(0, 2 * size_t{seg}) == m.body, "control: the aligned segment was not placed");
+}
+
 }  // namespace
 
 void add_placement_tests(std::vector<TestCase>& out) {
@@ -281,6 +346,14 @@ void add_placement_tests(std::vector<TestCase>& out) {
     out.push_back({"placement.inconsistent_segment", "[DATA-6] [PLACE-1]",
                    "a segment disagreeing with its message's first is dropped as malformed",
                    inconsistent_segment});
+    out.push_back({"placement.stream_window", "[STREAM-3]",
+                   "a message 128 above delivered_seq is dropped silently; 127 above is placed",
+                   stream_window});
+    out.push_back({"placement.claimed_receive", "[PLACE-14]",
+                   "a second message naming an already claimed receive is refused", claimed_receive});
+    out.push_back({"placement.misaligned_offset", "[PLACE-9]",
+                   "a segment at an offset that is not a multiple of the segment size is dropped",
+                   misaligned_offset});
     out.push_back({"placement.wraparound", "[PATH-9] [ACK-3] [STREAM-2]",
                    "PSNs and msg_seq wrapping past 2^32 are placed and acknowledged", wraparound});
 }
