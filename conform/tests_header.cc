@@ -7,6 +7,7 @@
 // must then be written: the control that shows the test can pass.
 #include "conform/checks.h"
 #include "conform/fixture.h"
+#include "conform/ip_capture.h"
 
 namespace mroce::conform {
 namespace {
@@ -176,6 +177,42 @@ void target_packets_wellformed(Context& ctx) {
         throw Skipped("the kernel did not report the ECN field (IP_RECVTOS): [UDP-5] unchecked");
 }
 
+// ip_no_fragments: every datagram the target sends us over IPv4 has Don't Fragment set
+// and is no fragment ([UDP-8]); full-size DATA fit 72 + max_payload ([UDP-4]). The IP
+// header is invisible to a UDP socket: this needs a packet socket (CAP_NET_RAW).
+void ip_no_fragments(Context& ctx) {
+    std::string why;
+    auto capture = IpCapture::open(&why);
+    if (!capture) throw Skipped("cannot see IP headers without CAP_NET_RAW (" + why + ")");
+    Fixture f(ctx);
+    f.establish();
+    // Provoke every kind of packet the target sends us: HELLO_ACK (above), ACK and
+    // PROBE_REPLY, NACK, and full-size DATA (a READ response).
+    const Region r = f.reg_mr(3 * 4096, {"local_write", "remote_write", "remote_read"});
+    std::vector<std::byte> body(8);
+    wire::encode_read_request(3 * 4096, std::span<std::byte, 8>(body.data(), 8));
+    Message read = f.message(Opcode::kReadRequest, body);
+    read.rkey = r.rkey;
+    read.remote_addr = r.addr;
+    f.send_message(read);
+    Message bad = f.message(Opcode::kWrite, pattern(10, 19));
+    bad.rkey = r.rkey ^ 1;
+    bad.remote_addr = r.addr;
+    f.send_message(bad);
+    (void)f.barrier();
+    const auto seen = capture->collect(f.peer.local(), 50ms);
+    auto datagrams = f.peer.collect([](const Rx&) { return true; }, 1ms);
+    check(!seen.empty(), "setup: the packet socket saw none of the target's datagrams");
+    for (const auto& u : seen)
+        check(u.dont_fragment && !u.more_fragments && u.fragment_offset == 0,
+              "[UDP-8] the target sent an IPv4 packet with DF {} MF {} offset {}", u.dont_fragment,
+              u.more_fragments, u.fragment_offset);
+    size_t largest = 0;
+    for (const auto& d : datagrams) largest = std::max(largest, d.raw.bytes.size());
+    check(largest <= wire::kDataHeaderSize + std::min(f.peer.me().max_payload, f.peer.remote().max_payload),
+          "[UDP-4] [UDP-8] a {}-byte datagram exceeds 72 + max_payload", largest);
+}
+
 }  // namespace
 
 void add_header_tests(std::vector<TestCase>& out) {
@@ -195,6 +232,9 @@ void add_header_tests(std::vector<TestCase>& out) {
                    "[WIRE-1] [WIRE-6] [UDP-2] [UDP-5] [ACK-8] [CONN-2]",
                    "every packet the target sends decodes exactly, is ECT(0), reserved zero",
                    target_packets_wellformed});
+    out.push_back({"header.ip_no_fragments", "[UDP-8] [UDP-4]",
+                   "the target's IPv4 packets carry Don't Fragment and no fragment",
+                   ip_no_fragments});
 }
 
 }  // namespace mroce::conform
