@@ -2,6 +2,7 @@
 // the DATA the target sends (spec §3.2, §5, §7): source ports and paths, PSNs, the cut,
 // the fields every segment repeats, the tail-loss PROBE and the retransmission of a lost
 // segment.
+#include <chrono>
 #include <map>
 
 #include "conform/checks.h"
@@ -180,6 +181,98 @@ void retransmit(Context& ctx) {
     s.completes(paths);
 }
 
+// delivery_probe: every segment acknowledged at path level but no delivery report: the
+// target's delivery timer sends the last segment again as a retransmission ([STREAM-5]);
+// our report then completes the WRITE.
+void delivery_probe(Context& ctx) {
+    Sender s(ctx, 6000, 183);
+    std::set<uint16_t> paths;
+    std::set<uint32_t> offsets;
+    const uint32_t last_offset = (6000 - 1) / s.f.peer.segment_size() * s.f.peer.segment_size();
+    while (offsets.size() < 2) {
+        auto rx = s.f.peer.expect(is_type(PacketType::kData), 500ms);
+        check(rx.has_value(), "the WRITE's segments did not arrive");
+        s.check_segment(*rx);
+        offsets.insert(rx->data.offset);
+        paths.insert(rx->data.path_id);
+        s.f.peer.note_target_data(rx->data);
+        s.f.peer.send_ack(s.f.peer.ack_for_target_path(rx->data.path_id));  // no stream entry
+    }
+    auto probe = s.f.peer.expect(is_type(PacketType::kData), 2000ms);
+    check(probe.has_value(), "[STREAM-5] no delivery probe within 2 s of the path-level ACKs");
+    s.check_segment(*probe);
+    check(probe->data.offset == last_offset && (probe->data.flags & wire::data_flag::kRetx),
+          "[STREAM-5] the delivery probe is segment at {} (flags {:#x}), expected the last, {}, with RETX",
+          probe->data.offset, probe->data.flags, last_offset);
+    s.f.peer.note_target_data(probe->data);
+    paths.insert(probe->data.path_id);
+    s.completes(paths);
+}
+
+// return_paths: control packets leave from the target's path ports ([PATH-2]), each round
+// of ACKs on a path drawn afresh ([ACK-13]), and the second copy of a PROBE_REPLY on
+// another path than the first ([PROBE-2]).
+void return_paths(Context& ctx) {
+    Sender s(ctx, 8 * 4096, 184);
+    std::set<uint16_t> path_ports;
+    std::set<uint32_t> offsets;
+    std::set<uint16_t> paths;
+    while (offsets.size() < 8) {
+        auto rx = s.f.peer.expect(is_type(PacketType::kData), 500ms);
+        check(rx.has_value(), "the WRITE's segments did not arrive");
+        offsets.insert(rx->data.offset);
+        path_ports.insert(rx->raw.from.port);
+        paths.insert(rx->data.path_id);
+        s.f.peer.note_target_data(rx->data);
+        s.f.peer.send_ack(s.f.peer.ack_for_target_path(rx->data.path_id));
+    }
+    s.completes(paths);  // the paths stay healthy: no re-roll changes their ports
+    s.f.peer.discard(5ms);
+    std::set<uint16_t> reply_ports;
+    int differing_twins = 0;
+    for (int round = 0; round < 24; ++round) {
+        const uint32_t stamp = s.f.peer.send_probe(static_cast<uint16_t>(round % 4));
+        auto twins = s.f.peer.collect(
+            [&](const Rx& r) { return r.is(PacketType::kAck) && r.ack.ts_echo == stamp; }, 15ms);
+        check(twins.size() == 2, "[PROBE-2] PROBE {} answered {} times", round, twins.size());
+        for (const auto& t : twins) {
+            check(path_ports.count(t.raw.from.port), "[PATH-2] [ACK-13] an ACK from port {}, not one of the "
+                  "target's path ports", t.raw.from.port);
+            reply_ports.insert(t.raw.from.port);
+        }
+        differing_twins += twins[0].raw.from.port != twins[1].raw.from.port;
+    }
+    check(differing_twins == 24, "[PROBE-2] {} of 24 PROBE replies sent both copies on one path",
+          24 - differing_twins);
+    check(reply_ports.size() >= 3, "[ACK-13] 48 replies left from only {} ports of {}", reply_ports.size(),
+          path_ports.size());
+}
+
+// peer_dead: a peer that never answers: the WRITE fails with an error of [ERR-1] (peer
+// dead, or retries exhausted first), and the failed connection then sends nothing
+// ([CONN-9]).
+void peer_dead(Context& ctx) {
+    Sender s(ctx, 1000, 185);
+    const auto cq = s.f.poll(s.f.qp, 3000);
+    check(cq.size() == 1 && (cq[0].at("status") == "peer_dead" || cq[0].at("status") == "retry_exceeded"),
+          "[ERR-2] [LOSS-7] a WRITE to a silent peer did not fail within 3 s: {}", json(cq).dump());
+    // What the target sent before it failed may still be queued at our socket (a silent
+    // peer is probed hard while the stall rule holds, [LOSS-13]): drain it, then require
+    // silence. A target that keeps sending never goes quiet, and fails after 5 s.
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    size_t drained = 0;
+    for (;;) {
+        const size_t n = s.f.peer.collect([](const Rx& r) { return !r.is(PacketType::kClose); }, 50ms).size();
+        drained += n;
+        if (n == 0) break;
+        check(std::chrono::steady_clock::now() < give_up,
+              "[CONN-9] the failed connection still sends 5 s after failing ({} packets)", drained);
+    }
+    auto after = s.f.peer.collect([](const Rx& r) { return !r.is(PacketType::kClose); }, 100ms);
+    check(after.empty(), "[CONN-9] the failed connection sent again after 50 ms of silence (type {})",
+          after.empty() ? 0 : static_cast<int>(after[0].type));
+}
+
 }  // namespace
 
 void add_sender_tests(std::vector<TestCase>& out) {
@@ -189,6 +282,14 @@ void add_sender_tests(std::vector<TestCase>& out) {
                    write_segments});
     out.push_back({"sender.tail_probe", "[LOSS-5] [LOSS-11] [PROBE-1] [UDP-6] [PATH-6]",
                    "an unacknowledged tail segment is probed on its own path and port", tail_probe});
+    out.push_back({"sender.delivery_probe", "[STREAM-5] [PLACE-11]",
+                   "segments acknowledged but never reported delivered: the last is resent", delivery_probe});
+    out.push_back({"sender.return_paths", "[ACK-13] [PATH-2] [PROBE-2]",
+                   "control packets leave from path ports, spread over paths; twin replies differ",
+                   return_paths});
+    out.push_back({"sender.peer_dead", "[ERR-1] [ERR-2] [LOSS-7] [CONN-9]",
+                   "a silent peer fails the WRITE within 3 s; the failed connection goes quiet",
+                   peer_dead});
     out.push_back({"sender.retransmit", "[LOSS-8] [LOSS-10] [ACK-12] [DATA-6] [PATH-9]",
                    "a lost segment is resent with RETX, ACK_NOW, a new PSN, the same bytes",
                    retransmit});
