@@ -249,6 +249,21 @@ void bad_path_id(Context& ctx) {
     for (auto x : s.f.read_mr(s.region, 0, 64)) check(x == std::byte{0}, "a DATA on path {} was placed", p);
 }
 
+// rate_hint: once our DATA arrives we are an active sender, and every ACK carries a hint
+// of at least 1 Mbit/s; before any DATA the hint is 0 ([ACK-16], [ACK-7]). A target that
+// sends no hints at all (rate_hint off) passes the first half only if it also sends 0 after.
+void rate_hint(Context& ctx) {
+    Setup s(ctx);
+    const auto before = s.f.barrier(3);
+    check(before.rate_hint_mbps == 0, "[ACK-16] a hint of {} Mbit/s before we sent any DATA",
+          before.rate_hint_mbps);
+    for (int i = 0; i < 4; ++i) s.f.peer.send_segment(s.one_segment(4000, 150 + i, 4096 * i), 0);
+    const auto after = s.f.barrier(0);
+    if (after.rate_hint_mbps == 0)
+        throw Skipped("the target sends no rate hint (rate_hint off); [ACK-16] allows that");
+    check(after.rate_hint_mbps >= 1, "[ACK-16] hint {}", after.rate_hint_mbps);
+}
+
 }  // namespace
 
 void add_ack_tests(std::vector<TestCase>& out) {
@@ -271,6 +286,8 @@ void add_ack_tests(std::vector<TestCase>& out) {
     out.push_back({"ack.generations", "[PATH-7] [ACK-15] [ACK-4]",
                    "a new generation resets the path; a late old-generation DATA is not acknowledged",
                    generations});
+    out.push_back({"ack.rate_hint", "[ACK-16] [ACK-7]",
+                   "no hint before our first DATA; a hint of at least 1 Mbit/s after", rate_hint});
     out.push_back({"ack.bad_path_id", "[ACK-19]",
                    "DATA and PROBE on a path beyond the announced num_paths are dropped", bad_path_id});
 }

@@ -248,6 +248,31 @@ void distinct_ids(Context& ctx) {
           second.violations().empty() ? "" : second.violations().front());
 }
 
+// queued_while_connecting: work posted before the connection is established is kept and
+// sent once it is ([STREAM-6]).
+void queued_while_connecting(Context& ctx) {
+    Fixture f(ctx);
+    const Region src = f.reg_mr(4096, {"local_write"});
+    const auto content = pattern(500, 26);
+    f.write_mr(src, 0, content);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    f.call("post_send", {{"qp", f.qp}, {"opcode", "write"}, {"mr", src.mr}, {"length", 500},
+                         {"remote_addr", 0x1000}, {"rkey", 0x99}, {"wr_id", 1}});
+    auto hello = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(hello.has_value(), "[CONN-1] no HELLO from the target");
+    check(f.peer.collect(is_type(PacketType::kData), 20ms).empty(),
+          "[CONN-19] [STREAM-6] DATA left before the connection was established");
+    f.peer.answer_hello(hello->hello);
+    auto data = f.peer.expect(is_type(PacketType::kData), 500ms);
+    check(data.has_value(), "[STREAM-6] the WRITE posted while Connecting was not sent after establishment");
+    check(data->payload == content, "[STREAM-6] the queued WRITE carries other bytes");
+    f.peer.note_target_data(data->data);
+    f.ack_target_data({data->data.path_id}, f.peer.remote().msg_isn + 1);
+    const auto cq = f.poll(f.qp, 500);
+    check(cq.size() == 1 && cq[0].at("status") == "success", "[STREAM-6] the queued WRITE did not complete");
+}
+
 }  // namespace
 
 void add_handshake_tests(std::vector<TestCase>& out) {
@@ -264,6 +289,9 @@ void add_handshake_tests(std::vector<TestCase>& out) {
                    simultaneous_open});
     out.push_back({"handshake.distinct_ids", "[CONN-11] [CONN-5]",
                    "two peer endpoints get connections with distinct ids and tokens", distinct_ids});
+    out.push_back({"handshake.queued_while_connecting", "[STREAM-6] [CONN-19]",
+                   "a WRITE posted while Connecting waits, then goes out once established",
+                   queued_while_connecting});
     out.push_back({"handshake.data_before_established", "[CONN-19]",
                    "DATA to a Connecting connection is neither answered, accounted nor placed",
                    data_before_established});

@@ -273,6 +273,36 @@ void peer_dead(Context& ctx) {
           after.empty() ? 0 : static_cast<int>(after[0].type));
 }
 
+// completion_order: three WRITEs, the middle one unsignaled, reported delivered by one
+// stream entry: the signaled ones complete in post order, the unsignaled one not at all
+// ([PLACE-7], [PLACE-11]).
+void completion_order(Context& ctx) {
+    Sender s(ctx, 100, 186);  // wr 9
+    for (uint64_t wr : {10, 11})
+        s.f.call("post_send", {{"qp", s.f.qp}, {"opcode", "write"}, {"mr", s.src.mr}, {"length", 100},
+                               {"remote_addr", kRemoteAddr}, {"rkey", kRkey}, {"wr_id", wr},
+                               {"signaled", wr != 10}});
+    std::set<uint16_t> paths;
+    std::set<uint32_t> msgs;
+    while (msgs.size() < 3) {
+        auto rx = s.f.peer.expect(is_type(PacketType::kData), 500ms);
+        check(rx.has_value(), "[STREAM-11] only {} of 3 messages arrived", msgs.size());
+        msgs.insert(rx->data.msg_seq);
+        paths.insert(rx->data.path_id);
+        s.f.peer.note_target_data(rx->data);
+    }
+    check(*msgs.begin() == s.f.peer.remote().msg_isn && *msgs.rbegin() == s.f.peer.remote().msg_isn + 2,
+          "[STREAM-2] the three messages are not msg_isn .. msg_isn + 2");
+    s.f.ack_target_data(paths, s.f.peer.remote().msg_isn + 3);
+    std::vector<json> cq;
+    for (int i = 0; i < 10 && cq.size() < 2; ++i) {
+        auto more = s.f.poll(s.f.qp, 100);
+        cq.insert(cq.end(), more.begin(), more.end());
+    }
+    check(cq.size() == 2 && cq[0].at("wr_id") == 9 && cq[1].at("wr_id") == 11,
+          "[PLACE-7] [PLACE-11] completions {} (expected wr 9 then 11; 10 is unsignaled)", json(cq).dump());
+}
+
 }  // namespace
 
 void add_sender_tests(std::vector<TestCase>& out) {
@@ -290,6 +320,9 @@ void add_sender_tests(std::vector<TestCase>& out) {
     out.push_back({"sender.peer_dead", "[ERR-1] [ERR-2] [LOSS-7] [CONN-9]",
                    "a silent peer fails the WRITE within 3 s; the failed connection goes quiet",
                    peer_dead});
+    out.push_back({"sender.completion_order", "[PLACE-7] [PLACE-11]",
+                   "one delivery report completes signaled WRITEs in post order, unsignaled silently",
+                   completion_order});
     out.push_back({"sender.retransmit", "[LOSS-8] [LOSS-10] [ACK-12] [DATA-6] [PATH-9]",
                    "a lost segment is resent with RETX, ACK_NOW, a new PSN, the same bytes",
                    retransmit});
