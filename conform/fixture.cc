@@ -155,6 +155,19 @@ std::vector<json> Fixture::poll(uint32_t target_qp, int wait_ms) {
     return r.at("completions").get<std::vector<json>>();
 }
 
+bool Fixture::saw_event(const std::function<bool(const json&)>& match, Duration wait) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+        // Keep the answer alive: a range-for over a member of a temporary dangles.
+        const json answer = call("events");
+        for (const auto& e : answer.at("events")) events.push_back(e);
+        for (const auto& e : events)
+            if (match(e)) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        (void)peer.collect([](const Rx&) { return false; }, 5ms);  // let the target run
+    }
+}
+
 json Fixture::connection_stats() {
     const json r = call("stats", {{"peer", peer.local().to_string()}});
     check(r.contains("connection"), "agent reports no connection to {}", peer.local().to_string());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,11 @@ public:
     void no_nack(const char* why);
     // completions at the target's queue pair (poll_cq), waiting up to wait_ms for the first.
     std::vector<nlohmann::json> poll(uint32_t target_qp, int wait_ms = 0);
+    // saw_event: whether the target reported an event matching `match` (agent `events`),
+    // polling up to `wait`. Events are drained by the agent, so every one seen is kept in
+    // `events` for later questions.
+    bool saw_event(const std::function<bool(const nlohmann::json&)>& match, Duration wait);
+    std::vector<nlohmann::json> events;
     // connection counters of the target for our connection (stats "connection").
     nlohmann::json connection_stats();
     uint64_t counter(const char* name);

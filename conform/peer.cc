@@ -476,6 +476,13 @@ uint64_t Peer::entries_seen(uint32_t stream) const {
     return it == entries_seen_.end() ? 0 : it->second;
 }
 
+std::vector<Rx> Peer::ready(const RxFilter& filter, Duration wait) {
+    if (receive_one(wait))
+        while (receive_one(Duration::zero())) {
+        }
+    return collect(filter, Duration::zero());
+}
+
 void Peer::discard(Duration quiet) {
     (void)collect([](const Rx&) { return true; }, quiet);
 }

@@ -145,6 +145,9 @@ public:
     // what arrived before or within `timeout`. collect returns every match within `window`.
     std::optional<Rx> expect(const RxFilter& filter, Duration timeout);
     std::vector<Rx> collect(const RxFilter& filter, Duration window);
+    // ready: waits up to `wait` for a first datagram, then takes every datagram already
+    // queued without waiting, and returns (and removes) the matches — a receive batch.
+    std::vector<Rx> ready(const RxFilter& filter, Duration wait);
     // discard drops everything received so far and anything arriving within `quiet`.
     void discard(Duration quiet);
     const std::vector<std::string>& violations() const { return violations_; }

@@ -126,8 +126,8 @@ void fetch_add_once(Context& ctx) {
     f.peer.discard(10ms);
     check(f.read_mr(r, 0, 8) == u64_bytes(kOld + kAddend),
           "[PLACE-18] [STREAM-4] a duplicated FETCH_ADD was executed again");
-    check(f.counter("atomics_executed") == executed + 1, "[PLACE-18] atomics_executed moved by {}",
-          f.counter("atomics_executed") - executed);
+    const uint64_t executed_after = f.counter("atomics_executed");
+    check(executed_after == executed + 1, "[PLACE-18] atomics_executed moved by {}", executed_after - executed);
 }
 
 // compare_swap: a mismatching compare leaves memory alone; a matching one swaps; both

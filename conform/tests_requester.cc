@@ -130,10 +130,19 @@ void nack_fails(Context& ctx) {
 // segment, as a retransmission, and not before the wait ([PLACE-6]).
 void rnr_wait(Context& ctx) {
     Requester r(ctx, 3 * 4096);
-    const auto h = r.data();
+    // Take the whole first attempt and acknowledge it at path level ([PLACE-6]: refused
+    // DATA is still acknowledged), so no loss retransmission can pass for the retry.
+    std::optional<wire::DataHeader> first;
+    std::set<uint32_t> offsets;
+    while (offsets.size() < 3) {
+        const auto d = r.data();
+        offsets.insert(d.offset);
+        if (d.offset == 0) first = d;
+        r.f.peer.send_ack(r.f.peer.ack_for_target_path(d.path_id));
+    }
+    const auto h = *first;
     auto n = nack_for(r.f, h, wire::NackReason::kReceiverNotReady);
     n.detail = 20000;  // µs
-    r.f.peer.discard(2ms);  // the other segments of the first attempt
     send_nack(r.f, n);
     const auto sent_at = SteadyClock::now();
     std::optional<Rx> again;

@@ -303,6 +303,137 @@ void completion_order(Context& ctx) {
           "[PLACE-7] [PLACE-11] completions {} (expected wr 9 then 11; 10 is unsignaled)", json(cq).dump());
 }
 
+// path_failure: every packet on one path goes unanswered while the others work: the
+// path fails ([PATH-3], kPathFailed), is re-rolled to a new source port and generation
+// with PSNs from isn again and probed at once ([PATH-4]); our PROBE_REPLY on the new route
+// brings it back (kPathRecovered, [PATH-8]); the WRITE still completes.
+void path_failure(Context& ctx) {
+    Sender s(ctx, 48 * 4096, 187);
+    // The path of the first DATA breaks after its first two packets: answered, they give it
+    // an RTT sample, so its PTO follows our real response time. (A path dead from its first
+    // packet keeps 2 x initial_rtt as its PTO base, [LOSS-4]; a peer slower than that, as a
+    // loaded test host is, holds it in the stall rule, [LOSS-13], and it is never failed.)
+    std::optional<uint16_t> dead;
+    uint16_t dead_port = 0;
+    int dead_answered = 0;
+    std::set<uint16_t> paths;
+    std::optional<Rx> reroll;
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    // Batches: everything that arrived, then one answer per path for its newest PROBE and
+    // one ACK per path that brought DATA, as a receiver answers a receive batch. A peer
+    // that answered every PROBE in turn would fall behind a target probing fast while the
+    // stall rule ([LOSS-13]) holds (a loaded host), and its late answers would prove
+    // nothing sent after the dead path's last timeout.
+    while (!reroll) {
+        check(std::chrono::steady_clock::now() < give_up,
+              "[PATH-3] [PATH-4] the unanswered path was not failed and re-rolled within 5 s");
+        auto batch = s.f.peer.ready(
+            [](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); }, 10ms);
+        std::map<uint16_t, const wire::ProbePacket*> newest_probe;
+        std::set<uint16_t> acked;
+        for (auto& rx : batch) {
+            const uint16_t p = rx.is(PacketType::kData) ? rx.data.path_id : rx.probe.path_id;
+            const uint8_t gen = rx.is(PacketType::kData) ? rx.data.path_gen : rx.probe.path_gen;
+            if (!dead && rx.is(PacketType::kData)) {
+                dead = p;
+                dead_port = rx.raw.from.port;
+            }
+            if (p == *dead && gen == 0 && rx.is(PacketType::kData) && dead_answered < 2) {
+                ++dead_answered;
+            } else if (p == *dead && gen == 0) {
+                continue;  // lost on the broken route
+            } else if (p == *dead) {
+                check(rx.is(PacketType::kProbe), "[PATH-4] a re-rolled path sent DATA before it was probed");
+                reroll = std::move(rx);
+                break;
+            }
+            if (rx.is(PacketType::kProbe)) {
+                newest_probe[p] = &rx.probe;
+                continue;
+            }
+            s.f.peer.note_target_data(rx.data);
+            paths.insert(p);
+            acked.insert(p);
+        }
+        if (reroll) break;
+        for (uint16_t p : acked)
+            if (!newest_probe.count(p)) s.f.peer.send_ack(s.f.peer.ack_for_target_path(p));
+        for (const auto& [p, probe] : newest_probe) {
+            auto reply = s.f.peer.ack_for_target_path(p);
+            reply.flags = wire::ack_flag::kProbeReply;
+            reply.probe_psn = probe->next_psn;
+            reply.ts_echo = probe->timestamp;
+            s.f.peer.send_ack(reply);
+        }
+    }
+    const auto& probe = reroll->probe;
+    // Answer the new route at once: a late answer may find the path re-rolled again (an
+    // unanswered Failed path is, after its PTO) and rightly count as stale ([PATH-4]).
+    auto answer = [&](const wire::ProbePacket& pr) {
+        wire::AckPacket reply;
+        reply.common = {.type = PacketType::kAck, .dst_conn_id = s.f.peer.remote().conn_id,
+                        .dst_token = s.f.peer.remote().token};
+        reply.path_id = pr.path_id;
+        reply.path_gen = pr.path_gen;
+        reply.cum_psn = s.f.peer.remote().isn - 1;
+        reply.flags = wire::ack_flag::kProbeReply;
+        reply.probe_psn = pr.next_psn;
+        reply.ts_echo = pr.timestamp;
+        s.f.peer.send_ack(reply);
+    };
+    answer(probe);
+    check(reroll->raw.from.port != dead_port && reroll->raw.from.port >= 49152,
+          "[PATH-4] the re-rolled path probes from port {} (was {})", reroll->raw.from.port, dead_port);
+    check(probe.path_gen == 1, "[PATH-4] [PATH-7] the re-rolled path has generation {}", probe.path_gen);
+    check(probe.next_psn == s.f.peer.remote().isn && probe.psn_floor == probe.next_psn,
+          "[PATH-4] [PATH-9] the re-rolled path's PSNs do not restart at isn (next_psn {:#x}, floor {:#x})",
+          probe.next_psn, probe.psn_floor);
+    const uint16_t d = *dead;
+    auto path_event = [d](const char* kind) {
+        return [d, k = std::string(kind)](const json& e) { return e.at("kind").get<std::string>() == k && e.value("path", 0xffff) == d; };
+    };
+    const bool failed = s.f.saw_event(path_event("path_failed"), 200ms);
+    check(failed, "[PATH-3] [ERR-9] no path_failed event for path {}: {}", d, json(s.f.events).dump());
+    // Keep answering the newest PROBE of the new route until the target says it recovered.
+    bool recovered = false;
+    for (int i = 0; i < 20 && !recovered; ++i) {
+        recovered = s.f.saw_event(path_event("path_recovered"), 10ms);
+        for (const auto& rx : s.f.peer.ready(is_type(PacketType::kProbe), Duration::zero()))
+            if (rx.probe.path_id == d && rx.probe.path_gen != 0) answer(rx.probe);
+    }
+    check(recovered, "[PATH-4] [PATH-8] our PROBE_REPLY on the new route did not recover path {}", d);
+    // Be a working responder again until the WRITE completes: acknowledge what arrives
+    // and report the message delivered ([PLACE-11] completes it once every segment was sent).
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    std::vector<json> cq;
+    while (cq.empty() && std::chrono::steady_clock::now() < until) {
+        for (const auto& rx : s.f.peer.ready([](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); },
+                                             5ms)) {
+            if (rx.is(PacketType::kProbe)) {
+                if (rx.probe.path_id != d || rx.probe.path_gen != 0) {
+                    auto reply = s.f.peer.ack_for_target_path(rx.probe.path_id);
+                    if (rx.probe.path_id == d) {  // the new route: nothing of it was lost
+                        reply.path_gen = rx.probe.path_gen;
+                        reply.cum_psn = rx.probe.next_psn - 1;
+                    }
+                    reply.flags = wire::ack_flag::kProbeReply;
+                    reply.probe_psn = rx.probe.next_psn;
+                    reply.ts_echo = rx.probe.timestamp;
+                    s.f.peer.send_ack(reply);
+                }
+                continue;
+            }
+            if (rx.data.path_id == d && rx.data.path_gen == 0) continue;
+            s.f.peer.note_target_data(rx.data);
+            paths.insert(rx.data.path_id);
+        }
+        s.f.ack_target_data(paths, s.f.peer.remote().msg_isn + 1);
+        cq = s.f.poll(s.f.qp, 0);
+    }
+    check(cq.size() == 1 && cq[0].at("status") == "success",
+          "[PATH-3] the WRITE did not complete around the failed path: {}", json(cq).dump());
+}
+
 }  // namespace
 
 void add_sender_tests(std::vector<TestCase>& out) {
@@ -323,6 +454,9 @@ void add_sender_tests(std::vector<TestCase>& out) {
     out.push_back({"sender.completion_order", "[PLACE-7] [PLACE-11]",
                    "one delivery report completes signaled WRITEs in post order, unsignaled silently",
                    completion_order});
+    out.push_back({"sender.path_failure", "[PATH-3] [PATH-4] [PATH-8] [PATH-7] [ERR-9]",
+                   "an unanswered path fails, is re-rolled (port, generation, PSNs) and recovers",
+                   path_failure});
     out.push_back({"sender.retransmit", "[LOSS-8] [LOSS-10] [ACK-12] [DATA-6] [PATH-9]",
                    "a lost segment is resent with RETX, ACK_NOW, a new PSN, the same bytes",
                    retransmit});
