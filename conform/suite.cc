@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <string_view>
 
 namespace mroce::conform {
 
@@ -162,7 +163,11 @@ int run_suite(const RunOptions& opts) {
     ctx.local_ip = *local;
 
     std::vector<TestResult> results;
-    fmt::print("{:<36} {:<44} {:<4}  {}\n", "test", "spec ids", "", "reason");
+    // The spec ids column fits most lists; a longer one pushes its row's result right.
+    size_t ids_width = 8;
+    for (const auto& t : tests) ids_width = std::max(ids_width, std::string_view(t.spec_ids).size());
+    ids_width = std::min<size_t>(ids_width, 56);
+    fmt::print("{:<36} {:<{}} {:<4}  {}\n", "test", "spec ids", ids_width, "", "reason");
     for (const auto& t : tests) {
         const bool by_name = std::find(opts.only.begin(), opts.only.end(), t.name) != opts.only.end();
         const bool by_group =
@@ -173,7 +178,7 @@ int run_suite(const RunOptions& opts) {
         }
         auto r = run_one(t, ctx);
         ++ctx.test_index;
-        fmt::print("{:<36} {:<44} {:<4}  {}\n", t.name, t.spec_ids, outcome_name(r.outcome),
+        fmt::print("{:<36} {:<{}} {:<4}  {}\n", t.name, t.spec_ids, ids_width, outcome_name(r.outcome),
                    r.reason);
         std::fflush(stdout);
         results.push_back(std::move(r));

@@ -276,7 +276,7 @@ void queued_while_connecting(Context& ctx) {
 }  // namespace
 
 void add_handshake_tests(std::vector<TestCase>& out) {
-    out.push_back({"handshake.hello_ack", "[CONN-2] [CONN-3] [CONN-5] [CONN-17] [UDP-1]",
+    out.push_back({"handshake.hello_ack", "[CONN-2] [CONN-3] [CONN-5] [CONN-17] [UDP-1] [UDP-3]",
                    "a HELLO from a new peer is answered with a well-formed HELLO_ACK", hello_ack});
     out.push_back({"handshake.repeated_hello", "[CONN-6] [CONN-10] [CONN-18]",
                    "repeated HELLOs get the same HELLO_ACK; another token is ignored and counted",

@@ -331,7 +331,7 @@ void add_placement_tests(std::vector<TestCase>& out) {
     out.push_back({"placement.duplicate_segment", "[STREAM-7]",
                    "a duplicate segment of an incomplete message is not written again",
                    duplicate_segment});
-    out.push_back({"placement.stale_duplicate", "[STREAM-4] [ACK-14]",
+    out.push_back({"placement.stale_duplicate", "[STREAM-4] [STREAM-9] [ACK-14]",
                    "a duplicate of a completed message is not written and re-reports delivery",
                    stale_duplicate});
     out.push_back({"placement.send_receive", "[PLACE-8] [PLACE-10] [PLACE-3] [DATA-3]",

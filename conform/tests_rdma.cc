@@ -205,7 +205,7 @@ void orphan_response(Context& ctx) {
 }  // namespace
 
 void add_rdma_tests(std::vector<TestCase>& out) {
-    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-2]",
+    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-1] [STREAM-2]",
                    "a 10000-byte READ: every response field, the cut and the bytes", read_response});
     out.push_back({"rdma.fetch_add_once", "[PLACE-17] [PLACE-18] [STREAM-4]",
                    "a FETCH_ADD sent three times executes once and answers the old value",

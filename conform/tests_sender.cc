@@ -438,7 +438,7 @@ void path_failure(Context& ctx) {
 
 void add_sender_tests(std::vector<TestCase>& out) {
     out.push_back({"sender.write_segments",
-                   "[PATH-2] [UDP-6] [PATH-9] [PATH-10] [DATA-4] [DATA-5] [DATA-6] [ACK-12] [PLACE-11]",
+                   "[PATH-1] [PATH-2] [UDP-6] [PATH-9] [PATH-10] [DATA-4] [DATA-5] [DATA-6] [ACK-12] [PLACE-11]",
                    "the target's 40000-byte WRITE: ports, paths, PSNs, cut and fields; completion",
                    write_segments});
     out.push_back({"sender.tail_probe", "[LOSS-5] [LOSS-11] [PROBE-1] [UDP-6] [PATH-6]",

@@ -11,9 +11,11 @@ A requirement id is `[PREFIX-N]` (e.g. `[ACK-11]`, `[WIRE-3]`). The script colle
             tools (and obs baselines verbs when they exist), test files excluded.
   tests     ids cited anywhere in test files: *_test.* in any module, everything under
             tests/ and fuzz/, and the conformance suite (conform, below).
-  conform   ids cited by the conformance suite: anywhere in conform/tests_*.cc, where each
-            test names its ids in its registration (docs/conformance.md §3), and in
-            conform/peer.cc, whose checks apply to every packet the target sends.
+  conform   ids the conformance suite checks: those a test names in its registration in
+            conform/tests_*.cc (`{"group.name", "[ID] [ID]", ...}`, docs/conformance.md §3),
+            and those in the string literals of conform/peer.cc (the messages of the checks
+            applied to every packet the target sends). Ids in comments do not count: a
+            comment may mention a rule the test relies on without checking it.
   must      defined ids whose definition paragraph (from the id to the next blank line or
             heading) says MUST, MUST NOT, SHALL or REQUIRED.
 
@@ -43,10 +45,13 @@ import sys
 SPEC_FILES = ("docs/spec.md",)
 CODE_DIRS = ("core", "wire", "cc", "sim", "api", "datapath", "tools", "obs", "baselines", "verbs")
 TEST_DIRS = ("tests", "fuzz")
-# The conformance suite's checks: its tests, and the peer's checks of every packet. Other
-# files of conform/ cite ids they rely on, not ones they check.
+# The conformance suite's checks: the ids each test registers, and the ids in the peer's
+# per-packet check messages.
 CONFORM_DIR = "conform"
-CONFORM_GLOBS = ("tests_*.cc", "peer.cc")
+CONFORM_TESTS_GLOB = "tests_*.cc"
+CONFORM_CHECKS = ("peer.cc",)
+REGISTRATION_RE = re.compile(r'\{\s*"[a-z0-9_]+\.[a-z0-9_]+"\s*,\s*"([^"]*)"')
+STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 MUST_RE = re.compile(r"\b(MUST|SHALL|REQUIRED)\b")
 # Modules whose *_test.* files count as tests (code dirs plus util and bench).
 TEST_FILE_DIRS = CODE_DIRS + ("util", "bench")
@@ -228,14 +233,20 @@ def scan_sources(root):
     code, tests, conform = {}, {}, {}
     seen = set()
     files = 0
-    conform_files = sorted({p for g in CONFORM_GLOBS for p in (root / CONFORM_DIR).glob(g)})
+    base = root / CONFORM_DIR
+    conform_files = sorted(base.glob(CONFORM_TESTS_GLOB)) + [base / n for n in CONFORM_CHECKS
+                                                             if (base / n).is_file()]
     for path in conform_files:
         seen.add(path)
         files += 1
         rel = path.relative_to(root)
-        for ident, number in cited_ids(path, whole_text=True):
-            conform.setdefault(ident, []).append(f"{rel}:{number}")
-            tests.setdefault(ident, []).append(f"{rel}:{number}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        pattern = REGISTRATION_RE if path.match(CONFORM_TESTS_GLOB) else STRING_RE
+        for match in pattern.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            for ident in ID_RE.findall(match.group(1)):
+                conform.setdefault(ident, []).append(f"{rel}:{number}")
+                tests.setdefault(ident, []).append(f"{rel}:{number}")
     for path in source_files(root, TEST_DIRS):
         seen.add(path)
         files += 1
