@@ -20,6 +20,7 @@ std::vector<TestCase> all_tests() {
     add_protection_tests(t);
     add_sender_tests(t);
     add_requester_tests(t);
+    add_stream_tests(t);
     add_close_tests(t);
     return t;
 }

@@ -220,6 +220,8 @@ json Agent::dispatch(const std::string& cmd, const json& r) {
     if (cmd == "dereg_mr") return dereg_mr(r);
     if (cmd == "create_qp") return create_qp(r);
     if (cmd == "connect_qp") return connect_qp(r);
+    if (cmd == "reset_qp") return reset_qp(r);
+    if (cmd == "destroy_qp") return destroy_qp(r);
     if (cmd == "post_recv") return post_recv(r);
     if (cmd == "post_send") return post_send(r);
     if (cmd == "poll_cq") return poll_cq(r);
@@ -342,6 +344,28 @@ json Agent::connect_qp(const json& r) {
     if (!peer) throw BadRequest("peer is not HOST:PORT");
     const Error e = q.qp->connect(*peer, r.at("remote_qp").get<uint32_t>());
     if (e != Error::kOk) throw BadRequest("connect failed");
+    return json::object();
+}
+
+json Agent::reset_qp(const json& r) {
+    const uint32_t old = r.at("qp").get<uint32_t>();
+    Queue& q = queue(r);
+    api::QpAttr attr;
+    attr.state = api::QpState::kReset;
+    std::string why;
+    if (q.qp->modify(attr, api::qp_attr::kState, &why) != Error::kOk)
+        throw BadRequest("reset_qp: " + why);
+    // [STREAM-13]: a queue pair back in RESET continues on a new stream, so a new number.
+    const uint32_t number = q.qp->number();
+    auto node = queues_.extract(old);
+    node.key() = number;
+    queues_.insert(std::move(node));
+    return json{{"qp", number}};
+}
+
+json Agent::destroy_qp(const json& r) {
+    (void)queue(r);
+    queues_.erase(r.at("qp").get<uint32_t>());
     return json::object();
 }
 

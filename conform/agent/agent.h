@@ -50,6 +50,8 @@ private:
     nlohmann::json dereg_mr(const nlohmann::json& r);
     nlohmann::json create_qp(const nlohmann::json& r);
     nlohmann::json connect_qp(const nlohmann::json& r);
+    nlohmann::json reset_qp(const nlohmann::json& r);
+    nlohmann::json destroy_qp(const nlohmann::json& r);
     nlohmann::json post_recv(const nlohmann::json& r);
     nlohmann::json post_send(const nlohmann::json& r);
     nlohmann::json poll_cq(const nlohmann::json& r);
