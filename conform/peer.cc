@@ -254,6 +254,8 @@ void Peer::note_target_data(const wire::DataHeader& h) {
     }
     PathRx& r = it->second;
     if (h.path_gen != r.gen) return;
+    r.ts = h.timestamp;
+    r.arrived = SteadyClock::now();
     const uint32_t d = h.path_psn - r.cum;
     if (d == 0 || d > 0x80000000u) return;  // at or below cum: a duplicate
     r.above.insert(d);
@@ -264,6 +266,42 @@ void Peer::note_target_data(const wire::DataHeader& h) {
             if (x > 1) shifted.insert(x - 1);
         r.above = std::move(shifted);
     }
+}
+
+wire::AckPacket Peer::probe_reply(const wire::ProbePacket& probe) {
+    auto it = target_paths_.find(probe.path_id);
+    if (it == target_paths_.end() || static_cast<int8_t>(probe.path_gen - it->second.gen) > 0) {
+        PathRx fresh;
+        fresh.gen = probe.path_gen;
+        fresh.cum = remote_.isn - 1;
+        it = target_paths_.insert_or_assign(probe.path_id, fresh).first;
+    }
+    PathRx& r = it->second;
+    if (probe.path_gen == r.gen) {
+        // [PATH-6]: every PSN before the floor is settled; cum moves up to floor - 1.
+        const uint32_t up = probe.psn_floor - 1 - r.cum;
+        if (static_cast<int32_t>(up) > 0) {
+            std::set<uint32_t> shifted;
+            for (uint32_t x : r.above)
+                if (x > up) shifted.insert(x - up);
+            r.above = std::move(shifted);
+            r.cum = probe.psn_floor - 1;
+            while (r.above.count(1)) {
+                ++r.cum;
+                std::set<uint32_t> next;
+                for (uint32_t x : r.above)
+                    if (x > 1) next.insert(x - 1);
+                r.above = std::move(next);
+            }
+        }
+    }
+    auto a = ack_for_target_path(probe.path_id);
+    a.path_gen = probe.path_gen;
+    a.flags = wire::ack_flag::kProbeReply;
+    a.probe_psn = probe.next_psn;
+    a.ts_echo = probe.timestamp;
+    a.ack_delay_ns = 0;
+    return a;
 }
 
 wire::AckPacket Peer::ack_for_target_path(uint16_t p) const {
@@ -278,6 +316,12 @@ wire::AckPacket Peer::ack_for_target_path(uint16_t p) const {
     }
     a.path_gen = it->second.gen;
     a.cum_psn = it->second.cum;
+    // [ACK-6]: echo the latest DATA's timestamp and how long it waited here, so the
+    // target's RTT samples are real ones.
+    a.ts_echo = it->second.ts;
+    a.ack_delay_ns = static_cast<uint32_t>(std::min<int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - it->second.arrived).count(),
+        UINT32_MAX));
     for (uint32_t d : it->second.above)
         if (d >= 2 && d - 2 < wire::kSackBits) a.sack.set(d - 2);  // bit i = cum + 1 + i
     return a;

@@ -8,6 +8,7 @@
 // target what we received (to acknowledge its DATA when a test wants to).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -159,6 +160,10 @@ public:
 
     // Acknowledging the target's DATA (when the suite is the responder).
     void note_target_data(const wire::DataHeader& h);
+    // probe_reply: the ACK answering a PROBE of the target ([PROBE-2], [ACK-19]): a newer
+    // generation resets the path's receive state ([PATH-7]), the PROBE's floor is applied
+    // ([PATH-6]), and the reply carries PROBE_REPLY, probe_psn and ts_echo.
+    wire::AckPacket probe_reply(const wire::ProbePacket& probe);
     wire::AckPacket ack_for_target_path(uint16_t path) const;
     void send_ack(wire::AckPacket ack);
 
@@ -182,6 +187,8 @@ private:
         uint8_t gen = 0;
         uint32_t cum = 0;
         std::set<uint32_t> above;  // received PSNs above cum (as distances from cum)
+        uint32_t ts = 0;           // timestamp of the latest DATA noted, for ts_echo
+        std::chrono::steady_clock::time_point arrived{};
     };
     std::map<uint16_t, PathRx> target_paths_;
     std::map<uint32_t, uint32_t> delivered_;

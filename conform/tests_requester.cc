@@ -151,10 +151,7 @@ void rnr_wait(Context& ctx) {
             [](const Rx& x) { return x.is(PacketType::kData) || x.is(PacketType::kProbe); }, 2000ms);
         check(rx.has_value(), "[PLACE-6] the message was not tried again within 2 s of the RNR NACK");
         if (rx->is(PacketType::kProbe)) {  // answer probes truthfully (the path lost nothing)
-            auto reply = r.f.peer.ack_for_target_path(rx->probe.path_id);
-            reply.flags = wire::ack_flag::kProbeReply;
-            reply.probe_psn = rx->probe.next_psn;
-            reply.ts_echo = rx->probe.timestamp;
+            auto reply = r.f.peer.probe_reply(rx->probe);
             r.f.peer.send_ack(reply);
             continue;
         }

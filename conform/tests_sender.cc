@@ -128,10 +128,7 @@ void tail_probe(Context& ctx) {
     check(p.psn_floor == h.path_psn, "[PATH-6] PROBE psn_floor {:#x} while PSN {:#x} is in flight",
           p.psn_floor, h.path_psn);
     s.f.peer.note_target_data(h);
-    auto reply = s.f.peer.ack_for_target_path(h.path_id);
-    reply.flags = wire::ack_flag::kProbeReply;
-    reply.probe_psn = p.next_psn;
-    reply.ts_echo = p.timestamp;
+    auto reply = s.f.peer.probe_reply(p);
     s.f.peer.send_ack(reply);
     s.completes({h.path_id});
 }
@@ -152,10 +149,7 @@ void retransmit(Context& ctx) {
         check(rx.has_value(), "[LOSS-5] [LOSS-8] the unacknowledged segment was neither probed nor resent");
         if (rx->is(PacketType::kProbe)) {
             // Answer truthfully: what we noted (the lost segment is not among it).
-            auto reply = s.f.peer.ack_for_target_path(rx->probe.path_id);
-            reply.flags = wire::ack_flag::kProbeReply;
-            reply.probe_psn = rx->probe.next_psn;
-            reply.ts_echo = rx->probe.timestamp;
+            auto reply = s.f.peer.probe_reply(rx->probe);
             s.f.peer.send_ack(reply);
             continue;
         }
@@ -358,29 +352,12 @@ void path_failure(Context& ctx) {
         if (reroll) break;
         for (uint16_t p : acked)
             if (!newest_probe.count(p)) s.f.peer.send_ack(s.f.peer.ack_for_target_path(p));
-        for (const auto& [p, probe] : newest_probe) {
-            auto reply = s.f.peer.ack_for_target_path(p);
-            reply.flags = wire::ack_flag::kProbeReply;
-            reply.probe_psn = probe->next_psn;
-            reply.ts_echo = probe->timestamp;
-            s.f.peer.send_ack(reply);
-        }
+        for (const auto& [p, probe] : newest_probe) s.f.peer.send_ack(s.f.peer.probe_reply(*probe));
     }
     const auto& probe = reroll->probe;
     // Answer the new route at once: a late answer may find the path re-rolled again (an
     // unanswered Failed path is, after its PTO) and rightly count as stale ([PATH-4]).
-    auto answer = [&](const wire::ProbePacket& pr) {
-        wire::AckPacket reply;
-        reply.common = {.type = PacketType::kAck, .dst_conn_id = s.f.peer.remote().conn_id,
-                        .dst_token = s.f.peer.remote().token};
-        reply.path_id = pr.path_id;
-        reply.path_gen = pr.path_gen;
-        reply.cum_psn = s.f.peer.remote().isn - 1;
-        reply.flags = wire::ack_flag::kProbeReply;
-        reply.probe_psn = pr.next_psn;
-        reply.ts_echo = pr.timestamp;
-        s.f.peer.send_ack(reply);
-    };
+    auto answer = [&](const wire::ProbePacket& pr) { s.f.peer.send_ack(s.f.peer.probe_reply(pr)); };
     answer(probe);
     check(reroll->raw.from.port != dead_port && reroll->raw.from.port >= 49152,
           "[PATH-4] the re-rolled path probes from port {} (was {})", reroll->raw.from.port, dead_port);
@@ -410,17 +387,8 @@ void path_failure(Context& ctx) {
         for (const auto& rx : s.f.peer.ready([](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); },
                                              5ms)) {
             if (rx.is(PacketType::kProbe)) {
-                if (rx.probe.path_id != d || rx.probe.path_gen != 0) {
-                    auto reply = s.f.peer.ack_for_target_path(rx.probe.path_id);
-                    if (rx.probe.path_id == d) {  // the new route: nothing of it was lost
-                        reply.path_gen = rx.probe.path_gen;
-                        reply.cum_psn = rx.probe.next_psn - 1;
-                    }
-                    reply.flags = wire::ack_flag::kProbeReply;
-                    reply.probe_psn = rx.probe.next_psn;
-                    reply.ts_echo = rx.probe.timestamp;
-                    s.f.peer.send_ack(reply);
-                }
+                // The dead route's old generation stays unanswered; its new one works.
+                if (rx.probe.path_id != d || rx.probe.path_gen != 0) s.f.peer.send_ack(s.f.peer.probe_reply(rx.probe));
                 continue;
             }
             if (rx.data.path_id == d && rx.data.path_gen == 0) continue;
