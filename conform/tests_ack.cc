@@ -90,7 +90,12 @@ void psn_floor(Context& ctx) {
     s.f.peer.path(2).next_psn = isn + 3;
     s.f.peer.path(2).floor = isn + 3;
     const Sent sent = s.f.peer.send_segment(s.one_segment(64, 95, 0), 2);
-    const auto a = s.f.barrier(2);
+    // The DATA's own ACK (ACK_NOW), not a PROBE's: a PROBE carries the floor too.
+    auto own = s.f.peer.expect(
+        [&](const Rx& r) { return r.is(PacketType::kAck) && r.ack.path_id == 2 && r.ack.ts_echo == sent.timestamp; },
+        500ms);
+    check(own.has_value(), "[ACK-11] no ACK for a DATA with ACK_NOW");
+    const auto& a = own->ack;
     check(a.cum_psn == sent.psn && sack_count(a) == 0,
           "[PATH-6] [ACK-3] floor isn+3 at PSN isn+3: cum {:#x}, expected {:#x} and no SACK bits",
           a.cum_psn, sent.psn);
