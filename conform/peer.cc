@@ -356,39 +356,57 @@ Rx Peer::decode(Datagram d) {
     switch (type) {
         case 1: {
             auto r = wire::decode_data(b);
-            if (!r) return fail("DATA", r.error()), rx;
+            if (!r) {
+                fail("DATA", r.error());
+                return rx;
+            }
             rx.data = r->hdr;
             rx.payload.assign(r->payload.begin(), r->payload.end());
             break;
         }
         case 2: {
             auto r = wire::decode_ack(b);
-            if (!r) return fail("ACK", r.error()), rx;
+            if (!r) {
+                fail("ACK", r.error());
+                return rx;
+            }
             rx.ack = *r;
             break;
         }
         case 3: {
             auto r = wire::decode_nack(b);
-            if (!r) return fail("NACK", r.error()), rx;
+            if (!r) {
+                fail("NACK", r.error());
+                return rx;
+            }
             rx.nack = *r;
             break;
         }
         case 4:
         case 5: {
             auto r = wire::decode_hello(b);
-            if (!r) return fail("HELLO", r.error()), rx;
+            if (!r) {
+                fail("HELLO", r.error());
+                return rx;
+            }
             rx.hello = *r;
             break;
         }
         case 6: {
             auto r = wire::decode_probe(b);
-            if (!r) return fail("PROBE", r.error()), rx;
+            if (!r) {
+                fail("PROBE", r.error());
+                return rx;
+            }
             rx.probe = *r;
             break;
         }
         case 7: {
             auto r = wire::decode_close(b);
-            if (!r) return fail("CLOSE", r.error()), rx;
+            if (!r) {
+                fail("CLOSE", r.error());
+                return rx;
+            }
             rx.close = *r;
             break;
         }

@@ -316,9 +316,11 @@ void misaligned_offset(Context& ctx) {
     const uint64_t malformed = s.f.counter("malformed");
     s.f.peer.send_segment(segs[0]);
     Segment shifted = segs[1];
-    shifted.hdr.offset -= 100;  // still inside the message, LAST still wrong: keep [DATA-3]
+    // 100 bytes early: not a multiple of the segment size. It ends 300 bytes before
+    // msg_len, so it carries no LAST and stays well formed for [DATA-3].
+    shifted.hdr.offset -= 100;
     shifted.hdr.flags &= static_cast<uint8_t>(~wire::data_flag::kLast);
-    shifted.payload.resize(seg - 200);  // ends 100 bytes before msg_len: no LAST needed
+    shifted.payload.resize(seg - 200);
     std::copy(m.body.begin() + shifted.hdr.offset, m.body.begin() + shifted.hdr.offset + shifted.payload.size(),
               shifted.payload.begin());
     s.f.peer.send_segment(shifted);
