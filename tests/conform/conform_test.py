@@ -11,10 +11,12 @@ Usage: conform_test.py MROCE_BINARY
 """
 
 import ctypes
+import json
 import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,31 @@ def stop(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def check_control_protocol(control):
+    """The agent answers every line with one JSON line: ok:false and a one-line error for
+    what it cannot do, the request's id echoed (docs/conformance.md §1)."""
+    host, port = control.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        reader = sock.makefile("r")
+        cases = [
+            ("not json", False),
+            ('{"id": 1, "cmd": "no_such_command"}', False),
+            ('{"id": 2, "cmd": "reg_mr", "length": "many"}', False),
+            ('{"id": 3, "cmd": "read_mr", "mr": 999}', False),
+            ('{"id": 4, "cmd": "post_send", "qp": 1, "opcode": "teleport"}', False),
+            ('{"id": 5, "cmd": "hello"}', True),
+        ]
+        for line, ok in cases:
+            sock.sendall((line + "\n").encode())
+            answer = json.loads(reader.readline())
+            if answer.get("ok") is not ok:
+                fail(f"control {line!r}: answer {answer}")
+            if not ok and (not answer.get("error") or "\n" in answer["error"]):
+                fail(f"control {line!r}: no one-line error: {answer}")
+            if line.startswith("{") and answer.get("id") != json.loads(line)["id"]:
+                fail(f"control {line!r}: id not echoed: {answer}")
 
 
 def check_bad_input(mroce, control):
@@ -116,6 +143,7 @@ def main():
                              text=True, timeout=60)
         if one.returncode != 0 or not re.search(re.escape(names[0]) + r"\s.*PASS", one.stdout):
             fail(f"--test {names[0]}: exit {one.returncode}: {one.stdout}")
+        check_control_protocol(control)
         check_bad_input(mroce, control)
         if agent.poll() is not None:
             fail(f"the agent exited {agent.returncode} during the run")
