@@ -191,6 +191,33 @@ void refusal_sticks(Context& ctx) {
     control_write(f, r);
 }
 
+// qp_access: a queue pair that grants REMOTE_READ only refuses a WRITE even into a region
+// that allows it ([STREAM-12]), and still serves a READ.
+void qp_access(Context& ctx) {
+    Fixture f(ctx);
+    std::string why;
+    check(f.peer.handshake(&why), "{}", why);
+    f.qp = f.create_qp();
+    f.call("connect_qp", {{"qp", f.qp}, {"peer", f.peer.local().to_string()}, {"remote_qp", f.my_stream},
+                          {"access", {"remote_read"}}});
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write", "remote_read"});
+    std::vector<std::byte> body(8);
+    wire::encode_read_request(64, std::span<std::byte, 8>(body.data(), 8));
+    Message read = f.message(Opcode::kReadRequest, body);
+    read.rkey = r.rkey;
+    read.remote_addr = r.addr;
+    f.send_message(read);
+    auto data = f.peer.expect(is_type(PacketType::kData), 500ms);
+    check(data.has_value() && data->data.opcode == Opcode::kReadResponse,
+          "control: a READ on a queue pair granting REMOTE_READ was not answered");
+    f.peer.note_target_data(data->data);
+    f.ack_target_data({data->data.path_id}, data->data.msg_seq + 1);
+    const uint64_t errors = f.counter("access_errors");
+    const Message m = write_to(f, r, 100, 0, 179);
+    f.send_message(m);
+    refused(f, m, r, errors, "[STREAM-12] a WRITE on a queue pair that grants no REMOTE_WRITE");
+}
+
 }  // namespace
 
 void add_protection_tests(std::vector<TestCase>& out) {
@@ -212,6 +239,9 @@ void add_protection_tests(std::vector<TestCase>& out) {
                    "a deregistered key is refused and never reaches the next region", stale_key});
     out.push_back({"protection.dereg_mid_write", "[PLACE-25]",
                    "deregistering mid-WRITE refuses the rest of it", dereg_mid_write});
+    out.push_back({"protection.qp_access", "[STREAM-12] [PLACE-4]",
+                   "a queue pair granting REMOTE_READ only refuses a WRITE the region allows",
+                   qp_access});
     out.push_back({"protection.refusal_sticks", "[ERR-3]",
                    "after a refusal the stream's later messages are refused; other streams work",
                    refusal_sticks});

@@ -342,6 +342,13 @@ json Agent::connect_qp(const json& r) {
     Queue& q = queue(r);
     auto peer = api::parse_address(r.at("peer").get<std::string>());
     if (!peer) throw BadRequest("peer is not HOST:PORT");
+    if (r.contains("access")) {
+        // [STREAM-12]: the remote access this queue pair grants, set at INIT; connect()
+        // from INIT keeps it (without "access" it grants every remote access).
+        const auto init = api::qp_to_init(parse_access(r["access"]));
+        std::string why;
+        if (q.qp->modify(init.attr, init.mask, &why) != Error::kOk) throw BadRequest("connect_qp: " + why);
+    }
     const Error e = q.qp->connect(*peer, r.at("remote_qp").get<uint32_t>());
     if (e != Error::kOk) throw BadRequest("connect failed");
     return json::object();
