@@ -218,6 +218,41 @@ void qp_access(Context& ctx) {
     refused(f, m, r, errors, "[STREAM-12] a WRITE on a queue pair that grants no REMOTE_WRITE");
 }
 
+// read_rechecked: a READ that waits in its slot behind an earlier message (a SEND with no
+// receive yet) is checked again when its turn comes; its region was deregistered
+// meanwhile, so it is not executed and is refused ([PLACE-26]).
+void read_rechecked(Context& ctx) {
+    Fixture f(ctx);
+    f.establish();
+    const Region recv = f.reg_mr(4096, {"local_write"});
+    const Region r = f.reg_mr(4096, {"local_write", "remote_read"});
+    const Message send = f.message(Opcode::kSend, pattern(50, 180));
+    f.send_message(send);
+    check(f.expect_nack().reason == NackReason::kReceiverNotReady, "setup: the SEND was not RNR-refused");
+    std::vector<std::byte> body(8);
+    wire::encode_read_request(64, std::span<std::byte, 8>(body.data(), 8));
+    Message read = f.message(Opcode::kReadRequest, body);
+    read.rkey = r.rkey;
+    read.remote_addr = r.addr;
+    f.send_message(read);  // accepted (the region is live) and waits behind the SEND
+    (void)f.barrier();
+    check(f.peer.collect(is_type(PacketType::kData), 10ms).empty(), "[PLACE-18] the READ ran before the SEND");
+    f.call("dereg_mr", {{"mr", r.mr}});
+    const uint64_t errors = f.counter("access_errors");
+    f.call("post_recv", {{"qp", f.qp}, {"mr", recv.mr}, {"length", 4096}, {"wr_id", 1}});
+    for (const auto& seg : f.peer.cut(send)) f.peer.send_segment(seg, 0, kEct0, wire::data_flag::kRetx);
+    (void)f.barrier();
+    check(f.counter("access_errors") == errors + 1, "[PLACE-26] the READ was not checked again at its turn");
+    // The request's next DATA (our delivery probe) is refused; no byte of the region is sent.
+    for (const auto& seg : f.peer.cut(read)) f.peer.send_segment(seg, 1, kEct0, wire::data_flag::kRetx);
+    const auto n = f.expect_nack();
+    check(n.reason == NackReason::kRemoteAccess && n.msg_seq == read.msg_seq,
+          "[PLACE-26] the deregistered READ's probe got reason {} msg {:#x}", static_cast<int>(n.reason), n.msg_seq);
+    check(f.peer.collect(is_type(PacketType::kData), 20ms).empty(), "[PLACE-26] the READ was answered");
+    const auto cq = f.poll(f.qp, 200);
+    check(cq.size() == 1 && cq[0].at("status") == "success", "[PLACE-26] the SEND before the READ did not complete");
+}
+
 }  // namespace
 
 void add_protection_tests(std::vector<TestCase>& out) {
@@ -242,6 +277,9 @@ void add_protection_tests(std::vector<TestCase>& out) {
     out.push_back({"protection.qp_access", "[STREAM-12] [PLACE-4]",
                    "a queue pair granting REMOTE_READ only refuses a WRITE the region allows",
                    qp_access});
+    out.push_back({"protection.read_rechecked", "[PLACE-26] [PLACE-18]",
+                   "a READ waiting behind a SEND is checked again at its turn, after deregistration",
+                   read_rechecked});
     out.push_back({"protection.refusal_sticks", "[ERR-3]",
                    "after a refusal the stream's later messages are refused; other streams work",
                    refusal_sticks});
