@@ -142,9 +142,9 @@ int run_suite(const RunOptions& opts) {
         }
     std::string why;
     auto control = ControlClient::connect(opts.agent, &why);
-    if (!control) {
+    if (!control) {  // a peer unreachable: a run that failed (tools/README.md), not a usage error
         fmt::print(stderr, "mroce conform: {}\n", why);
-        return 2;
+        return 1;
     }
     Context ctx{*control, Address{}, Target{}, opts.seed};
     try {
@@ -153,7 +153,7 @@ int run_suite(const RunOptions& opts) {
         ctx.target.endpoint_counters = hello.value("endpoint_counters", false);
     } catch (const ControlError& e) {
         fmt::print(stderr, "mroce conform: {}\n", e.what());
-        return 2;
+        return 1;
     }
     auto local = local_address_towards(opts.agent);
     if (!local) {

@@ -92,8 +92,8 @@ struct RunOptions {
 };
 
 // run_suite runs the selected tests and prints the table. Returns the process exit status:
-// 0 if every test that ran passed (skips allowed), 1 otherwise, 2 for a selection that
-// names no test or an agent that cannot be reached.
+// 0 if every test that ran passed (skips allowed), 1 if one failed or the agent cannot be
+// reached, 2 for a selection that names no test (tools/README.md's exit statuses).
 int run_suite(const RunOptions& opts);
 // list_tests prints every test with its group and spec ids.
 void list_tests();

@@ -85,13 +85,19 @@ def check_control_protocol(control):
                 fail(f"control {line!r}: id not echoed: {answer}")
 
 
+def check_unreachable(mroce):
+    """An agent nobody runs is a run that failed (exit 1, one line), not a usage error."""
+    p = subprocess.run([mroce, "conform", "127.0.0.1:1"], capture_output=True, text=True, timeout=30)
+    if p.returncode != 1 or len(p.stderr.strip().splitlines()) != 1:
+        fail(f"unreachable agent: exit {p.returncode}, stderr {p.stderr!r} (want exit 1, one line)")
+
+
 def check_bad_input(mroce, control):
     cases = [
         ["conform"],
         ["conform", "not-an-address"],
         ["conform", control, "--test", "no.such_test"],
         ["conform", control, "--group", "nosuchgroup"],
-        ["conform", "127.0.0.1:1"],  # nobody listens there
         ["conform", control, "--bogus"],
         ["conform-agent", "--listen", "nowhere"],
         ["conform-agent", "--udp", "1.2.3"],
@@ -145,6 +151,7 @@ def main():
             fail(f"--test {names[0]}: exit {one.returncode}: {one.stdout}")
         check_control_protocol(control)
         check_bad_input(mroce, control)
+        check_unreachable(mroce)
         if agent.poll() is not None:
             fail(f"the agent exited {agent.returncode} during the run")
     finally:
