@@ -9,16 +9,24 @@ A requirement id is `[PREFIX-N]` (e.g. `[ACK-11]`, `[WIRE-3]`). The script colle
             code blocks and HTML comments are skipped.
   code      ids cited in comments of the source files under core wire cc sim api datapath
             tools (and obs baselines verbs when they exist), test files excluded.
-  tests     ids cited anywhere in test files: *_test.* in any module, and everything under
-            tests/ and fuzz/.
+  tests     ids cited anywhere in test files: *_test.* in any module, everything under
+            tests/ and fuzz/, and the conformance suite (conform, below).
+  conform   ids the conformance suite checks: those a test names in its registration in
+            conform/tests_*.cc (`{"group.name", "[ID] [ID]", ...}`, docs/conformance.md §3),
+            and those in the string literals of conform/peer.cc (the messages of the checks
+            applied to every packet the target sends). Ids in comments do not count: a
+            comment may mention a rule the test relies on without checking it.
+  must      defined ids whose definition paragraph (from the id to the next blank line or
+            heading) says MUST, MUST NOT, SHALL or REQUIRED.
 
-It prints, most serious first:
+It prints, most serious first (then the conformance map):
   ERROR    ids cited in code but not defined                              (exit status 1)
   ERROR    ids defined more than once                                     (exit status 1)
   WARNING  ids cited in tests but not defined
   WARNING  ids referenced in the spec but not defined
   INFO     ids defined but cited nowhere in code
   WARNING  ids (defined or cited in code) that no test cites
+  INFO     MUST ids cited by a conformance test, and MUST ids no conformance test cites
 
 Usage: scripts/spec_coverage.py [--root DIR] [--sites] [--strict]
   --root DIR  repository root (default: the repository this script lives in)
@@ -37,6 +45,14 @@ import sys
 SPEC_FILES = ("docs/spec.md",)
 CODE_DIRS = ("core", "wire", "cc", "sim", "api", "datapath", "tools", "obs", "baselines", "verbs")
 TEST_DIRS = ("tests", "fuzz")
+# The conformance suite's checks: the ids each test registers, and the ids in the peer's
+# per-packet check messages.
+CONFORM_DIR = "conform"
+CONFORM_TESTS_GLOB = "tests_*.cc"
+CONFORM_CHECKS = ("peer.cc",)
+REGISTRATION_RE = re.compile(r'\{\s*"[a-z0-9_]+\.[a-z0-9_]+"\s*,\s*"([^"]*)"')
+STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+MUST_RE = re.compile(r"\b(MUST|SHALL|REQUIRED)\b")
 # Modules whose *_test.* files count as tests (code dirs plus util and bench).
 TEST_FILE_DIRS = CODE_DIRS + ("util", "bench")
 
@@ -94,29 +110,38 @@ def markdown_lines(text):
 
 
 def scan_spec(root):
-    """Returns (definitions, references, present files).
+    """Returns (definitions, references, present files, MUST ids).
 
-    definitions: id -> list of "file:line"; references: id -> list of "file:line".
+    definitions: id -> list of "file:line"; references: id -> list of "file:line";
+    MUST ids: the defined ids whose definition paragraph (up to a blank line or a
+    heading) says MUST, MUST NOT, SHALL or REQUIRED.
     """
     definitions, references, present = {}, {}, []
+    must = set()
     for rel in SPEC_FILES:
         path = root / rel
         if not path.is_file():
             continue
         present.append(rel)
         text = path.read_text(encoding="utf-8", errors="replace")
+        paragraph = []  # the ids whose definition paragraph is still open
         for number, line in markdown_lines(text):
             site = f"{rel}:{number}"
             defined_here = set(BOLD_DEF_RE.findall(line))
             table = TABLE_DEF_RE.match(line)
             if table:
                 defined_here.add(table.group(1))
+            if not line.strip() or line.lstrip().startswith("#") or defined_here:
+                paragraph = []
+            paragraph.extend(sorted(defined_here))
+            if MUST_RE.search(line):
+                must.update(paragraph)
             for ident in defined_here:
                 definitions.setdefault(ident, []).append(site)
             for ident in ID_RE.findall(line):
                 if ident not in defined_here:
                     references.setdefault(ident, []).append(site)
-    return definitions, references, present
+    return definitions, references, present, must
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,10 +228,25 @@ def cited_ids(path, whole_text):
 
 
 def scan_sources(root):
-    """Returns (code citations, test citations, files scanned): id -> list of "file:line"."""
-    code, tests = {}, {}
+    """Returns (code citations, test citations, conformance citations, files scanned):
+    id -> list of "file:line". Conformance citations count as test citations too."""
+    code, tests, conform = {}, {}, {}
     seen = set()
     files = 0
+    base = root / CONFORM_DIR
+    conform_files = sorted(base.glob(CONFORM_TESTS_GLOB)) + [base / n for n in CONFORM_CHECKS
+                                                             if (base / n).is_file()]
+    for path in conform_files:
+        seen.add(path)
+        files += 1
+        rel = path.relative_to(root)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        pattern = REGISTRATION_RE if path.match(CONFORM_TESTS_GLOB) else STRING_RE
+        for match in pattern.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            for ident in ID_RE.findall(match.group(1)):
+                conform.setdefault(ident, []).append(f"{rel}:{number}")
+                tests.setdefault(ident, []).append(f"{rel}:{number}")
     for path in source_files(root, TEST_DIRS):
         seen.add(path)
         files += 1
@@ -224,7 +264,7 @@ def scan_sources(root):
         elif rel.parts[0] in CODE_DIRS:
             for ident, number in cited_ids(path, whole_text=False):
                 code.setdefault(ident, []).append(f"{rel}:{number}")
-    return code, tests, files
+    return code, tests, conform, files
 
 
 # ---------------------------------------------------------------------------------------
@@ -270,8 +310,8 @@ def main():
         print(f"spec_coverage: no such directory: {root}", file=sys.stderr)
         return 2
 
-    definitions, references, present = scan_spec(root)
-    code, tests, files = scan_sources(root)
+    definitions, references, present, must = scan_spec(root)
+    code, tests, conform, files = scan_sources(root)
     defined = set(definitions)
 
     missing = [f for f in SPEC_FILES if f not in present]
@@ -309,6 +349,13 @@ def main():
     print()
     print_ids("WARNING: no test cites", untested)
     warnings += len(untested)
+    print()
+    must_conform = sorted(must & set(conform), key=id_key)
+    must_not_conform = sorted(must - set(conform), key=id_key)
+    print_ids(f"INFO: MUST ids cited by the conformance suite ({CONFORM_DIR}/), "
+              f"{len(must_conform)} of {len(must)}", must_conform)
+    print()
+    print_ids("INFO: MUST ids the conformance suite does not cite", must_not_conform)
     print()
     print(f"spec_coverage: {errors} error(s), {warnings} warning(s)")
     if errors or (args.strict and warnings):

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "tools/conform.h"
 #include "tools/demo.h"
 #include "tools/perf.h"
 #include "tools/sim.h"
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
     CLI::App app{"mroce — MetaRoCE transport tools"};
     bool version = false;
     app.add_flag("--version", version, "print the library and wire protocol versions");
+    mroce::tools::register_conform(app);
     mroce::tools::register_demo(app);
     mroce::tools::register_perf(app);
     mroce::tools::register_sim(app);

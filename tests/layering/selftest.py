@@ -20,16 +20,24 @@ CLEAN = {
     "verbs/verbs.cc": '#include "api/device.h"\n#include <gtest/gtest.h>\n',
     "tools/main.cc": '#include "datapath/udp/udp.h"\n#include "sim/sim.h"\n',
     "docs/not_a_module.cc": '#include "datapath/udp.h"\n',
+    "conform/peer.cc": '#include "conform/peer.h"\n#include "wire/ack.h"\n',
+    "conform/agent/agent.cc": '#include "conform/agent/agent.h"\n#include "api/device.h"\n',
 }
 PLANTED = {
     "core/bad.cc": '#include "wire/ack.h"\n\n  #  include "datapath/udp.h"\n',
     "cc/aimd.h": "#pragma once\n#include <core/engine.h>\n",
     "verbs/qp.cc": '// verbs only sees api\n#include "core/conn.h"\n',
+    # The suite may not reach the engine, nor the API through its agent's directory.
+    "conform/suite.cc": '#include "core/endpoint.h"\n#include "conform/agent/agent.h"\n',
+    "conform/agent/server.cc": '#include "conform/peer.h"\n',
 }
 EXPECTED = {
     "cc/aimd.h:2: module 'cc' may not include 'core/engine.h'",
     "core/bad.cc:3: module 'core' may not include 'datapath/udp.h'",
     "verbs/qp.cc:2: module 'verbs' may not include 'core/conn.h'",
+    "conform/suite.cc:1: module 'conform' may not include 'core/endpoint.h'",
+    "conform/suite.cc:2: module 'conform' may not include 'conform/agent/agent.h'",
+    "conform/agent/server.cc:1: module 'conform/agent' may not include 'conform/peer.h'",
 }
 
 

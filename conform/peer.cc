@@ -1,0 +1,552 @@
+// conform/peer.cc — see peer.h. Every datagram the target sends passes
+// check_target_packet, which records a violation (with the spec id) for anything a
+// well-behaved sender never sends; the runner fails the test that was running.
+#include "conform/peer.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace mroce::conform {
+
+using wire::PacketType;
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+bool reserved_zero(const std::vector<std::byte>& b, size_t from, size_t to) {
+    for (size_t i = from; i < to && i < b.size(); ++i)
+        if (b[i] != std::byte{0}) return false;
+    return true;
+}
+
+}  // namespace
+
+std::vector<std::byte> pattern(size_t length, uint32_t seed) {
+    std::vector<std::byte> out(length);
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < length; ++i) {
+        x = x * 1103515245u + 12345u;
+        out[i] = static_cast<std::byte>((x >> 16) ^ i);
+    }
+    return out;
+}
+
+std::string hex(std::span<const std::byte> bytes) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string s(2 * bytes.size(), '0');
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const auto b = static_cast<uint8_t>(bytes[i]);
+        s[2 * i] = kDigits[b >> 4];
+        s[2 * i + 1] = kDigits[b & 15];
+    }
+    return s;
+}
+
+Peer::Peer(UdpSocket socket, Address target, Identity me)
+    : socket_(std::move(socket)), target_(target), me_(me) {
+    me_.endpoint_port = socket_.local().port;
+    me_.known = true;
+    my_ids_.emplace_back(me_.conn_id, me_.token);
+}
+
+void Peer::adopt_identity(const Identity& next) {
+    me_ = next;
+    me_.endpoint_port = socket_.local().port;
+    me_.known = true;
+    my_ids_.emplace_back(me_.conn_id, me_.token);
+    paths_.clear();
+}
+
+uint32_t Peer::now_stamp() {
+    return static_cast<uint32_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+            .count());
+}
+
+void Peer::send_bytes(std::span<const std::byte> bytes, uint8_t ecn) {
+    socket_.send(bytes, target_, ecn);
+}
+
+void Peer::send_bytes_from(const UdpSocket& socket, std::span<const std::byte> bytes,
+                           uint8_t ecn) {
+    socket.send(bytes, target_, ecn);
+}
+
+wire::CommonHeader Peer::to_target() const {
+    return wire::CommonHeader{.dst_conn_id = remote_.conn_id, .dst_token = remote_.token};
+}
+
+// ---------------------------------------------------------------------------------------
+// Handshake
+
+wire::HelloPacket Peer::hello_packet(PacketType type) const {
+    wire::HelloPacket h;
+    h.common.type = type;
+    if (type == PacketType::kHelloAck) {
+        h.common.dst_conn_id = remote_.conn_id;
+        h.common.dst_token = remote_.token;
+    }
+    h.src_conn_id = me_.conn_id;
+    h.src_token = me_.token;
+    h.isn = me_.isn;
+    h.msg_isn = me_.msg_isn;
+    h.endpoint_port = me_.endpoint_port;
+    h.num_paths = me_.num_paths;
+    h.max_payload = me_.max_payload;
+    return h;
+}
+
+void Peer::send_hello(const wire::HelloPacket& h) {
+    std::byte buf[wire::kHelloSize];
+    auto n = wire::encode_hello(h, buf);
+    if (n) send_bytes(std::span(buf, *n));
+}
+
+static Identity identity_of(const wire::HelloPacket& h) {
+    Identity id;
+    id.conn_id = h.src_conn_id;
+    id.token = h.src_token;
+    id.isn = h.isn;
+    id.msg_isn = h.msg_isn;
+    id.endpoint_port = h.endpoint_port;
+    id.num_paths = h.num_paths;
+    id.max_payload = h.max_payload;
+    id.known = true;
+    return id;
+}
+
+bool Peer::handshake(std::string* why) {
+    const auto hello = hello_packet(PacketType::kHello);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        send_hello(hello);
+        auto ack = expect([&](const Rx& r) { return r.is(PacketType::kHelloAck); },
+                          std::chrono::milliseconds(300));
+        if (ack) {
+            remote_ = identity_of(ack->hello);
+            return true;
+        }
+    }
+    if (why) *why = "no HELLO_ACK to 3 HELLOs (300 ms each) from " + target_.to_string();
+    return false;
+}
+
+void Peer::answer_hello(const wire::HelloPacket& theirs) {
+    remote_ = identity_of(theirs);
+    send_hello(hello_packet(PacketType::kHelloAck));
+}
+
+// ---------------------------------------------------------------------------------------
+// DATA and PROBE
+
+uint32_t Peer::segment_size() const {
+    return std::min(me_.max_payload, remote_.known ? remote_.max_payload : me_.max_payload);
+}
+
+std::vector<Segment> Peer::cut(const Message& m) const {
+    const uint32_t s = segment_size();
+    const auto len = static_cast<uint32_t>(m.body.size());
+    const uint32_t count = len == 0 ? 1 : (len + s - 1) / s;
+    std::vector<Segment> out;
+    for (uint32_t k = 0; k < count; ++k) {
+        Segment seg;
+        auto& h = seg.hdr;
+        h.opcode = m.opcode;
+        h.stream_id = m.stream_id;
+        h.msg_seq = m.msg_seq;
+        h.recv_seq = m.recv_seq;
+        h.msg_len = len;
+        h.offset = k * s;
+        h.rkey = m.rkey;
+        h.remote_addr = m.remote_addr;
+        h.immediate = m.immediate;
+        const uint32_t n = std::min(s, len - h.offset);
+        h.payload_len = static_cast<uint16_t>(n);
+        // ACK_NOW on every segment keeps the suite fast: an ACK never waits for a timer.
+        h.flags = wire::data_flag::kAckNow | (k + 1 == count ? wire::data_flag::kLast : 0);
+        seg.payload.assign(m.body.begin() + h.offset, m.body.begin() + h.offset + n);
+        out.push_back(std::move(seg));
+    }
+    return out;
+}
+
+Peer::PathTx& Peer::path(uint16_t p) {
+    auto it = paths_.find(p);
+    if (it == paths_.end()) it = paths_.emplace(p, PathTx{0, me_.isn, me_.isn}).first;
+    return it->second;
+}
+
+void Peer::new_generation(uint16_t p) {
+    PathTx& t = path(p);
+    t.gen = static_cast<uint8_t>(t.gen + 1);
+    t.next_psn = me_.isn;
+    t.floor = me_.isn;
+}
+
+std::vector<std::byte> Peer::encode_data(const wire::DataHeader& h,
+                                         std::span<const std::byte> payload) {
+    std::vector<std::byte> out(wire::kDataHeaderSize + payload.size());
+    wire::store_data_header(h, out.data());
+    if (!payload.empty()) std::memcpy(out.data() + wire::kDataHeaderSize, payload.data(), payload.size());
+    return out;
+}
+
+wire::DataHeader Peer::next_header(const Segment& s, uint16_t p, uint8_t flags) {
+    PathTx& t = path(p);
+    wire::DataHeader h = s.hdr;
+    h.common = to_target();
+    h.path_id = p;
+    h.path_gen = t.gen;
+    h.path_psn = t.next_psn++;
+    h.psn_floor = t.floor;
+    h.timestamp = now_stamp();
+    h.flags |= flags;
+    h.payload_len = static_cast<uint16_t>(s.payload.size());
+    return h;
+}
+
+Sent Peer::send_segment(const Segment& s, uint16_t p, uint8_t ecn, uint8_t flags) {
+    const wire::DataHeader h = next_header(s, p, flags);
+    send_bytes(encode_data(h, s.payload), ecn);
+    return Sent{p, h.path_gen, h.path_psn, h.timestamp};
+}
+
+uint32_t Peer::send_probe(uint16_t p, std::optional<uint32_t> floor) {
+    PathTx& t = path(p);
+    wire::ProbePacket probe;
+    probe.common = to_target();
+    probe.common.type = PacketType::kProbe;
+    probe.path_id = p;
+    probe.path_gen = t.gen;
+    probe.next_psn = t.next_psn;
+    probe.psn_floor = floor.value_or(t.floor);
+    probe.timestamp = now_stamp();
+    std::byte buf[wire::kProbeSize];
+    if (auto n = wire::encode_probe(probe, buf)) send_bytes(std::span(buf, *n));
+    return probe.timestamp;
+}
+
+std::optional<wire::AckPacket> Peer::barrier(uint16_t p) {
+    const uint32_t stamp = send_probe(p);
+    auto is_reply = [&](const Rx& r) {
+        return r.is(PacketType::kAck) && (r.ack.flags & wire::ack_flag::kProbeReply) &&
+               r.ack.path_id == p && r.ack.ts_echo == stamp;
+    };
+    auto reply = expect(is_reply, std::chrono::milliseconds(500));
+    if (!reply) return std::nullopt;
+    // [PROBE-2] sends the reply twice; the twin must not be taken for a later answer.
+    (void)expect(is_reply, std::chrono::milliseconds(20));
+    return reply->ack;
+}
+
+// ---------------------------------------------------------------------------------------
+// Acknowledging the target's DATA
+
+void Peer::note_target_data(const wire::DataHeader& h) {
+    auto it = target_paths_.find(h.path_id);
+    if (it == target_paths_.end() || static_cast<int8_t>(h.path_gen - it->second.gen) > 0) {
+        PathRx fresh;
+        fresh.gen = h.path_gen;
+        fresh.cum = remote_.isn - 1;
+        it = target_paths_.insert_or_assign(h.path_id, fresh).first;
+    }
+    PathRx& r = it->second;
+    if (h.path_gen != r.gen) return;
+    r.ts = h.timestamp;
+    r.arrived = SteadyClock::now();
+    const uint32_t d = h.path_psn - r.cum;
+    if (d == 0 || d > 0x80000000u) return;  // at or below cum: a duplicate
+    r.above.insert(d);
+    while (r.above.count(1)) {
+        ++r.cum;
+        std::set<uint32_t> shifted;
+        for (uint32_t x : r.above)
+            if (x > 1) shifted.insert(x - 1);
+        r.above = std::move(shifted);
+    }
+}
+
+wire::AckPacket Peer::probe_reply(const wire::ProbePacket& probe) {
+    auto it = target_paths_.find(probe.path_id);
+    if (it == target_paths_.end() || static_cast<int8_t>(probe.path_gen - it->second.gen) > 0) {
+        PathRx fresh;
+        fresh.gen = probe.path_gen;
+        fresh.cum = remote_.isn - 1;
+        it = target_paths_.insert_or_assign(probe.path_id, fresh).first;
+    }
+    PathRx& r = it->second;
+    if (probe.path_gen == r.gen) {
+        // [PATH-6]: every PSN before the floor is settled; cum moves up to floor - 1.
+        const uint32_t up = probe.psn_floor - 1 - r.cum;
+        if (static_cast<int32_t>(up) > 0) {
+            std::set<uint32_t> shifted;
+            for (uint32_t x : r.above)
+                if (x > up) shifted.insert(x - up);
+            r.above = std::move(shifted);
+            r.cum = probe.psn_floor - 1;
+            while (r.above.count(1)) {
+                ++r.cum;
+                std::set<uint32_t> next;
+                for (uint32_t x : r.above)
+                    if (x > 1) next.insert(x - 1);
+                r.above = std::move(next);
+            }
+        }
+    }
+    auto a = ack_for_target_path(probe.path_id);
+    a.path_gen = probe.path_gen;
+    a.flags = wire::ack_flag::kProbeReply;
+    a.probe_psn = probe.next_psn;
+    a.ts_echo = probe.timestamp;
+    a.ack_delay_ns = 0;
+    return a;
+}
+
+wire::AckPacket Peer::ack_for_target_path(uint16_t p) const {
+    wire::AckPacket a;
+    a.common = to_target();
+    a.common.type = PacketType::kAck;
+    a.path_id = p;
+    auto it = target_paths_.find(p);
+    if (it == target_paths_.end()) {
+        a.cum_psn = remote_.isn - 1;
+        return a;
+    }
+    a.path_gen = it->second.gen;
+    a.cum_psn = it->second.cum;
+    // [ACK-6]: echo the latest DATA's timestamp and how long it waited here, so the
+    // target's RTT samples are real ones.
+    a.ts_echo = it->second.ts;
+    a.ack_delay_ns = static_cast<uint32_t>(std::min<int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - it->second.arrived).count(),
+        UINT32_MAX));
+    for (uint32_t d : it->second.above)
+        if (d >= 2 && d - 2 < wire::kSackBits) a.sack.set(d - 2);  // bit i = cum + 1 + i
+    return a;
+}
+
+void Peer::send_ack(wire::AckPacket ack) {
+    ack.common.type = PacketType::kAck;
+    std::vector<std::byte> buf(wire::encoded_size(ack));
+    if (auto n = wire::encode_ack(ack, buf)) send_bytes(std::span(buf.data(), *n));
+}
+
+// ---------------------------------------------------------------------------------------
+// Receiving
+
+void Peer::violation(std::string what) {
+    if (violations_.size() < 32) violations_.push_back(std::move(what));
+}
+
+Rx Peer::decode(Datagram d) {
+    Rx rx;
+    rx.raw = std::move(d);
+    const auto& b = rx.raw.bytes;
+    if (b.size() < wire::kCommonHeaderSize) {
+        violation(fmt::format("[WIRE-7] target sent a {}-byte datagram", b.size()));
+        return rx;
+    }
+    const auto type = static_cast<uint8_t>(b[1]);
+    auto fail = [&](std::string_view what, Error e) {
+        violation(fmt::format("[UDP-2] [WIRE-5] target sent a {} that does not decode ({})", what,
+                              to_string(e)));
+    };
+    switch (type) {
+        case 1: {
+            auto r = wire::decode_data(b);
+            if (!r) {
+                fail("DATA", r.error());
+                return rx;
+            }
+            rx.data = r->hdr;
+            rx.payload.assign(r->payload.begin(), r->payload.end());
+            break;
+        }
+        case 2: {
+            auto r = wire::decode_ack(b);
+            if (!r) {
+                fail("ACK", r.error());
+                return rx;
+            }
+            rx.ack = *r;
+            break;
+        }
+        case 3: {
+            auto r = wire::decode_nack(b);
+            if (!r) {
+                fail("NACK", r.error());
+                return rx;
+            }
+            rx.nack = *r;
+            break;
+        }
+        case 4:
+        case 5: {
+            auto r = wire::decode_hello(b);
+            if (!r) {
+                fail("HELLO", r.error());
+                return rx;
+            }
+            rx.hello = *r;
+            break;
+        }
+        case 6: {
+            auto r = wire::decode_probe(b);
+            if (!r) {
+                fail("PROBE", r.error());
+                return rx;
+            }
+            rx.probe = *r;
+            break;
+        }
+        case 7: {
+            auto r = wire::decode_close(b);
+            if (!r) {
+                fail("CLOSE", r.error());
+                return rx;
+            }
+            rx.close = *r;
+            break;
+        }
+        default:
+            violation(fmt::format("[WIRE-1] [WIRE-2] target sent version {} type {}",
+                                  static_cast<int>(b[0]), type));
+            return rx;
+    }
+    rx.decoded = true;
+    rx.type = static_cast<PacketType>(type);
+    return rx;
+}
+
+// check_target_packet: the rules every datagram a conforming sender produces obeys.
+void Peer::check_target_packet(const Rx& rx) {
+    const auto& b = rx.raw.bytes;
+    if (!reserved_zero(b, 2, 4)) violation("[WIRE-6] common header reserved bytes not zero");
+    if (rx.raw.ecn >= 0 && rx.raw.ecn != kEct0)
+        violation(fmt::format("[UDP-5] target sent {} with ECN field {} (not ECT(0))",
+                              static_cast<int>(rx.type), rx.raw.ecn));
+    if (rx.type == PacketType::kHello) {
+        if (rx.hello.common.dst_conn_id || rx.hello.common.dst_token)
+            violation("[CONN-2] HELLO with non-zero dst_conn_id or dst_token");
+    } else {
+        bool ours = false;
+        for (auto [id, token] : my_ids_)
+            ours |= rx.raw.bytes.size() >= 16 && wire::load_be32(b.data() + 4) == id &&
+                    wire::load_be64(b.data() + 8) == token;
+        if (!ours)
+            violation(fmt::format("[CONN-2] [CONN-4] target sent type {} to connection {:#x} with a "
+                                  "token that is not ours",
+                                  static_cast<int>(rx.type), wire::load_be32(b.data() + 4)));
+    }
+    switch (rx.type) {
+        case PacketType::kHello:
+        case PacketType::kHelloAck:
+            if (!rx.hello.src_conn_id || !rx.hello.src_token)
+                violation("[CONN-2] HELLO/HELLO_ACK with src_conn_id or src_token 0");
+            if (rx.hello.capabilities) violation("[CONN-2] capabilities not 0 in version 1");
+            if (!rx.hello.isn || !rx.hello.msg_isn) violation("[CONN-5] isn or msg_isn 0");
+            break;
+        case PacketType::kData:
+            if (rx.data.flags & 0xF8) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
+            if (!reserved_zero(b, 21, 22)) violation("[WIRE-6] DATA reserved byte 21 not zero");
+            if (static_cast<int32_t>(rx.data.path_psn - rx.data.psn_floor) < 0)
+                violation("[DATA-7] DATA psn_floor after path_psn");
+            break;
+        case PacketType::kAck:
+            if (rx.ack.flags & 0xFE) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
+            if (!(rx.ack.flags & wire::ack_flag::kProbeReply) && rx.ack.probe_psn)
+                violation("[ACK-8] probe_psn not 0 without PROBE_REPLY");
+            if (rx.ack.sack.test(0)) violation("[ACK-2] SACK bit 0 set");
+            if (!reserved_zero(b, 78, 80)) violation("[WIRE-6] ACK reserved bytes not zero");
+            break;
+        case PacketType::kNack:
+            if (!reserved_zero(b, 17, 18) || !reserved_zero(b, 21, 24))
+                violation("[WIRE-6] NACK reserved bytes not zero");
+            break;
+        case PacketType::kProbe:
+            if (!reserved_zero(b, 19, 20)) violation("[WIRE-6] PROBE reserved byte not zero");
+            if (static_cast<int32_t>(rx.probe.next_psn - rx.probe.psn_floor) < 0)
+                violation("[PROBE-1] PROBE psn_floor after next_psn");
+            break;
+        case PacketType::kClose:
+            if (!reserved_zero(b, 20, 24)) violation("[WIRE-6] CLOSE reserved bytes not zero");
+            break;
+    }
+}
+
+bool Peer::receive_one(Duration timeout) {
+    auto d = socket_.receive(timeout);
+    if (!d) return false;
+    // Only the target's endpoint or its path ports (same host) speak to us.
+    Rx rx = decode(std::move(*d));
+    if (rx.decoded) check_target_packet(rx);
+    if (rx.is(PacketType::kAck)) {
+        for (uint16_t i = 0; i < rx.ack.stream_count; ++i) {
+            const auto& e = rx.ack.streams[i];
+            ++entries_seen_[e.stream_id];
+            auto it = delivered_.find(e.stream_id);
+            // ACKs take random return paths and overtake each other: keep the newest.
+            if (it == delivered_.end() || static_cast<int32_t>(e.delivered_seq - it->second) > 0)
+                delivered_[e.stream_id] = e.delivered_seq;
+        }
+    }
+    inbox_.push_back(std::move(rx));
+    return true;
+}
+
+std::optional<Rx> Peer::expect(const RxFilter& filter, Duration timeout) {
+    const auto deadline = SteadyClock::now() + timeout;
+    size_t scanned = 0;
+    for (;;) {
+        for (; scanned < inbox_.size(); ++scanned) {
+            if (filter(inbox_[scanned])) {
+                Rx out = std::move(inbox_[scanned]);
+                inbox_.erase(inbox_.begin() + static_cast<std::ptrdiff_t>(scanned));
+                return out;
+            }
+        }
+        const auto left = deadline - SteadyClock::now();
+        if (left <= SteadyClock::duration::zero()) return std::nullopt;
+        receive_one(std::chrono::duration_cast<Duration>(left));
+    }
+}
+
+std::vector<Rx> Peer::collect(const RxFilter& filter, Duration window) {
+    const auto deadline = SteadyClock::now() + window;
+    for (;;) {
+        const auto left = deadline - SteadyClock::now();
+        if (left <= SteadyClock::duration::zero()) break;
+        receive_one(std::chrono::duration_cast<Duration>(left));
+    }
+    std::vector<Rx> out;
+    std::deque<Rx> rest;
+    for (auto& rx : inbox_) (filter(rx) ? out.emplace_back(std::move(rx)) : rest.emplace_back(std::move(rx)));
+    inbox_ = std::move(rest);
+    return out;
+}
+
+std::optional<uint32_t> Peer::delivered(uint32_t stream) const {
+    auto it = delivered_.find(stream);
+    if (it == delivered_.end()) return std::nullopt;
+    return it->second;
+}
+
+uint64_t Peer::entries_seen(uint32_t stream) const {
+    auto it = entries_seen_.find(stream);
+    return it == entries_seen_.end() ? 0 : it->second;
+}
+
+std::vector<Rx> Peer::ready(const RxFilter& filter, Duration wait) {
+    if (receive_one(wait))
+        while (receive_one(Duration::zero())) {
+        }
+    return collect(filter, Duration::zero());
+}
+
+void Peer::discard(Duration quiet) {
+    (void)collect([](const Rx&) { return true; }, quiet);
+}
+
+}  // namespace mroce::conform

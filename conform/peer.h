@@ -1,0 +1,205 @@
+// conform/peer.h — the scripted peer: the suite's own minimal protocol state on one UDP
+// socket, built on the codec (wire/) and nothing of the engine (core/). It sends exactly
+// the packets a test asks for, including wrong ones, and decodes and checks every datagram
+// the target sends back.
+//
+// State kept: our identity (connection id, token, ISNs), the target's (learnt from its
+// HELLO / HELLO_ACK), per path of ours the generation and next PSN, and per path of the
+// target what we received (to acknowledge its DATA when a test wants to).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "conform/udp_socket.h"
+#include "util/address.h"
+#include "util/time.h"
+#include "wire/ack.h"
+#include "wire/control.h"
+#include "wire/data.h"
+#include "wire/header.h"
+
+namespace mroce::conform {
+
+// Identity: what a HELLO / HELLO_ACK announces.
+struct Identity {
+    uint32_t conn_id = 0;
+    uint64_t token = 0;
+    uint32_t isn = 0;
+    uint32_t msg_isn = 0;
+    uint16_t endpoint_port = 0;
+    uint16_t num_paths = 4;
+    uint32_t max_payload = wire::kDefaultMaxPayload;
+    bool known = false;  // for the target's: a HELLO or HELLO_ACK was accepted
+};
+
+// Rx: one datagram from the target, decoded by its type (only that member is meaningful).
+struct Rx {
+    Datagram raw;
+    bool decoded = false;  // false: it broke the wire format (a violation was recorded)
+    wire::PacketType type = wire::PacketType::kData;
+    wire::DataHeader data;
+    std::vector<std::byte> payload;
+    wire::AckPacket ack;
+    wire::NackPacket nack;
+    wire::HelloPacket hello;
+    wire::ProbePacket probe;
+    wire::ClosePacket close;
+
+    bool is(wire::PacketType t) const { return decoded && type == t; }
+};
+using RxFilter = std::function<bool(const Rx&)>;
+
+// Segment: one DATA before the path fields (path, generation, PSN, floor, timestamp) are
+// filled in by Peer::send_segment.
+struct Segment {
+    wire::DataHeader hdr;
+    std::vector<std::byte> payload;
+};
+
+// Message: what a requester posts, as the wire carries it.
+struct Message {
+    wire::Opcode opcode = wire::Opcode::kWrite;
+    uint32_t stream_id = 0;  // the target's stream (queue pair number)
+    uint32_t msg_seq = 0;
+    uint32_t recv_seq = 0;
+    uint32_t rkey = 0;
+    uint64_t remote_addr = 0;
+    uint32_t immediate = 0;
+    std::vector<std::byte> body;
+};
+
+// Sent: where send_segment put a DATA.
+struct Sent {
+    uint16_t path = 0;
+    uint8_t gen = 0;
+    uint32_t psn = 0;
+    uint32_t timestamp = 0;
+};
+
+class Peer {
+public:
+    Peer(UdpSocket socket, Address target, Identity me);
+
+    const Address& local() const { return socket_.local(); }
+    const Address& target() const { return target_; }
+    Identity& me() { return me_; }
+    const Identity& remote() const { return remote_; }
+    // forget_remote: after the target restarted or closed, learn it anew from its HELLO(_ACK).
+    void forget_remote() { remote_ = Identity{}; }
+    // adopt_identity: our "restart" ([CONN-14]); the old ids stay acceptable as
+    // destinations of the target's late packets.
+    void adopt_identity(const Identity& next);
+
+    // Raw I/O. send_bytes goes to the target's endpoint port from our socket.
+    void send_bytes(std::span<const std::byte> bytes, uint8_t ecn = kEct0);
+    void send_bytes_from(const UdpSocket& socket, std::span<const std::byte> bytes,
+                         uint8_t ecn = kEct0);
+
+    // Handshake.
+    wire::HelloPacket hello_packet(wire::PacketType type) const;
+    void send_hello(const wire::HelloPacket& h);
+    // handshake sends HELLO (up to 3 times) until a HELLO_ACK answers it; records the
+    // target. Returns false with *why on failure.
+    bool handshake(std::string* why);
+    // answer_hello records the target's HELLO and sends our HELLO_ACK to it.
+    void answer_hello(const wire::HelloPacket& theirs);
+
+    // DATA.
+    uint32_t segment_size() const;  // [DATA-4]: min of the two max_payload
+    std::vector<Segment> cut(const Message& m) const;
+    // send_segment fills the common header and the path fields (next PSN of `path`, floor
+    // = the path's floor, our clock) and sends. `flags` are or-ed in (RETX, ACK_NOW).
+    Sent send_segment(const Segment& s, uint16_t path = 0, uint8_t ecn = kEct0,
+                      uint8_t flags = 0);
+    // next_header: the header send_segment would send (it takes the path's next PSN), for a
+    // test that breaks a field before sending the bytes itself.
+    wire::DataHeader next_header(const Segment& s, uint16_t path = 0, uint8_t flags = 0);
+    // encode_data: a DATA datagram with every field as given (wrong ones included).
+    static std::vector<std::byte> encode_data(const wire::DataHeader& h,
+                                              std::span<const std::byte> payload);
+    // send_probe: a PROBE of `path` with next_psn = the path's next PSN. Returns its timestamp.
+    uint32_t send_probe(uint16_t path, std::optional<uint32_t> floor = std::nullopt);
+    // barrier: a PROBE on `path` and its first PROBE_REPLY (its twin, [PROBE-2], is
+    // discarded). The target handles datagrams in order, so the reply shows its state after
+    // every packet sent before. nullopt if no reply within the timeout.
+    std::optional<wire::AckPacket> barrier(uint16_t path = 0);
+
+    struct PathTx {
+        uint8_t gen = 0;
+        uint32_t next_psn = 0;
+        uint32_t floor = 0;
+    };
+    PathTx& path(uint16_t p);
+    // new_generation: the path moves to its next generation, PSNs from isn again.
+    void new_generation(uint16_t p);
+
+    // Receiving. expect returns (and removes) the first datagram matching `filter`, from
+    // what arrived before or within `timeout`. collect returns every match within `window`.
+    std::optional<Rx> expect(const RxFilter& filter, Duration timeout);
+    std::vector<Rx> collect(const RxFilter& filter, Duration window);
+    // ready: waits up to `wait` for a first datagram, then takes every datagram already
+    // queued without waiting, and returns (and removes) the matches — a receive batch.
+    std::vector<Rx> ready(const RxFilter& filter, Duration wait);
+    // discard drops everything received so far and anything arriving within `quiet`.
+    void discard(Duration quiet);
+    const std::vector<std::string>& violations() const { return violations_; }
+    // delivered: the newest delivered_seq any ACK from the target reported for its stream
+    // `stream` ([ACK-9]), and how many stream entries for it arrived; ACKs consumed by
+    // expect/barrier count too.
+    std::optional<uint32_t> delivered(uint32_t stream) const;
+    uint64_t entries_seen(uint32_t stream) const;
+
+    // Acknowledging the target's DATA (when the suite is the responder).
+    void note_target_data(const wire::DataHeader& h);
+    // probe_reply: the ACK answering a PROBE of the target ([PROBE-2], [ACK-19]): a newer
+    // generation resets the path's receive state ([PATH-7]), the PROBE's floor is applied
+    // ([PATH-6]), and the reply carries PROBE_REPLY, probe_psn and ts_echo.
+    wire::AckPacket probe_reply(const wire::ProbePacket& probe);
+    wire::AckPacket ack_for_target_path(uint16_t path) const;
+    void send_ack(wire::AckPacket ack);
+
+    // now_stamp: our clock's low 32 bits of nanoseconds (the DATA/PROBE timestamp).
+    static uint32_t now_stamp();
+
+private:
+    bool receive_one(Duration timeout);
+    Rx decode(Datagram d);
+    void check_target_packet(const Rx& rx);
+    void violation(std::string what);
+    wire::CommonHeader to_target() const;
+
+    UdpSocket socket_;
+    Address target_;
+    Identity me_;
+    Identity remote_;
+    std::vector<std::pair<uint32_t, uint64_t>> my_ids_;  // every identity we announced
+    std::map<uint16_t, PathTx> paths_;
+    struct PathRx {
+        uint8_t gen = 0;
+        uint32_t cum = 0;
+        std::set<uint32_t> above;  // received PSNs above cum (as distances from cum)
+        uint32_t ts = 0;           // timestamp of the latest DATA noted, for ts_echo
+        std::chrono::steady_clock::time_point arrived{};
+    };
+    std::map<uint16_t, PathRx> target_paths_;
+    std::map<uint32_t, uint32_t> delivered_;
+    std::map<uint32_t, uint64_t> entries_seen_;
+    std::deque<Rx> inbox_;
+    std::vector<std::string> violations_;
+};
+
+// bytes_of: a deterministic pattern for a message body: byte i = f(seed, i), so a byte at
+// the wrong offset is caught.
+std::vector<std::byte> pattern(size_t length, uint32_t seed);
+std::string hex(std::span<const std::byte> bytes);
+
+}  // namespace mroce::conform

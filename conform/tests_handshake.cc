@@ -1,0 +1,305 @@
+// conform/tests_handshake.cc — opening a connection (spec §4.1–§4.3): the HELLO_ACK the
+// target answers with, repeated and conflicting HELLOs, the target's own HELLO and its
+// retransmission, DATA before establishment, zero ids, and a peer restart.
+#include "conform/checks.h"
+#include "conform/fixture.h"
+
+namespace mroce::conform {
+namespace {
+
+using namespace std::chrono_literals;
+using wire::Opcode;
+using wire::PacketType;
+
+// hello_ack: the fields of the target's answer to our HELLO.
+void hello_ack(Context& ctx) {
+    Fixture f(ctx);
+    f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+    auto rx = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+    check(rx.has_value(), "[CONN-17] no HELLO_ACK to a HELLO from a new peer");
+    const auto& h = rx->hello;
+    check(h.common.dst_conn_id == f.peer.me().conn_id && h.common.dst_token == f.peer.me().token,
+          "[CONN-1] [CONN-2] HELLO_ACK not addressed to our src_conn_id and src_token");
+    check(h.src_conn_id != 0 && h.src_token != 0, "[CONN-2] HELLO_ACK with a zero id or token");
+    check(h.isn != 0 && h.msg_isn != 0, "[CONN-5] isn or msg_isn is 0");
+    check(h.num_paths >= 1 && h.num_paths <= wire::kMaxPaths, "[CONN-3] num_paths {}", h.num_paths);
+    check(h.max_payload >= wire::kMinMaxPayload && h.max_payload <= wire::kMaxMaxPayload,
+          "[UDP-3] max_payload {}", h.max_payload);
+    check(h.endpoint_port == ctx.target.udp.port,
+          "[UDP-1] [CONN-2] endpoint_port {} is not the port the target was configured with, {}",
+          h.endpoint_port,
+          ctx.target.udp.port);
+    check(h.capabilities == 0, "[CONN-2] capabilities {:#x}", h.capabilities);
+    check(rx->raw.from.same_host(ctx.target.udp), "[CONN-2] HELLO_ACK from another host");
+}
+
+// repeated_hello: a lost HELLO_ACK is repaired by our next HELLO, answered the same way;
+// a HELLO of the same connection id with another token is not ours and is ignored.
+void repeated_hello(Context& ctx) {
+    Fixture f(ctx);
+    std::optional<wire::HelloPacket> first;
+    for (int i = 0; i < 3; ++i) {
+        f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+        auto rx = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+        check(rx.has_value(), "[CONN-6] HELLO number {} was not answered", i + 1);
+        if (!first) first = rx->hello;
+        check(rx->hello.src_conn_id == first->src_conn_id && rx->hello.src_token == first->src_token &&
+                  rx->hello.isn == first->isn && rx->hello.msg_isn == first->msg_isn,
+              "[CONN-6] [CONN-10] a repeated HELLO got another connection's HELLO_ACK");
+    }
+    f.peer.answer_hello(*first);  // record the target (the HELLO_ACK we sent is harmless)
+    f.peer.discard(5ms);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    const uint64_t malformed = f.counter("malformed");
+    auto other = f.peer.hello_packet(PacketType::kHello);
+    other.src_token ^= 0x5a5a;
+    f.peer.send_hello(other);
+    (void)f.barrier();
+    auto answers = f.peer.collect(is_type(PacketType::kHelloAck), 30ms);
+    check(answers.empty(), "[CONN-18] a HELLO with a different src_token was answered");
+    check(f.counter("malformed") == malformed + 1,
+          "[CONN-18] a HELLO with a different src_token was not counted as malformed");
+    // The connection still works with the original identity.
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message m = f.message(Opcode::kWrite, pattern(700, 21));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    f.send_message(m);
+    (void)f.barrier();
+    check(f.read_mr(r, 0, 700) == m.body, "[CONN-18] the connection broke after the ignored HELLO");
+}
+
+// target_hello: the target opens the connection itself when a queue pair connects to us.
+void target_hello(Context& ctx) {
+    Fixture f(ctx);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    auto first = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(first.has_value(), "[CONN-10] [CONN-1] connect_qp towards a new peer sent no HELLO");
+    const auto& h = first->hello;
+    check(h.src_conn_id && h.src_token && h.isn && h.msg_isn, "[CONN-5] a zero id, token or ISN");
+    check(h.endpoint_port == ctx.target.udp.port, "[CONN-1] endpoint_port {} (target port {})",
+          h.endpoint_port, ctx.target.udp.port);
+    // Not answered: [CONN-12] resends after handshake_timeout, with the same identity.
+    auto again = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(again.has_value(), "[CONN-12] the unanswered HELLO was not sent again within 500 ms");
+    check(again->hello.src_conn_id == h.src_conn_id && again->hello.src_token == h.src_token &&
+              again->hello.isn == h.isn && again->hello.msg_isn == h.msg_isn,
+          "[CONN-5] [CONN-12] the retransmitted HELLO carries another identity");
+    f.peer.answer_hello(h);
+    f.peer.discard(5ms);
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message m = f.message(Opcode::kWrite, pattern(900, 22));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    f.send_message(m);
+    (void)f.barrier();
+    check(f.read_mr(r, 0, 900) == m.body, "[CONN-16] after our HELLO_ACK the WRITE was not placed");
+    // Established: no more HELLOs ([CONN-16] step 4).
+    auto late = f.peer.collect(is_type(PacketType::kHello), 30ms);
+    check(late.empty(), "[CONN-16] the target kept sending HELLO after our HELLO_ACK");
+}
+
+// data_before_established: DATA to a connection still in Connecting is not processed.
+void data_before_established(Context& ctx) {
+    Fixture f(ctx);
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    auto hello = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(hello.has_value(), "[CONN-1] no HELLO from the target");
+    // Address the target's connection with its own id and token, without answering.
+    Identity remote;
+    remote.conn_id = hello->hello.src_conn_id;
+    remote.token = hello->hello.src_token;
+    remote.max_payload = hello->hello.max_payload;
+    remote.known = true;
+    Message m = f.message(Opcode::kWrite, pattern(400, 23));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    wire::DataHeader h;
+    {
+        // The peer sends to remote_ only after a handshake; build this one by hand.
+        Segment seg = f.peer.cut(m)[0];
+        h = seg.hdr;
+        h.common = {.type = PacketType::kData, .dst_conn_id = remote.conn_id, .dst_token = remote.token};
+        h.path_psn = f.peer.me().isn;  // the PSN the connection would expect first
+        h.psn_floor = h.path_psn;
+        h.timestamp = Peer::now_stamp();
+        f.peer.send_bytes(Peer::encode_data(h, seg.payload));
+    }
+    auto answer = f.peer.collect([](const Rx& r) { return r.is(PacketType::kAck) || r.is(PacketType::kNack); }, 30ms);
+    check(answer.empty(), "[CONN-19] DATA to a Connecting connection was answered");
+    f.peer.answer_hello(hello->hello);
+    f.peer.path(0).next_psn = f.peer.me().isn + 1;  // the early DATA took PSN isn
+    const auto ack = f.barrier();
+    check(!covers(ack, f.peer.me().isn),
+          "[CONN-19] the DATA sent before establishment was accounted (cum {:#x})", ack.cum_psn);
+    for (auto b : f.read_mr(r, 0, 400))
+        check(b == std::byte{0}, "[CONN-19] the DATA sent before establishment was placed");
+}
+
+// zero_ids: a HELLO with src_token 0 or src_conn_id 0 makes no connection.
+void zero_ids(Context& ctx) {
+    Fixture f(ctx);
+    auto h = f.peer.hello_packet(PacketType::kHello);
+    h.src_token = 0;
+    f.peer.send_hello(h);
+    h = f.peer.hello_packet(PacketType::kHello);
+    h.src_conn_id = 0;
+    f.peer.send_hello(h);
+    auto answers = f.peer.collect(is_type(PacketType::kHelloAck), 50ms);
+    check(answers.empty(), "[CONN-23] a HELLO with a zero src_token or src_conn_id was answered");
+    std::string why;
+    check(f.peer.handshake(&why), "control: the same HELLO with non-zero ids: {}", why);
+}
+
+// restart: a HELLO from the same peer endpoint with another connection id is a restart:
+// the old connection fails and a new one is made ([CONN-14]); the old one then ignores
+// DATA ([CONN-9]).
+void restart(Context& ctx) {
+    Fixture f(ctx);
+    f.establish();
+    const Region r = f.reg_mr(8192, {"local_write", "remote_write"});
+    const Identity old_remote = f.peer.remote();
+    Identity next = f.peer.me();
+    next.conn_id ^= 0x00ff0000;
+    next.token = derive(ctx.seed, ctx.test_index, 9);
+    const Identity old_me = f.peer.me();
+    f.peer.adopt_identity(next);
+    f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+    auto ack = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+    check(ack.has_value(), "[CONN-14] no HELLO_ACK to the restarted peer's HELLO");
+    check(ack->hello.src_conn_id != old_remote.conn_id,
+          "[CONN-14] the restart was answered by the old connection {:#x}", old_remote.conn_id);
+    f.peer.answer_hello(ack->hello);  // record the new connection (our HELLO_ACK is ignored)
+    auto ev = f.call("events").at("events");
+    bool failed = false;
+    for (const auto& e : ev) failed |= e.at("kind") == "connection_failed";
+    check(failed, "[CONN-14] the old connection did not fail (events: {})", ev.dump());
+    // DATA to the old connection, with its valid token: ignored by a Failed connection.
+    Message m = f.message(Opcode::kWrite, pattern(300, 24));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    Segment seg = f.peer.cut(m)[0];
+    wire::DataHeader h = seg.hdr;
+    h.common = {.type = PacketType::kData, .dst_conn_id = old_remote.conn_id, .dst_token = old_remote.token};
+    h.path_psn = old_me.isn + 100;
+    h.psn_floor = h.path_psn;
+    h.flags |= wire::data_flag::kAckNow;
+    f.peer.send_bytes(Peer::encode_data(h, seg.payload));
+    (void)f.barrier();  // on the new connection: the old DATA was handled before
+    auto stray = f.peer.collect(
+        [&](const Rx& x) { return x.decoded && x.type != PacketType::kHelloAck && x.raw.bytes.size() >= 8 &&
+                                  wire::load_be32(x.raw.bytes.data() + 4) == old_me.conn_id; },
+        30ms);
+    check(stray.empty(), "[CONN-9] the failed connection answered a DATA");
+    for (auto b : f.read_mr(r, 0, 300))
+        check(b == std::byte{0}, "[CONN-9] the failed connection placed a DATA");
+}
+
+// simultaneous_open: both sides send HELLO; the target's connection answers ours with a
+// HELLO_ACK under the identity of its own HELLO: one connection ([CONN-7]).
+void simultaneous_open(Context& ctx) {
+    Fixture f(ctx);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    auto theirs = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(theirs.has_value(), "[CONN-1] no HELLO from the target");
+    f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+    auto ack = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+    check(ack.has_value(), "[CONN-7] our HELLO to a Connecting target was not answered");
+    check(ack->hello.src_conn_id == theirs->hello.src_conn_id && ack->hello.src_token == theirs->hello.src_token &&
+              ack->hello.isn == theirs->hello.isn,
+          "[CONN-7] the HELLO_ACK comes from another connection than the target's HELLO");
+    f.peer.answer_hello(theirs->hello);  // our HELLO_ACK to theirs: agrees, changes nothing
+    f.peer.discard(5ms);
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message m = f.message(Opcode::kWrite, pattern(256, 25));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    f.send_message(m);
+    (void)f.barrier();
+    check(f.read_mr(r, 0, 256) == m.body, "[CONN-7] the simultaneously opened connection does not work");
+    auto late = f.peer.collect(is_type(PacketType::kHello), 30ms);
+    check(late.empty(), "[CONN-7] [CONN-16] the target kept sending HELLO after it was established");
+}
+
+// distinct_ids: two peer endpoints get two connections with different, non-zero ids and
+// tokens ([CONN-11], [CONN-5]).
+void distinct_ids(Context& ctx) {
+    Fixture f(ctx);
+    std::string why;
+    check(f.peer.handshake(&why), "{}", why);
+    auto socket = UdpSocket::open(ctx.local_ip, &why);
+    check(socket.has_value(), "cannot open a second socket: {}", why);
+    Identity other = f.peer.me();
+    other.conn_id ^= 0x10000;
+    other.token ^= 0x1234;
+    Peer second(std::move(*socket), f.peer.target(), other);
+    check(second.handshake(&why), "[CONN-17] the second peer endpoint: {}", why);
+    const auto& a = f.peer.remote();
+    const auto& b = second.remote();
+    check(a.conn_id != 0 && b.conn_id != 0 && a.conn_id != b.conn_id,
+          "[CONN-11] two connections got ids {:#x} and {:#x}", a.conn_id, b.conn_id);
+    check(a.token != b.token, "[CONN-5] two connections got the same token");
+    check(second.violations().empty(), "target sent a bad packet: {}",
+          second.violations().empty() ? "" : second.violations().front());
+}
+
+// queued_while_connecting: work posted before the connection is established is kept and
+// sent once it is ([STREAM-6]).
+void queued_while_connecting(Context& ctx) {
+    Fixture f(ctx);
+    const Region src = f.reg_mr(4096, {"local_write"});
+    const auto content = pattern(500, 26);
+    f.write_mr(src, 0, content);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    f.call("post_send", {{"qp", f.qp}, {"opcode", "write"}, {"mr", src.mr}, {"length", 500},
+                         {"remote_addr", 0x1000}, {"rkey", 0x99}, {"wr_id", 1}});
+    auto hello = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(hello.has_value(), "[CONN-1] no HELLO from the target");
+    check(f.peer.collect(is_type(PacketType::kData), 20ms).empty(),
+          "[CONN-19] [STREAM-6] DATA left before the connection was established");
+    f.peer.answer_hello(hello->hello);
+    auto data = f.peer.expect(is_type(PacketType::kData), 500ms);
+    check(data.has_value(), "[STREAM-6] the WRITE posted while Connecting was not sent after establishment");
+    check(data->payload == content, "[STREAM-6] the queued WRITE carries other bytes");
+    f.peer.note_target_data(data->data);
+    f.ack_target_data({data->data.path_id}, f.peer.remote().msg_isn + 1);
+    const auto cq = f.poll(f.qp, 500);
+    check(cq.size() == 1 && cq[0].at("status") == "success", "[STREAM-6] the queued WRITE did not complete");
+}
+
+}  // namespace
+
+void add_handshake_tests(std::vector<TestCase>& out) {
+    out.push_back({"handshake.hello_ack", "[CONN-2] [CONN-3] [CONN-5] [CONN-17] [UDP-1] [UDP-3]",
+                   "a HELLO from a new peer is answered with a well-formed HELLO_ACK", hello_ack});
+    out.push_back({"handshake.repeated_hello", "[CONN-6] [CONN-10] [CONN-18]",
+                   "repeated HELLOs get the same HELLO_ACK; another token is ignored and counted",
+                   repeated_hello});
+    out.push_back({"handshake.target_hello", "[CONN-1] [CONN-10] [CONN-12] [CONN-16]",
+                   "the target's HELLO, its retransmission, and establishment by our HELLO_ACK",
+                   target_hello});
+    out.push_back({"handshake.simultaneous_open", "[CONN-7] [CONN-16]",
+                   "HELLOs crossing: one connection, answered under the target's own identity",
+                   simultaneous_open});
+    out.push_back({"handshake.distinct_ids", "[CONN-11] [CONN-5]",
+                   "two peer endpoints get connections with distinct ids and tokens", distinct_ids});
+    out.push_back({"handshake.queued_while_connecting", "[STREAM-6] [CONN-19]",
+                   "a WRITE posted while Connecting waits, then goes out once established",
+                   queued_while_connecting});
+    out.push_back({"handshake.data_before_established", "[CONN-19]",
+                   "DATA to a Connecting connection is neither answered, accounted nor placed",
+                   data_before_established});
+    out.push_back({"handshake.zero_ids", "[CONN-23]",
+                   "a HELLO with a zero src_token or src_conn_id makes no connection", zero_ids});
+    out.push_back({"handshake.restart", "[CONN-14] [CONN-9]",
+                   "a HELLO with a new connection id fails the old connection, which then ignores DATA",
+                   restart});
+}
+
+}  // namespace mroce::conform
