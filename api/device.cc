@@ -186,6 +186,7 @@ DeviceStats Device::stats() const {
     {
         std::lock_guard<std::mutex> g(state_->engine_mu);
         s.completions_unrouted = state_->completions_unrouted;
+        if (state_->endpoint) s.endpoint = state_->endpoint->stats();
     }
     std::lock_guard<std::mutex> g(state_->events_mu);
     s.events_dropped = state_->events_dropped;

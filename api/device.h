@@ -105,6 +105,10 @@ struct DeviceConfig {
 struct DeviceStats {
     DriverStats driver;
     datapath::UdpStats udp;
+    // The endpoint's own counters: datagrams dropped before any connection took them
+    // (truncated, bad version or type or length, unknown connection, bad token, refused
+    // connections, malformed HELLOs), reclaimed slots.
+    core::EndpointStats endpoint;
     uint64_t completions_unrouted = 0;  // completion for a destroyed queue pair: dropped
     uint64_t events_dropped = 0;        // connection/path events beyond kMaxEvents: dropped
     bool gso_enabled = false;           // the datapath sends with UDP GSO

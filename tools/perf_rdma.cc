@@ -179,14 +179,15 @@ public:
 
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
-        const auto dp_before = dev_->stats().udp;
-        const auto drv_before = dev_->stats().driver;
+        const auto stats_before = dev_->stats();
         std::optional<Json> r = o_.mode == Mode::kBandwidth ? run_bw(size, error)
                                                             : run_lat(size, error);
         if (!r) return r;
+        const auto stats_after = dev_->stats();
         (*r)["counters"] = counters_json(before, report());
-        (*r)["datapath"] = datapath_json(dp_before, dev_->stats().udp);
-        (*r)["driver"] = driver_json(drv_before, dev_->stats().driver);
+        (*r)["datapath"] = datapath_json(stats_before.udp, stats_after.udp);
+        (*r)["driver"] = driver_json(stats_before.driver, stats_after.driver);
+        (*r)["endpoint"] = endpoint_json(stats_before.endpoint, stats_after.endpoint);
         return r;
     }
 
@@ -196,13 +197,13 @@ public:
         if (server.contains("counters")) r["server_counters"] = server["counters"];
         if (server.contains("datapath")) r["server_datapath"] = server["datapath"];
         if (server.contains("driver")) r["server_driver"] = server["driver"];
+        if (server.contains("endpoint")) r["server_endpoint"] = server["endpoint"];
         return r;
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
         auto before = report();
-        const auto dp_before = dev_->stats().udp;
-        const auto drv_before = dev_->stats().driver;
+        const auto stats_before = dev_->stats();
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
         auto last_busy = Clock::now();
@@ -245,8 +246,10 @@ public:
         Json j;
         j["received_messages"] = received;
         j["counters"] = counters_json(before, report());
-        j["datapath"] = datapath_json(dp_before, dev_->stats().udp);
-        j["driver"] = driver_json(drv_before, dev_->stats().driver);
+        const auto stats_after = dev_->stats();
+        j["datapath"] = datapath_json(stats_before.udp, stats_after.udp);
+        j["driver"] = driver_json(stats_before.driver, stats_after.driver);
+        j["endpoint"] = endpoint_json(stats_before.endpoint, stats_after.endpoint);
         return j;
     }
 

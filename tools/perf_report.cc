@@ -181,6 +181,20 @@ Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
     return j;
 }
 
+Json endpoint_json(const core::EndpointStats& a, const core::EndpointStats& b) {
+    Json j;
+    j["datagrams_received"] = b.datagrams_received - a.datagrams_received;
+    j["truncated"] = b.truncated - a.truncated;
+    j["bad_version"] = b.bad_version - a.bad_version;
+    j["bad_type"] = b.bad_type - a.bad_type;
+    j["bad_length"] = b.bad_length - a.bad_length;
+    j["unknown_connection"] = b.unknown_connection - a.unknown_connection;
+    j["bad_token"] = b.bad_token - a.bad_token;
+    j["connections_refused"] = b.connections_refused - a.connections_refused;
+    j["malformed_hello"] = b.malformed_hello - a.malformed_hello;
+    return j;
+}
+
 Json test_info(const Options& o, const std::string& local, const std::string& remote,
                const std::string& offload) {
     Json t;

@@ -40,6 +40,10 @@ Json datapath_json(const datapath::UdpStats& before, const datapath::UdpStats& a
 // are the polling of an empty socket (one recvmmsg each), which is what separates the
 // protocol's cost from --raw's on loopback.
 Json driver_json(const api::DriverStats& before, const api::DriverStats& after);
+// endpoint_json: the endpoint's own counters between two snapshots: datagrams dropped
+// before any connection took them (garbage, forged tokens, unknown connections, refused
+// or malformed handshakes).
+Json endpoint_json(const core::EndpointStats& before, const core::EndpointStats& after);
 
 // test_info: the "test_info" object of the JSON output.
 Json test_info(const Options& o, const std::string& local, const std::string& remote,

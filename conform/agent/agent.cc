@@ -238,7 +238,7 @@ json Agent::hello() {
                 {"max_payload", e.max_payload},
                 {"num_paths", e.num_paths},
                 {"rnr_delay_us", e.rnr_delay_us},
-                {"endpoint_counters", false}};
+                {"endpoint_counters", true}};
 }
 
 json Agent::reset() {
@@ -460,10 +460,15 @@ json Agent::stats(const json& r) {
     const auto d = dev_->stats();
     json out{{"datagrams_received", d.driver.datagrams_in},
              {"datagrams_sent", d.driver.datagrams_out},
-             // The native API does not expose the endpoint's drop counters
-             // (core::EndpointStats): bad_token, unknown_connection, ... are absent, and
-             // `hello` says so (endpoint_counters: false).
-             {"endpoint", nullptr}};
+             {"endpoint", json{{"datagrams_received", d.endpoint.datagrams_received},
+                               {"truncated", d.endpoint.truncated},
+                               {"bad_version", d.endpoint.bad_version},
+                               {"bad_type", d.endpoint.bad_type},
+                               {"bad_length", d.endpoint.bad_length},
+                               {"unknown_connection", d.endpoint.unknown_connection},
+                               {"bad_token", d.endpoint.bad_token},
+                               {"connections_refused", d.endpoint.connections_refused},
+                               {"malformed_hello", d.endpoint.malformed_hello}}}};
     if (r.contains("peer")) {
         auto peer = api::parse_address(r["peer"].get<std::string>());
         if (!peer) throw BadRequest("peer is not HOST:PORT");

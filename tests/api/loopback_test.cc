@@ -2,9 +2,14 @@
 // SEND/RECV (up to 1 MiB, every byte checked), RDMA WRITE and WRITE_WITH_IMM, completion
 // order, remote access errors, a dead peer, and both progress modes. Plumbing over real
 // sockets: bounds on time are generous and only guard against hangs (STYLE §6).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -552,6 +557,37 @@ TEST(Api, PlaneDevicesSetTheLocalPorts) {
     cfg.endpoint.num_local_ports = 3;
     ASSERT_FALSE(api::Device::open(cfg, &why).ok());
     EXPECT_EQ(why, "device: endpoint.num_local_ports (3) differs from the 2 plane devices");
+}
+
+// The endpoint's own drop counters reach DeviceStats: garbage sent to the device's port
+// is counted by kind and dropped.
+TEST(Api, EndpointDropCountersReachTheStats) {
+    api::DeviceConfig cfg;
+    cfg.local = loopback();
+    cfg.progress = ProgressMode::kManual;
+    auto dev = api::Device::open(cfg);
+    ASSERT_TRUE(dev.ok());
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons((*dev)->local_address().port);
+    std::array<uint8_t, 64> bad_version{};
+    bad_version[0] = 0x7f;
+    for (int i = 0; i < 5; ++i)
+        ASSERT_EQ(::sendto(fd, bad_version.data(), bad_version.size(), 0,
+                           reinterpret_cast<sockaddr*>(&to), sizeof(to)), 64);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_EQ(::sendto(fd, "ab", 2, 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 2);
+    ::close(fd);
+    const bool all = eventually(
+        [&] { return (*dev)->stats().endpoint.datagrams_received >= 8; }, kTimeout,
+        [&] { (*dev)->progress(); });
+    ASSERT_TRUE(all);
+    const core::EndpointStats e = (*dev)->stats().endpoint;
+    EXPECT_EQ(e.truncated, 3u);
+    EXPECT_EQ(e.bad_version, 5u);
 }
 
 TEST(Api, ParseAddress) {

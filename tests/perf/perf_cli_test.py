@@ -145,6 +145,12 @@ def case_write_bw():
         check("retransmits:" in out and "path" in out, "no counters after the table")
     check("(server)" in server, "the server's banner does not say so")
     check_bw(doc, 65536, 300, 4)
+    # Both endpoints' own counters: everything they received, nothing dropped.
+    r = doc["results"]
+    for key in ("endpoint", "server_endpoint"):
+        e = r.get(key, {})
+        check(e.get("datagrams_received", 0) > 0 and e.get("bad_token") == 0
+              and e.get("truncated") == 0, f"{key}: {e}")
 
 
 def case_send_bw_two_qps_gbits():
