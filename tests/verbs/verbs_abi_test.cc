@@ -311,6 +311,26 @@ TEST_F(Pair, SendWithImmediateArrivesVerbatim) {
     EXPECT_EQ(tx[0].wr_id, 1u);
 }
 
+TEST_F(Pair, AZeroLengthSendNeedsNoBuffer) {
+    ASSERT_EQ(b_.post_recv(3, 0, 64), 0);
+    ibv_send_wr wr{};
+    wr.wr_id = 4;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = 9;
+    wr.num_sge = 0;  // no scatter list at all
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    auto rx = b_.poll(1);
+    ASSERT_EQ(rx.size(), 1u);
+    EXPECT_EQ(rx[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rx[0].byte_len, 0u);
+    EXPECT_EQ(rx[0].imm_data, 9u);
+    auto tx = a_.poll(1);
+    ASSERT_EQ(tx.size(), 1u);
+    EXPECT_EQ(tx[0].status, IBV_WC_SUCCESS);
+}
+
 TEST_F(Pair, WriteWithImmediateTakesTheNextReceiveInOrder) {
     // Gloo finds its receive buffers by counting: a WRITE_WITH_IMM must consume the
     // receive at the head of the queue, like a SEND.
