@@ -95,7 +95,6 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     DeviceState* raw = st.get();
     DriverConfig dcfg;
     dcfg.spin = cfg.spin;
-    dcfg.handoff = cfg.handoff;
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
     if (!driver) return driver.error();

@@ -89,9 +89,6 @@ struct DeviceConfig {
     ProgressMode progress = ProgressMode::kThread;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
-    // How long the progress thread stands aside after the application made a pass with
-    // try_progress (DriverConfig::handoff).
-    Duration handoff = Duration::zero();
     // When the Device is destroyed, send CLOSE on every connection: the peers' outstanding
     // work, their posted receives included, flushes at once. false leaves the peers to
     // find out as from a host that vanished: their pending requests fail after the

@@ -146,9 +146,7 @@ bool Driver::run_once() {
 bool Driver::try_run_once() {
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
     if (!g.owns_lock() || closed_) return false;
-    const bool did = pass();
-    app_pass_ns_.store(last_pass_ns_, std::memory_order_relaxed);
-    return did;
+    return pass();
 }
 
 void Driver::flush_tx() {
@@ -357,15 +355,6 @@ void Driver::thread_main() {
     (void)::pthread_setname_np(::pthread_self(), "mroce-progress");
     Time last_busy = dp_.now();
     while (!stop_.load(std::memory_order_relaxed)) {
-        // An application thread is driving (try_run_once): stay off the driver lock
-        // until it has not made a pass for `handoff`.
-        const int64_t app = app_pass_ns_.load(std::memory_order_relaxed);
-        if (app >= 0 && to_ns(dp_.now()) - app < to_ns(cfg_.handoff)) {
-            const timespec nap{0, static_cast<long>(std::min<int64_t>(to_ns(cfg_.handoff) / 4, 50'000))};
-            ::nanosleep(&nap, nullptr);
-            last_busy = dp_.now();
-            continue;
-        }
         if (run_once()) {
             last_busy = dp_.now();
             continue;

@@ -33,11 +33,6 @@ struct DriverConfig {
     // sleeps. Polling saves the wake-up of an idle CPU (tens of µs in a VM); it costs a core
     // for that long after every burst. 0: sleep at once.
     Duration spin = std::chrono::microseconds(50);
-    // How long the progress thread stands aside after an application thread made a pass
-    // itself with try_run_once (it busy-polls a CQ): two threads taking turns on the
-    // driver lock, on a machine with fewer cores than busy threads, stall whenever the
-    // holder is descheduled. 0: never stand aside.
-    Duration handoff = Duration::zero();
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().
@@ -150,7 +145,6 @@ private:
     std::atomic<bool> sleeping_{false};
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
-    std::atomic<int64_t> app_pass_ns_{-1};  // when try_run_once last made a pass
     std::thread thread_;
 
     // Everything below is guarded by mu_ (the driver lock).

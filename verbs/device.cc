@@ -202,7 +202,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.local = s.local;
     cfg.endpoint.num_paths = s.paths;
     cfg.spin = std::chrono::microseconds(s.spin_us);
-    cfg.handoff = std::chrono::microseconds(s.handoff_us);
     // A peer whose process ends does not flush our receives on a NIC: no CLOSE either.
     cfg.close_connections = false;
     std::string why;

@@ -103,7 +103,6 @@ bool read_settings(Settings& out, std::string& error) {
         {"MROCE_PATHS", 1, api::kMaxPaths, "a path count"},
         {"MROCE_LOG", 0, 3, "a log level"},
         {"MROCE_SPIN_US", 0, 1'000'000, "a time in µs"},
-        {"MROCE_HANDOFF_US", 0, 1'000'000, "a time in µs"},
         {"MROCE_LINGER_MS", 0, 60'000, "a time in ms"},
     };
     unsigned long values[std::size(numbers)];
@@ -119,8 +118,7 @@ bool read_settings(Settings& out, std::string& error) {
     if (values[0] != ~0ul) s.paths = static_cast<uint16_t>(values[0]);
     if (values[1] != ~0ul) s.log_level = static_cast<int>(values[1]);
     if (values[2] != ~0ul) s.spin_us = static_cast<uint32_t>(values[2]);
-    if (values[3] != ~0ul) s.handoff_us = static_cast<uint32_t>(values[3]);
-    if (values[4] != ~0ul) s.linger = std::chrono::milliseconds(values[4]);
+    if (values[3] != ~0ul) s.linger = std::chrono::milliseconds(values[3]);
     out = s;
     return true;
 }

@@ -33,9 +33,6 @@ struct Settings {
     // thread woken by a packet preempts an application spinning on memory (ib_write_lat),
     // where a polling one only shares the core with it (p50 78 against 120-290 µs here).
     uint32_t spin_us = 0;
-    // MROCE_HANDOFF_US: how long the progress thread stands aside after ibv_poll_cq made
-    // progress itself (api::DeviceConfig::handoff).
-    uint32_t handoff_us = 0;
     // MROCE_LINGER_MS: how long closing a context (or the process exiting) waits for its
     // outstanding work and its last ACKs (api::Device::linger).
     Duration linger = std::chrono::milliseconds(500);
