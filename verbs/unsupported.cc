@@ -10,7 +10,8 @@ using mroce::verbs::log;
 
 namespace {
 
-// refuse logs (once per name at the default level) and sets errno.
+// refuse notes the call (at MROCE_LOG 2: programs probe optional features with these and
+// carry on) and sets errno.
 template <class T>
 T refuse(const char* what, T value) {
     log(2, "%s is not supported", what);
