@@ -116,7 +116,7 @@ bool read_settings(Settings& out, std::string& error) {
         }
     }
     if (values[0] != ~0ul) s.paths = static_cast<uint16_t>(values[0]);
-    if (values[1] != ~0ul) s.log_level = static_cast<int>(values[1]);
+    // values[1], MROCE_LOG, is only checked here: log_level() reads it for the logger.
     if (values[2] != ~0ul) s.spin_us = static_cast<uint32_t>(values[2]);
     if (values[3] != ~0ul) s.linger = std::chrono::milliseconds(values[3]);
     out = s;

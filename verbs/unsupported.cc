@@ -10,11 +10,11 @@ using mroce::verbs::log;
 
 namespace {
 
-// refuse notes the call (at MROCE_LOG 2: programs probe optional features with these and
-// carry on) and sets errno.
+// refuse notes the call and sets errno. Optional features that programs probe and then
+// do without are noted at MROCE_LOG 2; what a program cannot do without, at 1.
 template <class T>
-T refuse(const char* what, T value) {
-    log(2, "%s is not supported", what);
+T refuse(const char* what, T value, int level = 2) {
+    log(level, "%s: not supported", what);
     errno = EOPNOTSUPP;
     return value;
 }
@@ -24,9 +24,7 @@ T refuse(const char* what, T value) {
 extern "C" {
 
 ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
-    log(1, "ibv_create_ah: address handles (UD queue pairs) are not supported");
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return refuse<ibv_ah*>("ibv_create_ah (address handles, for UD queue pairs)", nullptr, 1);
 }
 ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
     return refuse<ibv_ah*>("ibv_create_ah_from_wc", nullptr);
@@ -37,9 +35,7 @@ int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) 
 int ibv_destroy_ah(ibv_ah*) { return refuse("ibv_destroy_ah", EOPNOTSUPP); }
 
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
-    log(1, "ibv_attach_mcast: multicast is not supported");
-    errno = EOPNOTSUPP;
-    return EOPNOTSUPP;
+    return refuse("ibv_attach_mcast (multicast)", EOPNOTSUPP, 1);
 }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
     return refuse("ibv_detach_mcast", EOPNOTSUPP);

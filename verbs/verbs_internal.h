@@ -28,7 +28,6 @@ namespace mroce::verbs {
 struct Settings {
     Address local;               // MROCE_IP and MROCE_PORT
     uint16_t paths = 8;          // MROCE_PATHS
-    int log_level = 1;           // MROCE_LOG: 0 quiet, 1 errors and refusals, 2 info, 3 debug
     // MROCE_SPIN_US: progress-thread polling after activity. 0 by default: a sleeping
     // thread woken by a packet preempts an application spinning on memory (ib_write_lat),
     // where a polling one only shares the core with it (p50 78 against 120-290 µs here).
