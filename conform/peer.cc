@@ -3,6 +3,8 @@
 // well-behaved sender never sends; the runner fails the test that was running.
 #include "conform/peer.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include <chrono>
@@ -119,13 +121,23 @@ static Identity identity_of(const wire::HelloPacket& h) {
 }
 
 bool Peer::handshake(std::string* why) {
-    const auto hello = hello_packet(PacketType::kHello);
+    auto hello = hello_packet(PacketType::kHello);
+    int retries = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
         send_hello(hello);
-        auto ack = expect([&](const Rx& r) { return r.is(PacketType::kHelloAck); },
-                          std::chrono::milliseconds(300));
-        if (ack) {
+        auto ack = expect([&](const Rx& r) {
+            return r.is(PacketType::kHelloAck) || r.is(PacketType::kRetry);
+        }, std::chrono::milliseconds(300));
+        if (ack && ack->is(PacketType::kRetry) && retries++ < 3) {
+            // [CONN-25]: prove our address by echoing the cookie; not a lost attempt.
+            hello.cookie = ack->retry.cookie;
+            --attempt;
+            continue;
+        }
+        if (ack && ack->is(PacketType::kHelloAck)) {
             remote_ = identity_of(ack->hello);
+            // [CONN-26]: confirm, as an initiator does, so the target counts us proven.
+            send_hello(hello_packet(PacketType::kHelloAck));
             return true;
         }
     }
@@ -410,6 +422,15 @@ Rx Peer::decode(Datagram d) {
             rx.close = *r;
             break;
         }
+        case 8: {
+            auto r = wire::decode_retry(b);
+            if (!r) {
+                fail("RETRY", r.error());
+                return rx;
+            }
+            rx.retry = *r;
+            break;
+        }
         default:
             violation(fmt::format("[WIRE-1] [WIRE-2] target sent version {} type {}",
                                   static_cast<int>(b[0]), type));
@@ -445,8 +466,15 @@ void Peer::check_target_packet(const Rx& rx) {
         case PacketType::kHelloAck:
             if (!rx.hello.src_conn_id || !rx.hello.src_token)
                 violation("[CONN-2] HELLO/HELLO_ACK with src_conn_id or src_token 0");
-            if (rx.hello.capabilities) violation("[CONN-2] capabilities not 0 in version 1");
+            if (rx.hello.capabilities) violation("[CONN-2] capabilities not 0 in version 2");
             if (!rx.hello.isn || !rx.hello.msg_isn) violation("[CONN-5] isn or msg_isn 0");
+            if (rx.type == PacketType::kHelloAck &&
+                std::any_of(rx.hello.cookie.begin(), rx.hello.cookie.end(), [](uint8_t c) { return c; }))
+                violation("[CONN-2] HELLO_ACK with a non-zero cookie");
+            break;
+        case PacketType::kRetry:
+            if (std::all_of(rx.retry.cookie.begin(), rx.retry.cookie.end(), [](uint8_t c) { return !c; }))
+                violation("[CONN-25] RETRY with an all-zero cookie");
             break;
         case PacketType::kData:
             if (rx.data.flags & 0xF8) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");

@@ -53,6 +53,7 @@ struct Rx {
     wire::HelloPacket hello;
     wire::ProbePacket probe;
     wire::ClosePacket close;
+    wire::RetryPacket retry;
 
     bool is(wire::PacketType t) const { return decoded && type == t; }
 };

@@ -100,6 +100,12 @@ struct EndpointConfig {
     // stream's slot, are given back this long after the end. 0 means the default,
     // 2 × peer_dead_timeout; otherwise at least peer_dead_timeout.
     Duration quiet_period = Duration::zero();
+    // spec §4.2 [CONN-25], [CONN-26]: a HELLO that would bind a connection must prove that
+    // its sender receives at its address (echo a RETRY's cookie) unless it creates a new
+    // connection while fewer than `unproven_connections` connections are unproven (0: every
+    // HELLO must prove). A cookie is valid for `cookie_lifetime` after it was issued.
+    uint32_t unproven_connections = 64;
+    Duration cookie_lifetime = 2s;
     uint32_t max_outstanding_wrs = 1u << 16;  // per stream, send and receive each
 
     // Test-only: force the initial sequence numbers (0 = random). Used to start near
@@ -139,6 +145,9 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.stall_tolerance < Duration::zero()) return "stall_tolerance must not be negative";
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
+    if (c.cookie_lifetime <= Duration::zero()) return "cookie_lifetime must be positive";
+    if (c.unproven_connections > c.max_connections)
+        return "unproven_connections must be at most max_connections";
     if (c.max_connections < 1 || c.max_connections > 65535)
         return "max_connections must be 1..65535";
     if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";

@@ -38,18 +38,19 @@ cc::SendRateConfig send_rate_config(const EndpointConfig& c, uint16_t phase) {
 }
 }  // namespace
 
-Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now)
+Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, uint64_t token, Rng rng,
+                       Time now)
     : ep_(ep), cfg_(ep.cfg_), id_(id), peer_(peer), rng_(rng),
-      rate_(send_rate_config(ep.cfg_, static_cast<uint16_t>(rng_.fork("pacer").next_u32()))) {
+      rate_(send_rate_config(ep.cfg_, static_cast<uint16_t>(rng_.fork("pacer").next_u32()))),
+      token_(token) {
     if (cfg_.congestion_control == EndpointConfig::Cc::kAimd)
         cc_ = std::make_unique<cc::Aimd>(cfg_.num_paths,
                                          cc::AimdConfig{cfg_.max_payload, cfg_.initial_window_bytes_per_path,
                                                         cfg_.window_bytes_per_path});
     else
         cc_ = std::make_unique<cc::FixedWindow>(cfg_.window_bytes_per_path);
-    // spec §4 [CONN-5]: a random 64-bit token and random initial sequence numbers.
-    do token_ = rng_.next_u64();
-    while (token_ == 0);
+    // spec §4 [CONN-5]: a random 64-bit token (the caller's) and random initial sequence numbers.
+    MROCE_DCHECK(token_ != 0);
     isn_ = cfg_.forced_isn ? cfg_.forced_isn : random_nonzero(rng_);
     msg_isn_ = cfg_.forced_isn ? cfg_.forced_isn - 7 : random_nonzero(rng_);
     tx_paths_.resize(cfg_.num_paths);
@@ -72,6 +73,7 @@ Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, 
 }
 
 void Connection::start_connect(Time now) {
+    initiator_ = true;
     hello_pending_ = true;
     hello_tries_ = 0;
     hello_deadline_ = now + cfg_.handshake_timeout;
@@ -139,7 +141,16 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.endpoint_port = ep_.local_.port;
     h.num_paths = num_paths();
     h.max_payload = cfg_.max_payload;
-    auto n = wire::encode_hello(h, buf);
+    Result<size_t> n = Error::kInvalidArgument;
+    if (type == wire::PacketType::kHello && !peer_speaks_v2_ && hello_tries_ % 3 == 2) {
+        // [VER-1]: every third retransmission goes in version 1's form, so that a peer
+        // that speaks only version 1 (and drops ours unread) answers, and we can fail
+        // with a clear reason instead of a silent timeout.
+        n = wire::encode_hello_v1(h, buf);
+    } else {
+        if (type == wire::PacketType::kHello) h.cookie = cookie_;
+        n = wire::encode_hello(h, buf);
+    }
     if (!n) return 0;
     set_meta(tx_paths_[next_return_path()], meta);
     ++stats_.hello_sent;
@@ -150,12 +161,40 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
     if (!peer_known_) {
         establish(h, now);
+        // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
+        // of our own: it carries the peer's token, which proves to an unproven peer that
+        // its HELLO_ACK reached us (an idle connection sends nothing else).
+        if (h.common.type == wire::PacketType::kHelloAck) hello_ack_pending_ = true;
     } else if (h.src_conn_id != peer_conn_id_ || h.src_token != peer_token_) {
         ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
         return;
     }
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
     if (h.common.type == wire::PacketType::kHello) hello_ack_pending_ = true;
+}
+
+void Connection::on_retry(const wire::RetryPacket& r, Time now) {
+    // Only a connection that is sending HELLOs has a HELLO to repeat; the RETRY passed the
+    // token check, so it answers one of ours.
+    if (state_ != ConnState::kConnecting || !initiator_) return;
+    ++stats_.retries_received;
+    peer_speaks_v2_ = true;
+    cookie_ = r.cookie;
+    hello_pending_ = true;  // at once; the retransmission timer keeps its schedule
+    (void)now;
+}
+
+bool Connection::on_v1_hello_ack(const wire::HelloPacket& h, Time now) {
+    (void)h;
+    if (state_ != ConnState::kConnecting || !initiator_) return false;
+    fail(Status::kVersionMismatch, now);
+    return true;
+}
+
+void Connection::set_unproven(Time now) {
+    proven_ = false;
+    unproven_deadline_ = now + cfg_.peer_dead_timeout;
+    note_deadline(unproven_deadline_);
 }
 
 void Connection::establish(const wire::HelloPacket& h, Time now) {
@@ -302,6 +341,13 @@ void Connection::run_timers(Time now) {
         note_deadline(hello_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;
+    if (!proven_ && unproven_deadline_ <= now) {
+        // [CONN-26]: nothing carrying our token came back, so the HELLO's sender may not
+        // be at its address at all. One no stream uses ends; one the application bound
+        // waits for its streams' own timers.
+        unproven_deadline_ = kNever;
+        if (streams_.empty()) return fail(Status::kPeerDead, now);
+    }
     if (pace_deadline_ <= now) {
         // [CC-17]: DATA may go again, unless the rate fell since the timer was brought
         // forward: then the timer follows the pacer, or nothing would ever wake the data.
@@ -337,6 +383,7 @@ Time Connection::exact_deadline() const {
     if (state_ == ConnState::kConnecting) d = hello_deadline_;
     if (state_ != ConnState::kEstablished) return d;
     d = std::min(d, pace_deadline_);
+    if (!proven_) d = std::min(d, unproven_deadline_);
     for (const TxPath& p : tx_paths_) {
         if (p.pto_deadline < d) d = p.pto_deadline;
         if (p.reorder_deadline < d) d = p.reorder_deadline;

@@ -43,7 +43,9 @@ enum class ConnState : uint8_t {
 
 class Connection {
 public:
-    Connection(Endpoint& ep, uint32_t id, const Address& peer, Rng rng, Time now);
+    // token: the connection's secret ([CONN-5]), drawn by the endpoint from its
+    // cryptographic generator; rng: the replayable choices (ISNs, source ports, paths).
+    Connection(Endpoint& ep, uint32_t id, const Address& peer, uint64_t token, Rng rng, Time now);
 
     uint32_t id() const { return id_; }
     // slot: the connection's index on its endpoint (the id's low 16 bits - 1); reused
@@ -66,6 +68,18 @@ public:
     // Handshake (spec §4).
     void start_connect(Time now);
     void on_hello(const wire::HelloPacket& h, Time now);
+    // on_retry: the peer asks this (initiating) connection to prove its address by echoing
+    // the cookie in a HELLO, sent at once ([CONN-25]).
+    void on_retry(const wire::RetryPacket& r, Time now);
+    // on_v1_hello_ack: the peer answered our version-1 probe: it speaks version 1 ([VER-1]).
+    // Returns true if the connection failed for it (it was waiting for this answer).
+    bool on_v1_hello_ack(const wire::HelloPacket& h, Time now);
+    bool peer_known() const { return peer_known_; }
+    // [CONN-26]: a connection made by a HELLO that proved nothing is unproven until a packet
+    // carrying its token arrives; one with no stream ends after peer_dead_timeout.
+    bool proven() const { return proven_; }
+    void set_unproven(Time now);
+    void prove() { proven_ = true; }
 
     // Packet handlers; the endpoint has checked the connection id and token.
     void on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now);
@@ -312,6 +326,11 @@ private:
     // handshake
     bool hello_pending_ = false;
     bool hello_ack_pending_ = false;
+    bool initiator_ = false;       // start_connect ran: this side sends HELLOs
+    bool peer_speaks_v2_ = false;  // a RETRY came: no version-1 probes ([VER-1])
+    bool proven_ = true;           // [CONN-26]
+    Time unproven_deadline_ = kNever;
+    wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
     Time hello_deadline_ = kNever;
     uint32_t hello_tries_ = 0;
     bool close_pending_ = false;

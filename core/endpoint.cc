@@ -22,8 +22,10 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
 }
 }  // namespace
 
-Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed)
-    : cfg_(cfg), local_(local), rng_(seed), memory_(Rng(seed).fork("memory")),
+Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed,
+                   const CryptoSeed& secret)
+    : cfg_(cfg), local_(local), rng_(seed), secrets_(secret),
+      guard_(secrets_, cfg.cookie_lifetime), memory_(Rng(seed).fork("memory")),
       fair_share_(fair_share_config(cfg)) {
     MROCE_DCHECK(config_error(cfg).empty());
 }
@@ -74,8 +76,8 @@ Connection* Endpoint::new_connection(const Address& peer, Time now) {
         high = 1 + static_cast<uint32_t>(rng_.uniform(0xFFFF));
     } while (high == prev_high);
     const uint32_t id = high << 16 | (slot + 1);
-    auto c = std::make_unique<Connection>(*this, id, peer, rng_.fork("conn").fork(
-                                                              std::to_string(id)), now);
+    auto c = std::make_unique<Connection>(*this, id, peer, secrets_.next_nonzero_u64(),
+                                          rng_.fork("conn").fork(std::to_string(id)), now);
     rng_.next_u64();  // the next connection forks from a different state
     Connection* raw = c.get();
     conns_[slot] = std::move(c);
@@ -85,6 +87,7 @@ Connection* Endpoint::new_connection(const Address& peer, Time now) {
 
 void Endpoint::connection_ended(Connection& c, Time now) {
     saw(now);
+    if (!c.proven()) ++stats_.unproven_ended;
     retiring_conns_.push_back(Retired{now_ + quiet_period(cfg_), c.id()});
 }
 
@@ -101,6 +104,7 @@ void Endpoint::reclaim(Time now) {
         if (!c) continue;
         auto it = by_peer_.find(c->peer());
         if (it != by_peer_.end() && it->second == id) by_peer_.erase(it);
+        if (!c->proven()) --unproven_;  // [CONN-26]: counted until its slot is free
         conns_[slot].reset();
         free_conns_.push_back(id);
         ++stats_.connections_reclaimed;
@@ -438,21 +442,70 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
     // spec §4 [CONN-13]: the peer endpoint is its IP and the port its HELLO announces.
     const Address peer = meta.src.with_port(h->endpoint_port);
     Connection* c = conn_mut(connection_to(peer));
-    if (c && c->peer_conn_id() != 0 && h->src_token != 0 &&
-        c->state() == ConnState::kEstablished && c->peer_conn_id() != h->src_conn_id) {
-        // [CONN-14]: a HELLO with a new identity from a known peer means the peer
-        // restarted: the old connection fails and a new one answers.
+    if (c && (c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)) c = nullptr;
+    if (c && c->peer_known() && c->peer_conn_id() == h->src_conn_id) {
+        // The peer we know, again ([CONN-6]: its HELLO_ACK was lost): answered, no proof
+        // needed, since nothing new is bound ([CONN-18] checks the token).
+        c->on_hello(*h, now);
+        touched(*c, now);
+        return;
+    }
+    // Accepting this HELLO binds a connection to the identity it claims: a connection we
+    // are opening ourselves ([CONN-7]), a restart's replacement ([CONN-14]) or a new one.
+    // [CONN-25]: the first two always need the proof of address, a new one only when the
+    // budget of unproven connections is spent ([CONN-26]).
+    const HelloGuard::Proof proof = guard_.check(peer, *h, now);
+    if (proof == HelloGuard::Proof::kForged) ++stats_.bad_cookie;
+    if (proof == HelloGuard::Proof::kExpired) ++stats_.expired_cookie;
+    const bool proven = proof == HelloGuard::Proof::kValid;
+    if (!proven && (c || unproven_ >= cfg_.unproven_connections))
+        return answer_with_retry(peer, *h, now);
+    if (proven) ++stats_.cookies_accepted;
+    if (c && c->peer_known()) {
+        // [CONN-14]: a proven HELLO with a new identity from a known peer: the peer
+        // restarted, so the old connection fails and a new one answers.
+        ++stats_.peer_restarts;
         c->fail(Status::kPeerDead, now);
         touched(*c, now);
         c = nullptr;
     }
-    if (c && (c->state() == ConnState::kFailed || c->state() == ConnState::kClosed)) c = nullptr;
     if (!c) {
         c = new_connection(peer, now);
         if (!c) return;
+        if (!proven) {
+            c->set_unproven(now);
+            ++unproven_;
+        }
     }
     c->on_hello(*h, now);
     touched(*c, now);
+}
+
+void Endpoint::answer_with_retry(const Address& peer, const wire::HelloPacket& h, Time now) {
+    if (guard_.queue_retry(peer, h, now))
+        ++stats_.retries_sent;
+    else
+        ++stats_.replies_dropped;
+}
+
+void Endpoint::on_v1_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
+                              Time now) {
+    auto h = wire::decode_hello_v1(datagram);
+    if (!h || !hello_names_sender(*h)) {
+        ++stats_.bad_version;  // [WIRE-3]: anything else of version 1 is not read
+        return;
+    }
+    ++stats_.version_mismatch;
+    if (h->common.type == wire::PacketType::kHelloAck) {
+        // The answer to our own version-1 probe ([VER-1]): the peer speaks version 1. Only
+        // an answer carrying our token counts (the token check of [CONN-4]).
+        Connection* c = conn_mut(h->common.dst_conn_id);
+        if (!c || c->token() != h->common.dst_token) return;
+        if (c->on_v1_hello_ack(*h, now)) touched(*c, now);
+    }
+    // Either way the peer's version-1 connection ends at once with a CLOSE it can read,
+    // no larger than what it sent.
+    if (!guard_.queue_v1_close(meta.src.with_port(h->endpoint_port), *h)) ++stats_.replies_dropped;
 }
 
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
@@ -460,8 +513,11 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
     ++stats_.datagrams_received;
     update_fair_share(now);
     wire::CommonHeader common;
-    if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk)
+    if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk) {
+        if (e == Error::kBadVersion && common.version == wire::kLegacyVersion)
+            return on_v1_datagram(datagram, meta, now);
         return count_decode_error(e);
+    }
     if (common.type == wire::PacketType::kHello) return on_hello_datagram(datagram, meta, now);
 
     Connection* c = conn_mut(common.dst_conn_id);
@@ -476,6 +532,12 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
     if (common.dst_token != c->token()) {
         ++stats_.bad_token;
         return;
+    }
+    // [CONN-26]: a packet with our token shows that the peer got our HELLO_ACK at the
+    // address its HELLO claimed.
+    if (!c->proven()) {
+        c->prove();
+        --unproven_;
     }
     switch (common.type) {
         case wire::PacketType::kData: {
@@ -511,6 +573,12 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
             auto p = wire::decode_probe(datagram);
             if (!p) return count_decode_error(p.error());
             c->on_probe(*p, now);
+            break;
+        }
+        case wire::PacketType::kRetry: {
+            auto r = wire::decode_retry(datagram);
+            if (!r) return count_decode_error(r.error());
+            c->on_retry(*r, now);
             break;
         }
         case wire::PacketType::kClose: {
@@ -567,6 +635,8 @@ Time Endpoint::next_deadline() const {
 }
 
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    if (guard_.has_replies())
+        if (size_t n = guard_.poll(buf, meta, local_)) return n;
     while (!ready_.empty()) {
         const uint32_t id = ready_.front();
         Connection* c = conn_mut(id);

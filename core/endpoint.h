@@ -17,11 +17,13 @@
 #include "core/config.h"
 #include "core/connection.h"
 #include "core/engine.h"
+#include "core/hello_guard.h"
 #include "core/memory.h"
 #include "core/stats.h"
 #include "core/stream.h"
 #include "core/work.h"
 #include "util/address.h"
+#include "util/crypto.h"
 #include "util/rng.h"
 
 namespace mroce::core {
@@ -29,9 +31,15 @@ namespace mroce::core {
 class Endpoint final : public Engine {
 public:
     // local: this endpoint's IP and UDP port (local.port should equal cfg.port). seed
-    // feeds every random choice (tokens, ISNs, source ports, keys). cfg must be valid:
-    // check it with config_error() first.
-    Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed);
+    // feeds the replayable random choices (ISNs, source ports, paths); secret seeds the
+    // cryptographic generator of the secrets (tokens, memory-key tags, the cookie key):
+    // a deployment passes 32 bytes from the OS. Without it the secret is derived from
+    // seed, which suits tests and the simulator (one number replays a run) and nothing
+    // facing a network. cfg must be valid: check it with config_error() first.
+    Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed,
+             const CryptoSeed& secret);
+    Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed)
+        : Endpoint(cfg, local, seed, crypto_seed_from(seed)) {}
     ~Endpoint() override;
 
     const EndpointConfig& config() const { return cfg_; }
@@ -209,6 +217,10 @@ private:
     bool hello_names_sender(const wire::HelloPacket& h);
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
+    // answer_with_retry: [CONN-25]: the HELLO must prove its address; nothing is kept.
+    void answer_with_retry(const Address& peer, const wire::HelloPacket& h, Time now);
+    // on_v1_datagram: a version-1 HELLO or HELLO_ACK gets a clear refusal ([VER-1]).
+    void on_v1_datagram(std::span<const std::byte> datagram, const PacketMeta& meta, Time now);
     void count_decode_error(Error e);
     Error queue_receive(std::deque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr);
     Error resolve_local(uint32_t pd, uint64_t addr, uint32_t length, uint32_t lkey, const Sge* sg,
@@ -218,6 +230,9 @@ private:
     EndpointConfig cfg_;
     Address local_;
     Rng rng_;
+    CryptoRng secrets_;  // [CONN-5]: tokens, memory-key tags, the cookie key
+    HelloGuard guard_;   // [CONN-25]: cookies and the replies that belong to no connection
+    uint32_t unproven_ = 0;  // [CONN-26]: connections (live or in their quiet period) not proven
     MemoryTable memory_;
     EndpointStats stats_;
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared

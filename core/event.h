@@ -18,6 +18,7 @@ enum class Status : uint8_t {
     kRetryExceeded,      // a packet was retransmitted more than the retry limit
     kPeerDead,           // no path answered for the dead-peer timeout
     kFlushed,            // the stream or connection failed or closed before this ran
+    kVersionMismatch,    // the peer speaks another wire version ([VER-1])
 };
 const char* to_string(Status s);
 
@@ -86,6 +87,7 @@ inline const char* to_string(Status s) {
         case Status::kRetryExceeded: return "transport retry exceeded";
         case Status::kPeerDead: return "peer dead";
         case Status::kFlushed: return "flushed";
+        case Status::kVersionMismatch: return "peer speaks another wire version";
     }
     return "unknown";
 }

@@ -64,6 +64,7 @@ struct ConnectionStats {
     uint64_t nacks_sent = 0;
     uint64_t nacks_received = 0;
     uint64_t hello_sent = 0;
+    uint64_t retries_received = 0;      // [CONN-25] RETRYs that asked us to echo a cookie
     uint64_t probes_received = 0;
     uint64_t path_failures = 0;
     uint64_t path_rerolls = 0;
@@ -85,6 +86,15 @@ struct EndpointStats {
     uint64_t bad_token = 0;
     uint64_t connections_refused = 0;  // over max_connections
     uint64_t malformed_hello = 0;      // [CONN-23] src_conn_id or src_token 0
+    // spec §4.2 [CONN-25], [CONN-26]: the handshake's proof of address.
+    uint64_t retries_sent = 0;         // HELLOs answered with a RETRY (no state kept)
+    uint64_t cookies_accepted = 0;     // HELLOs whose echoed cookie proved their address
+    uint64_t bad_cookie = 0;           // cookie not ours or not for this HELLO's identity
+    uint64_t expired_cookie = 0;       // cookie older than cookie_lifetime
+    uint64_t replies_dropped = 0;      // RETRY / refusal not sent: the reply queue was full
+    uint64_t unproven_ended = 0;       // [CONN-26] connections that never proved their peer
+    uint64_t peer_restarts = 0;        // [CONN-14] restarts accepted (with proof)
+    uint64_t version_mismatch = 0;     // [VER-1] version-1 HELLO / HELLO_ACK refused
 };
 
 }  // namespace mroce::core

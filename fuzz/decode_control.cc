@@ -1,5 +1,6 @@
 // fuzz/decode_control.cc — libFuzzer target for the common header and the control packets:
-// NACK, HELLO / HELLO_ACK, PROBE and CLOSE (docs/spec.md §3.1, §3.4–§3.7).
+// NACK, HELLO / HELLO_ACK, PROBE, CLOSE and RETRY (docs/spec.md §3.1, §3.4–§3.8), and the
+// version-1 HELLO decoder that exists only to refuse a version-1 peer ([VER-1]).
 //
 // Runs every decoder over the same bytes. Each one that succeeds must re-encode to bytes
 // that decode to an equal struct and equal the input with its reserved bytes zeroed. At most
@@ -44,7 +45,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto hello = decode_hello(in);
     const auto probe = decode_probe(in);
     const auto close = decode_close(in);
-    fuzz::last_input_accepted = nack.ok() || hello.ok() || probe.ok() || close.ok();
+    const auto retry = decode_retry(in);
+    fuzz::last_input_accepted = nack.ok() || hello.ok() || probe.ok() || close.ok() || retry.ok();
+
+    // The version-1 HELLO: only ever 48 bytes of version 1, and then it is the same
+    // packet as version 2's HELLO without the cookie.
+    if (const auto v1 = decode_hello_v1(in)) {
+        FUZZ_CHECK(in.size() == kHelloV1Size && static_cast<uint8_t>(in[0]) == kLegacyVersion);
+        FUZZ_CHECK(common.error() == Error::kBadVersion);
+        std::vector<std::byte> out(kHelloV1Size);
+        FUZZ_CHECK(encode_hello_v1(*v1, out).ok());
+        const auto again = decode_hello_v1(out);
+        FUZZ_CHECK(again.ok() && *again == *v1);
+        fuzz::check_canonical(in, out, {fuzz::kCommonReserved});
+    }
 
     if (!common) {
         // §3.1: the common header's verdict comes first for every decoder.
@@ -52,6 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(hello.error() == common.error());
         FUZZ_CHECK(probe.error() == common.error());
         FUZZ_CHECK(close.error() == common.error());
+        FUZZ_CHECK(retry.error() == common.error());
         return 0;
     }
 
@@ -66,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz::check_canonical(in.first(kCommonHeaderSize), out, {fuzz::kCommonReserved});
     }
 
-    FUZZ_CHECK(int{nack.ok()} + int{hello.ok()} + int{probe.ok()} + int{close.ok()} <= 1);
+    FUZZ_CHECK(int{nack.ok()} + int{hello.ok()} + int{probe.ok()} + int{close.ok()} +
+                   int{retry.ok()} <= 1);
 
     if (nack) {
         FUZZ_CHECK(common->type == PacketType::kNack && nack->common == *common);
@@ -91,6 +107,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(common->type == PacketType::kClose && close->common == *common);
         round_trip(in, *close, kCloseSize, encode_close, decode_close,
                    {fuzz::kCommonReserved, {20, 4}});
+    }
+    if (retry) {
+        FUZZ_CHECK(common->type == PacketType::kRetry && retry->common == *common);
+        round_trip(in, *retry, kRetrySize, encode_retry, decode_retry, {fuzz::kCommonReserved});
     }
     return 0;
 }

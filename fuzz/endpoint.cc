@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      reinterpret_cast<const std::byte*>(data + pos + len));
         pos += len;
         if (dgram.size() >= 16 && (static_cast<uint8_t>(dgram[0]) & 1)) {
-            dgram[0] = std::byte{1};  // version 1, so the packet reaches its handler
+            dgram[0] = std::byte{mroce::wire::kProtocolVersion};  // so it reaches its handler
             mroce::wire::Writer w(std::span(dgram.data() + 4, 12));
             w.u32(f.conn_b);
             w.u64(f.token_b);

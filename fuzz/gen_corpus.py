@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
 
 # §3.1 [WIRE-2]
-DATA, ACK, NACK, HELLO, HELLO_ACK, PROBE, CLOSE = range(1, 8)
+DATA, ACK, NACK, HELLO, HELLO_ACK, PROBE, CLOSE, RETRY = range(1, 9)
 # §3.2 [DATA-1], [DATA-2]
 SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQUEST = 1, 2, 3, 4, 5
 LAST, RETX, ACK_NOW = 0x01, 0x02, 0x04
@@ -27,7 +27,7 @@ LAST, RETX, ACK_NOW = 0x01, 0x02, 0x04
 CONN, TOKEN = 0x0A0B0C0D, 0x1112131415161718
 
 
-def common(ptype, conn=CONN, token=TOKEN, version=1, reserved=0):
+def common(ptype, conn=CONN, token=TOKEN, version=2, reserved=0):
     """§3.1: version u8 | type u8 | reserved u16 | dst_conn_id u32 | dst_token u64."""
     return struct.pack(">BBHIQ", version, ptype, reserved, conn, token)
 
@@ -75,12 +75,18 @@ def nack(reason=1, path_id=1, path_gen=0, psn=100, stream_id=7, msg_seq=3, detai
 
 
 def hello(ptype=HELLO, src_conn=42, src_token=0xA1A2A3A4A5A6A7A8, isn=1000, msg_isn=1,
-          port=4797, num_paths=8, max_payload=4096, caps=0, **kw):
-    """§3.5: 48 bytes; a HELLO carries dst_conn_id 0 and dst_token 0 [CONN-2]."""
+          port=4797, num_paths=8, max_payload=4096, caps=0, cookie=bytes(16), **kw):
+    """§3.5: 64 bytes; a HELLO carries dst_conn_id 0 and dst_token 0 [CONN-2]. Version 1's
+    HELLO is the first 48 bytes (pass version=1, cookie=b"")."""
     kw.setdefault("conn", 0 if ptype == HELLO else 42)
     kw.setdefault("token", 0 if ptype == HELLO else 0xA1A2A3A4A5A6A7A8)
     return common(ptype, **kw) + struct.pack(">IQIIHHII", src_conn, src_token, isn, msg_isn,
-                                             port, num_paths, max_payload, caps)
+                                             port, num_paths, max_payload, caps) + cookie
+
+
+def retry(cookie=bytes(range(1, 17)), **kw):
+    """§3.8: 32 bytes."""
+    return common(RETRY, **kw) + cookie
 
 
 def probe(path_id=1, path_gen=0, next_psn=101, psn_floor=90, timestamp=12345, **kw):
@@ -113,7 +119,7 @@ def seeds():
         "bad-empty": b"",
         "bad-truncated-header": data()[:15],
         "bad-truncated-fixed": data()[:71],
-        "bad-version": data(version=2),
+        "bad-version": data(version=1),
         "bad-type-ack": common(ACK) + data()[16:],
         "bad-type-unknown": common(0xFF) + data()[16:],
         "bad-opcode-zero": data(opcode=0),
@@ -158,6 +164,8 @@ def seeds():
         "valid-hello": hello(),
         "valid-hello-ack": hello(ptype=HELLO_ACK, num_paths=256, max_payload=9000),
         "valid-hello-min": hello(num_paths=1, max_payload=256, caps=0xFFFFFFFF),
+        "valid-hello-cookie": hello(cookie=bytes(range(0xC0, 0xD0))),
+        "valid-retry": retry(),
         "valid-probe": probe(),
         "valid-probe-wrap": probe(path_gen=255, next_psn=0, psn_floor=0xFFFFFFF0),
         "valid-close": close(),
@@ -165,8 +173,11 @@ def seeds():
         "bad-empty": b"",
         "bad-truncated-header": nack()[:15],
         "bad-nack-header-only": common(NACK),
-        "bad-version": close(version=2),
-        "bad-type-unknown": common(8),
+        "bad-version": close(version=3),
+        "bad-version-hello-v1": hello(version=1, cookie=b""),
+        "bad-type-unknown": common(9),
+        "bad-hello-v1-size": hello(cookie=b""),
+        "bad-retry-trailing": retry() + b"\0",
         "bad-nack-reason-0": nack(reason=0),
         "bad-nack-reason-6": nack(reason=6),
         "bad-nack-trailing": nack() + b"\0",

@@ -34,6 +34,8 @@ ibv_wc_status wc_status_of(api::Status s) {
         case api::Status::kRetryExceeded: return IBV_WC_RETRY_EXC_ERR;
         case api::Status::kPeerDead: return IBV_WC_RETRY_EXC_ERR;  // vendor_err tells
         case api::Status::kFlushed: return IBV_WC_WR_FLUSH_ERR;
+        // The peer speaks another wire version: it can never answer, as with a dead peer.
+        case api::Status::kVersionMismatch: return IBV_WC_RETRY_EXC_ERR;
     }
     return IBV_WC_GENERAL_ERR;
 }

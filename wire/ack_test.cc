@@ -25,7 +25,7 @@ constexpr Error kL = Error::kBadLength;
 // disagreeing with the datagram, which is kBadLength [ACK-1].
 const Annotated kAckVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},         // [WIRE-1]
+    {0, {0x02}, "version", kT},         // [WIRE-1]
     {1, {0x02}, "type", kT},            // [WIRE-2] ACK
     {2, {0x00, 0x00}, "reserved", kT},  // [WIRE-6]
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},
@@ -79,7 +79,7 @@ AckPacket vector_ack() {
 
 // spec §3.3: the smallest ACK, no stream entries, 80 bytes.
 const Annotated kAckNoStreamsVector = {
-    {0, {0x01}, "version", kT},
+    {0, {0x02}, "version", kT},
     {1, {0x02}, "type", kT},
     {2, {0x00, 0x00}, "reserved", kT},
     {4, {0x00, 0x00, 0x00, 0x01}, "dst_conn_id", kT},
@@ -282,9 +282,9 @@ TEST(Ack, ReservedIsIgnoredOnReceive) {
 // [WIRE-3] [WIRE-4]: version and type are checked through decode_ack too.
 TEST(Ack, BadVersionAndType) {
     auto b = join(kAckVector);
-    b[0] = std::byte{0x02};
-    EXPECT_EQ(decode_ack(b).error(), Error::kBadVersion);
     b[0] = std::byte{0x01};
+    EXPECT_EQ(decode_ack(b).error(), Error::kBadVersion);
+    b[0] = std::byte{0x02};
     b[1] = std::byte{0x01};  // DATA
     EXPECT_EQ(decode_ack(b).error(), Error::kBadType);
     b[1] = std::byte{0x00};

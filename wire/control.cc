@@ -5,7 +5,8 @@
 namespace mroce::wire {
 
 static_assert(kNackSize == kCommonHeaderSize + 24, "spec §3.4: NACK is 40 bytes");
-static_assert(kHelloSize == kCommonHeaderSize + 32, "spec §3.5: HELLO is 48 bytes");
+static_assert(kHelloSize == kCommonHeaderSize + 48, "spec §3.5: HELLO is 64 bytes");
+static_assert(kRetrySize == kCommonHeaderSize + 16, "spec §3.8: RETRY is 32 bytes");
 static_assert(kProbeSize == kCommonHeaderSize + 16, "spec §3.6: PROBE is 32 bytes");
 static_assert(kCloseSize == kCommonHeaderSize + 8, "spec §3.7: CLOSE is 24 bytes");
 
@@ -48,12 +49,9 @@ Result<NackPacket> decode_nack(std::span<const std::byte> datagram) {
     return p;
 }
 
-Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
-    if (p.common.type != PacketType::kHello && p.common.type != PacketType::kHelloAck)
-        return Error::kInvalidArgument;
-    if (out.size() < kHelloSize) return Error::kBufferTooSmall;
-    Writer w(out);
-    write_common_header(w, p.common, p.common.type);
+namespace {
+// The body both versions share (offsets 16..47).
+void write_hello_body(Writer& w, const HelloPacket& p) {
     w.u32(p.src_conn_id);    // 16
     w.u64(p.src_token);      // 20
     w.u32(p.isn);            // 28
@@ -62,19 +60,8 @@ Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
     w.u16(p.num_paths);      // 38
     w.u32(p.max_payload);    // 40
     w.u32(p.capabilities);   // 44
-    MROCE_DCHECK(w.ok() && w.pos() == kHelloSize);
-    return kHelloSize;
 }
-
-Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
-    auto common = decode_common_header(datagram);
-    if (!common) return common.error();
-    if (common->type != PacketType::kHello && common->type != PacketType::kHelloAck)
-        return Error::kBadType;
-    Reader r(datagram);
-    r.skip(kCommonHeaderSize);
-    HelloPacket p;
-    p.common = *common;
+void read_hello_body(Reader& r, HelloPacket& p) {
     p.src_conn_id = r.u32();
     p.src_token = r.u64();
     p.isn = r.u32();
@@ -83,10 +70,89 @@ Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
     p.num_paths = r.u16();
     p.max_payload = r.u32();
     p.capabilities = r.u32();
-    if (Error e = finish_fixed(r); e != Error::kOk) return e;
-    // spec §3.5 [CONN-3]: path count and payload size within their caps.
+}
+bool is_hello_type(PacketType t) { return t == PacketType::kHello || t == PacketType::kHelloAck; }
+// spec §3.5 [CONN-3]: path count and payload size within their caps.
+Error check_hello_caps(const HelloPacket& p) {
     if (p.num_paths == 0 || p.num_paths > kMaxPaths) return Error::kBadLength;
     if (p.max_payload < kMinMaxPayload || p.max_payload > kMaxMaxPayload) return Error::kBadLength;
+    return Error::kOk;
+}
+}  // namespace
+
+Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
+    if (!is_hello_type(p.common.type)) return Error::kInvalidArgument;
+    if (out.size() < kHelloSize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, p.common.type);
+    write_hello_body(w, p);
+    for (uint8_t b : p.cookie) w.u8(b);  // 48
+    MROCE_DCHECK(w.ok() && w.pos() == kHelloSize);
+    return kHelloSize;
+}
+
+Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
+    auto common = decode_common_header(datagram);
+    if (!common) return common.error();
+    if (!is_hello_type(common->type)) return Error::kBadType;
+    Reader r(datagram);
+    r.skip(kCommonHeaderSize);
+    HelloPacket p;
+    p.common = *common;
+    read_hello_body(r, p);
+    for (uint8_t& b : p.cookie) b = r.u8();
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    if (Error e = check_hello_caps(p); e != Error::kOk) return e;
+    return p;
+}
+
+Result<size_t> encode_hello_v1(const HelloPacket& p, std::span<std::byte> out) {
+    if (!is_hello_type(p.common.type)) return Error::kInvalidArgument;
+    if (out.size() < kHelloV1Size) return Error::kBufferTooSmall;
+    Writer w(out);
+    CommonHeader h = p.common;
+    h.version = kLegacyVersion;
+    write_common_header(w, h, p.common.type);
+    write_hello_body(w, p);
+    MROCE_DCHECK(w.ok() && w.pos() == kHelloV1Size);
+    return kHelloV1Size;
+}
+
+Result<HelloPacket> decode_hello_v1(std::span<const std::byte> datagram) {
+    if (datagram.size() < kCommonHeaderSize) return Error::kTruncated;
+    if (static_cast<uint8_t>(datagram[0]) != kLegacyVersion) return Error::kBadVersion;
+    const auto type = static_cast<PacketType>(datagram[1]);
+    if (!is_hello_type(type)) return Error::kBadType;
+    Reader r(datagram);
+    HelloPacket p;
+    p.common.version = kLegacyVersion;
+    p.common.type = type;
+    r.skip(4);
+    p.common.dst_conn_id = r.u32();
+    p.common.dst_token = r.u64();
+    read_hello_body(r, p);
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
+    if (Error e = check_hello_caps(p); e != Error::kOk) return e;
+    return p;
+}
+
+Result<size_t> encode_retry(const RetryPacket& p, std::span<std::byte> out) {
+    if (out.size() < kRetrySize) return Error::kBufferTooSmall;
+    Writer w(out);
+    write_common_header(w, p.common, PacketType::kRetry);
+    for (uint8_t b : p.cookie) w.u8(b);  // 16
+    MROCE_DCHECK(w.ok() && w.pos() == kRetrySize);
+    return kRetrySize;
+}
+
+Result<RetryPacket> decode_retry(std::span<const std::byte> datagram) {
+    Reader r(datagram);
+    auto common = decode_typed_header(r, datagram, PacketType::kRetry);
+    if (!common) return common.error();
+    RetryPacket p;
+    p.common = *common;
+    for (uint8_t& b : p.cookie) b = r.u8();
+    if (Error e = finish_fixed(r); e != Error::kOk) return e;
     return p;
 }
 

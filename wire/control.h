@@ -1,6 +1,7 @@
 // wire/control.h — NACK, HELLO / HELLO_ACK, PROBE and CLOSE.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -37,7 +38,11 @@ struct NackPacket {
 };
 inline constexpr size_t kNackSize = 40;
 
-// spec §3.5 [CONN-2]: HELLO and HELLO_ACK share one body, 48 bytes in all.
+// spec §3.5 [CONN-25]: the responder's cookie, echoed in a second HELLO to prove that the
+// initiator receives at its address. Opaque to the initiator.
+using Cookie = std::array<uint8_t, 16>;
+
+// spec §3.5 [CONN-2]: HELLO and HELLO_ACK share one body, 64 bytes in all.
 struct HelloPacket {
     CommonHeader common{.type = PacketType::kHello};
     uint32_t src_conn_id = 0;
@@ -47,10 +52,14 @@ struct HelloPacket {
     uint16_t endpoint_port = 0;  // the UDP port the sender receives on
     uint16_t num_paths = 0;
     uint32_t max_payload = 0;
-    uint32_t capabilities = 0;  // v1: 0; unknown bits ignored
+    uint32_t capabilities = 0;  // none defined yet; unknown bits ignored
+    Cookie cookie{};            // HELLO: 0, or the cookie of a RETRY; HELLO_ACK: 0
     friend bool operator==(const HelloPacket&, const HelloPacket&) = default;
 };
-inline constexpr size_t kHelloSize = 48;
+inline constexpr size_t kHelloSize = 64;
+// Version 1's HELLO / HELLO_ACK: the first 48 bytes of version 2's, with `version` 1 and no
+// cookie. Decoded only to refuse the peer clearly (spec §4.8).
+inline constexpr size_t kHelloV1Size = 48;
 inline constexpr uint16_t kMaxPaths = 256;  // [CONN-3] cap on num_paths
 
 // spec §3.6: PROBE, 32 bytes.
@@ -65,8 +74,22 @@ struct ProbePacket {
 };
 inline constexpr size_t kProbeSize = 32;
 
-// spec §3.7: CLOSE, 24 bytes.
-enum class CloseReason : uint32_t { kNormal = 0, kProtocolError = 1, kLocalFailure = 2 };
+// spec §3.8: RETRY, 32 bytes: the answer to a HELLO that must prove its address
+// ([CONN-25]), addressed to the HELLO's src_conn_id and src_token.
+struct RetryPacket {
+    CommonHeader common{.type = PacketType::kRetry};
+    Cookie cookie{};
+    friend bool operator==(const RetryPacket&, const RetryPacket&) = default;
+};
+inline constexpr size_t kRetrySize = 32;
+
+// spec §3.7: CLOSE, 24 bytes (the same layout in versions 1 and 2).
+enum class CloseReason : uint32_t {
+    kNormal = 0,
+    kProtocolError = 1,
+    kLocalFailure = 2,
+    kVersionMismatch = 3,  // [VER-1]
+};
 struct ClosePacket {
     CommonHeader common{.type = PacketType::kClose};
     uint32_t reason = 0;
@@ -80,6 +103,11 @@ Result<size_t> encode_nack(const NackPacket& p, std::span<std::byte> out);
 Result<NackPacket> decode_nack(std::span<const std::byte> datagram);
 Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out);
 Result<HelloPacket> decode_hello(std::span<const std::byte> datagram);
+// The version-1 HELLO / HELLO_ACK (kHelloV1Size bytes, version 1; cookie ignored on encode).
+Result<size_t> encode_hello_v1(const HelloPacket& p, std::span<std::byte> out);
+Result<HelloPacket> decode_hello_v1(std::span<const std::byte> datagram);
+Result<size_t> encode_retry(const RetryPacket& p, std::span<std::byte> out);
+Result<RetryPacket> decode_retry(std::span<const std::byte> datagram);
 Result<size_t> encode_probe(const ProbePacket& p, std::span<std::byte> out);
 Result<ProbePacket> decode_probe(std::span<const std::byte> datagram);
 Result<size_t> encode_close(const ClosePacket& p, std::span<std::byte> out);

@@ -59,7 +59,7 @@ CommonHeader random_common(Rng& rng, PacketType type) {
 
 const Annotated kNackVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},         // [WIRE-1]
+    {0, {0x02}, "version", kT},         // [WIRE-1]
     {1, {0x03}, "type", kT},            // [WIRE-2] NACK
     {2, {0x00, 0x00}, "reserved", kT},  // [WIRE-6]
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},
@@ -183,7 +183,7 @@ TEST(Nack, RoundTripProperty) {
 
 const Annotated kHelloVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},                                              // [WIRE-1]
+    {0, {0x02}, "version", kT},                                              // [WIRE-1]
     {1, {0x04}, "type", kT},                                                 // [WIRE-2] HELLO
     {2, {0x00, 0x00}, "reserved", kT},                                       // [WIRE-6]
     {4, {0x00, 0x00, 0x00, 0x00}, "dst_conn_id", kT},                        // [CONN-2] 0 in HELLO
@@ -195,7 +195,9 @@ const Annotated kHelloVector = {
     {36, {0x12, 0xBD}, "endpoint_port", kT},             // [CONN-2] 4797
     {38, {0x00, 0x08}, "num_paths", kT},                 // [CONN-3] 8
     {40, {0x00, 0x00, 0x10, 0x00}, "max_payload", kT},   // [CONN-3] 4096
-    {44, {0x00, 0x00, 0x00, 0x00}, "capabilities", kT},  // [CONN-2] 0 in v1
+    {44, {0x00, 0x00, 0x00, 0x00}, "capabilities", kT},  // [CONN-2] 0 in v2
+    {48, {0xC0, 0xC1, 0xC2, 0xC3, 0xC4, 0xC5, 0xC6, 0xC7, 0xC8, 0xC9, 0xCA, 0xCB, 0xCC, 0xCD,
+          0xCE, 0xCF}, "cookie", kT},                    // [CONN-25] echoed from a RETRY
 };
 
 HelloPacket vector_hello() {
@@ -208,12 +210,13 @@ HelloPacket vector_hello() {
     p.endpoint_port = 4797;
     p.num_paths = 8;
     p.max_payload = 4096;
+    for (int i = 0; i < 16; ++i) p.cookie[i] = static_cast<uint8_t>(0xC0 + i);
     return p;
 }
 
 // The answer to kHelloVector: addressed with the initiator's id and token, at the caps.
 const Annotated kHelloAckVector = {
-    {0, {0x01}, "version", kT},
+    {0, {0x02}, "version", kT},
     {1, {0x05}, "type", kT},  // [WIRE-2] HELLO_ACK
     {2, {0x00, 0x00}, "reserved", kT},
     {4, {0x00, 0x00, 0x00, 0x2A}, "dst_conn_id", kT},  // [CONN-2] initiator's 42
@@ -226,6 +229,7 @@ const Annotated kHelloAckVector = {
     {38, {0x01, 0x00}, "num_paths", kT},                // [CONN-3] 256, the cap
     {40, {0x00, 0x00, 0x23, 0x28}, "max_payload", kT},  // [CONN-3] 9000, the cap
     {44, {0x00, 0x00, 0x00, 0x00}, "capabilities", kT},
+    {48, std::vector<uint8_t>(16, 0x00), "cookie", kT},  // [CONN-2] 0 in HELLO_ACK
 };
 
 HelloPacket vector_hello_ack() {
@@ -260,7 +264,7 @@ void set_u32(std::vector<std::byte>& b, size_t off, uint32_t v) {
 
 // [CONN-2] [CONN-3]: annotated HELLO.
 TEST(Hello, AnnotatedVector) {
-    EXPECT_EQ(kHelloSize, 48u);
+    EXPECT_EQ(kHelloSize, 64u);
     expect_bytes(kHelloVector, encode(vector_hello()));
     auto d = decode_hello(join(kHelloVector));
     ASSERT_TRUE(d.ok()) << to_string(d.error());
@@ -345,7 +349,7 @@ TEST(Hello, UnknownCapabilitiesAndReservedAreIgnored) {
 // [WIRE-2]: encode_hello only encodes HELLO or HELLO_ACK and then writes nothing.
 TEST(Hello, EncoderRejectsOtherTypes) {
     for (PacketType t : {PacketType::kData, PacketType::kAck, PacketType::kNack, PacketType::kProbe,
-                         PacketType::kClose}) {
+                         PacketType::kClose, PacketType::kRetry}) {
         HelloPacket p = vector_hello();
         p.common.type = t;
         std::vector<std::byte> buf(kHelloSize, kCanary);
@@ -377,10 +381,82 @@ TEST(Hello, RoundTripProperty) {
         p.num_paths = static_cast<uint16_t>(rng.uniform_range(1, kMaxPaths));
         p.max_payload = static_cast<uint32_t>(rng.uniform_range(kMinMaxPayload, kMaxMaxPayload));
         p.capabilities = rng.uniform(2) ? 0 : rng.next_u32();
+        if (rng.uniform(2))
+            for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
         auto d = decode_hello(encode(p));
         ASSERT_TRUE(d.ok()) << to_string(d.error());
         ASSERT_EQ(*d, p);
     }
+}
+
+// [VER-1]: version 1's HELLO is version 2's first 48 bytes with version 1 and no cookie;
+// decode_hello_v1 reads it (to refuse its sender clearly) and nothing else.
+TEST(HelloV1, IsTheVersion2PrefixWithVersion1) {
+    HelloPacket p = vector_hello();
+    std::vector<std::byte> v1(kHelloV1Size);
+    ASSERT_EQ(*encode_hello_v1(p, v1), kHelloV1Size);
+    auto v2 = join(kHelloVector);
+    EXPECT_EQ(v1[0], std::byte{0x01});
+    EXPECT_TRUE(std::equal(v1.begin() + 1, v1.end(), v2.begin() + 1));
+    auto d = decode_hello_v1(v1);
+    ASSERT_TRUE(d.ok()) << to_string(d.error());
+    HelloPacket want = p;
+    want.common.version = 1;
+    want.cookie = {};
+    EXPECT_EQ(*d, want);
+    // A version-2 decoder refuses it, and the version-1 decoder refuses version 2.
+    EXPECT_EQ(decode_hello(v1).error(), Error::kBadVersion);
+    EXPECT_EQ(decode_hello_v1(v2).error(), Error::kBadVersion);
+    // Exactly 48 bytes.
+    v1.push_back(std::byte{0});
+    EXPECT_EQ(decode_hello_v1(v1).error(), Error::kBadLength);
+    v1.resize(kHelloV1Size - 1);
+    EXPECT_EQ(decode_hello_v1(v1).error(), Error::kTruncated);
+}
+
+// ---------------------------------------------------------------------------------------
+// RETRY, spec §3.8
+
+const Annotated kRetryVector = {
+    {0, {0x02}, "version", kT},
+    {1, {0x08}, "type", kT},  // [WIRE-2] RETRY
+    {2, {0x00, 0x00}, "reserved", kT},
+    {4, {0x00, 0x00, 0x00, 0x2A}, "dst_conn_id", kT},  // [CONN-25] the HELLO's src_conn_id
+    {8, {0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8}, "dst_token", kT},  // and src_token
+    {16, {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E,
+          0x0F, 0x10}, "cookie", kT},
+};
+
+RetryPacket vector_retry() {
+    RetryPacket p;
+    p.common.dst_conn_id = 42;
+    p.common.dst_token = 0xA1A2A3A4A5A6A7A8ULL;
+    for (int i = 0; i < 16; ++i) p.cookie[i] = static_cast<uint8_t>(i + 1);
+    return p;
+}
+
+TEST(Retry, AnnotatedVector) {
+    std::vector<std::byte> b(kRetrySize);
+    ASSERT_EQ(*encode_retry(vector_retry(), b), kRetrySize);
+    expect_bytes(kRetryVector, b);
+    auto d = decode_retry(b);
+    ASSERT_TRUE(d.ok()) << to_string(d.error());
+    EXPECT_EQ(*d, vector_retry());
+}
+
+TEST(Retry, EveryPrefixAndTrailingBytes) {
+    check_every_prefix(kRetryVector, [](std::span<const std::byte> b) { return decode_retry(b); });
+    auto b = join(kRetryVector);
+    b.push_back(std::byte{0});
+    EXPECT_EQ(decode_retry(b).error(), Error::kBadLength);
+}
+
+// [CONN-25]: a RETRY is no larger than the HELLO it answers, nor is a HELLO_ACK, so
+// neither amplifies what a forger sends.
+TEST(Retry, NoReplyIsLargerThanTheHello) {
+    static_assert(kRetrySize <= kHelloSize);
+    static_assert(kCloseSize <= kHelloV1Size);  // [VER-1]'s refusal of a version-1 HELLO
+    SUCCEED();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -388,7 +464,7 @@ TEST(Hello, RoundTripProperty) {
 
 const Annotated kProbeVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},
+    {0, {0x02}, "version", kT},
     {1, {0x06}, "type", kT},  // [WIRE-2] PROBE
     {2, {0x00, 0x00}, "reserved", kT},
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},
@@ -476,7 +552,7 @@ TEST(Probe, RoundTripProperty) {
 
 const Annotated kCloseVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},
+    {0, {0x02}, "version", kT},
     {1, {0x07}, "type", kT},  // [WIRE-2] CLOSE
     {2, {0x00, 0x00}, "reserved", kT},
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},

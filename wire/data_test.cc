@@ -27,7 +27,7 @@ constexpr Error kL = Error::kBadLength;
 // disagreeing with the datagram, which is kBadLength [DATA-3].
 const Annotated kWriteImmVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},                        // [WIRE-1]
+    {0, {0x02}, "version", kT},                        // [WIRE-1]
     {1, {0x01}, "type", kT},                           // [WIRE-2] DATA
     {2, {0x00, 0x00}, "reserved", kT},                 // [WIRE-6]
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},  //
@@ -77,7 +77,7 @@ DataHeader write_imm_header() {
 
 // spec §3.2 [DATA-3]: a zero-length SEND is one DATA packet with no payload, offset 0, LAST.
 const Annotated kEmptySendVector = {
-    {0, {0x01}, "version", kT},
+    {0, {0x02}, "version", kT},
     {1, {0x01}, "type", kT},
     {2, {0x00, 0x00}, "reserved", kT},
     {4, {0x00, 0x00, 0x00, 0x2A}, "dst_conn_id", kT},  // 42
@@ -376,7 +376,7 @@ TEST(Data, BadVersionAndType) {
     auto bytes = join(kWriteImmVector);
     bytes[0] = std::byte{0x00};
     EXPECT_EQ(decode_data(bytes).error(), Error::kBadVersion);
-    bytes[0] = std::byte{0x01};
+    bytes[0] = std::byte{0x02};
     bytes[1] = std::byte{0x02};  // ACK
     EXPECT_EQ(decode_data(bytes).error(), Error::kBadType);
     bytes[1] = std::byte{0x09};

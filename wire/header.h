@@ -12,8 +12,10 @@
 
 namespace mroce::wire {
 
-// spec §3.1 [WIRE-1]: the version this codec speaks.
-inline constexpr uint8_t kProtocolVersion = 1;
+// spec §3.1 [WIRE-1]: the version this codec speaks. Version 1 is still recognised, only to
+// answer a version-1 peer with a clear refusal (spec §4.8, [VER-1]).
+inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kLegacyVersion = 1;
 // spec §2 [UDP-1]: default UDP destination port (not 4791/RoCEv2 nor 4793/UEC).
 inline constexpr uint16_t kDefaultPort = 4797;
 // spec §2 [UDP-3]: default and maximum payload bytes per DATA packet.
@@ -30,6 +32,7 @@ enum class PacketType : uint8_t {
     kHelloAck = 5,
     kProbe = 6,
     kClose = 7,
+    kRetry = 8,  // version 2: the responder's cookie, [CONN-25]
 };
 
 // spec §3.1: common header, 16 bytes.
@@ -48,7 +51,7 @@ inline constexpr size_t kCommonHeaderSize = 16;
 Result<CommonHeader> decode_common_header(std::span<const std::byte> datagram);
 
 // is_known_type reports whether t is a packet type of this version [WIRE-2].
-inline bool is_known_type(uint8_t t) { return t >= 1 && t <= 7; }
+inline bool is_known_type(uint8_t t) { return t >= 1 && t <= 8; }
 
 // parse_common_header is decode_common_header for the per-packet path: the same checks
 // and errors, the header written to `out` (unspecified on error) instead of returned in a

@@ -28,7 +28,7 @@ constexpr Error kT = Error::kTruncated;
 // spec §3.1 [WIRE-1] [WIRE-2] [WIRE-6]: the common header, 16 bytes.
 const Annotated kCommonVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
-    {0, {0x01}, "version", kT},                                              // [WIRE-1] 1
+    {0, {0x02}, "version", kT},                                              // [WIRE-1] 2
     {1, {0x03}, "type", kT},                                                 // [WIRE-2] NACK
     {2, {0x00, 0x00}, "reserved", kT},                                       // [WIRE-6] zero
     {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},                        // 0x0A0B0C0D
@@ -37,7 +37,7 @@ const Annotated kCommonVector = {
 
 CommonHeader vector_header() {
     CommonHeader h;
-    h.version = 1;
+    h.version = 2;
     h.type = PacketType::kNack;
     h.dst_conn_id = 0x0A0B0C0D;
     h.dst_token = 0x1112131415161718ULL;
@@ -55,7 +55,8 @@ std::vector<std::byte> write_header(const CommonHeader& h, PacketType type) {
 
 // [WIRE-1] [WIRE-2] [UDP-1] [UDP-3] [UDP-4]: constants match the spec tables.
 TEST(CommonHeader, ConstantsMatchSpec) {
-    EXPECT_EQ(kProtocolVersion, 1);                     // [WIRE-1]
+    EXPECT_EQ(kProtocolVersion, 2);                     // [WIRE-1]
+    EXPECT_EQ(static_cast<int>(PacketType::kRetry), 8);  // [WIRE-2]
     EXPECT_EQ(kCommonHeaderSize, 16u);                  // §3.1
     EXPECT_EQ(static_cast<int>(PacketType::kData), 1);  // [WIRE-2]
     EXPECT_EQ(static_cast<int>(PacketType::kAck), 2);
@@ -96,13 +97,13 @@ TEST(CommonHeader, EveryPrefixIsTruncated) {
 // version byte counts as truncated.
 TEST(CommonHeader, TruncationIsCheckedBeforeVersion) {
     auto bytes = join(kCommonVector);
-    bytes[0] = std::byte{0x02};
+    bytes[0] = std::byte{0x03};
     bytes[1] = std::byte{0xFF};
     for (size_t len = 0; len < kCommonHeaderSize; ++len)
         EXPECT_EQ(decode_common_header(std::span(bytes).first(len)).error(), Error::kTruncated);
 }
 
-// [WIRE-3]: every version other than 1 is rejected.
+// [WIRE-3]: every version other than 2 is rejected.
 TEST(CommonHeader, UnknownVersionIsRejected) {
     auto bytes = join(kCommonVector);
     for (int v = 0; v < 256; ++v) {
@@ -119,20 +120,20 @@ TEST(CommonHeader, UnknownVersionIsRejected) {
 // [WIRE-9] [WIRE-3] [WIRE-4]: the version is checked before the type.
 TEST(CommonHeader, VersionIsCheckedBeforeType) {
     auto bytes = join(kCommonVector);
-    bytes[0] = std::byte{0x02};
+    bytes[0] = std::byte{0x03};
     for (int t : {0, 1, 8, 255}) {
         bytes[1] = std::byte(t);
         EXPECT_EQ(decode_common_header(bytes).error(), Error::kBadVersion) << "type " << t;
     }
 }
 
-// [WIRE-2] [WIRE-4]: types 1..7 are known, every other value is rejected.
+// [WIRE-2] [WIRE-4]: types 1..8 are known, every other value is rejected.
 TEST(CommonHeader, UnknownTypeIsRejected) {
     auto bytes = join(kCommonVector);
     for (int t = 0; t < 256; ++t) {
         bytes[1] = std::byte(t);
         auto d = decode_common_header(bytes);
-        if (t >= 1 && t <= 7) {
+        if (t >= 1 && t <= 8) {
             ASSERT_TRUE(d.ok()) << "type " << t;
             EXPECT_EQ(static_cast<int>(d->type), t);
             EXPECT_TRUE(is_known_type(static_cast<uint8_t>(t)));
@@ -230,6 +231,13 @@ std::vector<Sample> samples() {
         EXPECT_TRUE(encode_close(c, b).ok());
         out.push_back({PacketType::kClose, b});
     }
+    {
+        RetryPacket r;
+        r.cookie[0] = 1;
+        std::vector<std::byte> b(kRetrySize);
+        EXPECT_TRUE(encode_retry(r, b).ok());
+        out.push_back({PacketType::kRetry, b});
+    }
     return out;
 }
 
@@ -250,6 +258,7 @@ std::vector<Decoder> decoders() {
          {PacketType::kHello, PacketType::kHelloAck}},
         {"decode_probe", [](auto b) { return decode_probe(b).error(); }, {PacketType::kProbe}},
         {"decode_close", [](auto b) { return decode_close(b).error(); }, {PacketType::kClose}},
+        {"decode_retry", [](auto b) { return decode_retry(b).error(); }, {PacketType::kRetry}},
     };
 }
 
@@ -269,7 +278,7 @@ TEST(TypedDecoders, RejectOtherTypes) {
 // [WIRE-3] [WIRE-9]: every typed decoder rejects an unknown version, before anything else.
 TEST(TypedDecoders, RejectUnknownVersion) {
     for (Sample s : samples()) {
-        s.bytes[0] = std::byte{0x02};
+        s.bytes[0] = std::byte{0x03};
         s.bytes[1] = std::byte{0xEE};
         for (const Decoder& d : decoders()) {
             SCOPED_TRACE(::testing::Message() << d.name << " on type " << static_cast<int>(s.type));
@@ -281,7 +290,7 @@ TEST(TypedDecoders, RejectUnknownVersion) {
 // [WIRE-4]: every typed decoder rejects an unknown type.
 TEST(TypedDecoders, RejectUnknownType) {
     for (Sample s : samples()) {
-        for (int t : {0, 8, 0x80, 0xFF}) {
+        for (int t : {0, 9, 0x80, 0xFF}) {
             s.bytes[1] = std::byte(t);
             for (const Decoder& d : decoders()) {
                 SCOPED_TRACE(::testing::Message() << d.name << " on type " << t);

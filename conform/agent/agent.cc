@@ -28,6 +28,7 @@ const char* status_name(api::Status s) {
         case api::Status::kRetryExceeded: return "retry_exceeded";
         case api::Status::kPeerDead: return "peer_dead";
         case api::Status::kFlushed: return "flushed";
+        case api::Status::kVersionMismatch: return "version_mismatch";
     }
     return "unknown";
 }

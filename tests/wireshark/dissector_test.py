@@ -56,7 +56,7 @@ FAILURES = []
 # (wire/ ignores them, [WIRE-6]), bytes beyond a packet, and the verdict itself.
 UNCHECKED = {"mroce.reserved", "mroce.data.flags.undefined", "mroce.ack.flags.undefined",
              "mroce.extra", "mroce.undecoded", "mroce.drop_reason"}
-BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload"}
+BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload", "mroce.hello.cookie", "mroce.retry.cookie"}
 ERRORS = {"truncated", "bad_version", "bad_type", "bad_length"}
 WARNINGS = {"reserved_nonzero", "rule"}
 

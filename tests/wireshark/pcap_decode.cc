@@ -216,6 +216,14 @@ ordered_json decode(std::span<const std::byte> d, const char** error) {
             f["mroce.hello.num_paths"] = h->num_paths;
             f["mroce.hello.max_payload"] = h->max_payload;
             f["mroce.hello.capabilities"] = h->capabilities;
+            f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
+            return f;
+        }
+        case wire::PacketType::kRetry: {
+            auto r = wire::decode_retry(d);
+            if (!r) return fail(r.error());
+            common_fields(f, r->common);
+            f["mroce.retry.cookie"] = hex(std::as_bytes(std::span(r->cookie)));
             return f;
         }
         case wire::PacketType::kProbe: {

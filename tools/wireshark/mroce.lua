@@ -1,12 +1,12 @@
 -- tools/wireshark/mroce.lua — a Wireshark/tshark dissector for mroce, MetaRoCE over UDP,
--- wire version 1 (docs/spec.md §3; wire/ is the codec it mirrors, byte for byte).
+-- wire version 2 (docs/spec.md §3; wire/ is the codec it mirrors, byte for byte).
 --
 --   tshark -X lua_script:tools/wireshark/mroce.lua -r capture.pcap
 --   wireshark -X lua_script:tools/wireshark/mroce.lua capture.pcap
 --
 -- It decodes every packet type and field of §3, on UDP port 4797 (spec [UDP-1]; preference
 -- mroce.udp_port) and, through a heuristic (`mroce_udp`), on any port, because endpoints
--- may receive on ports the operator chose or the OS picked. A packet that a version-1
+-- may receive on ports the operator chose or the OS picked. A packet that a version-2
 -- receiver drops is flagged with an expert error and the filterable field
 -- mroce.drop_reason, named as wire/ names the error (truncated, bad_version, bad_type,
 -- bad_length), checked in the order of [WIRE-9] so that the verdict is the one a receiver
@@ -20,7 +20,7 @@
 
 local proto = Proto("mroce", "MetaRoCE over UDP (mroce)")
 
-local kVersion = 1
+local kVersion = 2
 local kDefaultPort = 4797      -- spec [UDP-1], wire::kDefaultPort
 local kCommonSize = 16         -- spec §3.1
 local kSackBits = 256          -- spec [ACK-2]
@@ -30,17 +30,18 @@ local kMinMaxPayload = 256     -- spec [UDP-3]
 local kMaxMaxPayload = 9000
 local kTwo32 = 4294967296
 
-local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE = 1, 2, 3, 4, 5, 6, 7
+local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
+    1, 2, 3, 4, 5, 6, 7, 8
 
 -- spec §3.1 [WIRE-2]
 local type_names = {
     [T_DATA] = "DATA", [T_ACK] = "ACK", [T_NACK] = "NACK", [T_HELLO] = "HELLO",
-    [T_HELLO_ACK] = "HELLO_ACK", [T_PROBE] = "PROBE", [T_CLOSE] = "CLOSE",
+    [T_HELLO_ACK] = "HELLO_ACK", [T_PROBE] = "PROBE", [T_CLOSE] = "CLOSE", [T_RETRY] = "RETRY",
 }
 -- The size of the fixed part of each type; [WIRE-5] fixed-size types are exactly this long.
 local fixed_size = {
-    [T_DATA] = 72, [T_ACK] = 80, [T_NACK] = 40, [T_HELLO] = 48, [T_HELLO_ACK] = 48,
-    [T_PROBE] = 32, [T_CLOSE] = 24,
+    [T_DATA] = 72, [T_ACK] = 80, [T_NACK] = 40, [T_HELLO] = 64, [T_HELLO_ACK] = 64,
+    [T_PROBE] = 32, [T_CLOSE] = 24, [T_RETRY] = 32,
 }
 local variable_size = { [T_DATA] = true, [T_ACK] = true }
 
@@ -72,7 +73,8 @@ local nack_reasons = {
     [4] = "OUT_OF_WINDOW", [5] = "NO_RESOURCES",
 }
 -- spec §3.7 [CLOSE-1]; other values are legal ([CLOSE-2]) and shown as unknown.
-local close_reasons = { [0] = "NORMAL", [1] = "PROTOCOL_ERROR", [2] = "LOCAL_FAILURE" }
+local close_reasons = { [0] = "NORMAL", [1] = "PROTOCOL_ERROR", [2] = "LOCAL_FAILURE",
+                        [3] = "VERSION_MISMATCH" }
 
 -- Fields. Those several types share (path, PSN, stream, message) have one name, so that
 -- `mroce.path_id == 3` finds a path's DATA, ACKs, NACKs and PROBEs at once.
@@ -159,6 +161,9 @@ local f = {
     hello_max_payload = ProtoField.uint32("mroce.hello.max_payload", "Max payload (bytes)",
                                           base.DEC),
     hello_capabilities = ProtoField.uint32("mroce.hello.capabilities", "Capabilities", base.HEX),
+    hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
+
+    retry_cookie = ProtoField.bytes("mroce.retry.cookie", "Cookie"),
 
     probe_next_psn = ProtoField.uint32("mroce.probe.next_psn", "Next PSN", base.DEC),
 
@@ -258,6 +263,14 @@ function Ctx:add(t, fld, off, size)
     if size == 8 then return r:uint64(), item end
     if size <= 4 then return r:uint(), item end
     return r:bytes(), item
+end
+
+-- nonzero reports whether any of bytes off .. off+size-1 (which must fit) is not zero.
+function Ctx:nonzero(off, size)
+    for i = off, off + size - 1 do
+        if self.tvb(i, 1):uint() ~= 0 then return true end
+    end
+    return false
 end
 
 -- reserved shows a reserved field and warns if any of its bits is set ([WIRE-6]).
@@ -549,6 +562,13 @@ local function dissect_hello(c, t, typ)
     local paths, paths_item = c:add(t, f.hello_num_paths, 38, 2)
     local max_payload, mp_item = c:add(t, f.hello_max_payload, 40, 4)
     local caps, caps_item = c:add(t, f.hello_capabilities, 44, 4)
+    local cookie = c:fits(48, 16) and c:nonzero(48, 16)
+    c:add(t, f.hello_cookie, 48, 16)
+    if cookie then
+        if typ == T_HELLO then c:info_add("cookie") else
+            c:warn(nil, "HELLO_ACK with a nonzero cookie [CONN-2]")
+        end
+    end
 
     if src_id then c:info_add(string.format("src_conn=0x%08x", src_id)) end
     if port then c:info_add("port=" .. port) end
@@ -587,6 +607,13 @@ local function dissect_probe(c, t)
     if next_psn then c:info_add("next_psn=" .. next_psn) end
     if next_psn and floor and is_after(floor, next_psn) then
         c:warn(floor_item, "psn_floor is after next_psn: receivers drop this PROBE [PROBE-1]")
+    end
+end
+
+local function dissect_retry(c, t)
+    c:add(t, f.retry_cookie, 16, 16)
+    if c:fits(16, 16) and not c:nonzero(16, 16) then
+        c:warn(nil, "RETRY with an all-zero cookie [CONN-25]")
     end
 end
 
@@ -664,6 +691,7 @@ local function dissect_one(tvb, pinfo, tree)
     elseif typ == T_NACK then dissect_nack(c, t)
     elseif typ == T_HELLO or typ == T_HELLO_ACK then dissect_hello(c, t, typ)
     elseif typ == T_PROBE then dissect_probe(c, t)
+    elseif typ == T_RETRY then dissect_retry(c, t)
     else dissect_close(c, t) end
 
     local info = name
