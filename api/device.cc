@@ -76,10 +76,15 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     st->dp = std::move(dp).value();
     st->local = st->dp->local_address();
 
+    // [CONN-5]: the secrets (tokens, the cookie key, memory-key tags) come from 32 bytes of
+    // the OS's randomness; a configured seed (tests) derives them instead, to replay a run.
     uint64_t seed = 0;
+    CryptoSeed secret{};
     if (cfg.seed) {
         seed = *cfg.seed;
-    } else if (::getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) {
+        secret = crypto_seed_from(seed);
+    } else if (::getrandom(&seed, sizeof(seed), 0) != sizeof(seed) ||
+               ::getrandom(secret.data(), secret.size(), 0) != static_cast<ssize_t>(secret.size())) {
         if (error) *error = "device: getrandom failed";
         return Error::kIo;
     }
@@ -90,7 +95,7 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
     if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
     st->cfg.endpoint = ecfg;  // the settings in effect, as Device::config() reports them
-    st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed);
+    st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed, secret);
 
     DeviceState* raw = st.get();
     DriverConfig dcfg;

@@ -361,6 +361,16 @@ Rx Peer::decode(Datagram d) {
         return rx;
     }
     const auto type = static_cast<uint8_t>(b[1]);
+    if (static_cast<uint8_t>(b[0]) == wire::kLegacyVersion) {
+        // [VER-1]: an initiator's version-1 probe HELLO is allowed; it carries the same
+        // identity as its version-2 HELLOs.
+        if (auto v1 = wire::decode_hello_v1(b); v1 && v1->common.type == PacketType::kHello) {
+            rx.hello = *v1;
+            rx.decoded = true;
+            rx.type = PacketType::kHello;
+            return rx;
+        }
+    }
     auto fail = [&](std::string_view what, Error e) {
         violation(fmt::format("[UDP-2] [WIRE-5] target sent a {} that does not decode ({})", what,
                               to_string(e)));

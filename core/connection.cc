@@ -131,8 +131,8 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     wire::HelloPacket h;
     h.common.type = type;
     if (type == wire::PacketType::kHelloAck) {
-        h.common.dst_conn_id = peer_conn_id_;
-        h.common.dst_token = peer_token_;
+        h.common.dst_conn_id = peer_known_ ? peer_conn_id_ : answer_conn_id_;
+        h.common.dst_token = peer_known_ ? peer_token_ : answer_token_;
     }
     h.src_conn_id = id_;
     h.src_token = token_;
@@ -171,6 +171,13 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     }
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
     if (h.common.type == wire::PacketType::kHello) hello_ack_pending_ = true;
+}
+
+void Connection::answer_hello(const wire::HelloPacket& h) {
+    if (state_ != ConnState::kConnecting || peer_known_) return;
+    answer_conn_id_ = h.src_conn_id;
+    answer_token_ = h.src_token;
+    hello_ack_pending_ = true;
 }
 
 void Connection::on_retry(const wire::RetryPacket& r, Time now) {

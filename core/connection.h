@@ -68,6 +68,9 @@ public:
     // Handshake (spec §4).
     void start_connect(Time now);
     void on_hello(const wire::HelloPacket& h, Time now);
+    // answer_hello: [CONN-7] the peer's HELLO reached this connection while it is still
+    // opening: answer it with a HELLO_ACK addressed to the identity it claims, binding nothing.
+    void answer_hello(const wire::HelloPacket& h);
     // on_retry: the peer asks this (initiating) connection to prove its address by echoing
     // the cookie in a HELLO, sent at once ([CONN-25]).
     void on_retry(const wire::RetryPacket& r, Time now);
@@ -109,7 +112,8 @@ public:
     // and out; the common answers come from a few flags.
     bool has_work(Time now) const {
         if (state_ != ConnState::kEstablished)
-            return state_ == ConnState::kConnecting ? hello_pending_ : close_pending_;
+            return state_ == ConnState::kConnecting ? hello_pending_ || hello_ack_pending_
+                                                    : close_pending_;
         if (close_pending_ || hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty() ||
             probes_pending_ > 0)
             return true;
@@ -331,6 +335,9 @@ private:
     bool proven_ = true;           // [CONN-26]
     Time unproven_deadline_ = kNever;
     wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
+    // [CONN-7]: while Connecting, the identity a HELLO_ACK answers (nothing is bound).
+    uint32_t answer_conn_id_ = 0;
+    uint64_t answer_token_ = 0;
     Time hello_deadline_ = kNever;
     uint32_t hello_tries_ = 0;
     bool close_pending_ = false;

@@ -16,6 +16,10 @@ uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 
 size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     if (state_ == ConnState::kConnecting) {
+        if (hello_ack_pending_) {  // [CONN-7]: the answer to the peer's own HELLO
+            hello_ack_pending_ = false;
+            return write_hello(buf, meta, wire::PacketType::kHelloAck);
+        }
         if (!hello_pending_) return 0;
         hello_pending_ = false;
         return write_hello(buf, meta, wire::PacketType::kHello);

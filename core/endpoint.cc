@@ -10,6 +10,16 @@
 namespace mroce::core {
 
 namespace {
+// child_seed: 32 bytes of `parent` as the seed of an independent generator.
+CryptoSeed child_seed(CryptoRng& parent) {
+    CryptoSeed s{};
+    for (size_t i = 0; i < s.size(); i += 8) {
+        const uint64_t v = parent.next_u64();
+        for (size_t b = 0; b < 8; ++b) s[i + b] = static_cast<uint8_t>(v >> (8 * b));
+    }
+    return s;
+}
+
 cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     cc::FairShareConfig f;
     f.capacity_bps = c.inbound_capacity_bps ? c.inbound_capacity_bps
@@ -25,7 +35,8 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
 Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t seed,
                    const CryptoSeed& secret)
     : cfg_(cfg), local_(local), rng_(seed), secrets_(secret),
-      guard_(secrets_, cfg.cookie_lifetime), memory_(Rng(seed).fork("memory")),
+      guard_(secrets_, cfg.cookie_lifetime),
+      memory_(CryptoRng(child_seed(secrets_)), cfg.memory_key_tag_bits),
       fair_share_(fair_share_config(cfg)) {
     MROCE_DCHECK(config_error(cfg).empty());
 }
@@ -450,16 +461,24 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
         touched(*c, now);
         return;
     }
-    // Accepting this HELLO binds a connection to the identity it claims: a connection we
-    // are opening ourselves ([CONN-7]), a restart's replacement ([CONN-14]) or a new one.
-    // [CONN-25]: the first two always need the proof of address, a new one only when the
-    // budget of unproven connections is spent ([CONN-26]).
+    if (c && !c->peer_known()) {
+        // [CONN-7]: we are opening a connection to this peer ourselves. The HELLO is
+        // answered but binds nothing: our connection is established by the HELLO_ACK to
+        // our own HELLO, which carries our token and so cannot be forged off-path.
+        c->answer_hello(*h);
+        touched(*c, now);
+        return;
+    }
+    // Accepting this HELLO binds a connection to the identity it claims: a restart's
+    // replacement ([CONN-14]) or a new connection. [CONN-25]: a restart always needs the
+    // proof of address, a new connection only when the budget of unproven connections is
+    // spent ([CONN-26]).
     const HelloGuard::Proof proof = guard_.check(peer, *h, now);
     if (proof == HelloGuard::Proof::kForged) ++stats_.bad_cookie;
     if (proof == HelloGuard::Proof::kExpired) ++stats_.expired_cookie;
     const bool proven = proof == HelloGuard::Proof::kValid;
     if (!proven && (c || unproven_ >= cfg_.unproven_connections))
-        return answer_with_retry(peer, *h, now);
+        return answer_with_retry(peer, *h, c, now);
     if (proven) ++stats_.cookies_accepted;
     if (c && c->peer_known()) {
         // [CONN-14]: a proven HELLO with a new identity from a known peer: the peer
@@ -481,8 +500,9 @@ void Endpoint::on_hello_datagram(std::span<const std::byte> datagram, const Pack
     touched(*c, now);
 }
 
-void Endpoint::answer_with_retry(const Address& peer, const wire::HelloPacket& h, Time now) {
-    if (guard_.queue_retry(peer, h, now))
+void Endpoint::answer_with_retry(const Address& peer, const wire::HelloPacket& h,
+                                 const Connection* c, Time now) {
+    if (guard_.queue_retry(peer, h, now, c ? c->control_class() : 0))
         ++stats_.retries_sent;
     else
         ++stats_.replies_dropped;

@@ -218,7 +218,8 @@ private:
     void on_hello_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now);
     // answer_with_retry: [CONN-25]: the HELLO must prove its address; nothing is kept.
-    void answer_with_retry(const Address& peer, const wire::HelloPacket& h, Time now);
+    void answer_with_retry(const Address& peer, const wire::HelloPacket& h, const Connection* c,
+                           Time now);
     // on_v1_datagram: a version-1 HELLO or HELLO_ACK gets a clear refusal ([VER-1]).
     void on_v1_datagram(std::span<const std::byte> datagram, const PacketMeta& meta, Time now);
     void count_decode_error(Error e);

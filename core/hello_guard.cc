@@ -55,15 +55,17 @@ HelloGuard::Proof HelloGuard::check(const Address& peer, const wire::HelloPacket
     return Proof::kValid;
 }
 
-bool HelloGuard::queue_retry(const Address& peer, const wire::HelloPacket& h, Time now) {
+bool HelloGuard::queue_retry(const Address& peer, const wire::HelloPacket& h, Time now,
+                             uint8_t traffic_class) {
     if (replies_.size() >= kMaxPendingReplies) return false;
-    replies_.push_back(Reply{peer, h.src_conn_id, h.src_token, true, make(peer, h, now)});
+    replies_.push_back(
+        Reply{peer, h.src_conn_id, h.src_token, true, traffic_class, make(peer, h, now)});
     return true;
 }
 
 bool HelloGuard::queue_v1_close(const Address& peer, const wire::HelloPacket& h) {
     if (replies_.size() >= kMaxPendingReplies) return false;
-    replies_.push_back(Reply{peer, h.src_conn_id, h.src_token, false, {}});
+    replies_.push_back(Reply{peer, h.src_conn_id, h.src_token, false, 0, {}});
     return true;
 }
 
@@ -92,6 +94,7 @@ size_t HelloGuard::poll(std::span<std::byte> buf, PacketMeta& meta, const Addres
         meta.src = local;
         meta.dst = r.to;
         meta.ecn = ecn::kEct0;
+        meta.traffic_class = r.traffic_class;
         return *n;
     }
     return 0;

@@ -37,7 +37,10 @@ public:
     // Replies: at most kMaxPendingReplies wait; queue_* return false (nothing queued) when
     // the queue is full. poll writes the oldest into buf and returns its size (0: none).
     static constexpr size_t kMaxPendingReplies = 256;
-    bool queue_retry(const Address& peer, const wire::HelloPacket& h, Time now);
+    // traffic_class: the priority the RETRY leaves in, as the connection it concerns
+    // would send it ([STREAM-14]); 0 for a HELLO that concerns no connection yet.
+    bool queue_retry(const Address& peer, const wire::HelloPacket& h, Time now,
+                     uint8_t traffic_class);
     // queue_v1_close: a version-1 CLOSE (reason kVersionMismatch) to the connection the
     // version-1 HELLO or HELLO_ACK `h` names as its sender ([VER-1]).
     bool queue_v1_close(const Address& peer, const wire::HelloPacket& h);
@@ -52,6 +55,7 @@ private:
         uint32_t conn_id;   // the addressee's connection id and token
         uint64_t token;
         bool retry;         // RETRY with `cookie`, else a version-1 CLOSE
+        uint8_t traffic_class;
         wire::Cookie cookie;
     };
     uint64_t k0_, k1_;

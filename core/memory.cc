@@ -11,29 +11,30 @@ Result<MemoryKeys> MemoryTable::register_region(uint32_t pd, void* base, uint64_
         index = free_.back();
         free_.pop_back();
     } else {
-        if (regions_.size() >= kMaxRegions - 1) return Error::kExhausted;
+        if (regions_.size() >= max_regions_) return Error::kExhausted;
         regions_.emplace_back();
         index = static_cast<uint32_t>(regions_.size() - 1);
     }
     MemoryRegion& mr = regions_[index];
-    uint8_t tag = static_cast<uint8_t>(rng_.next_u32());
-    if (tag == static_cast<uint8_t>(mr.key)) ++tag;  // a reused slot never keeps its old key
+    const uint32_t tag_mask = (1u << tag_bits_) - 1;
+    uint32_t tag = rng_.next_u32() & tag_mask;
+    if (tag == (mr.key & tag_mask)) tag = (tag + 1) & tag_mask;  // a reused slot never keeps its old key
     mr = MemoryRegion{pd, static_cast<std::byte*>(base), length, access_flags,
-                      (index + 1) << 8 | tag, true};
+                      (index + 1) << tag_bits_ | tag, true};
     return MemoryKeys{mr.key, mr.key};
 }
 
 Error MemoryTable::deregister(uint32_t key) {
     const MemoryRegion* mr = find(key);
     if (!mr) return Error::kNotFound;
-    const uint32_t index = (key >> 8) - 1;
+    const uint32_t index = (key >> tag_bits_) - 1;
     regions_[index].live = false;
     free_.push_back(index);
     return Error::kOk;
 }
 
 const MemoryRegion* MemoryTable::find(uint32_t key) const {
-    const uint32_t slot = key >> 8;
+    const uint32_t slot = key >> tag_bits_;
     if (slot == 0 || slot > regions_.size()) return nullptr;
     const MemoryRegion& mr = regions_[slot - 1];
     if (!mr.live || mr.key != key) return nullptr;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "util/result.h"
+#include "util/crypto.h"
 #include "util/rng.h"
 
 namespace mroce::core {
@@ -32,15 +33,19 @@ struct MemoryRegion {
     std::byte* base = nullptr;
     uint64_t length = 0;
     uint32_t access = 0;
-    uint32_t key = 0;  // lkey == rkey == key; index in the low 24 bits, random tag above
+    uint32_t key = 0;  // lkey == rkey == key: (index + 1) above, a random tag in the low bits
     bool live = false;
 };
 
-// MemoryTable holds every MR of one endpoint. Keys are (index << 8 | random tag) so a
-// stale or guessed key fails the tag check instead of hitting another region.
+// MemoryTable holds every MR of one endpoint. Keys are ((index + 1) << tag_bits | tag),
+// the tag drawn from a cryptographic generator, so a stale or guessed key fails the tag
+// check instead of hitting another region: a peer guessing a live key within one PD needs
+// 2^tag_bits / 2 tries on average ([PLACE-29]). The rest of the 32 bits (verbs keys are
+// 32 bits) index the regions, so more tag bits mean fewer regions.
 class MemoryTable {
 public:
-    explicit MemoryTable(Rng rng) : rng_(rng) {}
+    MemoryTable(CryptoRng rng, uint32_t tag_bits)
+        : rng_(rng), tag_bits_(tag_bits), max_regions_((size_t{1} << (32 - tag_bits)) - 1) {}
 
     uint32_t alloc_pd() { return ++next_pd_; }
     bool pd_exists(uint32_t pd) const { return pd != 0 && pd <= next_pd_; }
@@ -61,14 +66,17 @@ public:
     Result<std::byte*> check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len,
                                    bool write) const;
 
-    static constexpr size_t kMaxRegions = 1u << 24;
+    // max_regions: how many regions may be registered at once.
+    size_t max_regions() const { return max_regions_; }
 
 private:
     const MemoryRegion* find(uint32_t key) const;
     Result<std::byte*> check(const MemoryRegion* mr, uint32_t pd, uint64_t addr,
                              uint64_t len) const;
 
-    Rng rng_;
+    CryptoRng rng_;
+    uint32_t tag_bits_;
+    size_t max_regions_;
     uint32_t next_pd_ = 0;
     std::vector<MemoryRegion> regions_;
     std::vector<uint32_t> free_;

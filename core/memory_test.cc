@@ -1,6 +1,9 @@
 // core/memory_test.cc — protection checks of the memory table (spec [PLACE-4]).
 #include "core/memory.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,7 +13,7 @@ namespace mroce::core {
 namespace {
 
 struct Fixture {
-    MemoryTable table{Rng(5)};
+    MemoryTable table{CryptoRng(crypto_seed_from(5)), 16};
     std::vector<std::byte> buf = std::vector<std::byte>(4096);
     uint32_t pd = table.alloc_pd();
     uint64_t base() const { return reinterpret_cast<uint64_t>(buf.data()); }
@@ -59,10 +62,34 @@ TEST(Memory, StaleKeysMiss) {
     EXPECT_EQ(f.table.deregister(k1.rkey), Error::kNotFound);
     EXPECT_FALSE(f.table.check_remote(k1.rkey, f.pd, f.base(), 8, access::kRemoteWrite).ok());
     auto k2 = *f.table.register_region(f.pd, f.buf.data(), 4096, access::kRemoteWrite);
-    EXPECT_EQ(k2.rkey >> 8, k1.rkey >> 8);  // same slot reused...
+    EXPECT_EQ(k2.rkey >> 16, k1.rkey >> 16);  // same slot reused...
     EXPECT_NE(k2.rkey, k1.rkey);            // ...under a different key
     EXPECT_FALSE(f.table.check_remote(k1.rkey, f.pd, f.base(), 8, access::kRemoteWrite).ok());
     EXPECT_TRUE(f.table.check_remote(k2.rkey, f.pd, f.base(), 8, access::kRemoteWrite).ok());
+}
+
+// [PLACE-29]: with t tag bits a key's low t bits are random and the rest number the
+// regions: 2^(32 - t) - 1 regions fit, the next is refused; the tags of many keys take
+// many values (not 8 bits' worth).
+TEST(Memory, TagBitsSplitTheKey) {
+    for (uint32_t bits : {8u, 16u, 24u}) {
+        MemoryTable t{CryptoRng(crypto_seed_from(bits)), bits};
+        EXPECT_EQ(t.max_regions(), (size_t{1} << (32 - bits)) - 1);
+        const uint32_t pd = t.alloc_pd();
+        std::vector<uint32_t> tags;
+        for (int i = 0; i < 200; ++i) {
+            const auto k = *t.register_region(pd, nullptr, 0, 0);
+            EXPECT_EQ(k.rkey >> bits, static_cast<uint32_t>(i + 1));
+            tags.push_back(k.rkey & ((1u << bits) - 1));
+        }
+        std::sort(tags.begin(), tags.end());
+        const size_t distinct = static_cast<size_t>(std::unique(tags.begin(), tags.end()) - tags.begin());
+        EXPECT_GT(distinct, bits == 8 ? 100u : 195u) << bits << " bits";
+    }
+    MemoryTable small{CryptoRng(crypto_seed_from(1)), 24};  // 255 regions
+    const uint32_t pd = small.alloc_pd();
+    for (int i = 0; i < 255; ++i) ASSERT_TRUE(small.register_region(pd, nullptr, 0, 0).ok());
+    EXPECT_EQ(small.register_region(pd, nullptr, 0, 0).error(), Error::kExhausted);
 }
 
 TEST(Memory, RegistrationArgumentsAreChecked) {

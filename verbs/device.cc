@@ -78,7 +78,7 @@ void fill_device_attr(const Context& ctx, ibv_device_attr& a) {
     a.max_sge_rd = static_cast<int>(api::kMaxSge);
     a.max_cq = kMaxQp;
     a.max_cqe = kMaxCqe;
-    a.max_mr = 1 << 24;
+    a.max_mr = static_cast<int>((uint64_t{1} << (32 - e.memory_key_tag_bits)) - 1);  // [PLACE-29]
     a.max_pd = 1 << 24;
     a.max_qp_rd_atom = static_cast<int>(e.max_rd_atomic);
     a.max_qp_init_rd_atom = static_cast<int>(e.max_rd_atomic);

@@ -7,7 +7,7 @@
 namespace mroce::rocev2 {
 
 RoceEngine::RoceEngine(const RoceConfig& cfg, const Address& local, uint64_t seed)
-    : cfg_(cfg), local_(local), memory_(Rng(seed).fork("memory")) {
+    : cfg_(cfg), local_(local), memory_(CryptoRng(crypto_seed_from(seed)), 16) {
     MROCE_DCHECK(config_error(cfg).empty());
 }
 

@@ -97,7 +97,9 @@ TEST_P(TwoClasses, APausedClassDoesNotHoldUpAnother) {
     EXPECT_EQ(m.by_class[1].flows, 2u);
     EXPECT_EQ(m.pauses, m.by_class[0].pauses);
     // The class-1 flows ran while class 0 was paused. Flow 9's sender is quiet: it crosses
-    // class 0's paused spine port at nearly its ideal time (1.04-1.19 over seeds 1-8).
+    // class 0's paused spine port at nearly its ideal time: 1.32-1.33 over seeds 1-8 and 41
+    // (1.28 before spec 2.0, whose simultaneous open waits for the HELLO_ACK, [CONN-7]:
+    // half a round trip more for this short flow).
     // Flow 10 shares host 1's NIC with a class-0 flow, which takes its turns whenever it is
     // not paused, and what host 1 polled for class 0 during a pause leaves first after the
     // resume (sim/host.h), so it gets between half and all of the port (1.25-2.07).
@@ -106,7 +108,7 @@ TEST_P(TwoClasses, APausedClassDoesNotHoldUpAnother) {
         EXPECT_EQ(o.flow.traffic_class, 1);
         EXPECT_LT(o.finish_ps, out.flows[0].finish_ps) << "flow " << f << " outlived the incast";
     }
-    EXPECT_LE(slowdown(out.flows[9]), 1.3);
+    EXPECT_LE(slowdown(out.flows[9]), 1.4);
     EXPECT_LE(slowdown(out.flows[10]), 2.5);
     EXPECT_GT(m.by_class[0].slowdown_p50, 4.0);  // the incast itself is 9-fold oversubscribed
 }

@@ -341,6 +341,9 @@ int run(int argc, char** argv) {
             line["dport"] = dport;
             line["fields"] = fields;
             line["error"] = error ? ordered_json(error) : ordered_json();
+            // [VER-1]: a version-1 HELLO probe or the version-1 refusal of one is expected
+            // traffic between version-2 endpoints; the test tells it from breakage.
+            line["legacy_v1"] = !datagram.empty() && static_cast<uint8_t>(datagram[0]) == 1;
             std::cout << line.dump() << "\n";
         };
         const char* error = nullptr;
