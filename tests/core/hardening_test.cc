@@ -1,7 +1,8 @@
 // tests/core/hardening_test.cc — issue 17's reproduced findings, each as a regression test
 // between two real endpoints on the in-process network: memory revoked by deregistration
 // while a peer's operation is under way ([PLACE-25], [PLACE-26]), HELLOs that name no
-// identity ([CONN-23]) and responses that answer nothing ([PLACE-16]).
+// identity ([CONN-23]), responses that answer nothing ([PLACE-16]) and answers flushed by
+// the responder's stream failure ([PLACE-27], found by fuzz/connection.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -374,6 +375,55 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         f.p.host_a().kick();
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
         EXPECT_EQ(f.a_done[1].status, Status::kSuccess) << core::to_string(f.a_done[1].status);
+    }
+}
+
+// [PLACE-27] [PLACE-19] [ERR-8]: B executes A's 256 KiB READ and is answering it when B's
+// side of the stream fails (B's own WRITE, sent just before, is refused with a remote
+// access error). The answer is flushed with B's stream; A, which has part of it, must get
+// an error for the READ. On main it waited for ever: its re-sent request was a stale
+// duplicate at B, answered only with a delivery report, and B's ACKs kept [ERR-2] away.
+// Found by fuzz/connection.cc.
+TEST(Hardening, ReadAnswerFlushedByResponderFailureFails) {
+    for (uint64_t seed : seeds_from_env(4, 1760)) {
+        SCOPED_TRACE(seed_trace(seed));
+        Peers f(seed);
+        ASSERT_TRUE(f.run_until([&] {
+            return f.conn_a().state() == core::ConnState::kEstablished &&
+                   f.conn_b().state() == core::ConnState::kEstablished;
+        }));
+        constexpr uint32_t kLen = 256 * 1024;
+        std::vector<std::byte> source(kLen, std::byte{0x3c});
+        const auto ks = *f.p.b->register_memory(f.pb, source.data(), source.size(), kAllAccess);
+        core::SendWr bad;  // B's WRITE with a key A never issued
+        bad.wr_id = 9;
+        bad.opcode = WorkOpcode::kWrite;
+        bad.local_addr = reinterpret_cast<uint64_t>(source.data());
+        bad.length = 64;
+        bad.lkey = ks.lkey;
+        bad.remote_addr = f.a_addr(0);
+        bad.rkey = f.ka.rkey ^ 0x80;
+        ASSERT_EQ(f.p.b->post_send(f.sb, bad, f.p.now()), Error::kOk);
+        f.p.host_b().kick();
+        core::SendWr rd;
+        rd.wr_id = 2;
+        rd.opcode = WorkOpcode::kRead;
+        rd.local_addr = f.a_addr(0);
+        rd.length = kLen;
+        rd.lkey = f.ka.lkey;
+        rd.remote_addr = reinterpret_cast<uint64_t>(source.data());
+        rd.rkey = ks.rkey;
+        f.post(rd);
+        ASSERT_TRUE(f.run_until([&] { return !f.b_done.empty(); }));
+        ASSERT_EQ(f.b_done[0].wr_id, 9u);
+        EXPECT_EQ(f.b_done[0].status, Status::kRemoteAccess) << core::to_string(f.b_done[0].status);
+        ASSERT_TRUE(f.a_done.empty()) << "the READ was answered before B's stream failed: "
+                                         "the test proves nothing";
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }))
+            << "the READ whose answer B flushed never completed";
+        EXPECT_EQ(f.a_done[0].wr_id, 2u);
+        EXPECT_EQ(f.a_done[0].status, Status::kRemoteInvalid) << core::to_string(f.a_done[0].status);
+        EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
     }
 }
 
