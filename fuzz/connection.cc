@@ -358,8 +358,8 @@ private:
             }
             case 3: {
                 const uint8_t a = script_.u8();
-                const uint32_t len = length(script_.u8());
-                for (int k = 0; k <= (a >> 2) % 4; ++k) post_recv(a & 1, (a >> 1) & 1, len);
+                const uint8_t lb = script_.u8();
+                for (int k = 0; k <= (a >> 2) % 4; ++k) post_recv(a & 1, (a >> 1) & 1, length(lb), lb & 0x80);
                 break;
             }
             case 4: run_steps(1 + script_.u8()); break;
@@ -446,6 +446,13 @@ private:
             }
         }
         wr.length = r.len;
+        // [PLACE-22]: the same bytes as a two-piece scatter list when the length byte's top
+        // bit is set (atomics take one piece only, and refuse a list).
+        std::array<core::Sge, 2> sg;
+        if ((lb & 0x80) && split(wr.local_addr, wr.length, wr.lkey, sg)) {
+            wr.sg_list = sg.data();
+            wr.num_sge = 2;
+        }
         if (me.ep->post_send(me.streams[st], wr, now_) != Error::kOk) {
             // Refused at once (stream or connection failed): nothing to complete. Its
             // slices stay pending, which only relaxes the end checks of their bytes.
@@ -458,7 +465,17 @@ private:
         me.sends.push_back(r);
     }
 
-    void post_recv(int i, int st, uint32_t len) {
+    // split: [addr, addr + len) as two adjacent pieces, a third and the rest: the engine
+    // must treat them as one buffer, so every check of the bytes stays as it is.
+    static bool split(uint64_t addr, uint32_t len, uint32_t lkey, std::array<core::Sge, 2>& sg) {
+        if (len < 2) return false;
+        const uint32_t first = len / 3 + 1;
+        sg[0] = core::Sge{addr, first, lkey};
+        sg[1] = core::Sge{addr + first, len - first, lkey};
+        return true;
+    }
+
+    void post_recv(int i, int st, uint32_t len, bool pieces = false) {
         Side& me = side_[i];
         if (!me.stream_live[st]) return;
         Region& rg = me.regions[kRecvDst];
@@ -469,6 +486,11 @@ private:
         wr.addr = addr(rg, rg.slices[slice].off);
         wr.length = len;
         wr.lkey = rg.key;
+        std::array<core::Sge, 2> sg;
+        if (pieces && split(wr.addr, wr.length, wr.lkey, sg)) {
+            wr.sg_list = sg.data();
+            wr.num_sge = 2;
+        }
         if (me.ep->post_recv(me.streams[st], wr, now_) != Error::kOk) return;
         me.recvs.push_back(RecvRec{st, slice, len, me.recvs_posted[st]++});
     }

@@ -19,15 +19,17 @@ SEND, SEND_IMM, WRITE, WRITE_IMM, READ, FETCH_ADD, CMP_SWAP = range(7)
 L0, L1, L8, L100, L255, L256, L257, L511, L512, L513, L1000, L1024, L2048, L2049, L3000, L4096 = range(16)
 
 
-def post(side, stream, op, length, extra=3, fence=False, inline=False):
+def post(side, stream, op, length, extra=3, fence=False, inline=False, pieces=False):
     a = side | stream << 1 | op << 2 | (0x20 if fence else 0) | (0x40 if inline else 0)
     if inline:
         length |= 0x40
+    if pieces:  # a two-piece scatter/gather list
+        length |= 0x80
     return bytes([0, a, length, extra])
 
 
-def recv(side, stream, count, length):
-    return bytes([3, side | stream << 1 | (count - 1) << 2, length])
+def recv(side, stream, count, length, pieces=False):
+    return bytes([3, side | stream << 1 | (count - 1) << 2, length | (0x80 if pieces else 0)])
 
 
 def run(steps):
@@ -111,6 +113,12 @@ def seeds():
     yield "destroy-stream", scenario(config(), 9, b"".join([
         post(0, 1, WRITE, L2048), post(1, 1, SEND, L512), run(8), bytes([6, 1 << 2 | 1 << 1 | 1]),
         post(0, 1, SEND, L8), settle()]))
+    yield "scatter-gather", scenario(config(paths=2), 10, b"".join([
+        recv(1, 0, 4, L4096, pieces=True), recv(0, 1, 2, L1024, pieces=True),
+        post(0, 0, SEND, L1000, pieces=True), post(0, 0, SEND_IMM, L100, inline=True, pieces=True),
+        post(0, 0, WRITE, L3000, pieces=True), post(0, 0, READ, L2049, pieces=True),
+        post(0, 0, FETCH_ADD, L8, pieces=True), post(1, 1, SEND, L513, pieces=True),
+        post(1, 1, READ, L4096, pieces=True), settle()]), LOSSY)
 
 
 def main():
