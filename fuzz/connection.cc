@@ -3,8 +3,9 @@
 //
 // Input: [config byte] [seed byte] [script length byte] [script] [fates].
 // - The script posts work (SEND, SEND_IMM, WRITE, WRITE_IMM, READ, both atomics, on two
-//   streams, from either side), posts receives, runs the network, deregisters a region,
-//   closes the connection or destroys a stream.
+//   streams, from either side; inline, fenced, as scatter/gather lists), posts receives,
+//   runs the network, deregisters a region, changes a stream's limits, closes the
+//   connection or destroys a stream.
 // - The fates decide, for each datagram in the order the engines send them: deliver
 //   (with jitter, so they reorder, and optionally CE-marked), drop, duplicate, delay, or
 //   mutate: decode with wire/, set one field to a hostile value, encode again
@@ -374,6 +375,8 @@ private:
                     FUZZ_CHECK(side_[i].ep->destroy_stream(side_[i].streams[st], now_) == Error::kOk);
                     side_[i].stream_live[st] = false;
                     drain_events();
+                } else if ((a >> 2) % 8 == 2 && side_[i].stream_live[st]) {
+                    set_limits(i, st, script_.u8());
                 } else {
                     idle_until(now_ + Duration{(1 + int64_t{a >> 2}) * 20'000});
                 }
@@ -493,6 +496,21 @@ private:
         }
         if (me.ep->post_recv(me.streams[st], wr, now_) != Error::kOk) return;
         me.recvs.push_back(RecvRec{st, slice, len, me.recvs_posted[st]++});
+    }
+
+    // set_limits changes a stream's [STREAM-12] settings mid-run: the peer access it
+    // grants (a WRITE, READ or atomic it no longer allows is refused), READ/atomic depth
+    // on both sides, retries and the traffic class.
+    void set_limits(int i, int st, uint8_t b) {
+        core::Endpoint& ep = *side_[i].ep;
+        core::StreamLimits l = ep.default_stream_limits();
+        l.remote_access = (b & 1 ? core::access::kRemoteWrite : 0) | (b & 2 ? core::access::kRemoteRead : 0) |
+                          (b & 4 ? core::access::kRemoteAtomic : 0);
+        l.max_rd_atomic = 1 + ((b >> 3) & 3);
+        l.max_dest_rd_atomic = 1 + ((b >> 5) & 1);
+        l.retry_limit = (b & 0x40) ? 1 : l.retry_limit;
+        l.traffic_class = b >> 5;
+        FUZZ_CHECK(ep.set_stream_limits(side_[i].streams[st], l) == Error::kOk);
     }
 
     void deregister(uint8_t a) {

@@ -48,6 +48,10 @@ def wait(units):  # 20 us each
     return bytes([6, (units - 1) << 2 | 2])
 
 
+def limits(side, stream, b):  # [STREAM-12]: bits 0-2 remote write/read/atomic, then depths
+    return bytes([6, side | stream << 1 | 2 << 2, b])
+
+
 def settle():
     return bytes([7])
 
@@ -113,6 +117,10 @@ def seeds():
     yield "destroy-stream", scenario(config(), 9, b"".join([
         post(0, 1, WRITE, L2048), post(1, 1, SEND, L512), run(8), bytes([6, 1 << 2 | 1 << 1 | 1]),
         post(0, 1, SEND, L8), settle()]))
+    yield "limits-revoked", scenario(config(), 11, b"".join([
+        limits(1, 0, 0x02), post(0, 0, WRITE, L1000), post(0, 0, READ, L512), post(0, 0, FETCH_ADD, L8),
+        limits(0, 1, 0x3f), post(1, 1, READ, L3000), post(1, 1, READ, L100), post(1, 1, CMP_SWAP, L8),
+        settle()]))
     yield "scatter-gather", scenario(config(paths=2), 10, b"".join([
         recv(1, 0, 4, L4096, pieces=True), recv(0, 1, 2, L1024, pieces=True),
         post(0, 0, SEND, L1000, pieces=True), post(0, 0, SEND_IMM, L100, inline=True, pieces=True),
