@@ -107,6 +107,11 @@ def seeds():
     yield "deregister-mid-write", scenario(config(), 6, b"".join([
         post(0, 0, WRITE, L4096), post(0, 1, READ, L4096), run(6), dereg(1), dereg(1, read_src=True),
         post(0, 0, WRITE, L100), post(0, 1, FETCH_ADD, L8), settle()]), LOSSY)
+    # The segments arrive spread out (jitter), and B deregisters the target after some of
+    # them: the rest must be refused ([PLACE-25]); a regression changes the region.
+    jitter = bytes([((i * 5) % 16) << 3 for i in range(64)])
+    yield "deregister-mid-write-jitter", scenario(config(), 6, b"".join([
+        post(0, 0, WRITE, L4096), run(5), dereg(1), settle()]), jitter)
     yield "close-mid-transfer", scenario(config(), 7, b"".join([
         post(0, 0, SEND, L2048), post(1, 1, WRITE, L3000), post(0, 1, READ, L1024), run(10),
         close(1), post(0, 0, SEND, L8), settle()]))
