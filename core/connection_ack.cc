@@ -634,6 +634,9 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
     Stream* s = stream_by_remote(n.stream_id);
     TxMessage* m = live_tx(s, n.msg_seq);
     if (!m) return;
+    // [PLACE-28]: a request whose whole answer is in place was executed; a NACK about it is
+    // late (or forged) and changes nothing.
+    if (is_request(m->opcode) && m->resp_done) return;
     switch (n.reason) {
         case wire::NackReason::kRemoteAccess: return fail_stream(*s, Status::kRemoteAccess);
         case wire::NackReason::kInvalidRequest: {
