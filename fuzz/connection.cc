@@ -640,12 +640,27 @@ private:
                 std::vector<std::byte> copy = bytes;
                 const fuzz::Effect e = fuzz::mutate_datagram(copy, fates_, context());
                 taint(e, from, to);
+                if (verbose_) log_mutation(from, bytes, copy, e);
                 ++mutations_;
                 if (f & 8) enqueue(base, to, std::move(bytes), m);
                 enqueue(base + Duration{int64_t{fates_.u8()} * 100}, to, std::move(copy), m);
                 break;
             }
         }
+    }
+
+    // log_mutation prints which bytes a mutation changed (MROCE_FUZZ_VERBOSE=1).
+    void log_mutation(int from, const std::vector<std::byte>& before,
+                      const std::vector<std::byte>& after, fuzz::Effect e) const {
+        std::fprintf(stderr, "%8lld ns: %d->%d type %d effect %d:", static_cast<long long>(to_ns(now_)),
+                     from, 1 - from, before.size() > 1 ? static_cast<int>(before[1]) : -1,
+                     static_cast<int>(e));
+        for (size_t k = 0; k < std::max(before.size(), after.size()); ++k) {
+            const int b = k < before.size() ? static_cast<int>(before[k]) : -1;
+            const int a = k < after.size() ? static_cast<int>(after[k]) : -1;
+            if (a != b) std::fprintf(stderr, " [%zu] %d->%d", k, b, a);
+        }
+        std::fprintf(stderr, "\n");
     }
 
     // taint records that a mutation may make a message of that direction carry other
@@ -931,6 +946,7 @@ private:
     size_t heap_base_ = 0;
     std::array<bool, 2> tainted_{false, false};
     std::vector<uint64_t> ctx_;
+    const bool verbose_ = std::getenv("MROCE_FUZZ_VERBOSE") != nullptr;
 };
 
 }  // namespace
