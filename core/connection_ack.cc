@@ -511,8 +511,14 @@ void Connection::fail_stream(Stream& s, Status why) {
     // [ERR-1]: the oldest outstanding work request carries the cause, the rest flush.
     s.failed = true;
     bool first = true;
+    bool answer_lost = false;
+    uint32_t first_unanswered = 0;  // the oldest request whose answer is flushed here
     while (!s.tx.empty()) {
         TxMessage& m = s.tx.front();
+        if (m.internal && !answer_lost) {
+            answer_lost = true;
+            first_unanswered = m.resp_to;
+        }
         m.done = true;
         m.status = first && !m.internal ? why : Status::kFlushed;
         if (m.status == Status::kSuccess) m.status = Status::kFlushed;
@@ -531,7 +537,10 @@ void Connection::fail_stream(Stream& s, Status why) {
     s.srq_claimed.clear();
     if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
     s.rx_failed = true;
-    s.rx_fail_seq = s.delivered_seq;
+    // [PLACE-27]: a flushed answer is one the requester still waits for, re-sending its
+    // request; refused from that request on, the re-sent request gets the NACK (not a
+    // stale duplicate's delivery report), so the requester fails instead of waiting forever.
+    s.rx_fail_seq = answer_lost ? first_unanswered : s.delivered_seq;
     for (RxMessage& slot : s.ring) slot.active = false;
     s.dest_rd = 0;
 }
@@ -625,6 +634,9 @@ void Connection::on_nack(const wire::NackPacket& n, Time now) {
     Stream* s = stream_by_remote(n.stream_id);
     TxMessage* m = live_tx(s, n.msg_seq);
     if (!m) return;
+    // [PLACE-28]: a request whose whole answer is in place was executed; a NACK about it is
+    // late (or forged) and changes nothing.
+    if (is_request(m->opcode) && m->resp_done) return;
     switch (n.reason) {
         case wire::NackReason::kRemoteAccess: return fail_stream(*s, Status::kRemoteAccess);
         case wire::NackReason::kInvalidRequest: {

@@ -107,6 +107,14 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         // application again. Drop without writing, and re-report delivery.
         ++stats_.stale_duplicates;
         report_delivery(s);
+        // [PLACE-28]: a request re-sent after its delivery waits for an answer; if this
+        // side holds none for it (its answer was reported delivered, or the message
+        // delivered under its msg_seq was no request), none will come: say so.
+        if (is_request(h.opcode) &&
+            std::none_of(s.tx.begin(), s.tx.end(), [&](const TxMessage& m) {
+                return m.internal && m.resp_to == h.msg_seq;
+            }))
+            queue_nack(h, wire::NackReason::kInvalidRequest, 0);
         return;
     }
     if (static_cast<uint32_t>(ahead) >= kStreamWindow) {

@@ -1,7 +1,8 @@
 // tests/core/hardening_test.cc — issue 17's reproduced findings, each as a regression test
 // between two real endpoints on the in-process network: memory revoked by deregistration
 // while a peer's operation is under way ([PLACE-25], [PLACE-26]), HELLOs that name no
-// identity ([CONN-23]) and responses that answer nothing ([PLACE-16]).
+// identity ([CONN-23]), responses that answer nothing ([PLACE-16]) and answers flushed by
+// the responder's stream failure ([PLACE-27], found by fuzz/connection.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -374,6 +375,120 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         f.p.host_a().kick();
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
         EXPECT_EQ(f.a_done[1].status, Status::kSuccess) << core::to_string(f.a_done[1].status);
+    }
+}
+
+// [PLACE-27] [PLACE-19] [ERR-8]: B executes A's 256 KiB READ and is answering it when B's
+// side of the stream fails (B's own WRITE, sent just before, is refused with a remote
+// access error). The answer is flushed with B's stream; A, which has part of it, must get
+// an error for the READ. On main it waited for ever: its re-sent request was a stale
+// duplicate at B, answered only with a delivery report, and B's ACKs kept [ERR-2] away.
+// Found by fuzz/connection.cc.
+TEST(Hardening, ReadAnswerFlushedByResponderFailureFails) {
+    for (uint64_t seed : seeds_from_env(4, 1760)) {
+        SCOPED_TRACE(seed_trace(seed));
+        Peers f(seed);
+        ASSERT_TRUE(f.run_until([&] {
+            return f.conn_a().state() == core::ConnState::kEstablished &&
+                   f.conn_b().state() == core::ConnState::kEstablished;
+        }));
+        constexpr uint32_t kLen = 256 * 1024;
+        std::vector<std::byte> source(kLen, std::byte{0x3c});
+        const auto ks = *f.p.b->register_memory(f.pb, source.data(), source.size(), kAllAccess);
+        core::SendWr bad;  // B's WRITE with a key A never issued
+        bad.wr_id = 9;
+        bad.opcode = WorkOpcode::kWrite;
+        bad.local_addr = reinterpret_cast<uint64_t>(source.data());
+        bad.length = 64;
+        bad.lkey = ks.lkey;
+        bad.remote_addr = f.a_addr(0);
+        bad.rkey = f.ka.rkey ^ 0x80;
+        ASSERT_EQ(f.p.b->post_send(f.sb, bad, f.p.now()), Error::kOk);
+        f.p.host_b().kick();
+        core::SendWr rd;
+        rd.wr_id = 2;
+        rd.opcode = WorkOpcode::kRead;
+        rd.local_addr = f.a_addr(0);
+        rd.length = kLen;
+        rd.lkey = f.ka.lkey;
+        rd.remote_addr = reinterpret_cast<uint64_t>(source.data());
+        rd.rkey = ks.rkey;
+        f.post(rd);
+        ASSERT_TRUE(f.run_until([&] { return !f.b_done.empty(); }));
+        ASSERT_EQ(f.b_done[0].wr_id, 9u);
+        EXPECT_EQ(f.b_done[0].status, Status::kRemoteAccess) << core::to_string(f.b_done[0].status);
+        ASSERT_TRUE(f.a_done.empty()) << "the READ was answered before B's stream failed: "
+                                         "the test proves nothing";
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }))
+            << "the READ whose answer B flushed never completed";
+        EXPECT_EQ(f.a_done[0].wr_id, 2u);
+        EXPECT_EQ(f.a_done[0].status, Status::kRemoteInvalid) << core::to_string(f.a_done[0].status);
+        EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+    }
+}
+
+// [PLACE-28] [PLACE-19]: a forged WRITE takes the msg_seq A's next message will have (an
+// on-path attacker with the token; the fuzzer turned A's atomic into a WRITE in flight).
+// A's atomic then arrives as a stale duplicate: B reports it delivered but holds no answer
+// for it, and A's re-sent request was dropped the same way for ever, the connection
+// healthy. B now answers a re-sent request it has no answer for with a NACK, and A fails
+// the atomic. Found by fuzz/connection.cc.
+TEST(Hardening, RequestWithoutAnswerFailsInsteadOfWaiting) {
+    for (uint64_t seed : seeds_from_env(4, 1770)) {
+        SCOPED_TRACE(seed_trace(seed));
+        core::EndpointConfig cfg;
+        cfg.forced_isn = 1000;  // isn 1000, msg_isn 993 ([CONN-5])
+        Peers f(seed, 0, cfg);
+        std::vector<std::byte> dst(4096, std::byte{0});
+        const auto kd = *f.p.b->register_memory(f.pb, dst.data(), dst.size(), kAllAccess);
+        core::SendWr w;  // establishes the connection and uses msg_seq 993
+        w.wr_id = 1;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = f.a_addr(0);
+        w.length = 64;
+        w.lkey = f.ka.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        w.rkey = kd.rkey;
+        f.post(w);
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }));
+        const uint32_t conn_b = f.p.b->connection_to(f.p.host_a().address());
+        wire::DataHeader h;  // the forged WRITE, msg_seq 994, on a path A's WRITE left unused
+        h.common.dst_conn_id = conn_b;
+        h.common.dst_token = f.p.b->connection(conn_b)->token();
+        h.opcode = wire::Opcode::kWrite;
+        h.flags = wire::data_flag::kLast;
+        h.path_id = 5;
+        h.payload_len = 16;
+        h.path_psn = cfg.forced_isn;
+        h.psn_floor = cfg.forced_isn;
+        h.stream_id = f.sb;
+        h.msg_seq = cfg.forced_isn - 7 + 1;
+        h.msg_len = 16;
+        h.rkey = kd.rkey;
+        h.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 1024;
+        std::vector<std::byte> pkt(wire::kDataHeaderSize + 16, std::byte{0x77});
+        ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        PacketMeta m;
+        m.src = f.p.host_a().address().with_port(50001);
+        m.dst = f.p.host_b().address();
+        f.p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, f.p.now()); });
+        f.p.sim.run_for(50us);
+        core::SendWr add;  // A's atomic: msg_seq 994, already "delivered" at B
+        add.wr_id = 2;
+        add.opcode = WorkOpcode::kAtomicFetchAdd;
+        add.local_addr = f.a_addr(4096);
+        add.length = 8;
+        add.lkey = f.ka.lkey;
+        add.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 2048;
+        add.rkey = kd.rkey;
+        add.compare_add = 1;
+        f.post(add);
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }, 2000ms))
+            << "the atomic B never answered did not complete";
+        EXPECT_EQ(f.a_done[1].wr_id, 2u);
+        EXPECT_EQ(f.a_done[1].status, Status::kRemoteInvalid) << core::to_string(f.a_done[1].status);
+        EXPECT_EQ(f.conn_b().stats().atomics_executed, 0u);
+        EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
     }
 }
 
