@@ -22,14 +22,22 @@ void Observer::on_rtt_sample(uint32_t connection, uint16_t path, Duration rtt, T
 
 void Observer::on_trace(const core::TraceEvent& e) {
     if (e.kind == core::TraceKind::kRateHintChanged) {
+        // An ACK without a hint (0) leaves the last one in force for its lifetime
+        // (spec [CC-16]): not a change an operator sees.
+        if (e.after == 0) return;
         auto it = conns_.find(e.connection);
+        if (it == conns_.end() && conns_.size() < kMaxConnections)
+            it = conns_.emplace(e.connection, PerConnection{}).first;
         if (it != conns_.end()) {
             const uint32_t last = it->second.logged_hint;
             const uint64_t now = e.after;
             const uint64_t step = last / kHintLogQuarter;
-            const bool moved = last == 0 || now == 0 || now >= last + step || now + step <= last;
+            const bool moved = last == 0 || now >= last + step || now + step <= last;
             if (!moved) return;
             it->second.logged_hint = static_cast<uint32_t>(now);
+            core::TraceEvent logged = e;
+            logged.before = last;  // the hint last logged, not one an ACK without a hint hid
+            return log(logged);
         }
     }
     log(e);

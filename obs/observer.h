@@ -31,7 +31,7 @@ public:
     static constexpr size_t kMaxEvents = 4096;
     // A rate-hint change is logged when the hint moved by at least a quarter since the last
     // one logged for that connection (the receiver may recompute it every 8 µs; the log
-    // keeps the moves an operator can see).
+    // keeps the moves an operator can see). ACKs without a hint (0) are not changes.
     static constexpr uint32_t kHintLogQuarter = 4;
 
     void on_rtt_sample(uint32_t connection, uint16_t path, Duration rtt, Time now) override;
