@@ -59,6 +59,7 @@ const Histogram* Observer::path_rtt(uint32_t connection, uint16_t path) const {
 
 std::vector<LoggedEvent> Observer::events_since(uint64_t after) const {
     std::vector<LoggedEvent> out;
+    if (after >= next_seq_ - 1) return out;  // nothing newer (and no overflow of after + 1)
     for (auto it = std::lower_bound(events_.begin(), events_.end(), after + 1,
                                     [](const LoggedEvent& e, uint64_t s) { return e.seq < s; });
          it != events_.end(); ++it)
