@@ -7,7 +7,10 @@
    mroce_tx_data_bytes_total grows;
 3. garbage datagrams sent at the server's endpoint port show up in its endpoint drop
    counters (truncated, bad_version) through `mroce stat --json` and `--prometheus`;
-4. `mroce stat --events` prints the connection_up event as a JSON line.
+4. `mroce stat --events` prints the connection_up event as a JSON line;
+5. an unmodified Verbs program (ibv_rc_pingpong on the build's libibverbs.so.1) with
+   MROCE_METRICS set serves /metrics and is listed by `mroce stat --list` (skipped, with a
+   message, where ibv_rc_pingpong or the Verbs library is missing).
 
 Every process it starts is killed on the way out; the stat directory is the test's own
 (MROCE_STAT_DIR). Plumbing only: values must move, no speed is asserted.
@@ -66,6 +69,33 @@ def check_exposition(text):
             assert re.match(r"^# (HELP|TYPE) mroce_[a-z_0-9]+ ", line), line
         else:
             assert re.match(r'^mroce_[a-z_0-9]+(\{([a-z_]+="[^"]*",?)+\})? -?[0-9.e+-]+$', line), line
+
+
+def verbs_program(procs):
+    lib = os.path.join(os.path.dirname(os.path.abspath(MROCE)), "verbs")
+    if not shutil.which("ibv_rc_pingpong") or not os.path.exists(os.path.join(lib, "libibverbs.so.1")):
+        print("5. skipped: ibv_rc_pingpong or build/verbs/libibverbs.so.1 missing", flush=True)
+        return
+    oob, mport = free_port(), free_port()
+    env = dict(ENV, LD_LIBRARY_PATH=lib)
+    args = ["ibv_rc_pingpong", "-g", "0", "-p", str(oob), "-n", "1000000"]
+    server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(server)
+    time.sleep(0.5)
+    client = subprocess.Popen(args + ["127.0.0.1"], env=dict(env, MROCE_METRICS=f"127.0.0.1:{mport}"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(client)
+    time.sleep(1.5)
+    m1 = curl(mport)
+    time.sleep(0.5)
+    m2 = curl(mport)
+    check_exposition(m2)
+    a, b = metric(m1, "mroce_tx_data_packets_total"), metric(m2, "mroce_tx_data_packets_total")
+    assert b > a > 0, (a, b)
+    assert metric(m2, "mroce_connection_up") == 1
+    listed = {e["pid"] for e in json.loads(run("stat", "--list", "--json"))}
+    assert client.pid in listed and server.pid in listed, listed
+    print(f"5. ibv_rc_pingpong with MROCE_METRICS: tx packets {a:.0f} -> {b:.0f}", flush=True)
 
 
 def main():
@@ -140,6 +170,7 @@ def main():
 
         rc = client.wait(timeout=30)
         assert rc == 0, f"client exit {rc}: {client.stderr.read()}"
+        verbs_program(procs)
         print("PASS")
         return 0
     finally:
