@@ -15,15 +15,14 @@
 //   "prometheus"    -> to_prometheus(snapshot)
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "obs/snapshot.h"
-#include <optional>
-#include <vector>
 
 namespace mroce::obs {
 
@@ -44,6 +43,8 @@ struct ListenAddress {
 // malformed.
 std::optional<ListenAddress> parse_listen_address(const std::string& s);
 
+// StatServer: the servers of one endpoint. Its threads call the Source; destroying it
+// stops them (the Unix socket file is removed) before it returns.
 class StatServer {
 public:
     // start opens the Unix socket (when `stat_socket`) and the HTTP listener (when

@@ -101,6 +101,10 @@ def verbs_program(procs):
 def main():
     procs = []
     try:
+        # A malformed --metrics address is a usage error, before any run.
+        r = subprocess.run([MROCE, "perf", "127.0.0.1", "--metrics", "localhost"], capture_output=True,
+                           text=True, timeout=10, env=ENV)
+        assert r.returncode == 2 and "--metrics localhost: not ADDR:PORT" in r.stderr, (r.returncode, r.stderr)
         oob = free_port()
         mport = free_port()
         server = subprocess.Popen([MROCE, "perf", "-p", str(oob)], env=ENV,
