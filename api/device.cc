@@ -96,6 +96,7 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
     st->cfg.endpoint = ecfg;  // the settings in effect, as Device::config() reports them
     st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed, secret);
+    st->endpoint->set_trace_sink(&st->observer);
 
     DeviceState* raw = st.get();
     DriverConfig dcfg;
@@ -111,7 +112,19 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
             return e;
         }
     }
+    if (const Error e = detail::start_observability(*st, error); e != Error::kOk) {
+        st->shutdown();
+        return e;
+    }
     return std::unique_ptr<Device>(new Device(std::move(st)));
+}
+
+std::string Device::stat_socket_path() const {
+    return state_->stat_server ? state_->stat_server->socket_path() : std::string();
+}
+
+uint16_t Device::metrics_port() const {
+    return state_->stat_server ? state_->stat_server->metrics_port() : 0;
 }
 
 Device::~Device() { state_->shutdown(); }

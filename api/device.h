@@ -96,6 +96,14 @@ struct DeviceConfig {
     // peer whose process ended (the Verbs library sets it).
     bool close_connections = true;
     datapath::UdpOptions udp;
+    // Observability (docs/observability.md). stat_socket: serve `mroce stat` on a Unix
+    // socket in obs::stat_dir() (the environment variable MROCE_STAT=0 turns it off).
+    // metrics: "ADDR:PORT" (port 0: any) to serve Prometheus /metrics over HTTP; when
+    // empty, the environment variable MROCE_METRICS is used if set. A metrics listener that
+    // cannot be opened fails open() (kIo, kInvalidArgument for a malformed address); a stat
+    // socket that cannot be made is left out.
+    bool stat_socket = true;
+    std::string metrics;
 };
 
 // DeviceStats: counters of the driver loop and the datapath, plus the API's own drops.
@@ -197,6 +205,10 @@ public:
     // local_address()). Errors: kNotFound (no connection to that peer), kWrongState
     // (device closed).
     Result<ConnectionReport> connection_report(const Address& peer) const;
+    // stat_socket_path is the Unix socket `mroce stat` reads ("" when off); metrics_port the
+    // port /metrics is served on (0 when off).
+    std::string stat_socket_path() const;
+    uint16_t metrics_port() const;
 
 private:
     explicit Device(std::shared_ptr<detail::DeviceState> state);

@@ -12,6 +12,8 @@
 
 #include "api/device.h"
 #include "core/endpoint.h"
+#include "obs/observer.h"
+#include "obs/server.h"
 
 namespace mroce::api {
 
@@ -51,6 +53,7 @@ struct DeviceState {
     // The engine lock guards everything down to `connections`.
     std::mutex engine_mu;
     std::unique_ptr<core::Endpoint> endpoint;
+    obs::Observer observer;  // the endpoint's trace sink: RTT histograms, event log
     bool closed = false;
     std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
     std::set<uint32_t> connections;  // connection ids to close at shutdown
@@ -65,6 +68,7 @@ struct DeviceState {
     std::unique_ptr<datapath::UdpDatapath> dp;
     std::unique_ptr<Driver> driver;
     datapath::UdpStats final_udp_stats;  // after shutdown
+    std::unique_ptr<obs::StatServer> stat_server;  // `mroce stat` and /metrics; may be null
 
     // on_event routes one engine event; called by the driver with engine_mu held.
     void on_event(const Event& e) {
@@ -100,6 +104,7 @@ struct DeviceState {
 
     // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
     void shutdown() {
+        stat_server.reset();  // no snapshot runs once this returns
         driver->stop_thread();
         {
             std::lock_guard<std::mutex> g(engine_mu);
@@ -116,6 +121,14 @@ struct DeviceState {
         dp.reset();
     }
 };
+
+// snapshot: the device's state for obs/ (api/metrics.cc): the engine's under the engine
+// lock, the driver's and datapath's counters, the observer's events after events_after.
+// Any thread except with the engine lock held.
+obs::Snapshot snapshot(DeviceState& st, uint64_t events_after);
+// start_observability opens the stat socket and the metrics listener the config asks for.
+// Errors: kIo with *error naming the socket or address.
+Error start_observability(DeviceState& st, std::string* error);
 
 }  // namespace detail
 

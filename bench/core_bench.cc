@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/endpoint.h"
+#include "obs/observer.h"
 
 namespace mroce {
 namespace {
@@ -214,6 +215,21 @@ BENCHMARK(BM_DataPacketBothSides)->Arg(256)->Arg(4096);
 // Fixed iteration counts for callgrind: Ir(200k) - Ir(100k) = instructions per 100k packets.
 BENCHMARK(BM_DataPacketBothSides)->Name("Fixed100k")->Arg(256)->Iterations(100000);
 BENCHMARK(BM_DataPacketBothSides)->Name("Fixed200k")->Arg(256)->Iterations(200000);
+
+// The same cycle with obs/'s trace sink installed on both engines, as api::Device does:
+// every RTT sample goes into its path's histogram, and window cuts and hint changes are
+// checked per ACK (docs/results.md, "Cost of observability").
+void BM_DataPacketBothSidesObserved(benchmark::State& state) {
+    BackToBack bb(static_cast<uint32_t>(state.range(0)));
+    obs::Observer oa, ob;
+    bb.a->set_trace_sink(&oa);
+    bb.b->set_trace_sink(&ob);
+    for (auto _ : state) bb.cycle();
+    state.SetItemsProcessed(state.iterations());
+    benchmark::DoNotOptimize(oa.path_rtt(bb.a->connection_to(bb.b->local_address()), 0));
+}
+BENCHMARK(BM_DataPacketBothSidesObserved)->Arg(256);
+BENCHMARK(BM_DataPacketBothSidesObserved)->Name("Fixed200kObserved")->Arg(256)->Iterations(200000);
 
 }  // namespace
 }  // namespace mroce

@@ -223,8 +223,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
         if (!s || s->seq_ready) continue;
         attach_stream(*s);
     }
-    emit_state(EventKind::kConnectionUp);
-    (void)now;
+    emit_state(EventKind::kConnectionUp, now);
 }
 
 void Connection::attach_stream(Stream& s) {
@@ -269,23 +268,23 @@ void Connection::close(Time now) {
     // [CONN-8]: CLOSE is sent once (best effort); a peer that misses it finds out through
     // its own timers. A failed connection can still be closed: it was flushed already.
     if (peer_known_ && state_ != ConnState::kConnecting) close_pending_ = true;
-    if (state_ == ConnState::kFailed) return closed_after_failure();
+    if (state_ == ConnState::kFailed) return closed_after_failure(now);
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
 
 void Connection::on_close(Time now) {
     // [CONN-8]: the peer closed; everything outstanding is flushed.
     if (state_ == ConnState::kClosed) return;
-    if (state_ == ConnState::kFailed) return closed_after_failure();
+    if (state_ == ConnState::kFailed) return closed_after_failure(now);
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
 
-void Connection::closed_after_failure() {
+void Connection::closed_after_failure(Time now) {
     state_ = ConnState::kClosed;
-    emit_state(EventKind::kConnectionClosed, Status::kFlushed);
+    emit_state(EventKind::kConnectionClosed, now, Status::kFlushed);
 }
 
-void Connection::emit_state(EventKind kind, Status why, uint16_t path) {
+void Connection::emit_state(EventKind kind, Time now, Status why, uint16_t path) {
     Event e;
     e.kind = kind;
     e.connection = id_;
@@ -293,6 +292,30 @@ void Connection::emit_state(EventKind kind, Status why, uint16_t path) {
     e.path = path;
     e.peer = peer_;
     ep_.emit(e);
+    if (!ep_.trace_) return;
+    TraceKind k = TraceKind::kConnectionUp;
+    switch (kind) {
+        case EventKind::kConnectionUp: k = TraceKind::kConnectionUp; break;
+        case EventKind::kConnectionFailed: k = TraceKind::kConnectionFailed; break;
+        case EventKind::kConnectionClosed: k = TraceKind::kConnectionClosed; break;
+        case EventKind::kPathFailed: k = TraceKind::kPathFailed; break;
+        case EventKind::kPathRecovered: k = TraceKind::kPathRecovered; break;
+        default: return;
+    }
+    trace(k, now, path, 0, 0, why);
+}
+
+void Connection::trace(TraceKind kind, Time now, uint16_t path, uint64_t before,
+                       uint64_t after, Status why) {
+    TraceEvent e;
+    e.kind = kind;
+    e.at = now;
+    e.connection = id_;
+    e.path = path;
+    e.status = why;
+    e.before = before;
+    e.after = after;
+    ep_.trace_->on_trace(e);
 }
 
 void Connection::fail(Status why, Time now) {
@@ -329,7 +352,7 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     hello_ack_pending_ = false;
     hello_deadline_ = kNever;
     cached_deadline_ = exact_deadline();
-    emit_state(kind, why);
+    emit_state(kind, now, why);
 }
 
 void Connection::on_timeout(Time now) {

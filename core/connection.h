@@ -24,6 +24,7 @@
 #include "core/path.h"
 #include "core/stats.h"
 #include "core/stream.h"
+#include "core/trace.h"
 #include "util/packet_meta.h"
 #include "util/rng.h"
 #include "wire/ack.h"
@@ -150,8 +151,12 @@ private:
     void run_timers(Time now);
     void end(ConnState final_state, EventKind kind, Status why, Time now);
     // emit_state reports a connection or path event (not a completion) to the application.
-    void emit_state(EventKind kind, Status why = Status::kSuccess, uint16_t path = 0);
-    void closed_after_failure();
+    // With a trace sink (core/trace.h), the sink sees it too, at `now`.
+    void emit_state(EventKind kind, Time now, Status why = Status::kSuccess, uint16_t path = 0);
+    // trace hands one event to the endpoint's trace sink, which must be set.
+    void trace(TraceKind kind, Time now, uint16_t path, uint64_t before, uint64_t after,
+               Status why = Status::kSuccess);
+    void closed_after_failure(Time now);
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
     wire::CommonHeader peer_header(wire::PacketType type) const {

@@ -162,6 +162,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                                    static_cast<int64_t>(a.ack_delay_ns);
             if (sample > 0 && sample < 10'000'000'000LL) {
                 const Duration r{sample};
+                if (ep_.trace_) ep_.trace_->on_rtt_sample(id_, path.id, r, now);
                 if (!path.has_rtt) {
                     path.srtt = r;
                     path.rttvar = r / 2;
@@ -176,7 +177,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             if (path.state == PathState::kFailed) {
                 // [PATH-4]: the re-rolled path answered: back in service.
                 ++ps.recoveries;
-                emit_state(EventKind::kPathRecovered, Status::kSuccess, path.id);
+                emit_state(EventKind::kPathRecovered, now, Status::kSuccess, path.id);
             }
             path.state = PathState::kActive;
             path.probe_deadline = kNever;
@@ -185,6 +186,11 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         // random return paths and overtake each other, so only a count that moves forward
         // in serial order is taken: a late ACK's older count must not rewind the stored
         // one, or the next ACK would count the same marks again.
+        // With a trace sink, the window and the hint before the controller sees this ACK,
+        // to report a cut or a new hint (core/trace.h).
+        TraceSink* const tracer = ep_.trace_;
+        const uint64_t window_before = tracer ? cc_->window_bytes(path.id) : 0;
+        const uint32_t hint_before = tracer ? rate_.last_hint_mbps() : 0;
         const uint32_t ce = a.ecn_ce_count - path.last_ce;
         if (ce > 0 && ce < kCeWindow) {
             ps.ecn_echoed += ce;
@@ -196,6 +202,14 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             rate_.on_acked(path.srtt, now);  // [CC-15]: the first RTT is over
         }
         rate_.on_hint(a.rate_hint_mbps, path.srtt, now);  // [CC-16]
+        if (tracer) {
+            const uint64_t window = cc_->window_bytes(path.id);
+            if (window < window_before)
+                trace(TraceKind::kWindowCut, now, path.id, window_before, window);
+            if (rate_.last_hint_mbps() != hint_before)
+                trace(TraceKind::kRateHintChanged, now, path.id, hint_before,
+                      rate_.last_hint_mbps());
+        }
         // [CC-17]: a raised rate re-times the held packet earlier than the timer armed at
         // the old rate; the timer follows (a later time is left to the old timer, whose run
         // re-checks the gate).
@@ -393,7 +407,7 @@ void Connection::fail_path(TxPath& path, Time now) {
         // [PATH-3]: declared failed; everything outstanding moves to other paths at once.
         ++ps.failures;
         ++stats_.path_failures;
-        emit_state(EventKind::kPathFailed, Status::kSuccess, path.id);
+        emit_state(EventKind::kPathFailed, now, Status::kSuccess, path.id);
     } else {
         ++path.backoff;
     }
@@ -428,6 +442,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     path.rerolled_ts = ts32(now);
     ++ps.rerolls;
     ++stats_.path_rerolls;
+    if (ep_.trace_) trace(TraceKind::kPathRerolled, now, path.id, old_port, path.src_port);
     request_probe(path);
     path.probe_deadline = now + pto(path);
     note_deadline(path.probe_deadline);

@@ -21,6 +21,7 @@
 #include "core/memory.h"
 #include "core/stats.h"
 #include "core/stream.h"
+#include "core/trace.h"
 #include "core/work.h"
 #include "util/address.h"
 #include "util/crypto.h"
@@ -131,6 +132,17 @@ public:
         return !s || s->id != id;
     }
     const EndpointStats& stats() const { return stats_; }
+    // set_trace_sink installs the observer of RTT samples and connection/path events
+    // (core/trace.h); nullptr removes it. The sink must outlive the endpoint or be removed
+    // first.
+    void set_trace_sink(TraceSink* sink) { trace_ = sink; }
+    // for_each_connection calls fn(const Connection&) for every connection slot in use
+    // (live ones and ended ones in their quiet period), in slot order. For observers.
+    template <class F>
+    void for_each_connection(F&& fn) const {
+        for (const auto& c : conns_)
+            if (c) fn(*c);
+    }
     // work_outstanding: some live stream has posted work that has not completed (sent and
     // acknowledged, or answered). A driver that is about to end lets it finish first.
     bool work_outstanding() const;
@@ -236,6 +248,7 @@ private:
     uint32_t unproven_ = 0;  // [CONN-26]: connections (live or in their quiet period) not proven
     MemoryTable memory_;
     EndpointStats stats_;
+    TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1

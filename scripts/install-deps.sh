@@ -8,6 +8,7 @@ PACKAGES=(
     cmake make g++ ccache                               # toolchain
     libgtest-dev libgmock-dev libbenchmark-dev          # tests and micro-benchmarks
     libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
+    libcpp-httplib-dev                                  # obs/: the Prometheus /metrics listener
     clang libclang-rt-14-dev                            # `make fuzz` (libFuzzer runtime)
     clang-tidy                                          # `make lint`
     valgrind
@@ -16,6 +17,7 @@ PACKAGES=(
     python3-matplotlib                                  # scripts/plot.py
     tcpdump                                             # sim pcap test reads captures back
     tshark                                              # tools/wireshark dissector test
+    prometheus curl                                     # tests/obs: a real server scrapes mroce perf
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
     libibverbs-dev                                      # verbs/ builds against rdma-core's headers
     pkgconf                                             # tests/verbs: the installed mroce-verbs.pc

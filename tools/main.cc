@@ -6,6 +6,7 @@
 #include "tools/demo.h"
 #include "tools/perf.h"
 #include "tools/sim.h"
+#include "tools/stat.h"
 #include "util/version.h"
 #include "wire/header.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
     mroce::tools::register_demo(app);
     mroce::tools::register_perf(app);
     mroce::tools::register_sim(app);
+    mroce::tools::register_stat(app);
     app.require_subcommand(0, 1);
     // Bad arguments: one line naming the problem (CLI11 adds a second, "Run with --help").
     app.failure_message([](const CLI::App*, const CLI::Error& e) {

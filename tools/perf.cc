@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 
+#include "obs/server.h"
 #include "tools/perf_oob.h"
 #include "tools/perf_options.h"
 #include "tools/perf_report.h"
@@ -433,6 +434,8 @@ void register_perf(CLI::App& app) {
     auto no_offload = std::make_shared<bool>(false);
     cmd->add_flag("--no-offload", *no_offload, "do not use UDP GSO/GRO");
     cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
+    cmd->add_option("--metrics", o->metrics,
+                    "serve Prometheus /metrics on ADDR:PORT while running (this side)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.
     cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing] {
         o->offload = !*no_offload;
@@ -450,6 +453,15 @@ void register_perf(CLI::App& app) {
         }
         if (o->host.empty() && !o->json_path.empty()) {
             std::fprintf(stderr, "mroce perf: --json is written by the client (give a host)\n");
+            std::exit(2);
+        }
+        if (!o->metrics.empty() && !obs::parse_listen_address(o->metrics)) {
+            std::fprintf(stderr, "mroce perf: --metrics %s: not ADDR:PORT (e.g. 127.0.0.1:9464)\n",
+                         o->metrics.c_str());
+            std::exit(2);
+        }
+        if (o->raw && !o->metrics.empty()) {
+            std::fprintf(stderr, "mroce perf: --metrics needs the protocol (not --raw)\n");
             std::exit(2);
         }
         if (auto why = perf::check_writable(o->json_path); !why.empty()) {

@@ -57,6 +57,9 @@ struct Options {
     bool report_gbits = false;
     bool offload = true;      // GSO/GRO (--no-offload turns them off)
     std::string json_path;    // --json FILE (client only)
+    // --metrics ADDR:PORT: serve Prometheus /metrics from this side's device (this side
+    // only, not sent to the peer; docs/observability.md).
+    std::string metrics;
 
     // The sizes to run, in order.
     std::vector<uint32_t> sizes() const;

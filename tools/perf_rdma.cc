@@ -10,6 +10,7 @@
 // would not prove the message complete. Latency is RTT/2, as perftest reports it.
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -84,9 +85,13 @@ public:
         cfg.udp.gro = o_.offload;
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
         cfg.udp.plane_devices = o_.plane_ifs;
+        cfg.metrics = o_.metrics;
         auto dev = api::Device::open(cfg, &error);
         if (!dev) return false;
         dev_ = std::move(dev).value();
+        if (dev_->metrics_port())
+            std::fprintf(stderr, "mroce perf: Prometheus metrics on port %u (/metrics)\n",
+                         static_cast<unsigned>(dev_->metrics_port()));
         uint32_t max = 0;
         for (uint32_t s : o_.sizes()) max = std::max(max, s);
         buf_.assign(std::max<uint32_t>(max, 64), std::byte{0x5a});  // touched: no page faults

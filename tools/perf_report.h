@@ -23,10 +23,11 @@ namespace mroce::tools::perf {
 Json bw_result(const Options& o, uint32_t size, uint64_t messages, uint64_t bytes, double seconds,
                const std::vector<int64_t>& completion_ns);
 
-// lat_result: perftest's latency keys from one-way samples in microseconds (RTT/2), computed
-// as perftest does: t_typical is the median after dropping the 2 largest samples, and
-// percentile p is sample[ceil(n * p) - 1] of the sorted samples.
-Json lat_result(uint32_t size, std::vector<double> samples_usec);
+// lat_result: perftest's latency keys from one-way samples in microseconds (RTT/2), by
+// perftest's rules: t_typical is the median after dropping the 2 largest samples, and
+// percentile p is the sample of rank ceil(n * p). They are read from obs::Histogram (ns
+// resolution, within 3.2% of the exact sample); t_min, t_max, t_avg, t_stdev are exact.
+Json lat_result(uint32_t size, const std::vector<double>& samples_usec);
 
 // counters_json: the engine's counters accumulated between two reports of one connection
 // (retransmits, spurious retransmits, ECN marks, per-path packets) as JSON.

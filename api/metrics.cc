@@ -1,0 +1,91 @@
+// api/metrics.cc — what a Device shows to obs/: snapshots of its engine, driver loop and
+// datapath, and the stat socket and metrics listener that serve them (docs/observability.md).
+#include <time.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "api/device_state.h"
+
+namespace mroce::api::detail {
+
+namespace {
+
+// The driver loop's and datapath's counters, with their stable names.
+void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath::UdpStats& u) {
+    auto add = [&](const char* key, const char* prom, const char* help, uint64_t v) {
+        s.driver_counters.push_back({key, prom, help, v});
+    };
+    add("udp_tx_packets", "mroce_udp_tx_packets_total", "Datagrams the UDP datapath sent.", u.packets_sent);
+    add("udp_tx_bytes", "mroce_udp_tx_bytes_total", "UDP payload bytes sent.", u.bytes_sent);
+    add("udp_rx_packets", "mroce_udp_rx_packets_total", "Datagrams the UDP datapath received.", u.packets_received);
+    add("udp_rx_bytes", "mroce_udp_rx_bytes_total", "UDP payload bytes received.", u.bytes_received);
+    add("udp_send_would_block", "mroce_udp_send_would_block_total",
+        "Sends stopped by socket back-pressure (EAGAIN/ENOBUFS).", u.send_would_block);
+    add("udp_send_errors", "mroce_udp_send_errors_total", "Datagrams the kernel refused: dropped.", u.send_errors);
+    add("udp_receive_truncated", "mroce_udp_receive_truncated_total",
+        "Datagrams larger than the receive buffer: dropped.", u.receive_truncated);
+    add("udp_gso_sends", "mroce_udp_gso_sends_total", "GSO super-packets sent.", u.gso_sends);
+    add("udp_gro_receives", "mroce_udp_gro_receives_total", "GRO super-packets received.", u.gro_receives);
+    add("driver_passes", "mroce_driver_passes_total", "Passes of the driver loop.", d.passes);
+    add("driver_busy_passes", "mroce_driver_busy_passes_total", "Passes that moved a datagram or an event.",
+        d.busy_passes);
+    add("driver_sleeps", "mroce_driver_sleeps_total", "Times the driver slept on its wake-up fds.", d.sleeps);
+    add("driver_timeouts_deferred", "mroce_driver_timeouts_deferred_total",
+        "Passes that ran due timers late behind a full receive batch.", d.timeouts_deferred);
+}
+
+}  // namespace
+
+obs::Snapshot snapshot(DeviceState& st, uint64_t events_after) {
+    const DriverStats d = st.driver->stats();
+    datapath::UdpStats u = st.final_udp_stats;
+    st.driver->with_datapath([&](datapath::Datapath&) {
+        if (st.dp) u = st.dp->stats();
+    });
+    obs::Snapshot s;
+    {
+        std::lock_guard<std::mutex> g(st.engine_mu);
+        if (!st.endpoint) return s;
+        const Time now = st.dp ? st.now() : Time{};
+        s = obs::Snapshot::take(*st.endpoint, &st.observer, now, events_after);
+        timespec ts{};
+        ::clock_gettime(CLOCK_REALTIME, &ts);
+        s.wall_now_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+    }
+    add_driver_counters(s, d, u);
+    return s;
+}
+
+Error start_observability(DeviceState& st, std::string* error) {
+    bool stat_socket = st.cfg.stat_socket;
+    if (const char* e = std::getenv("MROCE_STAT"); e && std::strcmp(e, "0") == 0) stat_socket = false;
+    std::string metrics = st.cfg.metrics;
+    if (metrics.empty())
+        if (const char* e = std::getenv("MROCE_METRICS")) metrics = e;
+    std::optional<obs::ListenAddress> listen;
+    if (!metrics.empty()) {
+        listen = obs::parse_listen_address(metrics);
+        if (!listen) {
+            if (error) *error = "device: metrics address '" + metrics + "' is not ADDR:PORT";
+            return Error::kInvalidArgument;
+        }
+    }
+    if (!stat_socket && !listen) return Error::kOk;
+    DeviceState* raw = &st;
+    auto source = [raw](uint64_t events_after) { return snapshot(*raw, events_after); };
+    std::string why;
+    st.stat_server = obs::StatServer::start(source, stat_socket, listen, &why);
+    // The stat socket is on by default: a process where it cannot be made (no writable
+    // directory) runs without it. A metrics listener was asked for: its failure is an error.
+    if (!st.stat_server && stat_socket && listen)
+        st.stat_server = obs::StatServer::start(source, false, listen, &why);
+    if (!st.stat_server && !listen) return Error::kOk;
+    if (!st.stat_server) {
+        if (error) *error = "device: " + why;
+        return Error::kIo;
+    }
+    return Error::kOk;
+}
+
+}  // namespace mroce::api::detail
