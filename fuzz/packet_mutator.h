@@ -287,6 +287,20 @@ inline Effect mutate_close(std::vector<std::byte>& d, Input& in, const std::vect
     return Effect::kPath;
 }
 
+// A RETRY: its cookie (a byte of it) or its header.
+inline Effect mutate_retry(std::vector<std::byte>& d, Input& in, const std::vector<uint64_t>& ctx) {
+    auto r = wire::decode_retry(d);
+    if (!r) return Effect::kPath;
+    wire::RetryPacket c = *r;
+    if (in.bit())
+        c.cookie[in.u8() % c.cookie.size()] ^= static_cast<uint8_t>(in.u8() | 1);
+    else
+        mutate_common(c.common, in, ctx);
+    d.assign(wire::kRetrySize, std::byte{0});
+    (void)wire::encode_retry(c, d);
+    return Effect::kPath;
+}
+
 }  // namespace detail
 
 // mutate_datagram changes one field of datagram d (sent by the engine, so it decodes) and
@@ -311,6 +325,7 @@ inline Effect mutate_datagram(std::vector<std::byte>& d, Input& in, const std::v
         case wire::PacketType::kHelloAck: return detail::mutate_hello(d, in, ctx);
         case wire::PacketType::kProbe: return detail::mutate_probe(d, in, ctx);
         case wire::PacketType::kClose: return detail::mutate_close(d, in, ctx);
+        case wire::PacketType::kRetry: return detail::mutate_retry(d, in, ctx);
     }
     return Effect::kPlacement;
 }
