@@ -484,7 +484,7 @@ void Peer::check_target_packet(const Rx& rx) {
             break;
         case PacketType::kRetry:
             if (std::all_of(rx.retry.cookie.begin(), rx.retry.cookie.end(), [](uint8_t c) { return !c; }))
-                violation("[CONN-25] RETRY with an all-zero cookie");
+                violation("[CONN-27] RETRY with an all-zero cookie");
             break;
         case PacketType::kData:
             if (rx.data.flags & 0xF8) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");

@@ -180,7 +180,7 @@ void Connection::answer_hello(const wire::HelloPacket& h) {
     hello_ack_pending_ = true;
 }
 
-void Connection::on_retry(const wire::RetryPacket& r, Time now) {
+void Connection::on_retry(const wire::RetryPacket& r) {
     // Only a connection that is sending HELLOs has a HELLO to repeat; the RETRY passed the
     // token check, so it answers one of ours.
     if (state_ != ConnState::kConnecting || !initiator_) return;
@@ -188,11 +188,9 @@ void Connection::on_retry(const wire::RetryPacket& r, Time now) {
     peer_speaks_v2_ = true;
     cookie_ = r.cookie;
     hello_pending_ = true;  // at once; the retransmission timer keeps its schedule
-    (void)now;
 }
 
-bool Connection::on_v1_hello_ack(const wire::HelloPacket& h, Time now) {
-    (void)h;
+bool Connection::on_v1_hello_ack(Time now) {
     if (state_ != ConnState::kConnecting || !initiator_) return false;
     fail(Status::kVersionMismatch, now);
     return true;

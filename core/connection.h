@@ -74,10 +74,10 @@ public:
     void answer_hello(const wire::HelloPacket& h);
     // on_retry: the peer asks this (initiating) connection to prove its address by echoing
     // the cookie in a HELLO, sent at once ([CONN-25]).
-    void on_retry(const wire::RetryPacket& r, Time now);
+    void on_retry(const wire::RetryPacket& r);
     // on_v1_hello_ack: the peer answered our version-1 probe: it speaks version 1 ([VER-1]).
     // Returns true if the connection failed for it (it was waiting for this answer).
-    bool on_v1_hello_ack(const wire::HelloPacket& h, Time now);
+    bool on_v1_hello_ack(Time now);
     bool peer_known() const { return peer_known_; }
     // [CONN-26]: a connection made by a HELLO that proved nothing is unproven until a packet
     // carrying its token arrives; one with no stream ends after peer_dead_timeout.

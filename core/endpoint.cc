@@ -521,7 +521,7 @@ void Endpoint::on_v1_datagram(std::span<const std::byte> datagram, const PacketM
         // an answer carrying our token counts (the token check of [CONN-4]).
         Connection* c = conn_mut(h->common.dst_conn_id);
         if (!c || c->token() != h->common.dst_token) return;
-        if (c->on_v1_hello_ack(*h, now)) touched(*c, now);
+        if (c->on_v1_hello_ack(now)) touched(*c, now);
     }
     // Either way the peer's version-1 connection ends at once with a CLOSE it can read,
     // no larger than what it sent.
@@ -598,7 +598,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kRetry: {
             auto r = wire::decode_retry(datagram);
             if (!r) return count_decode_error(r.error());
-            c->on_retry(*r, now);
+            c->on_retry(*r);
             break;
         }
         case wire::PacketType::kClose: {

@@ -8,10 +8,8 @@ namespace mroce::core {
 
 namespace {
 // The cookie's layout is ours alone (the peer echoes it unread): bytes 0..3 the issue time
-// in milliseconds (wrapping), 4..11 the MAC, 12..15 zero.
-uint32_t issued_ms_of(const wire::Cookie& c) {
-    return uint32_t{c[0]} << 24 | uint32_t{c[1]} << 16 | uint32_t{c[2]} << 8 | c[3];
-}
+// in milliseconds (wrapping, big-endian), 4..11 the MAC, 12..15 zero.
+const std::byte* bytes_of(const wire::Cookie& c) { return reinterpret_cast<const std::byte*>(c.data()); }
 uint32_t now_ms(Time now) { return static_cast<uint32_t>(to_ns(now) / 1'000'000); }
 }  // namespace
 
@@ -34,17 +32,17 @@ wire::Cookie HelloGuard::make(const Address& peer, const wire::HelloPacket& h, T
     const uint32_t t = now_ms(now);
     const uint64_t m = mac(peer, h, t);
     wire::Cookie c{};
-    for (int i = 0; i < 4; ++i) c[i] = static_cast<uint8_t>(t >> (24 - 8 * i));
-    for (int i = 0; i < 8; ++i) c[4 + i] = static_cast<uint8_t>(m >> (56 - 8 * i));
+    auto* p = reinterpret_cast<std::byte*>(c.data());
+    wire::store_be32(p, t);
+    wire::store_be64(p + 4, m);
     return c;
 }
 
 HelloGuard::Proof HelloGuard::check(const Address& peer, const wire::HelloPacket& h, Time now) const {
     if (std::all_of(h.cookie.begin(), h.cookie.end(), [](uint8_t b) { return b == 0; }))
         return Proof::kNone;
-    const uint32_t t = issued_ms_of(h.cookie);
-    uint64_t m = 0;
-    for (int i = 0; i < 8; ++i) m = m << 8 | h.cookie[4 + i];
+    const uint32_t t = wire::load_be32(bytes_of(h.cookie));
+    const uint64_t m = wire::load_be64(bytes_of(h.cookie) + 4);
     // Compared in full, not byte by byte with an early exit: the time a comparison takes
     // must not tell a forger how many leading bytes were right.
     if ((m ^ mac(peer, h, t)) != 0 || h.cookie[12] || h.cookie[13] || h.cookie[14] || h.cookie[15])
