@@ -217,8 +217,11 @@ private:
     }
     // next_new_message: the message stream s takes its next new segment from, started if
     // it was not, or nullptr when nothing of s may start now ([STREAM-3], [PLACE-20],
-    // [PLACE-21], [PLACE-27]).
-    TxMessage* next_new_message(Stream& s);
+    // [PLACE-21], [PLACE-27]). ntx is s.tx.size().
+    TxMessage* next_new_message(Stream& s, size_t ntx);
+    // try_start gives m, the message at s's send cursor, its msg_seq and segment state if
+    // the stream window and the READ limit and fence allow it to start now; else nullptr.
+    TxMessage* try_start(Stream& s, TxMessage& m);
 
     // connection_rx.cc
     void place(Stream& s, const wire::DataPacket& p, Time now);

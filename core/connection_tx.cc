@@ -151,7 +151,14 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             ready_streams_.pop_front();
             continue;
         }
-        TxMessage* m = s->failed ? nullptr : next_new_message(*s);
+        const size_t ntx = s->tx.size();  // a deque's size() costs a division: once
+        TxMessage* m = nullptr;
+        if (!s->failed && s->answers.empty() && s->send_cursor < ntx) {  // the common case
+            TxMessage& head = s->tx[s->send_cursor];
+            m = head.started() ? &head : try_start(*s, head);
+        } else if (!s->failed) {
+            m = next_new_message(*s, ntx);
+        }
         if (!m) {
             // Nothing may start now: re-added when the oldest message completes, a READ
             // completes, or an answer is queued (stream_has_work).
@@ -165,7 +172,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         const bool answer = is_response(m->opcode);
         if (m->next_new_seg == m->nseg) ++(answer ? s->answer_cursor : s->send_cursor);
         s->answer_turn = !answer;  // [PLACE-27]: answers and the stream's messages alternate
-        if (s->send_cursor < s->tx.size() || s->answer_cursor < s->answers.size()) {
+        if (s->send_cursor < ntx || (!s->answers.empty() && s->answer_cursor < s->answers.size())) {
             if (&ready_streams_.front() != &ready_streams_.back()) {  // round-robin: one segment per turn
                 ready_streams_.pop_front();
                 ready_streams_.push_back(sid);
@@ -179,36 +186,39 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     return 0;
 }
 
-TxMessage* Connection::next_new_message(Stream& s) {
-    const bool have_answer = s.answer_cursor < s.answers.size();
+TxMessage* Connection::next_new_message(Stream& s, size_t ntx) {
+    // (Most streams owe no answers: empty() spares a deque's size() on the hot path.)
+    const bool have_answer = !s.answers.empty() && s.answer_cursor < s.answers.size();
     // [PLACE-27]: an answer needs no window and no turn of the stream's own messages; when
     // both have something to send they take turns, so neither starves the other.
-    if (have_answer && (s.answer_turn || s.send_cursor >= s.tx.size()))
-        return &s.answers[s.answer_cursor];
-    if (s.send_cursor < s.tx.size()) {
+    if (have_answer && (s.answer_turn || s.send_cursor >= ntx)) return &s.answers[s.answer_cursor];
+    if (s.send_cursor < ntx) {
         TxMessage& m = s.tx[s.send_cursor];
         if (m.started()) return &m;
-        // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
-        const uint32_t front = s.tx.front().started() ? s.tx.front().msg_seq : s.next_msg_seq;
-        const bool window = seq_diff(s.next_msg_seq, front) < static_cast<int32_t>(kStreamWindow);
-        // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced
-        // request behind earlier ones [PLACE-21]; both resume when one completes.
-        const bool limits = !(is_request(m.opcode) && s.rd_outstanding >= s.limits.max_rd_atomic) &&
-                            !(m.wr.fence && s.rd_outstanding > 0);
-        if (window && limits) {
-            if (is_request(m.opcode)) ++s.rd_outstanding;
-            m.msg_seq = s.next_msg_seq++;
-            if (wire::consumes_receive(m.opcode)) m.recv_seq = s.next_recv_seq++;
-            // 64-bit: a length near 2^32 must not wrap the segment count.
-            m.nseg = static_cast<uint32_t>(
-                std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
-            m.acked.assign((m.nseg + 63) / 64, 0);
-            m.queued.assign((m.nseg + 63) / 64, 0);
-            m.retries.assign(m.nseg, 0);
-            return &m;
-        }
+        if (TxMessage* started = try_start(s, m)) return started;
     }
     return have_answer ? &s.answers[s.answer_cursor] : nullptr;
+}
+
+TxMessage* Connection::try_start(Stream& s, TxMessage& m) {
+    // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
+    const uint32_t front = s.tx.front().started() ? s.tx.front().msg_seq : s.next_msg_seq;
+    if (seq_diff(s.next_msg_seq, front) >= static_cast<int32_t>(kStreamWindow)) return nullptr;
+    // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced request
+    // behind earlier ones [PLACE-21]; both resume when one completes.
+    if ((is_request(m.opcode) && s.rd_outstanding >= s.limits.max_rd_atomic) ||
+        (m.wr.fence && s.rd_outstanding > 0))
+        return nullptr;
+    if (is_request(m.opcode)) ++s.rd_outstanding;
+    m.msg_seq = s.next_msg_seq++;
+    if (wire::consumes_receive(m.opcode)) m.recv_seq = s.next_recv_seq++;
+    // 64-bit: a length near 2^32 must not wrap the segment count.
+    m.nseg = static_cast<uint32_t>(
+        std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
+    m.acked.assign((m.nseg + 63) / 64, 0);
+    m.queued.assign((m.nseg + 63) / 64, 0);
+    m.retries.assign(m.nseg, 0);
+    return &m;
 }
 
 size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
