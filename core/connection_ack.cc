@@ -265,9 +265,12 @@ void Connection::advance_base(TxPath& path) {
 
 void Connection::segment_acked(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg,
                                Time now, AckedMsg& cache) {
-    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq || cache.answer != answer) {
+    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq ||
+        cache.answer != answer) {
         Stream* st = ep_.stream_mut(stream);
-        TxMessage* found = !st ? nullptr : answer ? find_answer(*st, msg_seq) : find_tx(*st, msg_seq);
+        TxMessage* found = !st     ? nullptr
+                           : answer ? find_answer(*st, msg_seq)
+                                    : find_tx(*st, msg_seq);
         cache = AckedMsg{true, answer, stream, msg_seq, st, found};
     }
     Stream* s = cache.s;

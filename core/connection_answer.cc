@@ -2,11 +2,12 @@
 // a request and queueing its answer at the responder, placing the answer at the requester,
 // and the answer credit that keeps answers out of the stream window.
 //
-//   requester                                  responder
-//   tx: ... REQ(msg_seq q) ...  ─────────────► ring slot q ── delivered in order ──┐
-//                                                                                  │ execute
-//   q's buffer ◄── place_answer ◄── ANSWER(msg_seq q, remote_addr q) ◄── answers (≤ max_dest_rd_atomic)
-//                                            path-level ACKs of every segment ──► answer_acked
+//   requester                               responder
+//   tx: ... REQ(msg_seq q) ... ──────────► ring slot q ── delivered in order ──┐
+//                                                                              │ execute
+//   q's buffer ◄── place_answer ◄── ANSWER(msg_seq q, remote_addr q) ◄── answers
+//                                      (at most max_dest_rd_atomic held)
+//   path-level ACKs of every segment of the answer ──────────────────► answer_acked
 //
 // An answer is not a message of the responder's side of the stream: it has no place in
 // that side's msg_seq order, its window or its delivery reports, so neither side's
