@@ -45,7 +45,7 @@ uint64_t expect_atomic_response(Fixture& f, uint32_t msg_seq) {
     check(h.opcode == Opcode::kAtomicResponse, "[PLACE-19] response opcode {:#x}", static_cast<int>(h.opcode));
     check(h.remote_addr == msg_seq, "[PLACE-16] the response names request {:#x}, expected {:#x}",
           h.remote_addr, msg_seq);
-    check(h.msg_seq == msg_seq, "[PLACE-27] the response's msg_seq is {:#x}, not its request's {:#x}",
+    check(h.msg_seq == msg_seq, "[PLACE-30] the response's msg_seq is {:#x}, not its request's {:#x}",
           h.msg_seq, msg_seq);
     check(h.stream_id == f.my_stream, "[STREAM-1] the response is for stream {:#x}, not ours {:#x}",
           h.stream_id, f.my_stream);
@@ -89,7 +89,7 @@ void read_response(Context& ctx) {
         check(h.rkey == 0 && h.recv_seq == 0 && h.immediate == 0, "[DATA-5] unused fields not 0");
         check(h.offset % s == 0 && h.payload_len == std::min<uint32_t>(s, 10000 - h.offset),
               "[DATA-4] segment at offset {} of {} bytes (segment size {})", h.offset, h.payload_len, s);
-        check(h.msg_seq == m.msg_seq, "[PLACE-27] the response's msg_seq is {:#x}, not its request's {:#x}",
+        check(h.msg_seq == m.msg_seq, "[PLACE-30] the response's msg_seq is {:#x}, not its request's {:#x}",
               h.msg_seq, m.msg_seq);
         if (first)
             check(h.opcode == first->opcode && h.msg_seq == first->msg_seq && h.msg_len == first->msg_len &&
@@ -190,7 +190,7 @@ void bad_request_body(Context& ctx) {
 }
 
 // orphan_response: a READ_RESPONSE that answers no request is counted and dropped before
-// anything is kept, with no NACK ([PLACE-16], [PLACE-27]); the stream carries on.
+// anything is kept, with no NACK ([PLACE-16], [PLACE-30]); the stream carries on.
 void orphan_response(Context& ctx) {
     Fixture f(ctx);
     f.establish();
@@ -198,14 +198,14 @@ void orphan_response(Context& ctx) {
     Message m;
     m.opcode = Opcode::kReadResponse;
     m.stream_id = f.qp;
-    // Ahead of everything the target has sent: no such request outstanding ([PLACE-27]; one
+    // Ahead of everything the target has sent: no such request outstanding ([PLACE-30]; one
     // behind would be the late answer of a completed request, a stale duplicate).
     m.msg_seq = f.peer.remote().msg_isn + 0x4242;
     m.remote_addr = m.msg_seq;
     m.body = pattern(100, 160);
     f.send_message(m);
     (void)f.barrier();
-    f.no_nack("[PLACE-27] an orphan READ_RESPONSE was answered with a NACK");
+    f.no_nack("[PLACE-30] an orphan READ_RESPONSE was answered with a NACK");
     check(f.counter("orphan_responses") == orphans + 1, "[PLACE-16] orphan_responses not counted");
     const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
     Message w = f.message(Opcode::kWrite, pattern(64, 161));
@@ -213,8 +213,8 @@ void orphan_response(Context& ctx) {
     w.remote_addr = r.addr;
     f.send_message(w);
     (void)f.barrier();
-    f.no_nack("[PLACE-27] the stream was refused after an orphan response");
-    check(f.read_mr(r, 0, 64) == pattern(64, 161), "[PLACE-27] a WRITE after an orphan response was not placed");
+    f.no_nack("[PLACE-30] the stream was refused after an orphan response");
+    check(f.read_mr(r, 0, 64) == pattern(64, 161), "[PLACE-30] a WRITE after an orphan response was not placed");
 }
 
 // Pump keeps the target's paths healthy while a test waits for one of its packets: each
@@ -246,7 +246,7 @@ struct Pump {
 // answer_outside_window: the target's own READ, answered by nobody yet, heads 127 WRITEs:
 // its stream window is full and pinned. Our READ is answered all the same, outside that
 // window, its msg_seq our request's; the target then takes our answer to its READ,
-// outside our stream, and only then starts its next message ([PLACE-27], [STREAM-3]).
+// outside our stream, and only then starts its next message ([PLACE-30], [STREAM-3]).
 void answer_outside_window(Context& ctx) {
     Fixture f(ctx);
     f.establish();
@@ -284,13 +284,13 @@ void answer_outside_window(Context& ctx) {
     f.send_message(m);
     auto rx = pump.next([&](const wire::DataHeader& h) { return h.opcode == Opcode::kReadResponse || first(h); },
                         500ms);
-    check(rx.has_value(), "[PLACE-27] no answer to our READ while the target's window is full");
+    check(rx.has_value(), "[PLACE-30] no answer to our READ while the target's window is full");
     const auto& h = rx->data;
     check(h.opcode == Opcode::kReadResponse,
           "[STREAM-3] the target started message {} (opcode {:#x}) with message 0 unanswered",
           h.msg_seq - isn, static_cast<int>(h.opcode));
     check(h.msg_seq == m.msg_seq && h.remote_addr == m.msg_seq,
-          "[PLACE-27] the answer carries msg_seq {:#x} remote_addr {:#x}, not its request's {:#x}", h.msg_seq,
+          "[PLACE-30] the answer carries msg_seq {:#x} remote_addr {:#x}, not its request's {:#x}", h.msg_seq,
           h.remote_addr, m.msg_seq);
     check(h.msg_len == 1000 && h.offset == 0 && rx->payload.size() == 1000 &&
               std::equal(rx->payload.begin(), rx->payload.end(), content.begin()),
@@ -310,18 +310,18 @@ void answer_outside_window(Context& ctx) {
     for (int i = 0; i < 50 && !read_done; ++i)
         for (const auto& c : f.poll(f.qp, 20))
             if (c.at("wr_id") == 1) {
-                check(c.at("status") == "success", "[PLACE-27] the target's READ completed with {}",
+                check(c.at("status") == "success", "[PLACE-30] the target's READ completed with {}",
                       c.at("status").get<std::string>());
                 read_done = true;
             }
-    check(read_done, "[PLACE-27] the target's READ did not complete after our answer");
-    check(f.read_mr(dst, 0, 300) == pattern(300, 163), "[PLACE-27] our answer's bytes are not in place");
+    check(read_done, "[PLACE-30] the target's READ did not complete after our answer");
+    check(f.read_mr(dst, 0, 300) == pattern(300, 163), "[PLACE-30] our answer's bytes are not in place");
 }
 
 }  // namespace
 
 void add_rdma_tests(std::vector<TestCase>& out) {
-    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-1] [PLACE-27]",
+    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-1] [PLACE-30]",
                    "a 10000-byte READ: every response field, the cut and the bytes", read_response});
     out.push_back({"rdma.fetch_add_once", "[PLACE-17] [PLACE-18] [STREAM-4]",
                    "a FETCH_ADD sent three times executes once and answers the old value",
@@ -331,13 +331,13 @@ void add_rdma_tests(std::vector<TestCase>& out) {
     out.push_back({"rdma.misaligned_atomic", "[PLACE-17] [ERR-3]",
                    "an atomic off an 8-byte boundary: NACK(INVALID_REQUEST), memory unchanged",
                    misaligned_atomic});
-    out.push_back({"rdma.answer_outside_window", "[PLACE-27] [STREAM-3] [PLACE-16] [PLACE-19]",
+    out.push_back({"rdma.answer_outside_window", "[PLACE-30] [STREAM-3] [PLACE-16] [PLACE-19]",
                    "answers both ways while each side's window is pinned by its own READ",
                    answer_outside_window});
     out.push_back({"rdma.bad_request_body", "[DATA-8]",
                    "a READ_REQUEST with a 12-byte body: malformed, NACK(INVALID_REQUEST)",
                    bad_request_body});
-    out.push_back({"rdma.orphan_response", "[PLACE-16] [PLACE-27]",
+    out.push_back({"rdma.orphan_response", "[PLACE-16] [PLACE-30]",
                    "a READ_RESPONSE answering no request: counted and dropped, no NACK; the stream goes on",
                    orphan_response});
 }

@@ -6,7 +6,7 @@
 // connection_tx.cc (what to send next, path choice), connection_rx.cc (DATA: placement,
 // duplicate suppression, completions, ACK generation), connection_ack.cc (ACK/NACK:
 // loss detection, retransmission, path health), connection_answer.cc (READ and atomic
-// answers and their credit, [PLACE-27]).
+// answers and their credit, [PLACE-30]).
 #pragma once
 
 #include <algorithm>
@@ -201,7 +201,7 @@ private:
         TxMessage* m = s && !s->failed ? find_tx(*s, msg_seq) : nullptr;
         return m && !m->done ? m : nullptr;
     }
-    // find_answer: the answer answer_seq of s ([PLACE-27]), or nullptr.
+    // find_answer: the answer answer_seq of s ([PLACE-30]), or nullptr.
     TxMessage* find_answer(Stream& s, uint32_t answer_seq) {
         if (s.answers.empty()) return nullptr;
         const uint32_t idx = answer_seq - s.answers.front().msg_seq;
@@ -217,7 +217,7 @@ private:
     }
     // next_new_message: the message stream s takes its next new segment from, started if
     // it was not, or nullptr when nothing of s may start now ([STREAM-3], [PLACE-20],
-    // [PLACE-21], [PLACE-27]). ntx is s.tx.size().
+    // [PLACE-21], [PLACE-30]). ntx is s.tx.size().
     TxMessage* next_new_message(Stream& s, size_t ntx);
     // try_start gives m, the message at s's send cursor, its msg_seq and segment state if
     // the stream window and the READ limit and fence allow it to start now; else nullptr.
@@ -252,7 +252,7 @@ private:
     void take_srq_receive(Stream& s, uint32_t msg_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
     void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);
-    // connection_answer.cc: READ and atomic answers, their own credit ([PLACE-27])
+    // connection_answer.cc: READ and atomic answers, their own credit ([PLACE-30])
     void execute_request(Stream& s, const RxMessage& slot);
     void place_answer(Stream& s, const wire::DataPacket& p, Time now);
     TxMessage* answered_request(Stream& s, const wire::DataHeader& h);
@@ -352,7 +352,7 @@ private:
     std::deque<uint32_t> ready_streams_;     // streams with unsent new segments
     struct SegRef {
         uint32_t stream, msg_seq, seg;
-        bool answer;  // msg_seq is an answer_seq ([PLACE-27])
+        bool answer;  // msg_seq is an answer_seq ([PLACE-30])
     };
     std::deque<SegRef> retx_;                // segments to retransmit, oldest first
     std::deque<uint16_t> ack_queue_;         // rx paths with an ACK to send now

@@ -278,7 +278,7 @@ void Connection::segment_acked(uint32_t stream, bool answer, uint32_t msg_seq, u
     if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
     m->set_acked(seg);
     if (answer) {
-        // [PLACE-27]: an answer is done when the requester has every segment; that may
+        // [PLACE-30]: an answer is done when the requester has every segment; that may
         // free it (and its credit), so the cache must not keep pointing at it.
         if (++m->path_acked == m->nseg) {
             cache.valid = false;
@@ -526,7 +526,7 @@ void Connection::fail_stream(Stream& s, Status why) {
         complete_front(s);
     }
     s.send_cursor = 0;
-    // [PLACE-27]: answers owed to the peer are dropped with the stream (segments still in
+    // [PLACE-30]: answers owed to the peer are dropped with the stream (segments still in
     // flight or queued find no live message and are let go).
     s.answers.clear();
     s.answer_cursor = 0;

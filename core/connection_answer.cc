@@ -1,4 +1,4 @@
-// core/connection_answer.cc — READ and atomic answers (spec §8.1, [PLACE-27]): executing
+// core/connection_answer.cc — READ and atomic answers (spec §8.1, [PLACE-30]): executing
 // a request and queueing its answer at the responder, placing the answer at the requester,
 // and the answer credit that keeps answers out of the stream window.
 //
@@ -50,7 +50,7 @@ void Connection::execute_request(Stream& s, const RxMessage& slot) {
         wire::encode_atomic_response(old, std::span(r.body).first<wire::kAtomicResponseBodySize>());
         ++stats_.atomics_executed;
     }
-    // [PLACE-27]: started at once, under a local answer_seq that never goes on the wire.
+    // [PLACE-30]: started at once, under a local answer_seq that never goes on the wire.
     r.msg_seq = s.next_answer_seq++;
     r.nseg = static_cast<uint32_t>(
         std::max<uint64_t>(1, (uint64_t{r.msg_len} + segment_size_ - 1) / segment_size_));
@@ -61,7 +61,7 @@ void Connection::execute_request(Stream& s, const RxMessage& slot) {
     stream_has_work(s);
 }
 
-// answer_acked: the requester has every segment of answer m ([PLACE-27]). Answers leave
+// answer_acked: the requester has every segment of answer m ([PLACE-30]). Answers leave
 // the credit oldest first, so it is bounded by the answers held, and a request deferred
 // for want of credit ([PLACE-20]) may now run.
 void Connection::answer_acked(Stream& s, TxMessage& m) {
@@ -90,14 +90,14 @@ TxMessage* Connection::answered_request(Stream& s, const wire::DataHeader& h) {
 }
 
 // place_answer writes an answer's DATA into the buffer of the request it names
-// ([PLACE-16], [PLACE-27]). Its receive state lives with the request and is sized from
+// ([PLACE-16], [PLACE-30]). Its receive state lives with the request and is sized from
 // the request's own length, never from the packet. Nothing here answers with a NACK: a
 // NACK names a message by msg_seq, and an answer's is the requester's, which the
 // responder could not tell from one of its own messages.
 void Connection::place_answer(Stream& s, const wire::DataPacket& p, Time now) {
     const wire::DataHeader& h = p.hdr;
     if ((h.remote_addr >> 32) != 0 || h.msg_seq != static_cast<uint32_t>(h.remote_addr)) {
-        ++stats_.malformed;  // [PLACE-27] msg_seq and remote_addr both name the request
+        ++stats_.malformed;  // [PLACE-30] msg_seq and remote_addr both name the request
         return;
     }
     // A request older than every one outstanding has completed (or was flushed): this is a

@@ -85,7 +85,7 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         // packets land here, counted apart, and are never placed.
         if (!s && ep_.retired_stream(h.stream_id)) ++stats_.retired_stream;
         ++stats_.unknown_stream;  // [STREAM-8]
-        // [PLACE-27]: an answer gets no NACK; its msg_seq is not the responder's.
+        // [PLACE-30]: an answer gets no NACK; its msg_seq is not the responder's.
         if (!is_response(h.opcode))
             queue_nack(h, wire::NackReason::kInvalidRequest, wire::kNackDetailUnknownStream);
         return;
@@ -96,7 +96,7 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
 void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     const wire::DataHeader& h = p.hdr;
     if (!s.seq_ready) return;
-    // [PLACE-27]: an answer is outside the stream's sequence and window; it goes straight
+    // [PLACE-30]: an answer is outside the stream's sequence and window; it goes straight
     // to the request it names.
     if (is_response(h.opcode)) return place_answer(s, p, now);
     // [STREAM-9]: a retransmission (a delivery probe among them) is always answered with
@@ -361,7 +361,7 @@ void Connection::deliver_in_order(Stream& s) {
         RxMessage& slot = s.ring[s.delivered_seq % kStreamWindow];
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
         if (is_request(slot.opcode) && s.answers.size() >= s.limits.max_dest_rd_atomic) {
-            // [PLACE-20] [PLACE-27]: the answer credit is used up. The request waits,
+            // [PLACE-20] [PLACE-30]: the answer credit is used up. The request waits,
             // complete in its slot, until the requester has every segment of an earlier
             // answer (answer_acked resumes delivery); it only sees a slower answer.
             ++stats_.requests_deferred;

@@ -171,7 +171,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         const uint32_t seg = m->next_new_seg++;
         const bool answer = is_response(m->opcode);
         if (m->next_new_seg == m->nseg) ++(answer ? s->answer_cursor : s->send_cursor);
-        s->answer_turn = !answer;  // [PLACE-27]: answers and the stream's messages alternate
+        s->answer_turn = !answer;  // [PLACE-30]: answers and the stream's messages alternate
         if (s->send_cursor < ntx || (!s->answers.empty() && s->answer_cursor < s->answers.size())) {
             if (&ready_streams_.front() != &ready_streams_.back()) {  // round-robin: one segment per turn
                 ready_streams_.pop_front();
@@ -189,7 +189,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
 TxMessage* Connection::next_new_message(Stream& s, size_t ntx) {
     // (Most streams owe no answers: empty() spares a deque's size() on the hot path.)
     const bool have_answer = !s.answers.empty() && s.answer_cursor < s.answers.size();
-    // [PLACE-27]: an answer needs no window and no turn of the stream's own messages; when
+    // [PLACE-30]: an answer needs no window and no turn of the stream's own messages; when
     // both have something to send they take turns, so neither starves the other.
     if (have_answer && (s.answer_turn || s.send_cursor >= ntx)) return &s.answers[s.answer_cursor];
     if (s.send_cursor < ntx) {
@@ -258,7 +258,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.path_psn = psn;
     h.psn_floor = psn_floor(path);
     h.stream_id = s.remote_id;
-    // [PLACE-27]: an answer is outside the stream's sequence; it carries the msg_seq of
+    // [PLACE-30]: an answer is outside the stream's sequence; it carries the msg_seq of
     // the request it answers (as remote_addr does), and its own answer_seq stays local.
     h.msg_seq = answer ? m.resp_to : m.msg_seq;
     h.recv_seq = wire::consumes_receive(m.opcode) ? m.recv_seq : 0;

@@ -68,7 +68,7 @@ inline bool is_response(wire::Opcode op) {
 inline constexpr uint32_t kMaxBody = wire::kAtomicRequestBodySize;
 
 // TxMessage is a message being transmitted: a posted send work request, or the answer the
-// responder owes for a READ or atomic request it executed ([PLACE-27]; opcode
+// responder owes for a READ or atomic request it executed ([PLACE-30]; opcode
 // READ_RESPONSE or ATOMIC_RESPONSE, kept in Stream::answers, never in Stream::tx).
 struct TxMessage {
     SendWr wr;
@@ -79,7 +79,7 @@ struct TxMessage {
     bool resp_done = false;          // READ/atomic: the whole answer has been placed
     uint32_t resp_to = 0;            // answer: msg_seq of the request it answers
     // READ/atomic (requester): the answer's segments placed so far, sized from the
-    // request's own length when its first segment arrives ([PLACE-27]), and its early
+    // request's own length when its first segment arrives ([PLACE-30]), and its early
     // last segment ([PLACE-12]).
     std::vector<uint64_t> resp_seen;
     uint32_t resp_received = 0;
@@ -141,7 +141,7 @@ struct RxMessage {
     uint32_t nseg = 0;
     uint32_t received = 0;
     // Where byte 0 of the message goes. Requests land in `body` and `target` is the
-    // checked remote memory they name. (Answers take no slot: [PLACE-27].)
+    // checked remote memory they name. (Answers take no slot: [PLACE-30].)
     std::byte* target = nullptr;
     const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive)
     uint32_t nsg = 0;
@@ -216,7 +216,7 @@ struct Stream {
     uint32_t rx_fail_seq = 0;
     uint8_t rx_fail_reason = 0;
     bool stream_ack_pending = false;
-    // [PLACE-27] answers to the peer's READs and atomics, executed and not yet acknowledged,
+    // [PLACE-30] answers to the peer's READs and atomics, executed and not yet acknowledged,
     // oldest first: their own credit (at most limits.max_dest_rd_atomic), outside the
     // stream window and the stream's sequence. answer_seq numbers them locally.
     std::deque<TxMessage> answers;

@@ -306,10 +306,10 @@ TEST(Hardening, HelloWithoutIdentityIsDropped) {
     }
 }
 
-// [PLACE-16] [PLACE-27] [ERR-5]: READ_RESPONSEs that answer no request, with max_payload
+// [PLACE-16] [PLACE-30] [ERR-5]: READ_RESPONSEs that answer no request, with max_payload
 // 256 and msg_len 2^32 - 1 (a 2 MiB segment bitmap each on main), as many as the stream
 // window: none takes a message slot or allocates anything from its msg_len; each is
-// counted and dropped, with no NACK (an answer's msg_seq is the requester's, [PLACE-27]);
+// counted and dropped, with no NACK (an answer's msg_seq is the requester's, [PLACE-30]);
 // the connection, the stream and another stream carry on.
 TEST(Hardening, ResponseToNothingTakesNoSlot) {
     for (uint64_t seed : seeds_from_env(2, 1750)) {
@@ -344,7 +344,7 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
             h.stream_id = f.sb;
             h.msg_len = 0xFFFFFFFF;
             h.remote_addr = 12345 + i;  // no READ of B's has that msg_seq
-            h.msg_seq = 12345 + i;      // [PLACE-27] an answer names its request twice
+            h.msg_seq = 12345 + i;      // [PLACE-30] an answer names its request twice
             std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
             ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
             PacketMeta m;

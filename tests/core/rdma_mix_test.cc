@@ -323,7 +323,7 @@ Outcome run_mix(uint64_t seed) {
     p.host_b().set_event_callback(sink(b));
 
     // Plan and post: on every stream both sides issue every kind of operation, 150 to 199
-    // each, so each stream carries at least 300 ([PLACE-27]: both sides' requests, and
+    // each, so each stream carries at least 300 ([PLACE-30]: both sides' requests, and
     // their answers, on one stream, with windows that fill).
     uint32_t tag = 1;
     out.min_stream_ops = UINT64_MAX;
@@ -375,7 +375,7 @@ Outcome run_mix(uint64_t seed) {
 }
 
 // [PLACE-7] [PLACE-10] [PLACE-15] [PLACE-16] [PLACE-17] [PLACE-18] [PLACE-19] [PLACE-20]
-// [PLACE-21] [PLACE-27] [STREAM-3] [DATA-8], over the loss recovery of spec §7. Both
+// [PLACE-21] [PLACE-30] [STREAM-3] [DATA-8], over the loss recovery of spec §7. Both
 // sides issue every operation on the same streams, at least 300 per stream. The default
 // sweep is short; MROCE_SEEDS=1000 is the full one (docs/results.md).
 TEST(RdmaMix, PropertySweep) {

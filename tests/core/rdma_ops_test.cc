@@ -780,7 +780,7 @@ sim::NetworkConfig fast_net() {
     return nc;
 }
 
-// [PLACE-27] [STREAM-3] (issue 17, finding 1): both ends post a READ (or an atomic), then
+// [PLACE-30] [STREAM-3] (issue 17, finding 1): both ends post a READ (or an atomic), then
 // 200 WRITEs, on one stream. Each request pins its own side's stream window until its
 // answer is in; were the answers ordinary messages of the answering side's stream, each
 // would wait behind that side's full window, itself pinned by its own request: 0 of 201
@@ -847,7 +847,7 @@ TEST(RdmaOps, BothSidesRequestOnOneStream) {
     }
 }
 
-// [PLACE-20] [PLACE-27]: responders that hold one answer at a time (max_dest_rd_atomic 1)
+// [PLACE-20] [PLACE-30]: responders that hold one answer at a time (max_dest_rd_atomic 1)
 // and requests from both ends. Were an answer reported done only by the stream delivery
 // report, each side's answer would sit behind its own next request, deferred at the peer
 // until the peer's answer is reported done, which sits behind the peer's deferred
