@@ -255,7 +255,8 @@ void Connection::update_control_class() {
 
 void Connection::stream_has_work(Stream& s) {
     if (!s.seq_ready) return;
-    if (!s.in_ready_list && s.send_cursor < s.tx.size() && !s.failed) {
+    if (!s.in_ready_list && (s.send_cursor < s.tx.size() || s.answer_cursor < s.answers.size()) &&
+        !s.failed) {
         s.in_ready_list = true;
         ready_streams_.push_back(s.id);
     }
