@@ -105,6 +105,9 @@ public:
     uint8_t control_class() const { return control_class_; }
     void stream_has_work(Stream& s);
     void close(Time now);
+    // peer_spoke_after_close: a packet of the peer passed the token check after this side
+    // closed; [CONN-28]: its CLOSE may have been lost, so it is sent again (rate-limited).
+    void peer_spoke_after_close(Time now);
     // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
     void push_hint();
 
@@ -371,6 +374,9 @@ private:
     Time hello_deadline_ = kNever;
     uint32_t hello_tries_ = 0;
     bool close_pending_ = false;
+    // [CONN-28]: the CLOSEs this side sent after it closed, and when the last one left.
+    uint32_t closes_sent_ = 0;
+    Time last_close_ = kNever;
 
     std::vector<TxPath> tx_paths_;
     std::vector<RxPath> rx_paths_;
@@ -428,6 +434,7 @@ private:
     static constexpr uint16_t kNoAckRound = 0xffff;
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
+    static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths

@@ -26,7 +26,12 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     }
     if (close_pending_) {
         close_pending_ = false;
-        return write_close(buf, meta);
+        const size_t n = write_close(buf, meta);
+        if (n) {
+            ++closes_sent_;
+            last_close_ = now;
+        }
+        return n;
     }
     if (state_ != ConnState::kEstablished) return 0;
     if (hello_ack_pending_) {
