@@ -253,6 +253,8 @@ private:
     void place(Stream& s, const wire::DataPacket& p, Time now);
     void deliver_in_order(Stream& s);
     void report_delivery(Stream& s);
+    // note_reported remembers stream id as the most recently reported ([ACK-20]).
+    void note_reported(uint32_t id);
     void queue_ack(uint16_t rx_path) {  // inline: most DATA ask for an ACK
         RxPath& rp = rx_paths_[rx_path];
         rp.ack_deadline = kNever;
@@ -393,6 +395,9 @@ private:
     };
     std::deque<SegRef> retx_;                // segments to retransmit, oldest first
     std::deque<uint16_t> ack_queue_;         // rx paths with an ACK to send now
+    // [ACK-20]: the streams this side reported last, most recent first, at most
+    // kMaxAckStreams: a probe reply repeats their state.
+    std::deque<uint32_t> recent_reports_;
     std::deque<uint32_t> stream_acks_;       // streams to report in the next ACKs
     std::deque<wire::NackPacket> nacks_;
     struct Timed {

@@ -423,6 +423,16 @@ void Connection::report_delivery(Stream& s) {
     stream_acks_.push_back(s.id);
 }
 
+void Connection::note_reported(uint32_t id) {
+    if (!recent_reports_.empty() && recent_reports_.front() == id) return;  // the usual case
+    const auto it = std::find(recent_reports_.begin(), recent_reports_.end(), id);
+    if (it != recent_reports_.end())
+        recent_reports_.erase(it);
+    else if (recent_reports_.size() == wire::kMaxAckStreams)
+        recent_reports_.pop_back();
+    recent_reports_.push_front(id);
+}
+
 void Connection::refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason) {
     // [ERR-3]: the message and every later one on this stream are refused with the same
     // reason; other streams are unaffected.
@@ -478,6 +488,20 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         if (!s) continue;
         s->stream_ack_pending = false;
         a.streams[a.stream_count++] = wire::StreamAck{s->id, s->delivered_seq};
+        note_reported(s->id);
+    }
+    if (rp.probe_reply) {
+        // [ACK-20]: the peer probes because this path's ACKs stopped; the lost ones may
+        // have carried the last report of a stream, which nothing else would repeat until
+        // the peer's delivery timer. The reply repeats the latest reported streams' state.
+        const uint16_t fresh = a.stream_count;
+        for (uint32_t id : recent_reports_) {
+            if (a.stream_count == wire::kMaxAckStreams) break;
+            bool in_ack = false;
+            for (uint16_t i = 0; i < fresh; ++i) in_ack |= a.streams[i].stream_id == id;
+            const Stream* s = in_ack ? nullptr : ep_.stream(id);
+            if (s) a.streams[a.stream_count++] = wire::StreamAck{id, s->delivered_seq};
+        }
     }
     if (buf.size() < wire::encoded_size(a)) return 0;
     const size_t n = wire::store_ack(a, buf.data());

@@ -467,6 +467,62 @@ class CloseCounter final : public core::Engine {
     uint32_t drop_;
 };
 
+// DropFirstReport wraps an engine and drops the first ACK it sends that carries a stream
+// entry: the one report of a stream's delivery is lost with the path's acknowledgements.
+class DropFirstReport final : public core::Engine {
+  public:
+    explicit DropFirstReport(core::Engine& inner) : inner_(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        inner_.on_datagram(d, m, now);
+    }
+    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
+            const Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+            if (dropped || !a.ok() || a->stream_count == 0) {
+                if (a.ok() && (a->flags & wire::ack_flag::kProbeReply)) probe_reply_entries += a->stream_count;
+                return n;
+            }
+            dropped = true;
+        }
+        return 0;
+    }
+    Time next_deadline() const override { return inner_.next_deadline(); }
+    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
+    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
+    bool dropped = false;
+    uint32_t probe_reply_entries = 0;
+
+  private:
+    core::Engine& inner_;
+};
+
+// [ACK-20] [PROBE-2] [ACK-14] the only ACK that reported a stream's delivery is lost: the
+// reply to the probe its loss provokes repeats the report, so the message completes one
+// round trip after the probe timeout, without a delivery probe ([STREAM-5]).
+TEST(Connection, LostDeliveryReportIsRepairedByTheProbeReply) {
+    core::EndpointConfig cfg;
+    Pair p(43, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 1024);  // one segment, one ACK
+    // Established first, so the time below is that of the message alone.
+    ASSERT_TRUE(run(p, [&] { return f.conn_a().state() == core::ConnState::kEstablished; }, 50ms));
+    p.sim.run_for(1ms);
+    DropFirstReport filter(*p.b);
+    p.host_b().attach(&filter);
+    const Time t0 = p.now();
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    const Duration took = p.now() - t0;
+    EXPECT_TRUE(filter.dropped);
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_GE(filter.probe_reply_entries, 1u);
+    EXPECT_EQ(f.conn_a().stats().retransmits_timeout, 0u) << "a delivery probe was needed";
+    // The probe timeout (min_pto) and a round trip; a delivery probe would add another
+    // min_pto at least.
+    EXPECT_LT(took, cfg.min_pto + cfg.min_pto / 2) << to_ns(took) << " ns";
+    EXPECT_EQ(f.dst, f.src);
+}
+
 // [CONN-28] [CONN-21] [CONN-8] a lost CLOSE: the peer, still Established, sends; its first
 // packet brings the CLOSE again, so it closes within a round trip instead of failing at
 // peer_dead_timeout ([ERR-2]) with kPeerDead.

@@ -306,9 +306,10 @@ TEST(RdmaOps, AccessErrorFailsOnlyItsStream) {
     EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
 }
 
-// HideReports wraps an engine and drops every ACK it sends that carries a delivery report
-// for one stream: the path-level acknowledgements still get through in later ACKs, so the
-// peer sees that stream's data acknowledged but never delivered, and probes it.
+// HideReports wraps an engine and strips from every ACK it sends the delivery reports for
+// one stream (re-encoding the rest): the path-level acknowledgements and probe replies
+// still get through, so the peer sees that stream's data acknowledged but never
+// delivered, and probes it.
 class HideReports final : public core::Engine {
   public:
     HideReports(core::Engine& inner, uint32_t stream) : inner_(inner), stream_(stream) {}
@@ -317,15 +318,16 @@ class HideReports final : public core::Engine {
     }
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
-        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
-            const Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
-            bool hide = false;
-            if (a.ok())
-                for (uint16_t i = 0; i < a->stream_count; ++i) hide |= a->streams[i].stream_id == stream_;
-            if (!hide) return n;
-            ++hidden;
-        }
-        return 0;
+        const size_t n = inner_.poll_transmit(buf, meta, now);
+        Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+        if (n == 0 || !a.ok()) return n;
+        uint16_t kept = 0;
+        for (uint16_t i = 0; i < a->stream_count; ++i)
+            if (a->streams[i].stream_id != stream_) a->streams[kept++] = a->streams[i];
+        if (kept == a->stream_count) return n;
+        hidden += a->stream_count - kept;
+        a->stream_count = kept;
+        return *wire::encode_ack(*a, buf);
     }
     Time next_deadline() const override { return inner_.next_deadline(); }
     std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
