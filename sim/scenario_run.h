@@ -102,7 +102,7 @@ struct RunMetrics {
     // MetaRoCE runs only (empty for RoCEv2): the hosts' endpoint-wide counters summed over
     // every host, under obs/'s catalogue keys (what `mroce stat --json` and `mroce perf
     // --json` show as "counters", docs/observability.md), sorted by key; and every RTT
-    // sample of every endpoint, merged (obs::Observer on each endpoint).
+    // sample of every endpoint in one histogram (ns; the live "rtt").
     std::vector<std::pair<std::string, uint64_t>> counters;
     obs::Histogram rtt;
 };
