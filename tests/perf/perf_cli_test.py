@@ -383,6 +383,15 @@ def case_read_bw():
     # READ data flows from the server: the client's paths received it.
     got = sum(p["packets_received"] for p in r["counters"]["paths"])
     check(got >= 65536 * 200 // 4096, f"the client received only {got} packets")
+    # Every retransmission reason is in the JSON and on the counters line (issue 18: READ
+    # request re-sends counted in the total and in no category).
+    c = r["counters"]
+    for key in ("retransmits_sack", "retransmits_timeout", "retransmits_path_failure", "retransmits_rnr",
+                "retransmits_read_request"):
+        check(key in c and c[key] >= 0, f"counters lack {key}: {sorted(c)}")
+    for out in (client, server):
+        check(" read request " in out and " path failure " in out and " rnr " in out,
+              f"the counters line does not show every reason:\n{out}")
 
 
 def case_read_and_atomic_lat():
