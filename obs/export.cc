@@ -180,10 +180,7 @@ Json event_json(const LoggedEvent& le, const Snapshot& s) {
     return j;
 }
 
-Json to_json(const Snapshot& s) {
-    Json j;
-    j["endpoint"] = s.endpoint;
-    j["time_ns"] = s.wall_now_ns ? s.wall_now_ns : s.engine_now_ns;
+Json counters_json(const Snapshot& s) {
     Json counters = Json::object();
     for (const auto& f : endpoint_counters()) counters[f.key] = s.endpoint_stats.*f.field;
     for (const auto& f : connection_counters())
@@ -192,13 +189,32 @@ Json to_json(const Snapshot& s) {
         if (f.total) counters[f.total] = sum_connections(s, f.field);
     counters["connections"] = s.connections.size();
     counters["streams"] = s.streams;
-    j["counters"] = counters;
+    return counters;
+}
+
+void add_counters(Json& into, const Json& from) {
+    for (const auto& [k, v] : from.items()) {
+        if (!v.is_number_unsigned()) continue;
+        into[k] = (into.contains(k) ? into[k].get<uint64_t>() : 0) + v.get<uint64_t>();
+    }
+}
+
+Json histogram_json(const Histogram& h, const char* unit) {
+    const std::string u(unit);
+    return {{"count", h.count()},           {"min_" + u, h.min()},
+            {"p50_" + u, h.quantile(0.5)},  {"p99_" + u, h.quantile(0.99)},
+            {"p999_" + u, h.quantile(0.999)}, {"max_" + u, h.max()}};
+}
+
+Json to_json(const Snapshot& s) {
+    Json j;
+    j["endpoint"] = s.endpoint;
+    j["time_ns"] = s.wall_now_ns ? s.wall_now_ns : s.engine_now_ns;
+    j["counters"] = counters_json(s);
     Json driver = Json::object();
     for (const auto& c : s.driver_counters) driver[c.key] = c.value;
     j["driver"] = driver;
-    j["rtt"] = {{"count", s.rtt.count()},        {"min_ns", s.rtt.min()},
-                {"p50_ns", s.rtt.quantile(0.5)}, {"p99_ns", s.rtt.quantile(0.99)},
-                {"p999_ns", s.rtt.quantile(0.999)}, {"max_ns", s.rtt.max()}};
+    j["rtt"] = histogram_json(s.rtt);
     Json conns = Json::array();
     for (const auto& c : s.connections) {
         Json jc;

@@ -28,6 +28,19 @@ std::string to_prometheus(const Snapshot& s);
 // the catalog's (docs/observability.md).
 nlohmann::json to_json(const Snapshot& s);
 
+// counters_json: the snapshot's endpoint-wide counters ({"rx_datagrams", ..., "retransmits",
+// "tx_data_packets", ..., "connections", "streams"}): to_json's "counters", also what the
+// simulator writes per run (summary.json), so live and simulated figures share names.
+nlohmann::json counters_json(const Snapshot& s);
+
+// add_counters adds every number of `from` to the same key of `into` (keys missing from
+// `into` are created): the sum of several endpoints' counters_json.
+void add_counters(nlohmann::json& into, const nlohmann::json& from);
+
+// histogram_json: {"count", "min_<unit>", "p50_<unit>", "p99_<unit>", "p999_<unit>",
+// "max_<unit>"} of h (to_json's "rtt" with unit "ns").
+nlohmann::json histogram_json(const Histogram& h, const char* unit = "ns");
+
 // event_json: one logged event as a JSON object: {"seq", "time_ns", "event",
 // "connection", ...}. time_ns is wall-clock Unix time when the snapshot has it (engine
 // time shifted by wall_now_ns - engine_now_ns), else engine time.

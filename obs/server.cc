@@ -20,6 +20,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "obs/dashboard.h"
 #include "obs/export.h"
 
 namespace mroce::obs {
@@ -163,11 +164,49 @@ std::unique_ptr<StatServer> StatServer::start(Source source, bool stat_socket,
     }
     if (metrics) {
         auto h = std::make_unique<Http>();
-        // One worker: scrapes are rare, and each holds the engine lock only to copy.
-        h->server.new_task_queue = [] { return new httplib::ThreadPool(1); };
+        // Few workers: requests are rare (a scrape, a dashboard's poll a second), and each
+        // holds the engine lock only to copy. More than one, and a short read timeout,
+        // because a browser opens connections ahead of need and keeps them idle: each
+        // holds a worker until it sends a request or times out, which with one worker
+        // stalled the dashboard's polls (and a scrape) for the default 5 s.
+        h->server.new_task_queue = [] { return new httplib::ThreadPool(4); };
+        h->server.set_read_timeout(1, 0);
+        h->server.set_keep_alive_timeout(1);
         StatServer* self = s.get();
         h->server.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
             res.set_content(to_prometheus(self->source_(kNoEvents)), kPrometheusContentType);
+        });
+        // The live dashboard (obs/dashboard.h): the page, its chart library, its data.
+        h->server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dashboard_html(), "text/html; charset=utf-8");
+        });
+        h->server.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) {
+            res.status = 204;  // none: a browser asks, and a 404 would be an error in its log
+        });
+        h->server.Get("/chart.js", [](const httplib::Request&, httplib::Response& res) {
+            if (auto js = chart_js()) {
+                res.set_header("Cache-Control", "max-age=3600");
+                res.set_content(std::move(*js), "text/javascript");
+            } else {
+                res.status = 404;
+                res.set_content("// " + chart_js_path() + " is missing (Debian: libjs-chart.js)\n", "text/javascript");
+            }
+        });
+        h->server.Get("/snapshot.json", [self](const httplib::Request& req, httplib::Response& res) {
+            // ?after=SEQ: only the events after SEQ (the page asks for what is new).
+            uint64_t after = 0;
+            if (req.has_param("after")) {
+                const std::string v = req.get_param_value("after");
+                char* end = nullptr;
+                after = std::strtoull(v.c_str(), &end, 10);
+                if (v.empty() || *end != '\0') {
+                    res.status = 400;
+                    res.set_content("after: not a number\n", "text/plain");
+                    return;
+                }
+            }
+            res.set_header("Cache-Control", "no-store");
+            res.set_content(to_json(self->source_(after)).dump(), "application/json");
         });
         const std::string& host = metrics->host;
         int port = metrics->port;

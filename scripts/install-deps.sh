@@ -18,6 +18,7 @@ PACKAGES=(
     tcpdump                                             # sim pcap test reads captures back
     tshark                                              # tools/wireshark dissector test
     prometheus curl                                     # tests/obs: a real server scrapes mroce perf
+    libjs-chart.js chromium                             # obs/ dashboard's charts; tests/obs in a real browser
     iproute2 util-linux ethtool libbpf-dev bpftool      # scripts/testbed (and clang)
     libibverbs-dev                                      # verbs/ builds against rdma-core's headers
     pkgconf                                             # tests/verbs: the installed mroce-verbs.pc

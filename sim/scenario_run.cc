@@ -12,6 +12,9 @@
 #include "baselines/rocev2/engine.h"
 #include "baselines/rocev2/packet.h"
 #include "core/endpoint.h"
+#include "obs/export.h"
+#include "core/trace.h"
+#include "obs/snapshot.h"
 #include "sim/capture.h"
 #include "sim/faults.h"
 #include "wire/data.h"
@@ -63,6 +66,8 @@ class Driver {
     virtual uint64_t retransmits() const = 0;
     // loss_counters fills retransmits_by_reason, timeouts and path_failures.
     virtual void loss_counters(RunMetrics& m) const = 0;
+    // obs_counters fills counters and rtt where the engine has obs/'s names (MetaRoCE).
+    virtual void obs_counters(RunMetrics&, Time) {}
     // sample_cc appends congestion state of the first `conns` connections / QPs.
     virtual void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const = 0;
 };
@@ -86,6 +91,20 @@ core::SendWr write_wr(uint32_t flow, uint32_t len, const Buffers& b, uint32_t lk
     return wr;
 }
 
+// RttSink: every RTT sample of every host's engine in one histogram, the run's "rtt" in
+// summary.json (the live `rtt`: obs::Observer's per-path histograms merged). Not an
+// obs::Observer per host: that keeps a histogram per path and an event log per endpoint,
+// some MB per host on the benchmark fabrics, where the run needs only the merged
+// distribution; and this one keeps the samples of connections reclaimed before the end.
+class RttSink final : public core::TraceSink {
+  public:
+    void on_rtt_sample(uint32_t, uint16_t, Duration rtt, Time) override {
+        all.record(static_cast<uint64_t>(std::max<int64_t>(0, rtt.count())));
+    }
+    void on_trace(const core::TraceEvent&) override {}
+    obs::Histogram all;  // ns
+};
+
 class MroceDriver final : public Driver {
   public:
     MroceDriver(const RunSpec& spec, Topology& topo, const Buffers& b, uint64_t seed)
@@ -93,6 +112,7 @@ class MroceDriver final : public Driver {
         for (uint32_t h = 0; h < topo.host_count(); ++h) {
             Host& host = topo.host(h);
             auto ep = std::make_unique<core::Endpoint>(spec.mroce.endpoint, host.address(), seed * 7919 + h);
+            ep->set_trace_sink(&rtt_);  // every host's RTT samples, for summary.json
             sides_.push_back(register_buffers(*ep, b));
             eps_.push_back(std::move(ep));
         }
@@ -173,6 +193,13 @@ class MroceDriver final : public Driver {
         }
     }
 
+    void obs_counters(RunMetrics& m, Time now) override {
+        nlohmann::json sum = nlohmann::json::object();
+        for (const auto& ep : eps_) obs::add_counters(sum, obs::counters_json(obs::Snapshot::take(*ep, nullptr, now)));
+        m.rtt = rtt_.all;
+        for (const auto& [k, v] : sum.items()) m.counters.emplace_back(k, v.get<uint64_t>());
+    }
+
     void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const override {
         for (uint32_t i = 0; i < conns && i < pairs_.size(); ++i) {
             const auto [a, b] = pairs_[i];
@@ -203,6 +230,7 @@ class MroceDriver final : public Driver {
     const RunSpec& spec_;
     Topology& topo_;
     const Buffers& buf_;
+    RttSink rtt_;  // before eps_: outlives the endpoints that point to it
     std::vector<std::unique_ptr<core::Endpoint>> eps_;
     std::vector<HostMemory> sides_;
     std::map<std::tuple<uint32_t, uint32_t, uint8_t>, uint32_t> pair_stream_;  // (src, dst, class)
@@ -375,12 +403,32 @@ Workload make_workload(const RunSpec& s, uint32_t hosts, Rng rng) {
     return out;
 }
 
-double percentile(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
-    return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
-}
+// Percentiles: obs::Histogram, the one histogram of the project (issue 18), so a figure
+// here and one of `mroce perf` or `mroce stat` are computed alike: perftest's rank rule,
+// the bucket's midpoint, within 3.2% of the exact sample of that rank (min and max exact).
+// Times are recorded in ns (rounded from ps); ratios in millionths.
+uint64_t ps_to_ns(int64_t ps) { return static_cast<uint64_t>(std::max<int64_t>(0, (ps + 500) / 1000)); }
+double ns_to_us(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+constexpr double kRatioScale = 1e6;
+uint64_t ratio_units(double r) { return static_cast<uint64_t>(std::llround(std::max(0.0, r) * kRatioScale)); }
+double from_ratio_units(uint64_t u) { return static_cast<double>(u) / kRatioScale; }
+
+// FlowTimes: the FCTs and slowdowns of a set of completed flows.
+struct FlowTimes {
+    obs::Histogram fct_ns, slowdown;
+    void add(int64_t fct_ps, int64_t ideal_ps) {
+        fct_ns.record(ps_to_ns(fct_ps));
+        slowdown.record(ratio_units(static_cast<double>(fct_ps) / static_cast<double>(std::max<int64_t>(1, ideal_ps))));
+    }
+    template <class M>
+    void fill(M& m) const {
+        m.fct_p50_us = ns_to_us(fct_ns.quantile(0.5));
+        m.fct_p99_us = ns_to_us(fct_ns.quantile(0.99));
+        m.slowdown_p50 = from_ratio_units(slowdown.quantile(0.5));
+        m.slowdown_p99 = from_ratio_units(slowdown.quantile(0.99));
+        m.slowdown_max = from_ratio_units(slowdown.max());
+    }
+};
 
 std::string port_name(const Topology& topo, size_t sw, size_t port) {
     std::string name = topo.switch_at(sw).name();
@@ -463,7 +511,8 @@ class IncastTap final : public PacketTap {
 
 }  // namespace
 
-bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook) {
+bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook,
+              const ProgressFn& progress) {
     Sim sim(seed);
     TopologyConfig tc = spec.topology;
     tc.host.is_data = spec.protocol == Protocol::kMroce ? &is_mroce_data : &is_roce_data;
@@ -763,7 +812,13 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     };
     if (period_ps > 0) sim.schedule_in(spec.output.sample, [&sample] { sample(); });
 
-    const sim::RunResult r = sim.run_until([&] { return finished == wl.size() || !post_err.empty(); },
+    uint64_t steps = 0;
+    const sim::RunResult r = sim.run_until([&] {
+                                               if (progress && ++steps % kProgressEvents == 0)
+                                                   progress({static_cast<double>(to_ps(sim.now())) / 1e6, finished,
+                                                             wl.size(), steps});
+                                               return finished == wl.size() || !post_err.empty();
+                                           },
                                            SimTime{} + spec.time_limit,
                                            spec.max_events ? spec.max_events : UINT64_MAX);
     if (period_ps > 0 && to_ps(sim.now()) > last_sample_ps) {  // the partial last interval
@@ -785,16 +840,17 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     m.data_drops = t.data_drops;
     m.drop_fraction = t.host_tx_data_packets ? static_cast<double>(t.data_drops) / static_cast<double>(t.host_tx_data_packets) : 0;
     drv->loss_counters(m);
+    drv->obs_counters(m, to_core_time(sim.now()));
     {
         // A flow still running (or failed) stalls from its last completion until the end.
-        std::vector<double> stalls;
+        obs::Histogram stalls_ns;
         const int64_t end = to_ps(sim.now());
         for (const FlowOutcome& o : out.flows) {
             if (o.start_ps < 0) continue;
             const int64_t until = o.completed ? last_done_ps[o.flow.id] : o.failed ? o.finish_ps : end;
-            stalls.push_back(static_cast<double>(std::max(o.longest_gap_ps, until - last_done_ps[o.flow.id])) / 1e6);
+            stalls_ns.record(ps_to_ns(std::max(o.longest_gap_ps, until - last_done_ps[o.flow.id])));
         }
-        m.stall_p99_us = percentile(stalls, 0.99);
+        m.stall_p99_us = ns_to_us(stalls_ns.quantile(0.99));
     }
     if (incast) {
         for (auto [s, p] : bottleneck)
@@ -849,7 +905,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     m.ecn_marks = t.ecn_marks;
     m.max_queue_bytes = t.max_queue_bytes;
     m.pauses = t.pauses_sent;
-    std::vector<double> fct, slow;
+    FlowTimes times;
     int64_t end_ps = 0;
     std::vector<uint64_t> tx(hosts, 0), rx(hosts, 0);
     for (const FlowOutcome& o : out.flows) {
@@ -857,38 +913,26 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         rx[o.flow.dst] += o.flow.bytes;
         if (!o.completed) continue;
         ++m.completed_flows;
-        const double f = static_cast<double>(o.finish_ps - o.start_ps);
-        fct.push_back(f / 1e6);
-        slow.push_back(f / static_cast<double>(std::max<int64_t>(1, o.ideal_ps)));
+        times.add(o.finish_ps - o.start_ps, o.ideal_ps);
         end_ps = std::max(end_ps, o.finish_ps);
     }
     m.completion_time_us = static_cast<double>(end_ps) / 1e6;
-    m.fct_p50_us = percentile(fct, 0.5);
-    m.fct_p99_us = percentile(fct, 0.99);
-    m.slowdown_p50 = percentile(slow, 0.5);
-    m.slowdown_p99 = percentile(slow, 0.99);
-    m.slowdown_max = slow.empty() ? 0 : *std::max_element(slow.begin(), slow.end());
+    times.fill(m);
     if (tc.switches.traffic_classes > 1) {
         for (uint8_t c = 0; c < tc.switches.traffic_classes; ++c) {
             ClassMetrics cm;
             cm.traffic_class = c;
             cm.pauses = t.class_pauses_sent[c];
-            std::vector<double> cf, cs;
+            FlowTimes ct;
             for (const FlowOutcome& o : out.flows) {
                 if (o.flow.traffic_class != c) continue;
                 ++cm.flows;
                 if (!o.completed) continue;
                 ++cm.completed_flows;
-                const double f = static_cast<double>(o.finish_ps - o.start_ps);
-                cf.push_back(f / 1e6);
-                cs.push_back(f / static_cast<double>(std::max<int64_t>(1, o.ideal_ps)));
+                ct.add(o.finish_ps - o.start_ps, o.ideal_ps);
             }
             if (cm.flows == 0 && cm.pauses == 0) continue;
-            cm.fct_p50_us = percentile(cf, 0.5);
-            cm.fct_p99_us = percentile(cf, 0.99);
-            cm.slowdown_p50 = percentile(cs, 0.5);
-            cm.slowdown_p99 = percentile(cs, 0.99);
-            cm.slowdown_max = cs.empty() ? 0 : *std::max_element(cs.begin(), cs.end());
+            ct.fill(cm);
             m.by_class.push_back(cm);
         }
     }

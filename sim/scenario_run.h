@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "obs/histogram.h"
 #include "sim/scenario.h"
 
 namespace mroce::sim {
@@ -98,6 +99,12 @@ struct RunMetrics {
     RetransmitReasons retransmits_by_reason;
     uint64_t timeouts = 0, path_failures = 0;
     std::optional<IncastMetrics> incast;
+    // MetaRoCE runs only (empty for RoCEv2): the hosts' endpoint-wide counters summed over
+    // every host, under obs/'s catalogue keys (what `mroce stat --json` and `mroce perf
+    // --json` show as "counters", docs/observability.md), sorted by key; and every RTT
+    // sample of every endpoint in one histogram (ns; the live "rtt").
+    std::vector<std::pair<std::string, uint64_t>> counters;
+    obs::Histogram rtt;
 };
 
 struct RunOutput {
@@ -115,9 +122,21 @@ struct RunOutput {
 // with that reason).
 using RunHook = std::function<std::string(Topology& topology, const RunSpec& spec)>;
 
+// RunProgress: how far a run is, for a progress line (tools/sim.cc prints it on stderr).
+struct RunProgress {
+    double sim_us = 0;       // simulated time
+    uint64_t flows_done = 0;  // completed or failed
+    uint64_t flows = 0;
+    uint64_t events = 0;     // events run so far (counted in steps of kProgressEvents)
+};
+// ProgressFn is called every kProgressEvents events of a run (the caller decides what to
+// show and how often: sim/ knows no wall clock).
+using ProgressFn = std::function<void(const RunProgress&)>;
+inline constexpr uint64_t kProgressEvents = uint64_t{1} << 16;
+
 // run_spec runs one point of a scenario. On a setup problem (an engine refusing a
 // work request, an unknown port name) it returns false and sets err to one line.
 bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err,
-              const RunHook& hook = {});
+              const RunHook& hook = {}, const ProgressFn& progress = {});
 
 }  // namespace mroce::sim

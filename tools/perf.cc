@@ -191,11 +191,15 @@ private:
         }
         in_handshake_ = false;
         print_banner(o_, server_, side_->offload(), side_->local_line(), side_->remote_line());
-        print_table_head(o_);
+        // With -i the client prints interval rows while a size runs, and the table's
+        // head again above each size's row (so the row sits under its own columns).
+        const bool intervals = !server_ && o_.interval_s > 0;
+        if (!intervals) print_table_head(o_);
         std::vector<Json> results;
         for (uint32_t size : o_.sizes()) {
             auto r = server_ ? serve_one(size) : run_one(size);
             if (!r) return fail(error_);
+            if (intervals) print_table_head(o_);
             print_row(o_, *r);
             std::fflush(stdout);
             results.push_back(std::move(*r));
@@ -433,11 +437,23 @@ void register_perf(CLI::App& app) {
     cmd->add_flag("--raw", o->raw, "the same traffic as plain UDP with no protocol (baseline)");
     auto no_offload = std::make_shared<bool>(false);
     cmd->add_flag("--no-offload", *no_offload, "do not use UDP GSO/GRO");
-    cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
+    auto* json_opt = cmd->add_option("--json", o->json_path, "write the results as JSON to FILE (client)");
+    auto out_json_file = std::make_shared<std::string>();
+    cmd->add_option("--out_json_file", *out_json_file, "perftest's name for --json FILE")->excludes(json_opt);
+    auto out_json = std::make_shared<bool>(false);
+    cmd->add_flag("--out_json", *out_json,
+                  "as perftest: write the results as JSON, to --out_json_file or perftest_out.json")
+        ->excludes(json_opt);
+    cmd->add_option("-i,--interval", o->interval_s,
+                    "print a row every SECONDS while running, as iperf3 (client; also in --json "
+                    "\"intervals\")")
+        ->check(CLI::Range(0.01, 86400.0));
     cmd->add_option("--metrics", o->metrics,
                     "serve Prometheus /metrics on ADDR:PORT while running (this side)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.
-    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing] {
+    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing, out_json, out_json_file] {
+        if (!out_json_file->empty()) o->json_path = *out_json_file;
+        else if (*out_json) o->json_path = "perftest_out.json";  // perftest's default
         o->offload = !*no_offload;
         o->rate_hint = !*no_hint;
         o->pacing = !*no_pacing;
@@ -453,6 +469,10 @@ void register_perf(CLI::App& app) {
         }
         if (o->host.empty() && !o->json_path.empty()) {
             std::fprintf(stderr, "mroce perf: --json is written by the client (give a host)\n");
+            std::exit(2);
+        }
+        if (o->host.empty() && o->interval_s > 0) {
+            std::fprintf(stderr, "mroce perf: -i rows are printed by the client (give a host)\n");
             std::exit(2);
         }
         if (!o->metrics.empty() && !obs::parse_listen_address(o->metrics)) {

@@ -2,7 +2,10 @@
 // sides agree on. perftest's flags keep perftest's letters and meanings (-s -n -D -q -a -p
 // -t --report_gbits -F); transport options are long flags only (--paths, --verb, --bw,
 // --lat, --raw, --json, --no-offload, --cc, --no-hint, --no-pacing, --tc, --dscp-map,
-// --line-rate), so no perftest letter means something else here.
+// --line-rate), so no perftest letter means something else here, with one exception: -i is
+// iperf3's report interval (issue 18), as users of both expect; perftest's -i picks an
+// InfiniBand port, which has no meaning over UDP. perftest's --out_json and
+// --out_json_file name the JSON output as --json does.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +59,8 @@ struct Options {
     std::vector<std::string> plane_ifs;
     bool report_gbits = false;
     bool offload = true;      // GSO/GRO (--no-offload turns them off)
-    std::string json_path;    // --json FILE (client only)
+    std::string json_path;    // --json FILE, --out_json_file FILE, --out_json (client only)
+    double interval_s = 0;    // -i: a row every this many seconds while running (client)
     // --metrics ADDR:PORT: serve Prometheus /metrics from this side's device (this side
     // only, not sent to the peer; docs/observability.md).
     std::string metrics;

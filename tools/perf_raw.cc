@@ -24,6 +24,7 @@
 #include "api/device.h"
 #include "api/driver.h"
 #include "datapath/udp/udp_datapath.h"
+#include "tools/perf_interval.h"
 #include "tools/perf_report.h"
 #include "tools/perf_side.h"
 
@@ -138,6 +139,7 @@ public:
         r["datagrams_received"] = got;
         r["lost_datagrams"] = sent > got ? sent - got : 0;
         r["send_would_block"] = mine.value("send_would_block", uint64_t{0});
+        if (mine.contains("intervals")) r["intervals"] = mine["intervals"];
         return r;
     }
 
@@ -292,6 +294,10 @@ private:
         const uint64_t chunk = std::max<uint64_t>(1, (kBatch * kSegment) / std::max<uint32_t>(size, 1));
         uint64_t sent = 0, would_block = 0;
         sent_datagrams_ = 0;
+        IntervalRows rows(o_, size);  // messages sent: the server's count comes at the end
+        auto since_t0 = [&] {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+        };
         for (uint64_t loop = 0; sent < total; ++loop) {
             if (timed && Clock::now() >= stop_at) break;
             const uint64_t k = std::min(chunk, total - sent);
@@ -301,9 +307,11 @@ private:
             }
             next_msg_ += static_cast<uint32_t>(k);
             sent += k;
+            if (rows.enabled()) rows.bw(since_t0(), sent);
             if (loop % 256 == 0 && !oob_.quiet(error)) return std::nullopt;
         }
         Json j;
+        if (rows.enabled()) j["intervals"] = rows.finish(since_t0());
         j["messages_sent"] = sent;
         j["datagrams_sent"] = sent_datagrams_;
         j["send_would_block"] = would_block;
@@ -317,6 +325,11 @@ private:
                                                 std::chrono::duration<double>(o_.duration_s));
         std::vector<double> samples;
         uint64_t lost = 0;
+        IntervalRows rows(o_, size);
+        const auto start = Clock::now();
+        auto since_start = [&] {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+        };
         for (uint64_t it = 0; it < iters; ++it) {
             if (timed && it >= kWarmup && Clock::now() >= stop_at) break;
             const uint32_t msg = next_msg_++;
@@ -344,9 +357,13 @@ private:
                 continue;
             }
             const double rtt_us = std::chrono::duration<double, std::micro>(Clock::now() - t).count();
-            if (it >= kWarmup) samples.push_back(rtt_us / 2);
+            if (it >= kWarmup) {
+                samples.push_back(rtt_us / 2);
+                rows.lat(since_start(), samples.back());
+            }
         }
         Json r = lat_result(size, std::move(samples));
+        if (rows.enabled()) r["intervals"] = rows.finish(since_start());
         r["lost_pings"] = lost;
         return r;
     }

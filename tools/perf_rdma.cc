@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "api/device.h"
+#include "tools/perf_interval.h"
 #include "tools/perf_report.h"
 #include "tools/perf_side.h"
 
@@ -334,6 +335,7 @@ private:
         bool posting = true;
         uint64_t completed = 0, in_flight = 0;
         auto last_busy = t0;
+        IntervalRows rows(o_, size);
         for (uint64_t loop = 0;; ++loop) {
             const auto now = Clock::now();
             if (posting && timed && now >= stop_at) posting = false;
@@ -367,6 +369,7 @@ private:
                 done_ns.push_back(ns_since(t0));
             }
             if (n > 0) last_progress = Clock::now();
+            if (rows.enabled()) rows.bw(ns_since(t0), completed);
             note_path_events(t0);
             if (!posting && in_flight == 0) break;
             if (loop % kOobCheckEvery == 0) {
@@ -379,6 +382,7 @@ private:
         }
         const double secs = done_ns.empty() ? 0 : static_cast<double>(done_ns.back()) * 1e-9;
         Json r = bw_result(o_, size, completed, completed * size, secs, done_ns);
+        if (rows.enabled()) r["intervals"] = rows.finish(ns_since(t0));
         r["path_events"] = std::move(path_events_);
         path_events_ = Json::array();
         return r;
@@ -395,6 +399,7 @@ private:
                                          std::chrono::duration<double>(o_.duration_s));
         uint64_t sends_outstanding = 0;
         const bool one_sided = o_.verb == Verb::kRead || o_.verb == Verb::kAtomic;
+        IntervalRows rows(o_, size);
         for (uint64_t it = 0; it < iters; ++it) {
             if (timed && it >= kWarmup && Clock::now() >= stop_at) break;
             const auto t = Clock::now();
@@ -435,7 +440,11 @@ private:
                 std::chrono::duration<double, std::micro>(Clock::now() - t).count();
             // perftest: ping-pong latency is half the round trip; a READ's or atomic's is
             // the whole of it.
-            if (it >= kWarmup) samples.push_back(one_sided ? rtt_us : rtt_us / 2);
+            if (it >= kWarmup) {
+                samples.push_back(one_sided ? rtt_us : rtt_us / 2);
+                rows.lat(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+                         samples.back());
+            }
         }
         // Leave no requester completion behind for the next size.
         const auto deadline = Clock::now() + kStall;
@@ -443,7 +452,11 @@ private:
             dev_->progress();
             if (!drain_sends(comps, sends_outstanding, error)) return std::nullopt;
         }
-        return lat_result(size, std::move(samples));
+        Json r = lat_result(size, std::move(samples));
+        if (rows.enabled())
+            r["intervals"] =
+                rows.finish(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+        return r;
     }
 
     // note_path_events records path failures and recoveries with their time since t0 and

@@ -105,6 +105,10 @@ Json counters_json(const api::ConnectionReport& a, const api::ConnectionReport& 
     c["retransmits_sack"] = b.connection.retransmits_sack - a.connection.retransmits_sack;
     c["retransmits_timeout"] = b.connection.retransmits_timeout - a.connection.retransmits_timeout;
     c["retransmits_cancelled"] = b.connection.retransmits_cancelled - a.connection.retransmits_cancelled;
+    // Every reason (issue 18): READ/atomic request re-sends count in the total too.
+    c["retransmits_path_failure"] = b.connection.retransmits_path_failure - a.connection.retransmits_path_failure;
+    c["retransmits_rnr"] = b.connection.retransmits_rnr - a.connection.retransmits_rnr;
+    c["retransmits_read_request"] = b.connection.retransmits_read_request - a.connection.retransmits_read_request;
     c["duplicate_segments"] = b.connection.duplicate_segments - a.connection.duplicate_segments;
     // Drops at this receiver, by reason (core/stats.h).
     c["dropped_out_of_window"] = b.connection.out_of_window - a.connection.out_of_window;
@@ -273,9 +277,11 @@ void print_counters(const Json& r) {
     auto it = r.find("counters");
     if (it == r.end() || !it->is_object()) return;
     const Json& c = *it;
-    fmt::print(" retransmits: {} (sack {}, timeout {}), spurious: {}, lost: {}, ECN marks: {}\n",
-               get_u64(c, "retransmits"), get_u64(c, "retransmits_sack"),
-               get_u64(c, "retransmits_timeout"), get_u64(c, "spurious_retransmits"),
+    fmt::print(" retransmits: {} (sack {}, timeout {}, path failure {}, rnr {}, read request {}), spurious: {}, "
+               "lost: {}, ECN marks: {}\n",
+               get_u64(c, "retransmits"), get_u64(c, "retransmits_sack"), get_u64(c, "retransmits_timeout"),
+               get_u64(c, "retransmits_path_failure"), get_u64(c, "retransmits_rnr"),
+               get_u64(c, "retransmits_read_request"), get_u64(c, "spurious_retransmits"),
                get_u64(c, "lost"), get_u64(c, "ecn_marks"));
     auto paths = c.find("paths");
     if (paths == c.end() || !paths->is_array() || paths->empty()) return;

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "obs/export.h"
 #include "sim/capture_spec.h"
 #include "sim/host.h"
 #include "sim/pcap.h"
@@ -26,6 +28,7 @@ struct SimOptions {
     std::string out = "sim-out";
     std::string pcap;
     std::string pcap_at = "host:0";
+    double progress_s = 2;  // a progress line on stderr at most this often; 0: none
 };
 
 // pcap_path_for is the capture file of one run: FILE itself for a single run, otherwise
@@ -84,6 +87,12 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
         j["jain_window_us"] = i.jain_window_us;
         j["jain_windows"] = i.jain_windows;
     }
+    if (!m.counters.empty()) {  // MetaRoCE: obs/'s names, as `mroce stat --json` shows them
+        nlohmann::ordered_json c = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : m.counters) c[k] = v;
+        j["counters"] = std::move(c);
+        j["rtt"] = nlohmann::ordered_json::parse(obs::histogram_json(m.rtt).dump());
+    }
     if (!m.by_class.empty()) {  // several traffic classes only: one-class output unchanged
         nlohmann::ordered_json classes = nlohmann::ordered_json::array();
         for (const sim::ClassMetrics& c : m.by_class)
@@ -138,6 +147,44 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
     return true;
 }
 
+// write_summary writes summary.json whole (through a temporary file and a rename, so a
+// reader never sees half of it): after every run, so a long sweep's finished runs can be
+// read while it goes on; "complete" is false until the last run is in.
+bool write_summary(const std::filesystem::path& out, const nlohmann::ordered_json& j) {
+    const std::filesystem::path tmp = out / "summary.json.tmp";
+    {
+        std::ofstream f(tmp);
+        f << j.dump(2) << "\n";
+        if (!f.flush()) return false;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, out / "summary.json", ec);
+    return !ec;
+}
+
+// ProgressLine prints, on stderr, where a long run is: at most once per `every_s` of wall
+// time, and not before the run has lasted that long (short runs print nothing).
+class ProgressLine {
+public:
+    ProgressLine(std::string label, double every_s) : label_(std::move(label)), every_s_(every_s) {}
+    void operator()(const sim::RunProgress& p) {
+        if (every_s_ <= 0) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(now - last_).count() < every_s_) return;
+        last_ = now;
+        std::fprintf(stderr, "mroce sim: %s: %.1f us simulated, %llu/%llu flows done, %.3g M events, %.1f s\n",
+                     label_.c_str(), p.sim_us, static_cast<unsigned long long>(p.flows_done),
+                     static_cast<unsigned long long>(p.flows), static_cast<double>(p.events) / 1e6,
+                     std::chrono::duration<double>(now - start_).count());
+        std::fflush(stderr);
+    }
+
+private:
+    std::string label_;
+    double every_s_;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
+
 int run_sim(const SimOptions& o) {
     const auto wall0 = std::chrono::steady_clock::now();
     std::string err;
@@ -160,6 +207,18 @@ int run_sim(const SimOptions& o) {
     }
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     uint64_t events = 0, packets = 0;
+    auto summary = [&](bool complete) {
+        nlohmann::ordered_json j;
+        j["scenario"] = sc->name;
+        j["scenario_file"] = sc->file;
+        j["seed"] = sc->seed;
+        j["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+        j["events"] = events;
+        j["sim_packets"] = packets;
+        j["complete"] = complete;
+        j["runs"] = runs;
+        return j;
+    };
     fmt::print("scenario {} ({}), seed {}, {} run(s), output in {}\n", sc->name, sc->file, sc->seed, sc->runs.size(),
                out.string());
     fmt::print("{:<28} {:>11} {:>12} {:>9} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>7}\n", "run", "flows", "finish_us",
@@ -180,7 +239,8 @@ int run_sim(const SimOptions& o) {
                 return why.empty() ? why : "--pcap-at: " + why;
             };
         }
-        if (!sim::run_spec(spec, sc->seed, r, err, hook)) {
+        ProgressLine progress(spec.label, o.progress_s);
+        if (!sim::run_spec(spec, sc->seed, r, err, hook, std::ref(progress))) {
             std::fprintf(stderr, "mroce sim: run %s: %s\n", spec.label.c_str(), err.c_str());
             return 1;
         }
@@ -211,18 +271,13 @@ int run_sim(const SimOptions& o) {
         if (m.completed_flows < m.flows)
             fmt::print("  {}: {} flow(s) did not complete (stop: {}, failed ops {})\n", spec.label,
                        m.flows - m.completed_flows, m.stop_reason, m.failed_ops);
+        std::fflush(stdout);
+        if (!write_summary(out, summary(runs.size() == sc->runs.size()))) {
+            std::fprintf(stderr, "mroce sim: %s: cannot write\n", (out / "summary.json").string().c_str());
+            return 1;
+        }
     }
-    nlohmann::ordered_json j;
-    j["scenario"] = sc->name;
-    j["scenario_file"] = sc->file;
-    j["seed"] = sc->seed;
-    j["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    j["events"] = events;
-    j["sim_packets"] = packets;
-    j["runs"] = std::move(runs);
-    std::ofstream f(out / "summary.json");
-    f << j.dump(2) << "\n";
-    if (!f) {
+    if (sc->runs.empty() && !write_summary(out, summary(true))) {
         std::fprintf(stderr, "mroce sim: %s: cannot write\n", (out / "summary.json").string().c_str());
         return 1;
     }
@@ -243,6 +298,9 @@ void register_sim(CLI::App& app) {
                     "write the packets seen at --pcap-at to FILE (pcap, ns timestamps; one file per run)");
     cmd->add_option("--pcap-at", opts->pcap_at,
                     "capture points: host:N, cable:N or hosts, comma-separated (default host:0)");
+    cmd->add_option("--progress", opts->progress_s,
+                    "print where a long run is on stderr at most every SECONDS (default 2; 0: never)")
+        ->check(CLI::NonNegativeNumber);
     cmd->callback([opts] { std::exit(run_sim(*opts)); });
 }
 

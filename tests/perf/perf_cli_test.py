@@ -221,6 +221,116 @@ def case_ipv6():
     check_bw(doc, 8192, 100, 8)
 
 
+def interval_rows(stdout):
+    """The -i rows of stdout: (start, end, size, iterations) per line like
+    '   0.00-0.30      65536      1234   ...'."""
+    rows = []
+    for line in stdout.splitlines():
+        f = line.split()
+        if f and "-" in f[0] and f[0].replace("-", "").replace(".", "").isdigit():
+            a, b = f[0].split("-")
+            rows.append((float(a), float(b), int(f[1]), int(f[2])))
+    return rows
+
+
+def check_intervals(stdout, r, every, size):
+    """-i rows on stdout and in results.intervals: back to back from 0, each at most
+    `every` long, and together exactly the run's messages and bytes."""
+    rows = interval_rows(stdout)
+    iv = r.get("intervals")
+    check(isinstance(iv, list) and len(iv) >= 3, f"results.intervals: {iv!r:.200}")
+    check(len(rows) == len(iv), f"{len(rows)} interval rows printed, {len(iv)} in JSON")
+    check(iv[0]["start_s"] == 0, f"first interval starts at {iv[0]['start_s']}")
+    for a, b in zip(iv, iv[1:]):
+        check(abs(a["end_s"] - b["start_s"]) < 1e-9, f"intervals not back to back: {a} {b}")
+    for x, (s0, s1, sz, n) in zip(iv, rows):
+        check(0 < x["end_s"] - x["start_s"] <= every + 1e-9, f"interval {x} longer than {every}")
+        check(abs(x["start_s"] - s0) < 0.006 and abs(x["end_s"] - s1) < 0.006 and sz == size
+              and n == x["n_iterations"], f"row {(s0, s1, sz, n)} != {x}")
+    check(sum(x["n_iterations"] for x in iv) == r["n_iterations"],
+          f"intervals sum to {sum(x['n_iterations'] for x in iv)} messages, the run to {r['n_iterations']}")
+    return iv
+
+
+def case_interval_bw_out_json():
+    # -i 0.25 over -D 1.2: about five rows, then the table's row under its own head; the
+    # JSON goes where perftest's --out_json_file says.
+    out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    os.unlink(out)
+    port = free_port()
+    server = subprocess.Popen([MROCE, "perf", "-p", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        rc, stdout, err = run_fail(["perf", "127.0.0.1", "-p", str(port), "-D", "1.2", "-i", "0.25",
+                                    "-s", "65536", "--out_json_file", out])
+        check(rc == 0, f"client exited {rc}: {err}")
+        check(server.wait(timeout=TIMEOUT) == 0, "server failed")
+        with open(out) as f:
+            doc = json.load(f)
+        r = doc["results"]
+        iv = check_intervals(stdout, r, 0.25, 65536)
+        check(4 <= len(iv) <= 7, f"{len(iv)} intervals for -D 1.2 -i 0.25")
+        check(sum(x["bytes"] for x in iv) == r["bytes"], "interval bytes do not sum to the run's")
+        lines = stdout.splitlines()
+        head = next(i for i, l in enumerate(lines) if "interval[sec]" in l)
+        last_row = max(i for i, l in enumerate(lines) if interval_rows(l))
+        check(BW_HEAD in lines[last_row + 1] and lines[last_row + 2].split()[0] == "65536",
+              f"the table row does not follow the interval rows under its head:\n{stdout}")
+        check(head < last_row and BW_HEAD not in "\n".join(lines[:head]),
+              "the table head is printed above the interval rows")
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+        if os.path.exists(out):
+            os.unlink(out)
+
+
+def case_interval_lat_and_raw():
+    # Latency rows carry the interval's mean and p99; --raw bandwidth rows count what the
+    # client sent. --out_json alone writes perftest_out.json in the working directory.
+    for args, every in ((["--lat", "-D", "0.8", "-i", "0.2"], 0.2),
+                        (["--raw", "-D", "0.8", "-i", "0.2", "-s", "8192"], 0.2)):
+        with tempfile.TemporaryDirectory() as cwd:
+            port = free_port()
+            server = subprocess.Popen([MROCE, "perf", "-p", str(port)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            try:
+                proc = subprocess.run([MROCE, "perf", "127.0.0.1", "-p", str(port), "--out_json"] + args,
+                                      capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd)
+                check(proc.returncode == 0, f"{args}: client exited {proc.returncode}: {proc.stderr}")
+                check(server.wait(timeout=TIMEOUT) == 0, "server failed")
+                path = os.path.join(cwd, "perftest_out.json")
+                check(os.path.exists(path), f"--out_json wrote no perftest_out.json: {os.listdir(cwd)}")
+                with open(path) as f:
+                    r = json.load(f)["results"]
+                if "--raw" in args:
+                    # The table's figures are the server's; the rows count the client's sends.
+                    iv = r.get("intervals", [])
+                    check(len(iv) >= 3 and sum(x["n_iterations"] for x in iv) == r["messages_sent"],
+                          f"raw intervals {iv!r:.200} vs messages_sent {r.get('messages_sent')}")
+                else:
+                    iv = check_intervals(proc.stdout, r, every, 2)
+                    for x in iv:
+                        if x["n_iterations"]:
+                            check(r["t_min"] * 0.96 <= x["t_avg"] <= r["t_max"] and
+                                  x["percentile_99"] <= r["t_max"] * 1.04, f"interval {x} outside {r}")
+            finally:
+                if server.poll() is None:
+                    server.kill()
+                server.wait()
+
+
+def case_interval_and_out_json_usage():
+    # Usage errors exit 2 before any run: -i on the server, a bad interval, --json with
+    # perftest's --out_json_file.
+    for argv, what in ((["perf", "-i", "1"], "printed by the client"),
+                       (["perf", "127.0.0.1", "-i", "0"], "-i"),
+                       (["perf", "127.0.0.1", "--json", "a.json", "--out_json_file", "b.json"], "excludes")):
+        rc, _, err = run_fail(argv)
+        check(rc == 2 and what in err, f"{argv}: rc {rc}, stderr {err!r}")
+
+
 def run_fail(argv, timeout=TIMEOUT):
     proc = subprocess.run([MROCE] + argv, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
@@ -273,6 +383,15 @@ def case_read_bw():
     # READ data flows from the server: the client's paths received it.
     got = sum(p["packets_received"] for p in r["counters"]["paths"])
     check(got >= 65536 * 200 // 4096, f"the client received only {got} packets")
+    # Every retransmission reason is in the JSON and on the counters line (issue 18: READ
+    # request re-sends counted in the total and in no category).
+    c = r["counters"]
+    for key in ("retransmits_sack", "retransmits_timeout", "retransmits_path_failure", "retransmits_rnr",
+                "retransmits_read_request"):
+        check(key in c and c[key] >= 0, f"counters lack {key}: {sorted(c)}")
+    for out in (client, server):
+        check(" read request " in out and " path failure " in out and " rnr " in out,
+              f"the counters line does not show every reason:\n{out}")
 
 
 def case_read_and_atomic_lat():

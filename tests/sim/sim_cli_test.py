@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """`mroce sim` end to end (docs/sim.md): every shipped scenario runs when shrunk, its output
-follows the contract, the PFC demonstration drops nothing with PFC and drops without, two runs with the same seed and overrides are identical except
+follows the contract (summary.json "complete"; MetaRoCE runs' counters under the names of
+docs/observability.md, issue 18), a long run prints progress on stderr, the PFC demonstration drops nothing with PFC and drops without, two runs with the same seed and overrides are identical except
 wall_seconds, and bad scenario files get a one-line error naming the key.
 
 usage: sim_cli_test.py MROCE_BINARY SCENARIOS_DIR
@@ -60,11 +61,23 @@ def set_args(sets):
     return [a for s in sets for a in ("--set", s)]
 
 
+def catalogue_keys():
+    """The counter keys docs/observability.md lists: the first column of its tables, and
+    the endpoint-wide sums named there as `sum: mroce_<key>_total`."""
+    with open(os.path.join(HERE, "..", "..", "docs", "observability.md")) as f:
+        doc = f.read()
+    return set(re.findall(r"^\| `([a-z0-9_]+)`", doc, re.M)) | set(re.findall(r"sum: `mroce_([a-z0-9_]+)_total`", doc))
+
+
+CATALOGUE = catalogue_keys()
+
+
 def check_contract(out, name):
     with open(os.path.join(out, "summary.json")) as f:
         s = json.load(f)
-    for k in ("scenario", "scenario_file", "seed", "wall_seconds", "events", "sim_packets", "runs"):
+    for k in ("scenario", "scenario_file", "seed", "wall_seconds", "events", "sim_packets", "complete", "runs"):
         check(k in s, "%s: summary.json lacks %s" % (name, k))
+    check(s.get("complete") is True, "%s: summary.json not complete after the last run" % name)
     check(len(s["runs"]) >= 1, "%s: no runs" % name)
     labels = set()
     for r in s["runs"]:
@@ -80,6 +93,20 @@ def check_contract(out, name):
             check(k in m, "%s/%s: metrics lack %s" % (name, r["label"], k))
         check(m["completed_flows"] == m["flows"], "%s/%s: %d of %d flows completed"
               % (name, r["label"], m["completed_flows"], m["flows"]))
+        if r["protocol"] == "mroce":
+            # The live system's names (`mroce stat --json` "counters", "rtt").
+            c = m.get("counters", {})
+            check(len(c) > 40, "%s/%s: %d counters" % (name, r["label"], len(c)))
+            unknown = sorted(k for k in c if k not in CATALOGUE | {"connections", "streams"})
+            check(not unknown, "%s/%s: counters not in docs/observability.md: %s" % (name, r["label"], unknown))
+            check(c.get("retransmits") == m["retransmits"], "%s/%s: counters.retransmits %s != retransmits %s"
+                  % (name, r["label"], c.get("retransmits"), m["retransmits"]))
+            rtt = m.get("rtt", {})
+            check(set(rtt) == {"count", "min_ns", "p50_ns", "p99_ns", "p999_ns", "max_ns"}, "%s/%s: rtt %r" % (name, r["label"], rtt))
+            check((rtt.get("count", 0) > 0 or c.get("tx_data_packets") == 0) and rtt["min_ns"] <= rtt["p50_ns"] <= rtt["p99_ns"] <= rtt["max_ns"],
+                  "%s/%s: rtt %r" % (name, r["label"], rtt))
+        else:
+            check("counters" not in m, "%s/%s: a RoCEv2 run has MetaRoCE counters" % (name, r["label"]))
         check(0 <= m["goodput_fraction"] <= 1.0, "%s/%s: goodput_fraction %s" % (name, r["label"], m["goodput_fraction"]))
         d = os.path.join(out, r["dir"])
         headers = {"throughput.csv": "time_us,flow,gbps", "queue.csv": "time_us,port,bytes",
@@ -139,6 +166,34 @@ def test_determinism():
             sc["seed"] = 5
             check(sc != sa, "seed 6 gave the same output as seed 5")
     print("ok: determinism")
+
+
+def test_progress():
+    """A run longer than --progress prints where it is on stderr; --progress 0 and short
+    runs print nothing there; stdout and summary.json are the same either way."""
+    path = os.path.join(SCENARIOS, "plane-failure.toml")  # one run, ~170k events
+    line = re.compile(r"mroce sim: (\S+): ([0-9.]+) us simulated, (\d+)/(\d+) flows done, [0-9.e+]+ M events, [0-9.]+ s")
+    outs = {}
+    for every in ("0.000001", "0", "2"):
+        with tempfile.TemporaryDirectory() as out:
+            p = run([path, "--out", out, "--progress", every])
+            check(p.returncode == 0, "progress %s: exit %d: %s" % (every, p.returncode, p.stderr.strip()))
+            s = json.load(open(os.path.join(out, "summary.json")))
+            s.pop("wall_seconds")
+            outs[every] = (p.stdout, s, p.stderr.splitlines())
+    rows = [line.fullmatch(l) for l in outs["0.000001"][2]]
+    check(len(rows) >= 2 and all(rows), "progress lines: %r" % outs["0.000001"][2][:4])
+    if len(rows) >= 2 and all(rows):
+        t = [float(m.group(2)) for m in rows]
+        done = [int(m.group(3)) for m in rows]
+        check(t == sorted(t) and t[0] < t[-1], "progress: simulated time not increasing: %r" % t)
+        check(done == sorted(done) and all(d <= int(rows[0].group(4)) for d in done), "progress: flows %r" % done)
+    check(outs["0"][2] == [], "--progress 0 printed %r" % outs["0"][2][:2])
+    check(outs["2"][2] == [], "a run shorter than --progress 2 printed %r" % outs["2"][2][:2])
+    strip = lambda text: text.split("\n", 1)[1]  # the first line names the output directory
+    check(strip(outs["0"][0]) == strip(outs["0.000001"][0]), "stdout depends on --progress")
+    check(outs["0"][1] == outs["0.000001"][1], "summary.json depends on --progress")
+    print("ok: progress")
 
 
 def test_bad_files():
@@ -270,6 +325,7 @@ test_plane_failure()
 test_pcap()
 test_pfc_demo()
 test_determinism()
+test_progress()
 test_bad_files()
 if FAILURES:
     print("%d failure(s)" % len(FAILURES))
