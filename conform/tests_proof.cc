@@ -438,6 +438,54 @@ void smaller_max_payload(Context& ctx) {
     check(cq.size() == 1 && cq[0].at("status") == "success", "[DATA-4] the WRITE did not complete");
 }
 
+
+// nack_names_psn: a NACK names the refused DATA's own path, generation and PSN, whatever
+// that DATA's psn_floor ([NACK-2]); here the floor lies below the PSN.
+void nack_names_psn(Context& ctx) {
+    Fixture f(ctx);
+    f.establish();
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message m = f.message(Opcode::kWrite, pattern(100, 40));
+    m.rkey = r.rkey ^ 0x1;  // refused: no such key
+    m.remote_addr = r.addr;
+    const auto seg = f.peer.cut(m)[0];
+    f.peer.path(0).next_psn += 3;  // three PSNs never sent: the floor stays below them
+    wire::DataHeader h = f.peer.next_header(seg, 0, wire::data_flag::kAckNow);
+    h.psn_floor = h.path_psn - 3;
+    f.peer.send_bytes(Peer::encode_data(h, seg.payload));
+    const auto n = f.expect_nack();
+    check(n.path_id == h.path_id && n.path_gen == h.path_gen && n.path_psn == h.path_psn,
+          "[NACK-2] the NACK names path {} gen {} PSN {:#x}, the DATA was path {} gen {} PSN {:#x} (floor {:#x})",
+          n.path_id, n.path_gen, n.path_psn, h.path_id, h.path_gen, h.path_psn, h.psn_floor);
+    check(n.msg_seq == m.msg_seq && n.stream_id == f.qp, "[NACK-2] the NACK names msg {:#x} stream {:#x}",
+          n.msg_seq, n.stream_id);
+}
+
+// short_segment: a segment shorter than min(S, msg_len - offset) is malformed and not
+// placed ([PLACE-9]); the full one afterwards is (the control).
+void short_segment(Context& ctx) {
+    Fixture f(ctx);
+    f.establish();
+    const Region r = f.reg_mr(65536, {"local_write", "remote_write"});
+    const uint32_t seg = f.peer.segment_size();
+    Message m = f.message(Opcode::kWrite, pattern(3 * size_t{seg}, 41));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr;
+    auto segs = f.peer.cut(m);
+    const uint64_t malformed = f.counter("malformed");
+    f.peer.send_segment(segs[0]);
+    Segment shorter = segs[1];  // a middle segment: no LAST, so only its length is wrong
+    shorter.payload.resize(seg - 100);
+    f.peer.send_segment(shorter);
+    (void)f.barrier();
+    check(f.counter("malformed") == malformed + 1, "[PLACE-9] a segment 100 bytes short was not counted malformed");
+    for (auto b : f.read_mr(r, seg, seg)) check(b == std::byte{0}, "[PLACE-9] a segment 100 bytes short was placed");
+    f.peer.send_segment(segs[1]);
+    f.peer.send_segment(segs[2]);
+    (void)f.barrier();
+    check(f.read_mr(r, 0, 3 * size_t{seg}) == m.body, "control: the full segments were not placed");
+}
+
 }  // namespace
 
 void add_proof_tests(std::vector<TestCase>& out) {
@@ -468,6 +516,10 @@ void add_proof_tests(std::vector<TestCase>& out) {
     out.push_back({"sender.smaller_max_payload", "[DATA-4] [UDP-4]",
                    "with our max_payload below the target's, its segments are cut at ours",
                    smaller_max_payload});
+    out.push_back({"protection.nack_names_psn", "[NACK-2]",
+                   "a NACK names the refused DATA's path, generation and PSN, not its floor", nack_names_psn});
+    out.push_back({"placement.short_segment", "[PLACE-9]",
+                   "a segment shorter than its offset's length is malformed and not placed", short_segment});
     out.push_back({"rdma.answerless_request", "[PLACE-28]",
                    "a READ re-sent after its answer was delivered gets NACK(INVALID_REQUEST)",
                    answerless_request});
