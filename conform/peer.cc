@@ -370,6 +370,19 @@ Rx Peer::decode(Datagram d) {
             rx.type = PacketType::kHello;
             return rx;
         }
+        // [VER-1]: the refusal of a version-1 HELLO or HELLO_ACK is a version-1 CLOSE
+        // (§3.7's layout) with reason VERSION_MISMATCH; tests check its fields.
+        if (b.size() == wire::kCloseSize && type == static_cast<uint8_t>(PacketType::kClose)) {
+            std::vector<std::byte> v2(b.begin(), b.end());
+            v2[0] = static_cast<std::byte>(wire::kProtocolVersion);
+            if (auto c = wire::decode_close(v2);
+                c && c->reason == static_cast<uint32_t>(wire::CloseReason::kVersionMismatch)) {
+                rx.close = *c;
+                rx.decoded = true;
+                rx.type = PacketType::kClose;
+                return rx;
+            }
+        }
     }
     auto fail = [&](std::string_view what, Error e) {
         violation(fmt::format("[UDP-2] [WIRE-5] target sent a {} that does not decode ({})", what,

@@ -99,6 +99,9 @@ public:
     // adopt_identity: our "restart" ([CONN-14]); the old ids stay acceptable as
     // destinations of the target's late packets.
     void adopt_identity(const Identity& next);
+    // also_mine: a connection id and token a test puts in a HELLO by hand without adopting
+    // them; the target's answers addressed to them are not violations.
+    void also_mine(uint32_t conn_id, uint64_t token) { my_ids_.emplace_back(conn_id, token); }
 
     // Raw I/O. send_bytes goes to the target's endpoint port from our socket.
     void send_bytes(std::span<const std::byte> bytes, uint8_t ecn = kEct0);

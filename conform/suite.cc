@@ -22,6 +22,7 @@ std::vector<TestCase> all_tests() {
     add_requester_tests(t);
     add_stream_tests(t);
     add_close_tests(t);
+    add_proof_tests(t);
     return t;
 }
 

@@ -73,6 +73,7 @@ void add_sender_tests(std::vector<TestCase>& out);
 void add_requester_tests(std::vector<TestCase>& out);
 void add_stream_tests(std::vector<TestCase>& out);
 void add_close_tests(std::vector<TestCase>& out);
+void add_proof_tests(std::vector<TestCase>& out);
 
 enum class Outcome { kPass, kFail, kSkip };
 

@@ -176,14 +176,15 @@ void rnr(Context& ctx) {
     check(s.memory(0, 500) == m.body, "[PLACE-3] the resent SEND was misplaced");
 }
 
-// send_too_long: a SEND longer than its receive is refused with NACK(INVALID_REQUEST), the
+// send_too_long: a SEND one byte longer than its receive is refused with NACK(INVALID_REQUEST), the
 // receive is neither written nor completed ([PLACE-2]), and later messages of the stream
 // are refused too ([ERR-3]).
 void send_too_long(Context& ctx) {
     Setup s(ctx);
     s.f.call("post_recv", {{"qp", s.f.qp}, {"mr", s.region.mr}, {"offset", 0}, {"length", 100},
                            {"wr_id", 1}});
-    const Message m = s.f.message(Opcode::kSend, pattern(200, 67));
+    // One byte longer than the receive: an off-by-one in the length check shows.
+    const Message m = s.f.message(Opcode::kSend, pattern(101, 67));
     s.f.send_message(m);
     auto nack = s.f.expect_nack();
     check(nack.reason == NackReason::kInvalidRequest && nack.detail == 0 && nack.msg_seq == m.msg_seq,
@@ -311,25 +312,26 @@ void claimed_receive(Context& ctx) {
 void misaligned_offset(Context& ctx) {
     Setup s(ctx);
     const uint32_t seg = s.f.peer.segment_size();
-    const Message m = s.write(2 * size_t{seg}, 77);
+    const Message m = s.write(3 * size_t{seg}, 77);
     auto segs = s.f.peer.cut(m);
     const uint64_t malformed = s.f.counter("malformed");
     s.f.peer.send_segment(segs[0]);
     Segment shifted = segs[1];
-    // 100 bytes early: not a multiple of the segment size. It ends 300 bytes before
-    // msg_len, so it carries no LAST and stays well formed for [DATA-3].
-    shifted.hdr.offset -= 100;
+    // 100 bytes late, a full segment long: not a multiple of the segment size, though its
+    // length is what a segment there would have (so only the offset rule refuses it). It
+    // ends before msg_len, so it carries no LAST and stays well formed for [DATA-3].
+    shifted.hdr.offset += 100;
     shifted.hdr.flags &= static_cast<uint8_t>(~wire::data_flag::kLast);
-    shifted.payload.resize(seg - 200);
     std::copy(m.body.begin() + shifted.hdr.offset, m.body.begin() + shifted.hdr.offset + shifted.payload.size(),
               shifted.payload.begin());
     s.f.peer.send_segment(shifted);
     (void)s.f.barrier();
     check(s.f.counter("malformed") == malformed + 1, "[PLACE-9] a misaligned segment was not counted malformed");
-    for (auto b : s.memory(seg, seg)) check(b == std::byte{0}, "[PLACE-9] a misaligned segment was written");
+    for (auto b : s.memory(seg, 2 * size_t{seg})) check(b == std::byte{0}, "[PLACE-9] a misaligned segment was written");
     s.f.peer.send_segment(segs[1]);
+    s.f.peer.send_segment(segs[2]);
     (void)s.f.barrier();
-    check(s.memory(0, 2 * size_t{seg}) == m.body, "control: the aligned segment was not placed");
+    check(s.memory(0, 3 * size_t{seg}) == m.body, "control: the aligned segments were not placed");
 }
 
 }  // namespace

@@ -69,9 +69,10 @@ void out_of_bounds(Context& ctx) {
     f.establish();
     const Region r = f.reg_mr(8192, {"local_write", "remote_write"});
     const uint64_t errors = f.counter("access_errors");
-    // Two segments: the first would fit, the second runs 100 bytes past the end.
+    // Two segments: the first would fit, the second runs one byte past the end (an
+    // off-by-one in the bounds check shows).
     const uint32_t s = f.peer.segment_size();
-    const Message m = write_to(f, r, s + 200, 8192 - s - 100, 171);
+    const Message m = write_to(f, r, s + 200, 8192 - (s + 200) + 1, 171);
     f.send_message(m);
     refused(f, m, r, errors, "[PLACE-4] range past the region's end");
     control_write(f, r);

@@ -18,6 +18,10 @@ A requirement id is `[PREFIX-N]` (e.g. `[ACK-11]`, `[WIRE-3]`). The script colle
             comment may mention a rule the test relies on without checking it.
   must      defined ids whose definition paragraph (from the id to the next blank line or
             heading) says MUST, MUST NOT, SHALL or REQUIRED.
+  internal  defined ids whose definition paragraph carries the marker
+            `*(not wire-observable: REASON.)*` (right after the bold id, by convention):
+            requirements a peer cannot check from the wire. REASON says why and names the
+            unit tests that check the requirement instead.
 
 It prints, most serious first (then the conformance map):
   ERROR    ids cited in code but not defined                              (exit status 1)
@@ -26,7 +30,10 @@ It prints, most serious first (then the conformance map):
   WARNING  ids referenced in the spec but not defined
   INFO     ids defined but cited nowhere in code
   WARNING  ids (defined or cited in code) that no test cites
-  INFO     MUST ids cited by a conformance test, and MUST ids no conformance test cites
+  INFO     MUST ids cited by a conformance test, MUST ids marked not wire-observable (with
+           the reason), and MUST ids that are neither
+  WARNING  ids marked not wire-observable that a conformance test cites anyway, or that
+           no test at all cites
 
 Usage: scripts/spec_coverage.py [--root DIR] [--sites] [--strict]
   --root DIR  repository root (default: the repository this script lives in)
@@ -53,6 +60,7 @@ CONFORM_CHECKS = ("peer.cc",)
 REGISTRATION_RE = re.compile(r'\{\s*"[a-z0-9_]+\.[a-z0-9_]+"\s*,\s*"([^"]*)"')
 STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 MUST_RE = re.compile(r"\b(MUST|SHALL|REQUIRED)\b")
+NOT_WIRE_RE = re.compile(r"\*\(not wire-observable: (.+?)\)\*")
 # Modules whose *_test.* files count as tests (code dirs plus util and bench).
 TEST_FILE_DIRS = CODE_DIRS + ("util", "bench")
 
@@ -110,14 +118,16 @@ def markdown_lines(text):
 
 
 def scan_spec(root):
-    """Returns (definitions, references, present files, MUST ids).
+    """Returns (definitions, references, present files, MUST ids, internal ids).
 
     definitions: id -> list of "file:line"; references: id -> list of "file:line";
     MUST ids: the defined ids whose definition paragraph (up to a blank line or a
-    heading) says MUST, MUST NOT, SHALL or REQUIRED.
+    heading) says MUST, MUST NOT, SHALL or REQUIRED; internal ids: id -> the reason of the
+    not-wire-observable marker in its definition paragraph.
     """
     definitions, references, present = {}, {}, []
     must = set()
+    internal = {}
     for rel in SPEC_FILES:
         path = root / rel
         if not path.is_file():
@@ -136,12 +146,16 @@ def scan_spec(root):
             paragraph.extend(sorted(defined_here))
             if MUST_RE.search(line):
                 must.update(paragraph)
+            marker = NOT_WIRE_RE.search(line)
+            if marker:
+                for ident in paragraph:
+                    internal[ident] = marker.group(1)
             for ident in defined_here:
                 definitions.setdefault(ident, []).append(site)
             for ident in ID_RE.findall(line):
                 if ident not in defined_here:
                     references.setdefault(ident, []).append(site)
-    return definitions, references, present, must
+    return definitions, references, present, must, internal
 
 
 # ---------------------------------------------------------------------------------------
@@ -310,7 +324,7 @@ def main():
         print(f"spec_coverage: no such directory: {root}", file=sys.stderr)
         return 2
 
-    definitions, references, present, must = scan_spec(root)
+    definitions, references, present, must, internal = scan_spec(root)
     code, tests, conform, files = scan_sources(root)
     defined = set(definitions)
 
@@ -351,11 +365,24 @@ def main():
     warnings += len(untested)
     print()
     must_conform = sorted(must & set(conform), key=id_key)
-    must_not_conform = sorted(must - set(conform), key=id_key)
+    must_internal = sorted((must & set(internal)) - set(conform), key=id_key)
+    must_not_conform = sorted(must - set(conform) - set(internal), key=id_key)
     print_ids(f"INFO: MUST ids cited by the conformance suite ({CONFORM_DIR}/), "
               f"{len(must_conform)} of {len(must)}", must_conform)
     print()
-    print_ids("INFO: MUST ids the conformance suite does not cite", must_not_conform)
+    print_ids("INFO: MUST ids marked not wire-observable (the reason, and the tests instead)",
+              must_internal, {i: [internal[i]] for i in must_internal})
+    print()
+    print_ids("INFO: MUST ids the conformance suite does not cite and not marked not "
+              "wire-observable", must_not_conform)
+    print()
+    contradicted = sorted(set(internal) & set(conform), key=id_key)
+    print_ids("WARNING: marked not wire-observable but cited by the conformance suite",
+              contradicted, conform, args.sites)
+    warnings += len(contradicted)
+    internal_untested = sorted(set(internal) - set(tests), key=id_key)
+    print_ids("WARNING: marked not wire-observable and cited by no test", internal_untested)
+    warnings += len(internal_untested)
     print()
     print(f"spec_coverage: {errors} error(s), {warnings} warning(s)")
     if errors or (args.strict and warnings):
