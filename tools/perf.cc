@@ -192,6 +192,9 @@ private:
         in_handshake_ = false;
         print_banner(o_, server_, side_->offload(), side_->local_line(), side_->remote_line());
         print_table_head(o_);
+        // Now, not after the first row (a -D run's only one): a watcher learns the UDP
+        // addresses while the run goes on (tests/perf/hello_flood_test.py).
+        std::fflush(stdout);
         std::vector<Json> results;
         for (uint32_t size : o_.sizes()) {
             auto r = server_ ? serve_one(size) : run_one(size);
