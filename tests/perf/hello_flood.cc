@@ -1,11 +1,12 @@
 // tests/perf/hello_flood.cc — the two helpers of the HELLO-flood test (hello_flood_test.py;
 // issue 17, finding 8):
 //
-//   hello_flood flood ADDR:PORT [--rate N] [--seconds S] [--seed N]
+//   hello_flood flood ADDR:PORT [--rate N] [--seconds S] [--count N] [--seed N]
 //       sends forged wire-version-2 HELLOs to ADDR:PORT from one UDP socket (one source
 //       address and port): random src_conn_id, src_token, ISNs and endpoint_port, 256
 //       announced paths (the most state a HELLO may ask for), no cookie. --rate N paces to N
-//       per second (0: as fast as this process can send them). Prints one JSON line:
+//       per second (0: as fast as this process can send them), for S seconds or until N
+//       are sent (--count, 0: no limit). Prints one JSON line:
 //       {"sent": ..., "seconds": ..., "rate": ..., "seed": ...}.
 //   hello_flood connect ADDR:PORT [--timeout S]
 //       a new client: an api::Device on 127.0.0.1 opens a connection to the endpoint at
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr, "hello_flood: %s\nusage: hello_flood flood|connect ADDR:PORT [--rate N] "
-                         "[--seconds S] [--seed N] [--timeout S]\n", why.c_str());
+                         "[--seconds S] [--count N] [--seed N] [--timeout S]\n", why.c_str());
     std::exit(2);
 }
 
@@ -53,7 +55,7 @@ bool parse_target(const std::string& s, sockaddr_in& sa) {
     return ::inet_pton(AF_INET, s.substr(0, colon).c_str(), &sa.sin_addr) == 1;
 }
 
-int flood(const sockaddr_in& to, double rate, double seconds, uint64_t seed) {
+int flood(const sockaddr_in& to, double rate, double seconds, uint64_t count, uint64_t seed) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
         std::fprintf(stderr, "hello_flood: socket: %s\n", std::strerror(errno));
@@ -69,7 +71,7 @@ int flood(const sockaddr_in& to, double rate, double seconds, uint64_t seed) {
     const auto end = start + std::chrono::duration<double>(seconds);
     for (;;) {
         const auto now = Clock::now();
-        if (now >= end) break;
+        if (now >= end || (count && sent >= count)) break;
         if (rate > 0) {  // the next burst leaves when the schedule says
             const auto due = start + std::chrono::duration<double>(static_cast<double>(sent) / rate);
             if (due > now) {
@@ -97,7 +99,8 @@ int flood(const sockaddr_in& to, double rate, double seconds, uint64_t seed) {
             msgs[i].msg_hdr.msg_iov = &iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
-        const int n = ::sendmmsg(fd, msgs.data(), kBurst, 0);
+        const size_t burst = count ? std::min<uint64_t>(kBurst, count - sent) : kBurst;
+        const int n = ::sendmmsg(fd, msgs.data(), static_cast<unsigned>(burst), 0);
         if (n < 0 && errno != EINTR && errno != ECONNREFUSED && errno != ENOBUFS) {
             std::fprintf(stderr, "hello_flood: sendmmsg: %s\n", std::strerror(errno));
             return 1;
@@ -163,7 +166,7 @@ int main(int argc, char** argv) {
     sockaddr_in to;
     if (!parse_target(argv[2], to)) usage(std::string("not IPv4ADDR:PORT: ") + argv[2]);
     double rate = 0, seconds = 1, timeout = 5;
-    uint64_t seed = static_cast<uint64_t>(::getpid());
+    uint64_t seed = static_cast<uint64_t>(::getpid()), count = 0;
     for (int i = 3; i < argc; ++i) {
         const std::string a = argv[i];
         if (i + 1 >= argc) usage("missing value for " + a);
@@ -175,9 +178,10 @@ int main(int argc, char** argv) {
         else if (a == "--seconds") seconds = d;
         else if (a == "--timeout") timeout = d;
         else if (a == "--seed") seed = std::strtoull(v, nullptr, 10);
+        else if (a == "--count") count = std::strtoull(v, nullptr, 10);
         else usage("unknown option " + a);
     }
-    if (mode == "flood") return flood(to, rate, seconds, seed);
+    if (mode == "flood") return flood(to, rate, seconds, count, seed);
     if (mode == "connect") return connect_once(to, timeout);
     usage("unknown mode " + mode);
 }
