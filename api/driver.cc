@@ -205,8 +205,16 @@ bool Driver::pass_inner() {
     uint64_t events = 0;
     {
         std::lock_guard<std::mutex> g(engine_mu_);
-        for (size_t i = 0; i < nrx; ++i)
+        // Handshakes first pass the per-pass bound: a pass's engine work, and the RETRYs it
+        // queues ahead of the connections' own packets, stay bounded whatever arrives.
+        uint32_t handshakes = 0;
+        for (size_t i = 0; i < nrx; ++i) {
+            if (engine_.is_handshake(rx_[i].data) && ++handshakes > cfg_.max_handshakes_per_pass) {
+                ++stats_.handshakes_shed;
+                continue;
+            }
             engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
+        }
         // A full receive batch means more input is waiting, and it may be the ACKs that
         // answer the due timers (after this thread was descheduled, say): drain it first,
         // for a bounded number of passes, instead of declaring packets lost that arrived.

@@ -33,6 +33,14 @@ struct DriverConfig {
     // sleeps. Polling saves the wake-up of an idle CPU (tens of µs in a VM); it costs a core
     // for that long after every burst. 0: sleep at once.
     Duration spin = std::chrono::microseconds(50);
+    // Most handshake datagrams (core::Engine::is_handshake: HELLOs, older-version packets)
+    // one pass hands to the engine; the batch's others are dropped and counted
+    // (DriverStats::handshakes_shed), as a full socket buffer would drop them, and their
+    // senders retransmit. Anyone can send these without a token, so without a bound a
+    // flood of them fills every pass with handshake work and RETRYs and the established
+    // connections' packets wait behind it (issue 17, finding 8; docs/security.md). The
+    // rest of each batch (up to kBatch) carries on. kBatch or more: no bound.
+    uint32_t max_handshakes_per_pass = 16;
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().
@@ -40,6 +48,8 @@ struct DriverStats {
     uint64_t passes = 0;          // run_once calls
     uint64_t busy_passes = 0;     // passes that moved a datagram or produced an event
     uint64_t datagrams_in = 0;
+    uint64_t handshakes_shed = 0; // of datagrams_in, handshakes over max_handshakes_per_pass:
+                                  // dropped before the engine saw them
     uint64_t datagrams_out = 0;
     uint64_t events = 0;
     uint64_t timeouts = 0;        // engine on_timeout calls

@@ -33,6 +33,8 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
     add("driver_sleeps", "mroce_driver_sleeps_total", "Times the driver slept on its wake-up fds.", d.sleeps);
     add("driver_timeouts_deferred", "mroce_driver_timeouts_deferred_total",
         "Passes that ran due timers late behind a full receive batch.", d.timeouts_deferred);
+    add("driver_handshakes_shed", "mroce_driver_handshakes_shed_total",
+        "Handshake datagrams over the per-pass bound: dropped unread.", d.handshakes_shed);
 }
 
 }  // namespace

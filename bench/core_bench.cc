@@ -8,6 +8,9 @@
 //                                                  BM_Ack (per ACK, both ends)
 //   valgrind --tool=callgrind build/bench/core_bench --benchmark_filter=Fixed
 //                                                  instructions (stable on noisy machines)
+//   build/bench/core_bench --benchmark_filter=HelloRetry
+//                                                  per forged HELLO: the cookie and the
+//                                                  RETRY it costs (issue 17, finding 8)
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -15,6 +18,8 @@
 
 #include "core/endpoint.h"
 #include "obs/observer.h"
+#include "util/rng.h"
+#include "wire/control.h"
 
 namespace mroce {
 namespace {
@@ -230,6 +235,45 @@ void BM_DataPacketBothSidesObserved(benchmark::State& state) {
 }
 BENCHMARK(BM_DataPacketBothSidesObserved)->Arg(256);
 BENCHMARK(BM_DataPacketBothSidesObserved)->Name("Fixed200kObserved")->Arg(256)->Iterations(200000);
+
+// A forged HELLO that must prove its address (the unproven budget spent: 0 here): decoded,
+// a cookie made for it (one SipHash-2-4 MAC: it carries none to check), a RETRY queued
+// and encoded by poll_transmit. What one flood packet costs the engine.
+void BM_HelloRetry(benchmark::State& state) {
+    core::EndpointConfig cfg;
+    cfg.unproven_connections = 0;
+    core::Endpoint ep(cfg, Address::ipv4(0xC6120002, 4797), 2);
+    Rng rng(7);
+    std::vector<std::vector<std::byte>> hellos(4096);
+    for (auto& b : hellos) {
+        wire::HelloPacket h;
+        h.common.type = wire::PacketType::kHello;
+        h.src_conn_id = rng.next_u32() | 1;
+        h.src_token = rng.next_u64() | 1;
+        h.isn = rng.next_u32() | 1;
+        h.msg_isn = rng.next_u32() | 1;
+        h.endpoint_port = static_cast<uint16_t>(1024 + rng.uniform(60000));
+        h.num_paths = 256;
+        h.max_payload = 4096;
+        b.resize(wire::kHelloSize);
+        (void)wire::encode_hello(h, b);
+    }
+    PacketMeta rx;
+    rx.src = Address::ipv4(0xC6120001, 50000);
+    rx.dst = ep.local_address();
+    std::vector<std::byte> out(ep.max_datagram_size());
+    PacketMeta tx;
+    Time now{};
+    size_t i = 0;
+    for (auto _ : state) {
+        ep.on_datagram(hellos[i++ & 4095], rx, now);
+        benchmark::DoNotOptimize(ep.poll_transmit(out, tx, now));
+        now += std::chrono::microseconds(1);
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.counters["retries"] = static_cast<double>(ep.stats().retries_sent);
+}
+BENCHMARK(BM_HelloRetry);
 
 }  // namespace
 }  // namespace mroce

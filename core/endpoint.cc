@@ -528,6 +528,18 @@ void Endpoint::on_v1_datagram(std::span<const std::byte> datagram, const PacketM
     if (!guard_.queue_v1_close(meta.src.with_port(h->endpoint_port), *h)) ++stats_.replies_dropped;
 }
 
+// A HELLO is the one version-2 packet with no token to check ([CONN-4]); every version-1
+// packet goes to on_v1_datagram, which decodes a HELLO out of it and queues a refusal.
+// Both cost the endpoint work ([CONN-25]'s MAC, a queued reply) for anyone who can send a
+// datagram, so the driver bounds how many it hands over per pass.
+bool Endpoint::is_handshake(std::span<const std::byte> datagram) const {
+    if (datagram.size() < 2) return false;
+    const auto version = static_cast<uint8_t>(datagram[0]);
+    if (version == wire::kLegacyVersion) return true;
+    return version == wire::kProtocolVersion &&
+           static_cast<uint8_t>(datagram[1]) == static_cast<uint8_t>(wire::PacketType::kHello);
+}
+
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now) {
     ++stats_.datagrams_received;

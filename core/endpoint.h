@@ -160,6 +160,7 @@ public:
     // core::Engine
     void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                      Time now) override;
+    bool is_handshake(std::span<const std::byte> datagram) const override;
     void on_timeout(Time now) override;
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
     Time next_deadline() const override;

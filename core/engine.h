@@ -28,6 +28,17 @@ public:
     virtual void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                              Time now) = 0;
 
+    // is_handshake says whether `datagram` asks for a handshake: a packet that concerns no
+    // connection yet and so carries no token anyone had to learn (HELLO, or any packet of
+    // an older wire version). A driver feeds at most a few of these per pass (api/driver.h,
+    // DriverConfig::max_handshakes_per_pass) so that a flood of them, which anyone can
+    // send, cannot crowd out the established connections' packets. A peek at the header,
+    // no decoding; an engine without a handshake answers false.
+    virtual bool is_handshake(std::span<const std::byte> datagram) const {
+        (void)datagram;
+        return false;
+    }
+
     // on_timeout runs every timer due at or before now. Cheap to call early.
     virtual void on_timeout(Time now) = 0;
 

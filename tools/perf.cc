@@ -195,6 +195,9 @@ private:
         // head again above each size's row (so the row sits under its own columns).
         const bool intervals = !server_ && o_.interval_s > 0;
         if (!intervals) print_table_head(o_);
+        // Now, not after the first row (a -D run's only one): a watcher learns the UDP
+        // addresses while the run goes on (tests/perf/hello_flood_test.py).
+        std::fflush(stdout);
         std::vector<Json> results;
         for (uint32_t size : o_.sizes()) {
             auto r = server_ ? serve_one(size) : run_one(size);

@@ -173,6 +173,7 @@ Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
     j["busy_passes"] = b.busy_passes - a.busy_passes;
     j["timeouts"] = b.timeouts - a.timeouts;
     j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
+    j["handshakes_shed"] = b.handshakes_shed - a.handshakes_shed;
     j["tx_retries"] = b.tx_retries - a.tx_retries;
     j["sleeps"] = b.sleeps - a.sleeps;
     j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
@@ -191,6 +192,12 @@ Json endpoint_json(const core::EndpointStats& a, const core::EndpointStats& b) {
     j["bad_token"] = b.bad_token - a.bad_token;
     j["connections_refused"] = b.connections_refused - a.connections_refused;
     j["malformed_hello"] = b.malformed_hello - a.malformed_hello;
+    // The handshake under load (issue 17, finding 8): what a HELLO flood cost the endpoint.
+    j["retries_sent"] = b.retries_sent - a.retries_sent;
+    j["replies_dropped"] = b.replies_dropped - a.replies_dropped;
+    j["cookies_accepted"] = b.cookies_accepted - a.cookies_accepted;
+    j["bad_cookie"] = b.bad_cookie - a.bad_cookie;
+    j["unproven_ended"] = b.unproven_ended - a.unproven_ended;
     return j;
 }
 

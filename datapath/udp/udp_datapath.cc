@@ -7,6 +7,7 @@
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -121,6 +122,26 @@ UdpDatapath::~UdpDatapath() {
 
 void UdpDatapath::fail(std::string message) { last_error_ = std::move(message); }
 
+// bounded_path_sockets: the per-path socket cap in use. The engine picks source ports, and a
+// peer can make it answer from many (every connection a HELLO creates sends its HELLO_ACK
+// from one of its own random ports: issue 17, finding 8, saw 1,033 descriptors open), so
+// the LRU cap, not the peers, decides how many descriptors the datapath holds. A quarter
+// of the soft limit leaves the rest to the application and to a few more devices.
+static size_t bounded_path_sockets(size_t asked) {
+    constexpr size_t kFloor = 8;  // the default number of paths of one connection
+    rlimit rl{};
+    size_t cap = asked;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        cap = std::min<size_t>(cap, std::max<size_t>(kFloor, rl.rlim_cur / 4));
+    return std::max<size_t>(cap, 1);
+}
+
+size_t UdpDatapath::open_path_sockets() const {
+    size_t n = 0;
+    for (const auto& [key, s] : paths_) n += s.fd >= 0;
+    return n;
+}
+
 Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
                                                        const UdpOptions& options,
                                                        std::string* error) {
@@ -134,6 +155,7 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
                               std::to_string(options.dscp_by_class[c]) + " is not a DSCP (0..63)",
                           Error::kInvalidArgument);
     std::unique_ptr<UdpDatapath> dp(new UdpDatapath(local, options));
+    dp->path_socket_limit_ = bounded_path_sockets(options.max_path_sockets);
     dp->family_ = local.is_ipv4() ? AF_INET : AF_INET6;
     const int fd = ::socket(dp->family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return report("udp: socket: " + error_text(errno), Error::kIo);
@@ -214,7 +236,7 @@ UdpDatapath::Socket* UdpDatapath::socket_for(uint16_t src_port, uint16_t plane) 
             return &s;
         }
         if (now() < s.retry_after) return nullptr;
-    } else if (paths_.size() >= opt_.max_path_sockets) {
+    } else if (paths_.size() >= path_socket_limit_) {
         evict_one();
     }
     Socket& s = paths_[key];

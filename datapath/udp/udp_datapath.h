@@ -41,6 +41,10 @@ struct UdpOptions {
     // SO_SNDBUF asked for every socket, in bytes (capped at net.core.wmem_max).
     int send_buffer_bytes = 1 << 20;
     // Most per-path sockets kept open; the least recently used one is closed beyond this.
+    // open() lowers it to a quarter of the process's soft RLIMIT_NOFILE (at least 8), so
+    // that whatever peers make the engine send from, the datapath cannot take the file
+    // descriptors the rest of the process needs: with the usual soft limit of 1024, 256
+    // (path_socket_limit() reports the value in use; datapath/udp/README.md).
     size_t max_path_sockets = 1024;
     // How often recv_batch drains and discards what arrived on per-path sockets.
     Duration drain_interval = std::chrono::milliseconds(10);
@@ -153,6 +157,10 @@ public:
     // recv_buffer_bytes is the endpoint socket's receive buffer as granted: what SO_RCVBUF
     // reads back, halved (the kernel doubles the request for its bookkeeping).
     size_t recv_buffer_bytes() const { return recv_buffer_bytes_; }
+    // path_socket_limit is the most per-path sockets this datapath keeps open
+    // (UdpOptions::max_path_sockets as bounded by open()); open_path_sockets how many are.
+    size_t path_socket_limit() const { return path_socket_limit_; }
+    size_t open_path_sockets() const;
     // last_error is the message of the most recent counted failure ("" if none).
     const std::string& last_error() const { return last_error_; }
 
@@ -185,6 +193,7 @@ private:
     // Per-path sockets by key(): plane << 16 | source port.
     std::unordered_map<uint32_t, Socket> paths_;
     uint64_t use_counter_ = 0;
+    size_t path_socket_limit_ = 0;
     Time next_drain_{};
     UdpStats stats_;
     std::string last_error_;

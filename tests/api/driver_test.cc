@@ -2,7 +2,8 @@
 // deadlines (the pacer's "next packet may leave at") are kept to well under 100 µs by a
 // sleeping caller, whatever its timer slack, without polling in between. The bounds
 // asserted are loose (a loaded machine may deschedule the thread); the measured lateness
-// is printed.
+// is printed. And a pass hands the engine at most max_handshakes_per_pass handshake
+// datagrams (issue 17, finding 8; docs/security.md "HELLO floods").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +13,10 @@
 #include <vector>
 
 #include "api/driver.h"
+#include "core/endpoint.h"
 #include "tests/api/test_util.h"
+#include "util/rng.h"
+#include "wire/control.h"
 
 namespace mroce::test {
 namespace {
@@ -98,6 +102,139 @@ TEST(Driver, WaitKeepsPacingDeadlinesWithoutPolling) {
     EXPECT_LE(st.passes, uint64_t{10} * kCount);  // no busy-wait between deadlines
     EXPECT_GE(st.wakeups_timer, uint64_t{kCount} / 2);
     EXPECT_EQ(st.stuck_deadlines, 0u);  // due until sent is not "stuck"
+}
+
+// InboxDatapath hands out `inbox` in one receive batch (then nothing) and keeps what is sent.
+class InboxDatapath final : public datapath::Datapath {
+public:
+    Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override {
+        for (const auto& t : p) sent.emplace_back(t.data.begin(), t.data.end());
+        return p.size();
+    }
+    Result<size_t> recv_batch(std::span<datapath::RxPacket> out) override {
+        size_t n = 0;
+        while (next_ < inbox.size() && n < out.size()) {
+            out[n].data = inbox[next_++];
+            out[n].meta = PacketMeta{};
+            out[n].meta.src = loopback(40000);
+            out[n].meta.dst = local_address();
+            ++n;
+        }
+        return n;
+    }
+    Time now() const override { return monotonic_now(); }
+    int wake_fd() const override { return -1; }
+    Address local_address() const override { return loopback(4791); }
+
+    std::vector<std::vector<std::byte>> inbox;
+    std::vector<std::vector<std::byte>> sent;
+
+private:
+    size_t next_ = 0;
+};
+
+// CountingEngine calls a datagram whose first byte is 'H' a handshake and counts what it is fed.
+class CountingEngine final : public core::Engine {
+public:
+    bool is_handshake(std::span<const std::byte> d) const override {
+        return !d.empty() && d[0] == std::byte{'H'};
+    }
+    void on_datagram(std::span<const std::byte> d, const PacketMeta&, Time) override {
+        ++(is_handshake(d) ? handshakes : others);
+    }
+    void on_timeout(Time) override {}
+    size_t poll_transmit(std::span<std::byte>, PacketMeta&, Time) override { return 0; }
+    Time next_deadline() const override { return kNever; }
+    std::optional<core::Event> poll_event() override { return std::nullopt; }
+    size_t max_datagram_size() const override { return 64; }
+
+    size_t handshakes = 0;
+    size_t others = 0;
+};
+
+// A full batch of 100 handshakes and 20 others, interleaved: one pass feeds the engine the
+// first max_handshakes_per_pass handshakes and every other datagram, and counts the rest
+// as shed. With the bound at kBatch, everything is fed.
+TEST(Driver, HandshakesPerPassAreBounded) {
+    for (uint32_t bound : {16u, 1u, static_cast<uint32_t>(api::Driver::kBatch)}) {
+        SCOPED_TRACE("max_handshakes_per_pass " + std::to_string(bound));
+        CountingEngine engine;
+        InboxDatapath dp;
+        for (size_t i = 0; i < api::Driver::kBatch; ++i)
+            dp.inbox.push_back({std::byte{static_cast<unsigned char>(i % 6 == 5 ? 'D' : 'H')}});
+        std::mutex mu;
+        api::DriverConfig cfg;
+        cfg.max_handshakes_per_pass = bound;
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        ASSERT_TRUE(d.ok());
+        EXPECT_TRUE((*d)->run_once());
+        const size_t fed = std::min<size_t>(bound, 100);
+        EXPECT_EQ(engine.handshakes, fed);
+        EXPECT_EQ(engine.others, 20u);
+        const api::DriverStats st = (*d)->stats();
+        EXPECT_EQ(st.datagrams_in, api::Driver::kBatch);
+        EXPECT_EQ(st.handshakes_shed, 100 - fed);
+    }
+}
+
+// With the real engine: a pass that receives a full batch of forged HELLOs (every one must
+// prove its address: unproven_connections 0) makes at most max_handshakes_per_pass of them
+// cost a cookie, and sends at most that many RETRYs; a DATA packet in the batch still
+// reaches the engine (here: an unknown connection, counted as such).
+TEST(Driver, AHelloFloodCostsAPassAtMostTheBound) {
+    const uint64_t seed = test_seed();
+    std::printf("[ SEED     ] %llu\n", static_cast<unsigned long long>(seed));
+    core::EndpointConfig ecfg;
+    ecfg.unproven_connections = 0;
+    InboxDatapath dp;
+    core::Endpoint ep(ecfg, dp.local_address(), seed);
+    Rng rng(seed);
+    for (size_t i = 0; i + 1 < api::Driver::kBatch; ++i) {
+        wire::HelloPacket h;
+        h.common.type = wire::PacketType::kHello;
+        h.src_conn_id = rng.next_u32() | 1;
+        h.src_token = rng.next_u64() | 1;
+        h.isn = rng.next_u32() | 1;
+        h.msg_isn = rng.next_u32() | 1;
+        h.endpoint_port = static_cast<uint16_t>(1024 + rng.uniform(60000));
+        h.num_paths = 8;
+        h.max_payload = 4096;
+        std::vector<std::byte> b(wire::kHelloSize);
+        ASSERT_TRUE(wire::encode_hello(h, b).ok());
+        ASSERT_TRUE(ep.is_handshake(b));
+        dp.inbox.push_back(std::move(b));
+    }
+    std::vector<std::byte> probe(wire::kProbeSize);
+    wire::ProbePacket p;
+    p.common.dst_conn_id = 0x10001;
+    p.common.dst_token = 1;
+    ASSERT_TRUE(wire::encode_probe(p, probe).ok());
+    EXPECT_FALSE(ep.is_handshake(probe));
+    {  // A HELLO_ACK carries a token ([CONN-4]); any version-1 packet goes to [VER-1]'s refusal.
+        wire::HelloPacket h;
+        h.common.type = wire::PacketType::kHelloAck;
+        h.src_conn_id = h.src_token = 1;
+        std::vector<std::byte> b(wire::kHelloSize);
+        ASSERT_TRUE(wire::encode_hello(h, b).ok());
+        EXPECT_FALSE(ep.is_handshake(b));
+        h.common.type = wire::PacketType::kHello;
+        b.resize(wire::kHelloV1Size);
+        ASSERT_TRUE(wire::encode_hello_v1(h, b).ok());
+        EXPECT_TRUE(ep.is_handshake(b));
+        EXPECT_FALSE(ep.is_handshake(std::span(b).first(1)));
+    }
+    dp.inbox.insert(dp.inbox.begin() + 60, probe);
+    std::mutex mu;
+    auto d = api::Driver::create(ep, dp, mu, [](const core::Event&) {}, {});
+    ASSERT_TRUE(d.ok());
+    (*d)->run_once();
+    const api::DriverConfig defaults;
+    const core::EndpointStats& es = ep.stats();
+    EXPECT_EQ(es.retries_sent, defaults.max_handshakes_per_pass);
+    EXPECT_EQ(es.unknown_connection, 1u);
+    EXPECT_EQ(es.datagrams_received, defaults.max_handshakes_per_pass + 1);
+    EXPECT_EQ(dp.sent.size(), defaults.max_handshakes_per_pass);
+    EXPECT_EQ((*d)->stats().handshakes_shed, api::Driver::kBatch - 1 - defaults.max_handshakes_per_pass);
 }
 
 }  // namespace

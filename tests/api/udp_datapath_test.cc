@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -464,6 +465,71 @@ std::vector<int> udp_sockets_on(uint16_t port) {
     }
     ::closedir(d);
     return found;
+}
+
+size_t open_fds() {
+    size_t n = 0;
+    DIR* d = ::opendir("/proc/self/fd");
+    if (!d) return 0;
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+    return n - 1;  // the directory's own descriptor
+}
+
+// Issue 17, finding 8: a HELLO flood made the server answer from a new source port per
+// connection it created, and it held 1,033 descriptors, past the soft limit. Whatever
+// source ports the engine sends from, the datapath keeps at most a quarter of the soft
+// RLIMIT_NOFILE of path sockets open (least recently used ones are closed), so the
+// process's other descriptors stay available: 200 distinct source ports under a soft
+// limit of 128 leave at most 32 path sockets, and sending still works.
+TEST(UdpDatapath, PathSocketsStayUnderAQuarterOfTheDescriptorLimit) {
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+    struct Restore {
+        rlimit r;
+        ~Restore() { (void)::setrlimit(RLIMIT_NOFILE, &r); }
+    } restore{saved};
+    {
+        auto dp = UdpDatapath::open(loopback());
+        ASSERT_TRUE(dp.ok());
+        const size_t expect = saved.rlim_cur == RLIM_INFINITY
+                                  ? 1024
+                                  : std::min<size_t>(1024, std::max<size_t>(8, saved.rlim_cur / 4));
+        EXPECT_EQ((*dp)->path_socket_limit(), expect);
+    }
+    rlimit low = saved;
+    low.rlim_cur = std::min<rlim_t>(128, saved.rlim_max);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    RawSocket peer;
+    const size_t before = open_fds();
+    std::string why;
+    auto r = UdpDatapath::open(loopback(), {}, &why);
+    ASSERT_TRUE(r.ok()) << why;
+    auto& dp = *r;
+    EXPECT_EQ(dp->path_socket_limit(), low.rlim_cur / 4);
+    const std::string x = "x";
+    const uint64_t seed = test_seed();
+    std::printf("[ SEED     ] %llu\n", static_cast<unsigned long long>(seed));
+    const uint16_t base = static_cast<uint16_t>(20000 + seed % 20000);
+    size_t peak = 0;
+    for (uint16_t i = 0; i < 200; ++i) {
+        TxPacket p;
+        p.data = bytes_of(x);
+        p.meta.src = dp->local_address().with_port(static_cast<uint16_t>(base + 3 * i));
+        p.meta.dst = peer.address();
+        ASSERT_EQ(*dp->send_batch({&p, 1}), 1u);
+        peak = std::max(peak, open_fds());
+    }
+    const datapath::UdpStats& st = dp->stats();
+    std::printf("  path sockets opened %llu, evicted %llu, bind failures %llu; fds %zu -> peak %zu\n",
+                static_cast<unsigned long long>(st.path_sockets_opened),
+                static_cast<unsigned long long>(st.path_sockets_evicted),
+                static_cast<unsigned long long>(st.bind_failures), before, peak);
+    EXPECT_LE(dp->open_path_sockets(), low.rlim_cur / 4);
+    // The endpoint socket and its epoll fd, plus the path sockets.
+    EXPECT_LE(peak, before + 2 + low.rlim_cur / 4);
+    EXPECT_GE(st.path_sockets_opened, 150u);  // a few ports may be taken on this host
+    EXPECT_EQ(st.path_sockets_evicted, st.path_sockets_opened - dp->open_path_sockets());
 }
 
 int sockopt(int fd, int level, int name) {
