@@ -16,8 +16,6 @@
 
 namespace mroce::wire {
 
-// spec §4.8 [VER-2], §4.9 [INT-1]: the capability bit.
-inline constexpr uint32_t kCapIntegrity = 0x00000001u;
 // spec §4.9 [INT-2]: the trailer's size.
 inline constexpr size_t kIntegritySize = 4;
 
