@@ -417,7 +417,7 @@ def crafted_cases():
     add("reserved byte in data", data(reserved=1), None, {"reserved_nonzero"})
     add("undefined data flag", data(flags=0x09), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
-    add("hello capabilities", hello(caps=1), None, {"reserved_nonzero"})
+    add("hello capabilities: a bit no version defines", hello(caps=2), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})

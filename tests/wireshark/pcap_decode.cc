@@ -105,25 +105,38 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error);
 
 // decode returns the fields of one datagram, or sets *error. A capture does not say which
 // connections negotiated INTEGRITY (spec §4.9), so, as the dissector does, a packet of a
-// type that carries the trailer ([INT-2]) whose datagram is 4 bytes longer than its type
-// says is read as packet + trailer: "mroce.integrity" is the trailer, and a trailer that is
-// not the CRC32C of the bytes before it is the error "bad_integrity" ([INT-3]).
+// type that carries the trailer ([INT-2]) whose datagram is 4 bytes longer than its header
+// says is read as packet + trailer, the trailer checked first ([INT-3]): "mroce.integrity"
+// is the trailer, and one that is not the CRC32C of the bytes before it is the error
+// "bad_integrity".
 ordered_json decode(std::span<const std::byte> d, const char** error) {
-    ordered_json f = decode_plain(d, error);
-    if (!*error || d.size() < wire::kCommonHeaderSize + wire::kIntegritySize) return f;
     auto common = wire::decode_common_header(d);
-    if (!common || !wire::carries_integrity(common->type)) return f;
-    const char* inner = nullptr;
-    ordered_json g = decode_plain(d.first(d.size() - wire::kIntegritySize), &inner);
-    if (inner) return f;
-    std::span<const std::byte> packet;
-    if (!wire::strip_integrity(d, packet)) {
-        *error = "bad_integrity";
-        return ordered_json::object();
+    if (common && wire::carries_integrity(common->type) &&
+        d.size() >= wire::kCommonHeaderSize + wire::kIntegritySize) {
+        size_t plain = 0;
+        switch (common->type) {
+            case wire::PacketType::kData:
+                plain = wire::kDataHeaderSize + (d.size() >= 24 ? wire::load_be16(d.data() + 22) : 0);
+                break;
+            case wire::PacketType::kAck:
+                plain = 80 + (d.size() >= 78 ? 8 * size_t{wire::load_be16(d.data() + 76)} : 0);
+                break;
+            case wire::PacketType::kNack: plain = wire::kNackSize; break;
+            case wire::PacketType::kProbe: plain = wire::kProbeSize; break;
+            default: plain = wire::kCloseSize; break;
+        }
+        if (plain == d.size() - wire::kIntegritySize) {
+            std::span<const std::byte> packet;
+            if (!wire::strip_integrity(d, packet)) {
+                *error = "bad_integrity";
+                return ordered_json::object();
+            }
+            ordered_json g = decode_plain(packet, error);
+            if (!*error) g["mroce.integrity"] = wire::load_be32(d.data() + packet.size());
+            return g;
+        }
     }
-    *error = nullptr;
-    g["mroce.integrity"] = wire::load_be32(d.data() + packet.size());
-    return g;
+    return decode_plain(d, error);
 }
 
 ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
