@@ -586,6 +586,7 @@ TEST(Connection, TwoMessagesCannotClaimOneReceive) {
         h.msg_len = msg_len;
         std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
         ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*p.b, p.host_a().address(), pkt);
         PacketMeta m;
         m.src = p.host_a().address().with_port(50001);
         m.dst = p.host_b().address();
@@ -668,7 +669,7 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         size_t last = 0, ack_now = 0, retx = 0;
         p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
             if (&rx != &p.host_b()) return;
-            auto d = wire::decode_data(pkt.bytes);
+            auto d = wire::decode_data(without_trailer(pkt.bytes));
             if (!d) return;
             last += (d->hdr.flags & wire::data_flag::kLast) != 0;
             ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
@@ -703,7 +704,7 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
     size_t reply_packets = 0;
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_a()) return;
-        auto a = wire::decode_ack(pkt.bytes);
+        auto a = wire::decode_ack(without_trailer(pkt.bytes));
         if (!a || !(a->flags & wire::ack_flag::kProbeReply)) return;
         ++reply_packets;
         replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}].insert(pkt.meta.src.port);

@@ -349,6 +349,7 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
             h.remote_addr = 12345 + i;  // no READ of B's has that msg_seq
             std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
             ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+            seal_for(*f.p.b, f.p.host_a().address(), pkt);
             PacketMeta m;
             m.src = f.p.host_a().address().with_port(50001);
             m.dst = f.p.host_b().address();
@@ -468,6 +469,7 @@ TEST(Hardening, RequestWithoutAnswerFailsInsteadOfWaiting) {
         h.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 1024;
         std::vector<std::byte> pkt(wire::kDataHeaderSize + 16, std::byte{0x77});
         ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*f.p.b, f.p.host_a().address(), pkt);
         PacketMeta m;
         m.src = f.p.host_a().address().with_port(50001);
         m.dst = f.p.host_b().address();

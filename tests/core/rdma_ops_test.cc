@@ -315,7 +315,7 @@ class HideReports final : public core::Engine {
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
-            const Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+            const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(buf.first(n)));
             bool hide = false;
             if (a.ok())
                 for (uint16_t i = 0; i < a->stream_count; ++i) hide |= a->streams[i].stream_id == stream_;
