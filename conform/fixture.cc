@@ -113,6 +113,10 @@ void Fixture::ack_target_data(const std::set<uint16_t>& paths, uint32_t delivere
     }
 }
 
+void Fixture::ack_target_paths(const std::set<uint16_t>& paths) {
+    for (uint16_t p : paths) peer.send_ack(peer.ack_for_target_path(p));
+}
+
 Message Fixture::message(wire::Opcode op, std::vector<std::byte> body) {
     Message m;
     m.opcode = op;

@@ -59,6 +59,9 @@ public:
     // path's cumulative state), the first ACK also reporting our stream delivered up to
     // `delivered_seq` ([ACK-9]).
     void ack_target_data(const std::set<uint16_t>& paths, uint32_t delivered_seq);
+    // ack_target_paths: acknowledge every DATA of the target noted so far on `paths`, with
+    // no stream report: how a READ or atomic answer is acknowledged ([PLACE-30]).
+    void ack_target_paths(const std::set<uint16_t>& paths);
     // message: the next message on our stream (msg_seq, and recv_seq when it takes a receive).
     Message message(wire::Opcode op, std::vector<std::byte> body);
     // send_message sends every segment in `order` (indexes into the cut; all, in order, when

@@ -211,7 +211,7 @@ void qp_access(Context& ctx) {
     check(data.has_value() && data->data.opcode == Opcode::kReadResponse,
           "control: a READ on a queue pair granting REMOTE_READ was not answered");
     f.peer.note_target_data(data->data);
-    f.ack_target_data({data->data.path_id}, data->data.msg_seq + 1);
+    f.ack_target_paths({data->data.path_id});
     const uint64_t errors = f.counter("access_errors");
     const Message m = write_to(f, r, 100, 0, 179);
     f.send_message(m);

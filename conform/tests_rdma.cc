@@ -3,6 +3,7 @@
 // a responder must refuse.
 #include "conform/checks.h"
 #include "conform/fixture.h"
+#include "util/seq.h"
 
 namespace mroce::conform {
 namespace {
@@ -44,6 +45,8 @@ uint64_t expect_atomic_response(Fixture& f, uint32_t msg_seq) {
     check(h.opcode == Opcode::kAtomicResponse, "[PLACE-19] response opcode {:#x}", static_cast<int>(h.opcode));
     check(h.remote_addr == msg_seq, "[PLACE-16] the response names request {:#x}, expected {:#x}",
           h.remote_addr, msg_seq);
+    check(h.msg_seq == msg_seq, "[PLACE-30] the response's msg_seq is {:#x}, not its request's {:#x}",
+          h.msg_seq, msg_seq);
     check(h.stream_id == f.my_stream, "[STREAM-1] the response is for stream {:#x}, not ours {:#x}",
           h.stream_id, f.my_stream);
     check(h.msg_len == wire::kAtomicResponseBodySize && rx->payload.size() == 8 &&
@@ -51,7 +54,7 @@ uint64_t expect_atomic_response(Fixture& f, uint32_t msg_seq) {
           "[DATA-8] ATOMIC_RESPONSE msg_len {} payload {}", h.msg_len, rx->payload.size());
     check(h.rkey == 0 && h.recv_seq == 0 && h.immediate == 0, "[DATA-5] unused response fields not 0");
     f.peer.note_target_data(h);
-    f.ack_target_data({h.path_id}, h.msg_seq + 1);
+    f.ack_target_paths({h.path_id});
     return wire::decode_atomic_response(std::span<const std::byte, 8>(rx->payload.data(), 8));
 }
 
@@ -86,9 +89,8 @@ void read_response(Context& ctx) {
         check(h.rkey == 0 && h.recv_seq == 0 && h.immediate == 0, "[DATA-5] unused fields not 0");
         check(h.offset % s == 0 && h.payload_len == std::min<uint32_t>(s, 10000 - h.offset),
               "[DATA-4] segment at offset {} of {} bytes (segment size {})", h.offset, h.payload_len, s);
-        check(h.msg_seq == f.peer.remote().msg_isn,
-              "[STREAM-2] the target's first message has msg_seq {:#x}, not its msg_isn {:#x}", h.msg_seq,
-              f.peer.remote().msg_isn);
+        check(h.msg_seq == m.msg_seq, "[PLACE-30] the response's msg_seq is {:#x}, not its request's {:#x}",
+              h.msg_seq, m.msg_seq);
         if (first)
             check(h.opcode == first->opcode && h.msg_seq == first->msg_seq && h.msg_len == first->msg_len &&
                       h.remote_addr == first->remote_addr,
@@ -102,7 +104,7 @@ void read_response(Context& ctx) {
         seen[k] = true;
     }
     check(got == content, "[PLACE-15] [PLACE-19] the READ_RESPONSE bytes differ from the region's");
-    f.ack_target_data(paths, first->msg_seq + 1);
+    f.ack_target_paths(paths);
 }
 
 // fetch_add_once: one FETCH_ADD, its request arriving three times (a duplicate at once and
@@ -187,25 +189,139 @@ void bad_request_body(Context& ctx) {
     check(f.peer.collect(is_type(PacketType::kData), 10ms).empty(), "[DATA-8] the bad READ was answered");
 }
 
-// orphan_response: a READ_RESPONSE that answers no request is refused before anything is
-// kept ([PLACE-16]).
+// orphan_response: a READ_RESPONSE that answers no request is counted and dropped before
+// anything is kept, with no NACK ([PLACE-16], [PLACE-30]); the stream carries on.
 void orphan_response(Context& ctx) {
     Fixture f(ctx);
     f.establish();
     const uint64_t orphans = f.counter("orphan_responses");
-    Message m = f.message(Opcode::kReadResponse, pattern(100, 160));
-    m.remote_addr = 0x4242;  // no such request outstanding at the target
+    Message m;
+    m.opcode = Opcode::kReadResponse;
+    m.stream_id = f.qp;
+    // Ahead of everything the target has sent: no such request outstanding ([PLACE-30]; one
+    // behind would be the late answer of a completed request, a stale duplicate).
+    m.msg_seq = f.peer.remote().msg_isn + 0x4242;
+    m.remote_addr = m.msg_seq;
+    m.body = pattern(100, 160);
     f.send_message(m);
-    const auto n = f.expect_nack();
-    check(n.reason == NackReason::kInvalidRequest && n.msg_seq == m.msg_seq,
-          "[PLACE-16] an orphan READ_RESPONSE got NACK reason {}", static_cast<int>(n.reason));
+    (void)f.barrier();
+    f.no_nack("[PLACE-30] an orphan READ_RESPONSE was answered with a NACK");
     check(f.counter("orphan_responses") == orphans + 1, "[PLACE-16] orphan_responses not counted");
+    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+    Message w = f.message(Opcode::kWrite, pattern(64, 161));
+    w.rkey = r.rkey;
+    w.remote_addr = r.addr;
+    f.send_message(w);
+    (void)f.barrier();
+    f.no_nack("[PLACE-30] the stream was refused after an orphan response");
+    check(f.read_mr(r, 0, 64) == pattern(64, 161), "[PLACE-30] a WRITE after an orphan response was not placed");
+}
+
+// Pump keeps the target's paths healthy while a test waits for one of its packets: each
+// DATA is acknowledged at path level at once and each PROBE answered, so no timeout, path
+// failure or re-roll of the target gets in the way on a slow machine.
+struct Pump {
+    Fixture& f;
+    // next: the next DATA of the target that `want` accepts, within `timeout`.
+    std::optional<Rx> next(const std::function<bool(const wire::DataHeader&)>& want, Duration timeout) {
+        const auto until = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            const auto left = until - std::chrono::steady_clock::now();
+            if (left <= Duration::zero()) return std::nullopt;
+            auto rx = f.peer.expect(
+                [](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); },
+                std::chrono::duration_cast<Duration>(left));
+            if (!rx) return std::nullopt;
+            if (rx->is(PacketType::kProbe)) {
+                f.peer.send_ack(f.peer.probe_reply(rx->probe));
+                continue;
+            }
+            f.peer.note_target_data(rx->data);
+            f.ack_target_paths({rx->data.path_id});
+            if (want(rx->data)) return rx;
+        }
+    }
+};
+
+// answer_outside_window: the target's own READ, answered by nobody yet, heads 127 WRITEs:
+// its stream window is full and pinned. Our READ is answered all the same, outside that
+// window, its msg_seq our request's; the target then takes our answer to its READ,
+// outside our stream, and only then starts its next message ([PLACE-30], [STREAM-3]).
+void answer_outside_window(Context& ctx) {
+    Fixture f(ctx);
+    f.establish();
+    Pump pump{f};
+    const uint32_t w = 128;  // [STREAM-3] W, a protocol constant
+    const Region dst = f.reg_mr(4096, {"local_write"});
+    const Region src = f.reg_mr(4096, {"local_write"});
+    const Region readable = f.reg_mr(4096, {"local_write", "remote_read"});
+    const auto content = pattern(1000, 162);
+    f.write_mr(readable, 0, content);
+    f.call("post_send", {{"qp", f.qp}, {"opcode", "read"}, {"mr", dst.mr}, {"offset", 0}, {"length", 300},
+                         {"remote_addr", 0x5000}, {"rkey", 0x99}, {"wr_id", 1}});
+    for (uint32_t i = 1; i <= w; ++i)  // the last one is message w: beyond the window
+        f.call("post_send", {{"qp", f.qp}, {"opcode", "write"}, {"mr", src.mr}, {"offset", 0},
+                             {"length", 1}, {"remote_addr", 0x10000 + i}, {"rkey", 0x77}, {"wr_id", 1 + i}});
+    const uint32_t isn = f.peer.remote().msg_isn;
+    auto first = [](const wire::DataHeader& h) { return !(h.flags & wire::data_flag::kRetx); };
+    std::set<uint32_t> seen;
+    while (seen.size() < w) {
+        auto rx = pump.next(first, 500ms);
+        check(rx.has_value(), "[STREAM-3] the target sent {} of its first {} messages", seen.size(), w);
+        const auto& h = rx->data;
+        check(seq_lt(h.msg_seq, isn + w), "[STREAM-3] the target started message {} with message 0 unanswered",
+              h.msg_seq - isn);
+        check(h.msg_seq != isn || h.opcode == Opcode::kReadRequest, "the target's first message is not its READ");
+        seen.insert(h.msg_seq);
+    }
+    // Every message of the target is reported delivered: its READ ran here, unanswered.
+    f.ack_target_data({0}, isn + w);
+    std::vector<std::byte> body(wire::kReadRequestBodySize);
+    wire::encode_read_request(1000, std::span<std::byte, 8>(body.data(), 8));
+    Message m = f.message(Opcode::kReadRequest, body);
+    m.rkey = readable.rkey;
+    m.remote_addr = readable.addr;
+    f.send_message(m);
+    auto rx = pump.next([&](const wire::DataHeader& h) { return h.opcode == Opcode::kReadResponse || first(h); },
+                        500ms);
+    check(rx.has_value(), "[PLACE-30] no answer to our READ while the target's window is full");
+    const auto& h = rx->data;
+    check(h.opcode == Opcode::kReadResponse,
+          "[STREAM-3] the target started message {} (opcode {:#x}) with message 0 unanswered",
+          h.msg_seq - isn, static_cast<int>(h.opcode));
+    check(h.msg_seq == m.msg_seq && h.remote_addr == m.msg_seq,
+          "[PLACE-30] the answer carries msg_seq {:#x} remote_addr {:#x}, not its request's {:#x}", h.msg_seq,
+          h.remote_addr, m.msg_seq);
+    check(h.msg_len == 1000 && h.offset == 0 && rx->payload.size() == 1000 &&
+              std::equal(rx->payload.begin(), rx->payload.end(), content.begin()),
+          "[PLACE-19] the answer's bytes differ");
+    // Our answer to the target's READ: outside our stream, named by its request's msg_seq.
+    Message ans;
+    ans.opcode = Opcode::kReadResponse;
+    ans.stream_id = f.qp;
+    ans.msg_seq = isn;
+    ans.remote_addr = isn;
+    ans.body = pattern(300, 163);
+    f.send_message(ans);
+    auto next = pump.next([&](const wire::DataHeader& d) { return first(d) && d.opcode == Opcode::kWrite; }, 500ms);
+    check(next.has_value() && next->data.msg_seq == isn + w,
+          "[STREAM-3] the target did not start message {} once its READ had its answer", w);
+    bool read_done = false;
+    for (int i = 0; i < 50 && !read_done; ++i)
+        for (const auto& c : f.poll(f.qp, 20))
+            if (c.at("wr_id") == 1) {
+                check(c.at("status") == "success", "[PLACE-30] the target's READ completed with {}",
+                      c.at("status").get<std::string>());
+                read_done = true;
+            }
+    check(read_done, "[PLACE-30] the target's READ did not complete after our answer");
+    check(f.read_mr(dst, 0, 300) == pattern(300, 163), "[PLACE-30] our answer's bytes are not in place");
 }
 
 }  // namespace
 
 void add_rdma_tests(std::vector<TestCase>& out) {
-    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-1] [STREAM-2]",
+    out.push_back({"rdma.read_response", "[PLACE-15] [PLACE-16] [PLACE-19] [DATA-4] [DATA-5] [DATA-6] [STREAM-1] [PLACE-30]",
                    "a 10000-byte READ: every response field, the cut and the bytes", read_response});
     out.push_back({"rdma.fetch_add_once", "[PLACE-17] [PLACE-18] [STREAM-4]",
                    "a FETCH_ADD sent three times executes once and answers the old value",
@@ -215,11 +331,14 @@ void add_rdma_tests(std::vector<TestCase>& out) {
     out.push_back({"rdma.misaligned_atomic", "[PLACE-17] [ERR-3]",
                    "an atomic off an 8-byte boundary: NACK(INVALID_REQUEST), memory unchanged",
                    misaligned_atomic});
+    out.push_back({"rdma.answer_outside_window", "[PLACE-30] [STREAM-3] [PLACE-16] [PLACE-19]",
+                   "answers both ways while each side's window is pinned by its own READ",
+                   answer_outside_window});
     out.push_back({"rdma.bad_request_body", "[DATA-8]",
                    "a READ_REQUEST with a 12-byte body: malformed, NACK(INVALID_REQUEST)",
                    bad_request_body});
-    out.push_back({"rdma.orphan_response", "[PLACE-16]",
-                   "a READ_RESPONSE answering no request: NACK(INVALID_REQUEST), counted",
+    out.push_back({"rdma.orphan_response", "[PLACE-16] [PLACE-30]",
+                   "a READ_RESPONSE answering no request: counted and dropped, no NACK; the stream goes on",
                    orphan_response});
 }
 

@@ -259,7 +259,8 @@ void Connection::update_control_class() {
 
 void Connection::stream_has_work(Stream& s) {
     if (!s.seq_ready) return;
-    if (!s.in_ready_list && s.send_cursor < s.tx.size() && !s.failed) {
+    if (!s.in_ready_list && (s.send_cursor < s.tx.size() || s.answer_cursor < s.answers.size()) &&
+        !s.failed) {
         s.in_ready_list = true;
         ready_streams_.push_back(s.id);
     }
@@ -267,11 +268,22 @@ void Connection::stream_has_work(Stream& s) {
 
 void Connection::close(Time now) {
     if (state_ == ConnState::kClosed) return;
-    // [CONN-8]: CLOSE is sent once (best effort); a peer that misses it finds out through
-    // its own timers. A failed connection can still be closed: it was flushed already.
+    // [CONN-21]: one CLOSE now, again only if the peer shows it missed it ([CONN-28]). A
+    // failed connection can still be closed: it was flushed already.
     if (peer_known_ && state_ != ConnState::kConnecting) close_pending_ = true;
     if (state_ == ConnState::kFailed) return closed_after_failure(now);
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
+}
+
+// [CONN-28]: the one CLOSE of [CONN-21] may be lost; a peer that still sends shows it was.
+// Each such packet may bring the CLOSE again, at most one per min_pto (the peer's packets
+// come in bursts) and kMaxCloseRepeats in all, so a peer holding the token cannot turn
+// this side into a reflector.
+void Connection::peer_spoke_after_close(Time now) {
+    if (state_ != ConnState::kClosed || closes_sent_ == 0 || close_pending_) return;
+    if (closes_sent_ > kMaxCloseRepeats || now < last_close_ + cfg_.min_pto) return;
+    close_pending_ = true;
+    ++stats_.closes_repeated;
 }
 
 void Connection::on_close(Time now) {

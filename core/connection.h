@@ -5,7 +5,8 @@
 // The implementation is split by concern: connection.cc (handshake, lifecycle, timers),
 // connection_tx.cc (what to send next, path choice), connection_rx.cc (DATA: placement,
 // duplicate suppression, completions, ACK generation), connection_ack.cc (ACK/NACK:
-// loss detection, retransmission, path health).
+// loss detection, retransmission, path health), connection_answer.cc (READ and atomic
+// answers and their credit, [PLACE-30]).
 #pragma once
 
 #include <algorithm>
@@ -107,6 +108,9 @@ public:
     uint8_t control_class() const { return control_class_; }
     void stream_has_work(Stream& s);
     void close(Time now);
+    // peer_spoke_after_close: a packet of the peer passed the token check after this side
+    // closed; [CONN-28]: its CLOSE may have been lost, so it is sent again (rate-limited).
+    void peer_spoke_after_close(Time now);
     // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
     void push_hint();
 
@@ -226,6 +230,27 @@ private:
         TxMessage* m = s && !s->failed ? find_tx(*s, msg_seq) : nullptr;
         return m && !m->done ? m : nullptr;
     }
+    // find_answer: the answer answer_seq of s ([PLACE-30]), or nullptr.
+    TxMessage* find_answer(Stream& s, uint32_t answer_seq) {
+        if (s.answers.empty()) return nullptr;
+        const uint32_t idx = answer_seq - s.answers.front().msg_seq;
+        if (idx >= s.answers.size()) return nullptr;
+        TxMessage& m = s.answers[idx];
+        return m.msg_seq == answer_seq ? &m : nullptr;
+    }
+    // live_msg: live_tx, or for `answer` the answer that still needs work.
+    TxMessage* live_msg(Stream* s, bool answer, uint32_t seq) {
+        if (!answer) return live_tx(s, seq);
+        TxMessage* m = s && !s->failed ? find_answer(*s, seq) : nullptr;
+        return m && !m->done ? m : nullptr;
+    }
+    // next_new_message: the message stream s takes its next new segment from, started if
+    // it was not, or nullptr when nothing of s may start now ([STREAM-3], [PLACE-20],
+    // [PLACE-21], [PLACE-30]). ntx is s.tx.size().
+    TxMessage* next_new_message(Stream& s, size_t ntx);
+    // try_start gives m, the message at s's send cursor, its msg_seq and segment state if
+    // the stream window and the READ limit and fence allow it to start now; else nullptr.
+    TxMessage* try_start(Stream& s, TxMessage& m);
 
     // connection_rx.cc
     void place(Stream& s, const wire::DataPacket& p, Time now);
@@ -245,8 +270,6 @@ private:
     std::byte* remote_target(const Stream& s, uint32_t rkey, uint64_t addr, uint64_t len,
                              uint32_t need) const;
     void drop_slot(RxMessage& slot);
-    std::byte* response_target(Stream& s, const wire::DataHeader& h, bool& answers,
-                               const Piece*& sg, uint32_t& nsg);
     // write_payload puts message bytes [off, off + n) at their final place: one buffer, or
     // a scatter list ([PLACE-22]). Inline: once per DATA.
     void write_payload(const RxMessage& slot, uint64_t off, const std::byte* data, size_t n) {
@@ -258,8 +281,11 @@ private:
     void take_srq_receive(Stream& s, uint32_t msg_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
     void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);
-    void answer_placed(Stream& s, uint64_t request_seq, Time now);
+    // connection_answer.cc: READ and atomic answers, their own credit ([PLACE-30])
     void execute_request(Stream& s, const RxMessage& slot);
+    void place_answer(Stream& s, const wire::DataPacket& p, Time now);
+    TxMessage* answered_request(Stream& s, const wire::DataHeader& h);
+    void answer_acked(Stream& s, TxMessage& m);
     size_t write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketMeta& meta, Time now);
 
     // connection_ack.cc
@@ -269,6 +295,7 @@ private:
     // loops, where no message is added or removed.
     struct AckedMsg {
         bool valid = false;
+        bool answer = false;
         uint32_t stream = 0;
         uint32_t msg_seq = 0;
         Stream* s = nullptr;
@@ -276,7 +303,7 @@ private:
     };
     void ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now, uint64_t& bytes_acked,
                     AckedMsg& cache);
-    void segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
+    void segment_acked(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg, Time now,
                        AckedMsg& cache);
     void declare_lost(TxPath& path, uint32_t psn, LossReason why, Time now);
     void declare_all_lost(TxPath& path, LossReason why, Time now);
@@ -285,7 +312,8 @@ private:
     Stream* stream_by_remote(uint32_t remote_id);
     enum class RxGen : uint8_t { kCurrent, kStale };
     RxGen rx_generation(RxPath& rp, uint8_t gen);
-    void requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool count_retry, Time now);
+    void requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg, bool count_retry,
+                 Time now);
     void advance_base(TxPath& path);
     void detect_holes(TxPath& path, Time now);
     void path_timeout(TxPath& path, Time now);
@@ -350,6 +378,9 @@ private:
     Time hello_deadline_ = kNever;
     uint32_t hello_tries_ = 0;
     bool close_pending_ = false;
+    // [CONN-28]: the CLOSEs this side sent after it closed, and when the last one left.
+    uint32_t closes_sent_ = 0;
+    Time last_close_ = kNever;
 
     std::vector<TxPath> tx_paths_;
     std::vector<RxPath> rx_paths_;
@@ -362,6 +393,7 @@ private:
     std::deque<uint32_t> ready_streams_;     // streams with unsent new segments
     struct SegRef {
         uint32_t stream, msg_seq, seg;
+        bool answer;  // msg_seq is an answer_seq ([PLACE-30])
     };
     std::deque<SegRef> retx_;                // segments to retransmit, oldest first
     std::deque<uint16_t> ack_queue_;         // rx paths with an ACK to send now
@@ -406,6 +438,7 @@ private:
     static constexpr uint16_t kNoAckRound = 0xffff;
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
+    static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths

@@ -267,7 +267,7 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         return;
     }
     r.state = TxRecord::State::kAcked;
-    segment_acked(r.stream, r.msg_seq, r.seg, now, cache);
+    segment_acked(r.stream, r.answer, r.msg_seq, r.seg, now, cache);
 }
 
 void Connection::advance_base(TxPath& path) {
@@ -277,16 +277,29 @@ void Connection::advance_base(TxPath& path) {
     }
 }
 
-void Connection::segment_acked(uint32_t stream, uint32_t msg_seq, uint32_t seg, Time now,
-                               AckedMsg& cache) {
-    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq) {
+void Connection::segment_acked(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg,
+                               Time now, AckedMsg& cache) {
+    if (!cache.valid || cache.stream != stream || cache.msg_seq != msg_seq ||
+        cache.answer != answer) {
         Stream* st = ep_.stream_mut(stream);
-        cache = AckedMsg{true, stream, msg_seq, st, st ? find_tx(*st, msg_seq) : nullptr};
+        TxMessage* found = !st     ? nullptr
+                           : answer ? find_answer(*st, msg_seq)
+                                    : find_tx(*st, msg_seq);
+        cache = AckedMsg{true, answer, stream, msg_seq, st, found};
     }
     Stream* s = cache.s;
     TxMessage* m = cache.m;
     if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
     m->set_acked(seg);
+    if (answer) {
+        // [PLACE-30]: an answer is done when the requester has every segment; that may
+        // free it (and its credit), so the cache must not keep pointing at it.
+        if (++m->path_acked == m->nseg) {
+            cache.valid = false;
+            answer_acked(*s, *m);
+        }
+        return;
+    }
     if (++m->path_acked == m->nseg) {
         // [STREAM-5]: every segment reached the peer; completion waits for the stream's
         // delivery report. If it does not come, the message is probed again.
@@ -317,7 +330,7 @@ void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time n
     }
     // [CC-2]: loss is reported to congestion control, which may ignore random loss.
     cc_->on_loss(path.id, r.bytes, now);
-    requeue(r.stream, r.msg_seq, r.seg, true, now);
+    requeue(r.stream, r.answer, r.msg_seq, r.seg, true, now);
 }
 
 void Connection::declare_all_lost(TxPath& path, LossReason why, Time now) {
@@ -325,17 +338,17 @@ void Connection::declare_all_lost(TxPath& path, LossReason why, Time now) {
     if (state_ == ConnState::kEstablished) advance_base(path);
 }
 
-void Connection::requeue(uint32_t stream, uint32_t msg_seq, uint32_t seg, bool count_retry,
-                         Time now) {
+void Connection::requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg,
+                         bool count_retry, Time now) {
     if (state_ != ConnState::kEstablished) return;
     Stream* s = ep_.stream_mut(stream);
-    TxMessage* m = live_tx(s, msg_seq);
+    TxMessage* m = live_msg(s, answer, msg_seq);
     if (!m || m->seg_acked(seg)) return;
     if (count_retry && ++m->retries[seg] > cfg_.retry_limit) {
         // [LOSS-7]: retry exhaustion fails the connection with a typed error.
         return fail(Status::kRetryExceeded, now);
     }
-    if (m->try_queue(seg)) retx_.push_back(SegRef{stream, msg_seq, seg});
+    if (m->try_queue(seg)) retx_.push_back(SegRef{stream, msg_seq, seg, answer});
 }
 
 void Connection::detect_holes(TxPath& path, Time now) {
@@ -498,49 +511,42 @@ void Connection::pop_completed(Stream& s, Time now) {
 
 void Connection::complete_front(Stream& s) {
     TxMessage& m = s.tx.front();
-    if (m.internal) {
-        if (s.dest_rd > 0) --s.dest_rd;  // [PLACE-20] the requester has the answer
-    } else {
-        if (m.wr.signaled || m.status != Status::kSuccess) {
-            Event e;
-            e.kind = EventKind::kCompletion;
-            e.connection = id_;
-            e.completion.wr_id = m.wr.wr_id;
-            e.completion.stream = s.id;
-            e.completion.status = m.status;
-            e.completion.opcode = m.wr.opcode;
-            e.completion.byte_len = m.wr.length;
-            ep_.emit(e);
-        }
-        if (m.status == Status::kSuccess) ++stats_.messages_sent;
+    if (m.wr.signaled || m.status != Status::kSuccess) {
+        Event e;
+        e.kind = EventKind::kCompletion;
+        e.connection = id_;
+        e.completion.wr_id = m.wr.wr_id;
+        e.completion.stream = s.id;
+        e.completion.status = m.status;
+        e.completion.opcode = m.wr.opcode;
+        e.completion.byte_len = m.wr.length;
+        ep_.emit(e);
     }
+    if (m.status == Status::kSuccess) ++stats_.messages_sent;
     if (is_request(m.opcode) && m.started()) --s.rd_outstanding;
-    const bool answer = m.internal;
     s.tx.pop_front();
     if (s.send_cursor > 0) --s.send_cursor;
-    // [PLACE-20]: an acknowledged answer may let a deferred request run.
-    if (answer && !s.failed && s.dest_rd + 1 == s.limits.max_dest_rd_atomic) deliver_in_order(s);
 }
 
 void Connection::fail_stream(Stream& s, Status why) {
     // [ERR-1]: the oldest outstanding work request carries the cause, the rest flush.
     s.failed = true;
     bool first = true;
-    bool answer_lost = false;
-    uint32_t first_unanswered = 0;  // the oldest request whose answer is flushed here
     while (!s.tx.empty()) {
         TxMessage& m = s.tx.front();
-        if (m.internal && !answer_lost) {
-            answer_lost = true;
-            first_unanswered = m.resp_to;
-        }
         m.done = true;
-        m.status = first && !m.internal ? why : Status::kFlushed;
+        m.status = first ? why : Status::kFlushed;
         if (m.status == Status::kSuccess) m.status = Status::kFlushed;
-        if (!m.internal) first = false;
+        first = false;
         complete_front(s);
     }
     s.send_cursor = 0;
+    // [PLACE-30]: answers owed to the peer are dropped with the stream (segments still in
+    // flight or queued find no live message and are let go). [PLACE-27]: the requester
+    // re-sends a request whose answer is dropped here; the re-sent DATA is a stale
+    // duplicate for which no answer is held, so it gets the NACK of [PLACE-28].
+    s.answers.clear();
+    s.answer_cursor = 0;
     // [ERR-3]: the whole stream is in error: its posted receives flush too, and from here
     // on whatever arrives for it is refused, including messages partly placed already
     // (their receive buffers are back with the application).
@@ -552,12 +558,8 @@ void Connection::fail_stream(Stream& s, Status why) {
     s.srq_claimed.clear();
     if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
     s.rx_failed = true;
-    // [PLACE-27]: a flushed answer is one the requester still waits for, re-sending its
-    // request; refused from that request on, the re-sent request gets the NACK (not a
-    // stale duplicate's delivery report), so the requester fails instead of waiting forever.
-    s.rx_fail_seq = answer_lost ? first_unanswered : s.delivered_seq;
+    s.rx_fail_seq = s.delivered_seq;
     for (RxMessage& slot : s.ring) slot.active = false;
-    s.dest_rd = 0;
 }
 
 // resend_segments queues segments [first, last] of m (clamped to what was sent) again;
@@ -577,7 +579,7 @@ void Connection::resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32
             m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
             --m.path_acked;
         }
-        if (m.try_queue(seg)) retx_.push_back(SegRef{s.id, m.msg_seq, seg});
+        if (m.try_queue(seg)) retx_.push_back(SegRef{s.id, m.msg_seq, seg, is_response(m.opcode)});
     }
     m.delivery_deadline = kNever;
 }

@@ -85,7 +85,9 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         // packets land here, counted apart, and are never placed.
         if (!s && ep_.retired_stream(h.stream_id)) ++stats_.retired_stream;
         ++stats_.unknown_stream;  // [STREAM-8]
-        queue_nack(h, wire::NackReason::kInvalidRequest, wire::kNackDetailUnknownStream);
+        // [PLACE-30]: an answer gets no NACK; its msg_seq is not the responder's.
+        if (!is_response(h.opcode))
+            queue_nack(h, wire::NackReason::kInvalidRequest, wire::kNackDetailUnknownStream);
         return;
     }
     place(*s, p, now);
@@ -94,6 +96,9 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
 void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     const wire::DataHeader& h = p.hdr;
     if (!s.seq_ready) return;
+    // [PLACE-30]: an answer is outside the stream's sequence and window; it goes straight
+    // to the request it names.
+    if (is_response(h.opcode)) return place_answer(s, p, now);
     // [STREAM-9]: a retransmission (a delivery probe among them) is always answered with
     // the stream's delivery state, whatever becomes of its payload.
     if (h.flags & wire::data_flag::kRetx) report_delivery(s);
@@ -108,11 +113,11 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         ++stats_.stale_duplicates;
         report_delivery(s);
         // [PLACE-28]: a request re-sent after its delivery waits for an answer; if this
-        // side holds none for it (its answer was reported delivered, or the message
+        // side holds none for it (its answer was acknowledged, [PLACE-30], or the message
         // delivered under its msg_seq was no request), none will come: say so.
         if (is_request(h.opcode) &&
-            std::none_of(s.tx.begin(), s.tx.end(), [&](const TxMessage& m) {
-                return m.internal && m.resp_to == h.msg_seq;
+            std::none_of(s.answers.begin(), s.answers.end(), [&](const TxMessage& m) {
+                return !m.done && m.resp_to == h.msg_seq;
             }))
             queue_nack(h, wire::NackReason::kInvalidRequest, 0);
         return;
@@ -134,14 +139,8 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         const Piece* sg = nullptr;
         uint32_t nsg = 0;
         uint32_t read_len = 0;
-        bool answers = false;
         if (is_request(h.opcode)) {
             if (!accept_request(s, p, target, read_len)) return;
-        } else if (is_response(h.opcode)) {
-            target = response_target(s, h, answers, sg, nsg);
-            // [PLACE-16]: a response that answers nothing takes no slot: its msg_len was
-            // not bounded by any request, and a slot it took would never complete.
-            if (!answers) return refuse(s, h, wire::NackReason::kInvalidRequest);
         } else if (wire::consumes_receive(h.opcode)) {
             const PostedRecv* pr = nullptr;
             if (s.srq != 0) {
@@ -211,7 +210,6 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.sg = sg;
         slot.nsg = nsg;
         slot.read_len = read_len;
-        slot.answers = answers;
         slot.held.clear();
     } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
                slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
@@ -246,13 +244,6 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     if (h.payload_len) {
         if (is_request(slot.opcode)) {
             std::memcpy(slot.body.data(), p.payload.data(), h.payload_len);  // one segment
-        } else if (slot.opcode == wire::Opcode::kAtomicResponse) {
-            // [PLACE-17]: the original value lands in the requester's byte order.
-            if (slot.target) {
-                const uint64_t v = wire::decode_atomic_response(
-                    p.payload.first<wire::kAtomicResponseBodySize>());
-                std::memcpy(slot.target, &v, sizeof v);
-            }
         } else if (slot.target || slot.sg) {
             if (seg + 1 == slot.nseg && slot.received + 1 < slot.nseg) {
                 // [PLACE-12]: the last segment came early: held until the rest is in place.
@@ -272,7 +263,6 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             slot.held = std::vector<std::byte>();  // rare: give the memory back
         }
         slot.complete = true;
-        if (slot.answers) answer_placed(s, slot.remote_addr, now);
         deliver_in_order(s);
     }
 }
@@ -372,89 +362,16 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
     return true;
 }
 
-// response_target finds where a READ or atomic response goes: the local buffer of the
-// request it names ([PLACE-16]), if that request still waits for exactly this answer
-// (`answers`). Otherwise the peer is confused or hostile (a request flushed by an error
-// cannot be answered: its stream refuses everything from then on, [ERR-8]); it is counted
-// and the caller refuses it.
-std::byte* Connection::response_target(Stream& s, const wire::DataHeader& h, bool& answers,
-                                       const Piece*& sg, uint32_t& nsg) {
-    TxMessage* m = (h.remote_addr >> 32) == 0
-                       ? live_tx(&s, static_cast<uint32_t>(h.remote_addr))
-                       : nullptr;
-    const bool match =
-        m && !m->resp_done &&
-        ((h.opcode == wire::Opcode::kReadResponse && m->opcode == wire::Opcode::kReadRequest &&
-          h.msg_len == m->wr.length) ||
-         (h.opcode == wire::Opcode::kAtomicResponse && is_request(m->opcode) &&
-          m->opcode != wire::Opcode::kReadRequest && h.msg_len == wire::kAtomicResponseBodySize));
-    if (!match) {
-        ++stats_.orphan_responses;
-        answers = false;
-        return nullptr;
-    }
-    answers = true;
-    sg = m->sg.empty() ? nullptr : m->sg.data();
-    nsg = static_cast<uint32_t>(m->sg.size());
-    return m->dst;
-}
-
-// answer_placed: every byte of the answer to request msg_seq is in place.
-void Connection::answer_placed(Stream& s, uint64_t request_seq, Time now) {
-    TxMessage* m = live_tx(&s, static_cast<uint32_t>(request_seq));
-    if (!m || m->resp_done) return;
-    m->resp_done = true;
-    pop_completed(s, now);
-}
-
-// execute_request runs a READ or atomic at its turn in the stream ([PLACE-18]: after every
-// earlier message of the stream, exactly once) and queues the response, which the stream
-// sends like any message: reliably, retransmitted from here until the requester has it.
-void Connection::execute_request(Stream& s, const RxMessage& slot) {
-    TxMessage r;
-    r.internal = true;
-    r.resp_to = slot.msg_seq;
-    if (slot.opcode == wire::Opcode::kReadRequest) {
-        r.opcode = wire::Opcode::kReadResponse;
-        r.src = slot.target;
-        r.msg_len = slot.read_len;
-        r.wr.rkey = slot.rkey;
-        r.wr.remote_addr = slot.remote_addr;
-    } else {
-        const wire::AtomicRequestBody b =
-            wire::decode_atomic_request(std::span(slot.body).first<wire::kAtomicRequestBodySize>());
-        uint64_t old;
-        std::memcpy(&old, slot.target, sizeof old);
-        uint64_t now_value = old;
-        if (slot.opcode == wire::Opcode::kAtomicFetchAdd)
-            now_value = old + b.swap_add;
-        else if (old == b.compare)
-            now_value = b.swap_add;
-        std::memcpy(slot.target, &now_value, sizeof now_value);
-        r.opcode = wire::Opcode::kAtomicResponse;
-        r.msg_len = wire::kAtomicResponseBodySize;
-        wire::encode_atomic_response(old, std::span(r.body).first<wire::kAtomicResponseBodySize>());
-        ++stats_.atomics_executed;
-    }
-    // Responses go ahead of application messages not yet started, so an application that
-    // keeps its own sends queued (or stalled by RNR) never holds up a peer's READ.
-    size_t at = s.send_cursor;
-    while (at < s.tx.size() && (s.tx[at].started() || s.tx[at].internal)) ++at;
-    s.tx.insert(s.tx.begin() + static_cast<std::ptrdiff_t>(at), std::move(r));
-    ++s.dest_rd;
-    stream_has_work(s);
-}
-
 void Connection::deliver_in_order(Stream& s) {
     if (s.ring.empty()) return;  // nothing received yet
     bool moved = false;
     for (;;) {
         RxMessage& slot = s.ring[s.delivered_seq % kStreamWindow];
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
-        if (is_request(slot.opcode) && s.dest_rd >= s.limits.max_dest_rd_atomic) {
-            // [PLACE-20]: answers held for this stream are at the limit. The request waits,
-            // complete in its slot, until the requester acknowledges an answer
-            // (complete_front resumes delivery); the requester only sees a slower answer.
+        if (is_request(slot.opcode) && s.answers.size() >= s.limits.max_dest_rd_atomic) {
+            // [PLACE-20] [PLACE-30]: the answer credit is used up. The request waits,
+            // complete in its slot, until the requester has every segment of an earlier
+            // answer (answer_acked resumes delivery); it only sees a slower answer.
             ++stats_.requests_deferred;
             break;
         }

@@ -26,7 +26,12 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     }
     if (close_pending_) {
         close_pending_ = false;
-        return write_close(buf, meta);
+        const size_t n = write_close(buf, meta);
+        if (n) {
+            ++closes_sent_;
+            last_close_ = now;
+        }
+        return n;
     }
     if (state_ != ConnState::kEstablished) return 0;
     if (hello_ack_pending_) {
@@ -131,7 +136,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
-        TxMessage* m = live_tx(s, r.msg_seq);
+        TxMessage* m = live_msg(s, r.answer, r.msg_seq);
         if (!m || m->seg_acked(r.seg)) {
             if (m) m->unqueue(r.seg);
             // [LOSS-14]: the segment declared lost was acknowledged, or its message
@@ -156,43 +161,27 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             continue;
         }
         const size_t ntx = s->tx.size();  // a deque's size() costs a division: once
-        if (s->failed || s->send_cursor >= ntx) {
+        TxMessage* m = nullptr;
+        if (!s->failed && s->answers.empty() && s->send_cursor < ntx) {  // the common case
+            TxMessage& head = s->tx[s->send_cursor];
+            m = head.started() ? &head : try_start(*s, head);
+        } else if (!s->failed) {
+            m = next_new_message(*s, ntx);
+        }
+        if (!m) {
+            // Nothing may start now: re-added when the oldest message completes, a READ
+            // completes, or an answer is queued (stream_has_work).
             ready_streams_.pop_front();
             s->in_ready_list = false;
             continue;
         }
-        TxMessage& m = s->tx[s->send_cursor];
-        if (!m.started()) {
-            // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
-            const uint32_t front = s->tx.front().started() ? s->tx.front().msg_seq : s->next_msg_seq;
-            if (seq_diff(s->next_msg_seq, front) >= static_cast<int32_t>(kStreamWindow)) {
-                ready_streams_.pop_front();
-                s->in_ready_list = false;  // re-added when the front completes
-                continue;
-            }
-            // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced
-            // request behind earlier ones [PLACE-21]; both resume when one completes.
-            if ((is_request(m.opcode) && s->rd_outstanding >= s->limits.max_rd_atomic) ||
-                (m.wr.fence && !m.internal && s->rd_outstanding > 0)) {
-                ready_streams_.pop_front();
-                s->in_ready_list = false;
-                continue;
-            }
-            if (is_request(m.opcode)) ++s->rd_outstanding;
-            m.msg_seq = s->next_msg_seq++;
-            if (wire::consumes_receive(m.opcode)) m.recv_seq = s->next_recv_seq++;
-            // 64-bit: a length near 2^32 must not wrap the segment count.
-            m.nseg = static_cast<uint32_t>(
-                std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
-            m.acked.assign((m.nseg + 63) / 64, 0);
-            m.queued.assign((m.nseg + 63) / 64, 0);
-            m.retries.assign(m.nseg, 0);
-        }
-        TxPath* p = pick_new_data_path(segment_bytes(m, m.next_new_seg));
+        TxPath* p = pick_new_data_path(segment_bytes(*m, m->next_new_seg));
         if (!p) return 0;  // it stays at the front
-        const uint32_t seg = m.next_new_seg++;
-        if (m.next_new_seg == m.nseg) ++s->send_cursor;
-        if (s->send_cursor < ntx) {
+        const uint32_t seg = m->next_new_seg++;
+        const bool answer = is_response(m->opcode);
+        if (m->next_new_seg == m->nseg) ++(answer ? s->answer_cursor : s->send_cursor);
+        s->answer_turn = !answer;  // [PLACE-30]: answers and the stream's messages alternate
+        if (s->send_cursor < ntx || (!s->answers.empty() && s->answer_cursor < s->answers.size())) {
             if (&ready_streams_.front() != &ready_streams_.back()) {  // round-robin: one segment per turn
                 ready_streams_.pop_front();
                 ready_streams_.push_back(sid);
@@ -201,9 +190,44 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             ready_streams_.pop_front();
             s->in_ready_list = false;
         }
-        return send_segment(*s, m, seg, false, *p, buf, meta, now);
+        return send_segment(*s, *m, seg, false, *p, buf, meta, now);
     }
     return 0;
+}
+
+TxMessage* Connection::next_new_message(Stream& s, size_t ntx) {
+    // (Most streams owe no answers: empty() spares a deque's size() on the hot path.)
+    const bool have_answer = !s.answers.empty() && s.answer_cursor < s.answers.size();
+    // [PLACE-30]: an answer needs no window and no turn of the stream's own messages; when
+    // both have something to send they take turns, so neither starves the other.
+    if (have_answer && (s.answer_turn || s.send_cursor >= ntx)) return &s.answers[s.answer_cursor];
+    if (s.send_cursor < ntx) {
+        TxMessage& m = s.tx[s.send_cursor];
+        if (m.started()) return &m;
+        if (TxMessage* started = try_start(s, m)) return started;
+    }
+    return have_answer ? &s.answers[s.answer_cursor] : nullptr;
+}
+
+TxMessage* Connection::try_start(Stream& s, TxMessage& m) {
+    // [STREAM-3]: at most kStreamWindow messages of a stream are in flight.
+    const uint32_t front = s.tx.front().started() ? s.tx.front().msg_seq : s.next_msg_seq;
+    if (seq_diff(s.next_msg_seq, front) >= static_cast<int32_t>(kStreamWindow)) return nullptr;
+    // [PLACE-20]: READs and atomics beyond max_rd_atomic wait, as does a fenced request
+    // behind earlier ones [PLACE-21]; both resume when one completes.
+    if ((is_request(m.opcode) && s.rd_outstanding >= s.limits.max_rd_atomic) ||
+        (m.wr.fence && s.rd_outstanding > 0))
+        return nullptr;
+    if (is_request(m.opcode)) ++s.rd_outstanding;
+    m.msg_seq = s.next_msg_seq++;
+    if (wire::consumes_receive(m.opcode)) m.recv_seq = s.next_recv_seq++;
+    // 64-bit: a length near 2^32 must not wrap the segment count.
+    m.nseg = static_cast<uint32_t>(
+        std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
+    m.acked.assign((m.nseg + 63) / 64, 0);
+    m.queued.assign((m.nseg + 63) / 64, 0);
+    m.retries.assign(m.nseg, 0);
+    return &m;
 }
 
 size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
@@ -219,7 +243,8 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     if (path.span() >= wire::kSackBits || path.span() >= path.ring.size()) make_room(path);
     const uint32_t psn = path.next_psn++;
     TxRecord& rec = path.rec(psn);
-    rec = TxRecord{TxRecord::State::kInFlight, retx, s.id, m.msg_seq, seg, bytes, now};
+    const bool answer = is_response(m.opcode);
+    rec = TxRecord{TxRecord::State::kInFlight, retx, answer, s.id, m.msg_seq, seg, bytes, now};
     ++path.in_flight_pkts;
     ++in_flight_total_;
     path.in_flight_bytes += bytes;
@@ -242,7 +267,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.path_psn = psn;
     h.psn_floor = psn_floor(path);
     h.stream_id = s.remote_id;
-    h.msg_seq = m.msg_seq;
+    // [PLACE-30]: an answer is outside the stream's sequence; it carries the msg_seq of
+    // the request it answers (as remote_addr does), and its own answer_seq stays local.
+    h.msg_seq = answer ? m.resp_to : m.msg_seq;
     h.recv_seq = wire::consumes_receive(m.opcode) ? m.recv_seq : 0;
     h.msg_len = m.msg_len;
     h.offset = seg * segment_size_;
@@ -250,7 +277,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     if (wire::is_write(m.opcode) || is_request(m.opcode)) {
         h.rkey = m.wr.rkey;
         h.remote_addr = m.wr.remote_addr;
-    } else if (is_response(m.opcode)) {
+    } else if (answer) {
         h.remote_addr = m.resp_to;  // [PLACE-16]: names the request it answers
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;

@@ -571,6 +571,9 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         c->prove();
         --unproven_;
     }
+    // [CONN-28]: the peer still sends after this side closed: its CLOSE may have been lost.
+    if (c->state() == ConnState::kClosed && common.type != wire::PacketType::kClose)
+        c->peer_spoke_after_close(now);
     switch (common.type) {
         case wire::PacketType::kData: {
             // DATA and ACK decode into members reused for every packet: no Result, no

@@ -23,6 +23,7 @@ struct TxRecord {
     enum class State : uint8_t { kFree, kInFlight, kAcked, kLost };
     State state = State::kFree;
     bool is_retx = false;
+    bool answer = false;  // a segment of an answer ([PLACE-30]): msg_seq is its answer_seq
     uint32_t stream = 0;
     uint32_t msg_seq = 0;
     uint32_t seg = 0;

@@ -67,23 +67,29 @@ inline bool is_response(wire::Opcode op) {
 // The largest body [DATA-8] a message carries inside itself.
 inline constexpr uint32_t kMaxBody = wire::kAtomicRequestBodySize;
 
-// TxMessage is a message being transmitted: a posted send work request, or (internal) the
-// response the responder owes for a READ or atomic request it executed.
+// TxMessage is a message being transmitted: a posted send work request, or the answer the
+// responder owes for a READ or atomic request it executed ([PLACE-30]; opcode
+// READ_RESPONSE or ATOMIC_RESPONSE, kept in Stream::answers, never in Stream::tx).
 struct TxMessage {
     SendWr wr;
     const std::byte* src = nullptr;  // resolved local buffer (bytes of the message)
     std::byte* dst = nullptr;        // READ/atomic: where the answer goes (checked at post)
     wire::Opcode opcode = wire::Opcode::kSend;
     uint32_t msg_len = 0;            // bytes on the wire: wr.length, or the body's size
-    bool internal = false;           // a response: no completion, not an application WR
     bool resp_done = false;          // READ/atomic: the whole answer has been placed
-    uint32_t resp_to = 0;            // response: msg_seq of the request it answers
+    uint32_t resp_to = 0;            // answer: msg_seq of the request it answers
+    // READ/atomic (requester): the answer's segments placed so far, sized from the
+    // request's own length when its first segment arrives ([PLACE-30]), and its early
+    // last segment ([PLACE-12]).
+    std::vector<uint64_t> resp_seen;
+    uint32_t resp_received = 0;
+    std::vector<std::byte> resp_held;
     std::array<std::byte, kMaxBody> body{};  // request or atomic response body
     // A local buffer of several pieces (src for sends, dst for READ), else empty; and the
     // copy of an inline send's bytes (src points into it).
     std::vector<Piece> sg;
     std::vector<std::byte> inline_bytes;
-    uint32_t msg_seq = 0;
+    uint32_t msg_seq = 0;         // an answer: its answer_seq, which stays local
     uint32_t recv_seq = 0;
     uint32_t nseg = 0;
     uint32_t next_new_seg = 0;    // first segment never sent
@@ -135,13 +141,11 @@ struct RxMessage {
     uint32_t nseg = 0;
     uint32_t received = 0;
     // Where byte 0 of the message goes. Requests land in `body` and `target` is the
-    // checked remote memory they name; a response's is its request's local buffer (a
-    // response that answers no request takes no slot, [PLACE-16]).
+    // checked remote memory they name. (Answers take no slot: [PLACE-30].)
     std::byte* target = nullptr;
-    const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive or READ buffer)
+    const Piece* sg = nullptr;  // or a scatter list (a multi-piece receive)
     uint32_t nsg = 0;
     uint32_t read_len = 0;  // READ request: bytes asked for
-    bool answers = false;   // a response whose request waits for it
     std::array<std::byte, kMaxBody> body{};
     std::vector<uint64_t> seen;   // bit per segment; capacity is reused across messages
     std::vector<std::byte> held;  // [PLACE-12] an early last segment, written last
@@ -212,7 +216,13 @@ struct Stream {
     uint32_t rx_fail_seq = 0;
     uint8_t rx_fail_reason = 0;
     bool stream_ack_pending = false;
-    uint32_t dest_rd = 0;           // requests accepted, answer not yet acknowledged [PLACE-20]
+    // [PLACE-30] answers to the peer's READs and atomics, executed and not yet acknowledged,
+    // oldest first: their own credit (at most limits.max_dest_rd_atomic), outside the
+    // stream window and the stream's sequence. answer_seq numbers them locally.
+    std::deque<TxMessage> answers;
+    size_t answer_cursor = 0;       // index in answers of the first with unsent segments
+    uint32_t next_answer_seq = 0;
+    bool answer_turn = false;       // [STREAM-11] the next new segment is an answer's
     uint32_t srq = 0;               // [PLACE-24] receives come from this SRQ, not `posted`
     // Receives taken from the SRQ by messages not yet delivered, by msg_seq.
     std::vector<std::pair<uint32_t, PostedRecv>> srq_claimed;

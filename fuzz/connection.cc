@@ -332,15 +332,15 @@ public:
                 if (!st) continue;
                 std::fprintf(stderr,
                              "  stream %u: tx %zu next %u acked %u rd_out %u failed %d | delivered %u "
-                             "posted_front %u rx_failed %d@%u dest_rd %u\n",
+                             "posted_front %u rx_failed %d@%u answers %zu\n",
                              id, st->tx.size(), st->next_msg_seq, st->acked_seq, st->rd_outstanding,
                              st->failed, st->delivered_seq, st->posted_front_seq, st->rx_failed,
-                             st->rx_fail_seq, st->dest_rd);
+                             st->rx_fail_seq, st->answers.size());
                 for (const core::TxMessage& m : st->tx)
                     std::fprintf(stderr,
-                                 "    msg %u op %d len %u internal %d done %d resp_done %d acked %u/%u "
+                                 "    msg %u op %d len %u done %d resp_done %d acked %u/%u "
                                  "next_new %u rnr_wait %d probes %u\n",
-                                 m.msg_seq, static_cast<int>(m.opcode), m.msg_len, m.internal, m.done,
+                                 m.msg_seq, static_cast<int>(m.opcode), m.msg_len, m.done,
                                  m.resp_done, m.path_acked, m.nseg, m.next_new_seg, m.rnr_wait,
                                  m.stream_probes);
             }

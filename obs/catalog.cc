@@ -68,6 +68,8 @@ constexpr CounterField<CS> kConnection[] = {
     {"nacks_sent", &CS::nacks_sent, "NACKs sent.", "nacks_sent"},
     {"nacks_received", &CS::nacks_received, "NACKs received.", "nacks_received"},
     {"hello_sent", &CS::hello_sent, "HELLO and HELLO_ACK packets sent.", "hello_sent"},
+    {"closes_repeated", &CS::closes_repeated, "CLOSEs sent again to a peer that missed the first.",
+     "closes_repeated"},
     {"probes_received", &CS::probes_received, "PROBE packets received.", "probes_received"},
     {"path_failures", &CS::path_failures, "Paths declared failed.", "paths_failed"},
     {"path_rerolls", &CS::path_rerolls, "Paths moved to a new UDP source port.", "paths_rerolled"},

@@ -124,7 +124,7 @@ json connection_json(const api::ConnectionReport& r) {
     MROCE_FIELD(nacks_dropped) MROCE_FIELD(access_errors) MROCE_FIELD(rnr_nacks_sent)
     MROCE_FIELD(requests_deferred) MROCE_FIELD(atomics_executed) MROCE_FIELD(orphan_responses)
     MROCE_FIELD(read_source_gone) MROCE_FIELD(nacks_sent) MROCE_FIELD(nacks_received)
-    MROCE_FIELD(hello_sent) MROCE_FIELD(probes_received) MROCE_FIELD(path_failures)
+    MROCE_FIELD(hello_sent) MROCE_FIELD(closes_repeated) MROCE_FIELD(probes_received) MROCE_FIELD(path_failures)
     MROCE_FIELD(path_rerolls)
 #undef MROCE_FIELD
     json paths = json::array();

@@ -10,6 +10,7 @@
 
 #include "tests/core/harness.h"
 #include "wire/ack.h"
+#include "wire/control.h"
 #include "wire/data.h"
 
 namespace mroce::test {
@@ -436,6 +437,115 @@ TEST(Connection, CloseFlushesBothSides) {
               core::ConnState::kClosed);
     EXPECT_EQ(f.count(core::EventKind::kConnectionClosed), 1u);  // the closing side too
     EXPECT_EQ(f.count(core::EventKind::kConnectionFailed), 0u);
+}
+
+// CloseCounter wraps an engine: it counts the CLOSEs the engine sends and drops the first
+// `drop` of them, as a lossy return route would.
+class CloseCounter final : public core::Engine {
+  public:
+    CloseCounter(core::Engine& inner, uint32_t drop) : inner_(inner), drop_(drop) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        inner_.on_datagram(d, m, now);
+    }
+    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
+            if (!wire::decode_close(buf.first(n)).ok()) return n;
+            ++closes;
+            if (dropped == drop_) return n;
+            ++dropped;
+        }
+        return 0;
+    }
+    Time next_deadline() const override { return inner_.next_deadline(); }
+    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
+    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
+    uint32_t closes = 0, dropped = 0;
+
+  private:
+    core::Engine& inner_;
+    uint32_t drop_;
+};
+
+// [CONN-28] [CONN-21] [CONN-8] a lost CLOSE: the peer, still Established, sends; its first
+// packet brings the CLOSE again, so it closes within a round trip instead of failing at
+// peer_dead_timeout ([ERR-2]) with kPeerDead.
+TEST(Connection, LostCloseIsSentAgainWhenThePeerSends) {
+    core::EndpointConfig cfg;
+    Pair p(41, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    CloseCounter counter(*p.a, 1);
+    p.host_a().attach(&counter);
+    std::vector<core::Event> b_events;
+    p.host_b().set_event_callback([&](const core::Event& e) { b_events.push_back(e); });
+    const uint32_t ca = p.a->connection_to(p.host_b().address());
+    p.host_a().with_engine([&](core::Engine&) { EXPECT_EQ(p.a->close_connection(ca, p.now()), Error::kOk); });
+    p.sim.run_for(5ms);
+    ASSERT_EQ(counter.dropped, 1u);
+    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    ASSERT_EQ(cb.state(), core::ConnState::kEstablished);  // B missed the CLOSE
+    // B writes to A: its DATA meets A's closed connection.
+    core::SendWr wr;
+    wr.wr_id = 9;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(f.dst.data());
+    wr.length = 4096;
+    wr.lkey = f.kb.lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(f.src.data());
+    wr.rkey = f.ka.rkey;
+    ASSERT_EQ(p.b->post_send(f.sb, wr, p.now()), Error::kOk);
+    p.host_b().kick();
+    auto closed = [&] {
+        for (const core::Event& e : b_events)
+            if (e.kind == core::EventKind::kConnectionClosed) return true;
+        return false;
+    };
+    ASSERT_TRUE(run(p, closed, 2ms)) << "B still " << static_cast<int>(cb.state());
+    EXPECT_EQ(cb.state(), core::ConnState::kClosed);
+    bool flushed = false;
+    for (const core::Event& e : b_events)
+        flushed |= e.kind == core::EventKind::kCompletion && e.completion.wr_id == 9 &&
+                   e.completion.status == core::Status::kFlushed;
+    EXPECT_TRUE(flushed);
+    EXPECT_EQ(counter.closes, 2u);
+    EXPECT_EQ(p.a->connection(ca)->stats().closes_repeated, 1u);
+}
+
+// [CONN-28] CLOSEs sent again are at least min_pto apart and at most 8 in all, however
+// many packets the peer (which holds the token) sends.
+TEST(Connection, RepeatedClosesAreRateLimitedAndCapped) {
+    core::EndpointConfig cfg;
+    Pair p(42, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    CloseCounter counter(*p.a, 0);
+    p.host_a().attach(&counter);
+    const uint32_t ca = p.a->connection_to(p.host_b().address());
+    const wire::AckPacket ack = peer_ack(p, 0);  // A's token: passes [CONN-4]
+    p.host_a().with_engine([&](core::Engine&) { EXPECT_EQ(p.a->close_connection(ca, p.now()), Error::kOk); });
+    p.sim.run_for(1us);
+    ASSERT_EQ(counter.closes, 1u);
+    // A burst right away: within min_pto of the first CLOSE, none again.
+    for (int i = 0; i < 100; ++i) give_to_a(p, ack);
+    p.host_a().kick();
+    p.sim.run_for(1us);
+    EXPECT_EQ(counter.closes, 1u);
+    // One packet every 50 us for 10 ms: one CLOSE per min_pto (200 us) until the cap.
+    uint32_t at_1ms = 0;
+    for (int i = 0; i < 200; ++i) {
+        p.sim.run_for(50us);
+        give_to_a(p, ack);
+        p.host_a().kick();
+        if (i == 19) at_1ms = counter.closes;
+    }
+    p.sim.run_for(1us);
+    EXPECT_GE(at_1ms, 5u);   // 1 ms of packets: about 5 repeats at 200 us apart
+    EXPECT_LE(at_1ms, 7u);
+    EXPECT_EQ(counter.closes, 9u);  // the first and 8 again
+    EXPECT_EQ(p.a->connection(ca)->stats().closes_repeated, 8u);
 }
 
 // [PLACE-4] [ERR-3] [ERR-8] a WRITE with a bad rkey fails with a remote access error.

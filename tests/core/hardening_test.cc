@@ -307,11 +307,11 @@ TEST(Hardening, HelloWithoutIdentityIsDropped) {
     }
 }
 
-// [PLACE-16] [ERR-5]: READ_RESPONSEs that answer no request, with max_payload 256 and
-// msg_len 2^32 - 1 (a 2 MiB segment bitmap each on main), across the whole stream window:
-// none takes a message slot or allocates anything from its msg_len; the first is counted
-// and refused, the rest are refused with it ([ERR-3]); the connection and the other
-// stream carry on.
+// [PLACE-16] [PLACE-30] [ERR-5]: READ_RESPONSEs that answer no request, with max_payload
+// 256 and msg_len 2^32 - 1 (a 2 MiB segment bitmap each on main), as many as the stream
+// window: none takes a message slot or allocates anything from its msg_len; each is
+// counted and dropped, with no NACK (an answer's msg_seq is the requester's, [PLACE-30]);
+// the connection, the stream and another stream carry on.
 TEST(Hardening, ResponseToNothingTakesNoSlot) {
     for (uint64_t seed : seeds_from_env(2, 1750)) {
         SCOPED_TRACE(seed_trace(seed));
@@ -333,7 +333,6 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         f.post(w);
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }));
         const uint32_t conn_b = f.p.b->connection_to(f.p.host_a().address());
-        const uint32_t delivered = cfg.forced_isn - 7 + 1;  // after the WRITE
         for (uint32_t i = 0; i < core::kStreamWindow; ++i) {
             wire::DataHeader h;
             h.common.dst_conn_id = conn_b;
@@ -344,9 +343,9 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
             h.path_psn = cfg.forced_isn + i;
             h.psn_floor = cfg.forced_isn;
             h.stream_id = f.sb;
-            h.msg_seq = delivered + i;
             h.msg_len = 0xFFFFFFFF;
             h.remote_addr = 12345 + i;  // no READ of B's has that msg_seq
+            h.msg_seq = 12345 + i;      // [PLACE-30] an answer names its request twice
             std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
             ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
             seal_for(*f.p.b, f.p.host_a().address(), pkt);
@@ -365,9 +364,10 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         }
         EXPECT_EQ(active, 0u) << "a response to nothing took a message slot";
         EXPECT_LT(bitmap_bytes, 64u * 1024) << "receive state sized from the wire's msg_len";
-        EXPECT_EQ(f.conn_b().stats().orphan_responses, 1u);
-        EXPECT_GE(f.conn_b().stats().nacks_sent + f.conn_b().stats().nacks_dropped, 1u);
+        EXPECT_EQ(f.conn_b().stats().orphan_responses, core::kStreamWindow);
+        EXPECT_EQ(f.conn_b().stats().nacks_sent + f.conn_b().stats().nacks_dropped, 0u);
         EXPECT_EQ(f.conn_b().state(), core::ConnState::kEstablished);
+        EXPECT_FALSE(st->rx_failed) << "answers are outside the stream: no refusal";
         // Another stream of the same connection is unaffected.
         const uint32_t a2 = *f.p.a->create_stream(f.pa, f.p.host_b().address(), 2, f.p.now());
         (void)*f.p.b->create_stream(f.pb, f.p.host_a().address(), 2, f.p.now());
@@ -376,6 +376,10 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         f.p.host_a().kick();
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 2; }));
         EXPECT_EQ(f.a_done[1].status, Status::kSuccess) << core::to_string(f.a_done[1].status);
+        w.wr_id = 3;  // and so is the stream the answers named
+        f.post(w);
+        ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 3; }));
+        EXPECT_EQ(f.a_done[2].status, Status::kSuccess) << core::to_string(f.a_done[2].status);
     }
 }
 

@@ -57,7 +57,10 @@ struct Side {
 struct Fixture {
     Fixture(uint64_t seed, double loss, core::EndpointConfig ca = {}, core::EndpointConfig cb = {},
             size_t bytes = 1 << 20)
-        : p(seed, lossy_net(loss), ca, cb) {
+        : Fixture(seed, lossy_net(loss), ca, cb, bytes) {}
+    Fixture(uint64_t seed, const sim::NetworkConfig& nc, core::EndpointConfig ca,
+            core::EndpointConfig cb, size_t bytes = 1 << 20)
+        : p(seed, nc, ca, cb) {
         a.setup(*p.a, bytes);
         b.setup(*p.b, bytes);
         p.host_a().set_event_callback([this](const core::Event& e) { on(a, e); });
@@ -750,6 +753,133 @@ TEST(RdmaOps, AtomicChecks) {
     ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
     EXPECT_EQ(f.a.done[0].status, Status::kRemoteInvalid);
     EXPECT_EQ(load64(f.b.mem.data()), 0u);
+}
+
+// side_wr: a work request of `from` on memory of `to` (either direction of a Fixture).
+core::SendWr side_wr(Side& from, Side& to, uint64_t id, WorkOpcode op, size_t local_off,
+                     size_t remote_off, uint32_t len) {
+    core::SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.local_addr = from.addr(local_off);
+    wr.length = len;
+    wr.lkey = from.keys.lkey;
+    wr.remote_addr = to.addr(remote_off);
+    wr.rkey = to.keys.rkey;
+    wr.compare_add = 1;  // atomics: FETCH_ADD 1
+    return wr;
+}
+
+// fast_net: the issue's setting, 100 Gbit/s and 2 us one way, no loss.
+sim::NetworkConfig fast_net() {
+    sim::NetworkConfig nc;
+    nc.routes = 8;
+    nc.link.rate_bps = 100'000'000'000;
+    nc.link.delay = 2us;
+    nc.host.line_rate_bps = 100'000'000'000;
+    return nc;
+}
+
+// [PLACE-30] [STREAM-3] (issue 17, finding 1): both ends post a READ (or an atomic), then
+// 200 WRITEs, on one stream. Each request pins its own side's stream window until its
+// answer is in; were the answers ordinary messages of the answering side's stream, each
+// would wait behind that side's full window, itself pinned by its own request: 0 of 201
+// completions on either side after 5 s, the connection Established, no error. Answers
+// take their own credit, outside the window: everything completes, every byte in place.
+TEST(RdmaOps, BothSidesRequestOnOneStream) {
+    for (const WorkOpcode first : {WorkOpcode::kRead, WorkOpcode::kAtomicFetchAdd}) {
+        SCOPED_TRACE(first == WorkOpcode::kRead ? "READ first" : "FETCH_ADD first");
+        Fixture f(21, fast_net(), {}, {}, 4 << 20);
+        const auto [sa, sb] = f.stream(1);
+        // Small WRITEs: each side has started its whole window (128 messages, about 1 us
+        // at 100 Gbit/s) before the peer's request arrives (2 us), as in the issue.
+        constexpr uint32_t kWrites = 200, kLen = 64, kReadLen = 64 * 1024;
+        for (size_t i = 0; i < f.a.mem.size(); ++i) f.a.mem[i] = pattern_byte(1, 0, i);
+        for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(2, 0, i);
+        const std::vector<std::byte> a_before = f.a.mem, b_before = f.b.mem;
+        // Memory map of each side: [0, 1 MiB) sources of its WRITEs and its READ's source,
+        // [1 MiB, 2 MiB) the peer's WRITEs land here, [2 MiB, +64 KiB) its READ lands here,
+        // [3 MiB, +8) the counter the peer's atomic adds to.
+        constexpr size_t kIn = 1 << 20, kReadDst = 2 << 20, kCounter = 3 << 20;
+        auto post_all = [&](Side& from, Side& to, uint32_t stream, core::Endpoint& ep) {
+            const uint32_t len = first == WorkOpcode::kRead ? kReadLen : 8;
+            const size_t remote = first == WorkOpcode::kRead ? 12'345 : kCounter;
+            ASSERT_EQ(ep.post_send(stream, side_wr(from, to, 0, first, kReadDst, remote, len), f.p.now()),
+                      Error::kOk);
+            for (uint32_t i = 1; i <= kWrites; ++i)
+                ASSERT_EQ(ep.post_send(stream,
+                                       side_wr(from, to, i, WorkOpcode::kWrite, size_t{i} * kLen,
+                                               kIn + size_t{i} * kLen, kLen),
+                                       f.p.now()),
+                          Error::kOk);
+        };
+        post_all(f.a, f.b, sa, *f.p.a);
+        post_all(f.b, f.a, sb, *f.p.b);
+        f.p.host_a().kick();
+        f.p.host_b().kick();
+        const bool all = f.run_until(
+            [&] { return f.a.done.size() == kWrites + 1 && f.b.done.size() == kWrites + 1; }, 5000ms);
+        EXPECT_TRUE(all) << "completions after " << to_ns(f.p.now()) / 1'000'000 << " ms: A "
+                         << f.a.done.size() << ", B " << f.b.done.size() << " of " << kWrites + 1
+                         << " each";
+        EXPECT_EQ(f.conn_a().state(), core::ConnState::kEstablished);
+        if (!all) continue;
+        for (Side* s : {&f.a, &f.b}) {
+            for (uint32_t i = 0; i <= kWrites; ++i) {
+                EXPECT_EQ(s->done[i].wr_id, i);
+                EXPECT_EQ(s->done[i].status, Status::kSuccess) << core::to_string(s->done[i].status);
+            }
+        }
+        for (auto [to, from_before] : {std::pair{&f.b, &a_before}, std::pair{&f.a, &b_before}})
+            for (uint32_t i = 1; i <= kWrites; ++i)
+                ASSERT_EQ(std::memcmp(to->mem.data() + kIn + size_t{i} * kLen,
+                                      from_before->data() + size_t{i} * kLen, kLen),
+                          0)
+                    << "WRITE " << i;
+        if (first == WorkOpcode::kRead) {
+            EXPECT_EQ(std::memcmp(f.a.mem.data() + kReadDst, b_before.data() + 12'345, kReadLen), 0);
+            EXPECT_EQ(std::memcmp(f.b.mem.data() + kReadDst, a_before.data() + 12'345, kReadLen), 0);
+        } else {
+            EXPECT_EQ(load64(f.a.mem.data() + kReadDst), load64(b_before.data() + kCounter));
+            EXPECT_EQ(load64(f.b.mem.data() + kCounter), load64(b_before.data() + kCounter) + 1);
+            EXPECT_EQ(load64(f.a.mem.data() + kCounter), load64(a_before.data() + kCounter) + 1);
+        }
+    }
+}
+
+// [PLACE-20] [PLACE-30]: responders that hold one answer at a time (max_dest_rd_atomic 1)
+// and requests from both ends. Were an answer reported done only by the stream delivery
+// report, each side's answer would sit behind its own next request, deferred at the peer
+// until the peer's answer is reported done, which sits behind the peer's deferred
+// request: a cycle. An answer's credit comes back when the requester has every segment.
+TEST(RdmaOps, DeferredRequestsBothWays) {
+    core::EndpointConfig cfg;
+    cfg.max_rd_atomic = 4;
+    cfg.max_dest_rd_atomic = 1;
+    Fixture f(22, fast_net(), cfg, cfg);
+    const auto [sa, sb] = f.stream(1);
+    for (size_t i = 0; i < f.a.mem.size(); ++i) f.a.mem[i] = pattern_byte(3, 0, i);
+    for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(4, 0, i);
+    const std::vector<std::byte> a_before = f.a.mem, b_before = f.b.mem;
+    constexpr uint32_t kReads = 8, kLen = 10'000;
+    for (uint32_t i = 0; i < kReads; ++i) {
+        ASSERT_EQ(f.p.a->post_send(sa, side_wr(f.a, f.b, i, WorkOpcode::kRead, 500'000 + i * kLen, i * 100, kLen), f.p.now()), Error::kOk);
+        ASSERT_EQ(f.p.b->post_send(sb, side_wr(f.b, f.a, i, WorkOpcode::kRead, 500'000 + i * kLen, i * 100, kLen), f.p.now()), Error::kOk);
+    }
+    f.p.host_a().kick();
+    f.p.host_b().kick();
+    const bool all =
+        f.run_until([&] { return f.a.done.size() == kReads && f.b.done.size() == kReads; }, 2000ms);
+    ASSERT_TRUE(all) << "completions: A " << f.a.done.size() << ", B " << f.b.done.size() << " of "
+                     << kReads << " each";
+    for (uint32_t i = 0; i < kReads; ++i) {
+        EXPECT_EQ(f.a.done[i].status, Status::kSuccess);
+        EXPECT_EQ(f.b.done[i].status, Status::kSuccess);
+        EXPECT_EQ(std::memcmp(f.a.mem.data() + 500'000 + i * kLen, b_before.data() + i * 100, kLen), 0);
+        EXPECT_EQ(std::memcmp(f.b.mem.data() + 500'000 + i * kLen, a_before.data() + i * 100, kLen), 0);
+    }
+    EXPECT_GT(f.conn_a().stats().requests_deferred + f.conn_b().stats().requests_deferred, 0u)
+        << "no request was deferred: the test proves nothing";
 }
 
 // [ERR-2] [PLACE-19]: a peer that dies after accepting a READ, before answering it, ends
