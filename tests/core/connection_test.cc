@@ -450,7 +450,7 @@ class CloseCounter final : public core::Engine {
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
-            if (!wire::decode_close(buf.first(n)).ok()) return n;
+            if (!wire::decode_close(without_trailer(buf.first(n))).ok()) return n;
             ++closes;
             if (dropped == drop_) return n;
             ++dropped;
