@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "wire/integrity.h"
+
 namespace mroce::conform {
 
 using wire::PacketType;
@@ -69,6 +71,18 @@ uint32_t Peer::now_stamp() {
 }
 
 void Peer::send_bytes(std::span<const std::byte> bytes, uint8_t ecn) {
+    if (integrity() && bytes.size() >= wire::kCommonHeaderSize &&
+        wire::carries_integrity(static_cast<PacketType>(static_cast<uint8_t>(bytes[1])))) {
+        std::vector<std::byte> sealed(bytes.begin(), bytes.end());
+        sealed.resize(bytes.size() + wire::kIntegritySize);
+        wire::append_integrity(sealed, bytes.size());  // [INT-2]
+        socket_.send(sealed, target_, ecn);
+        return;
+    }
+    socket_.send(bytes, target_, ecn);
+}
+
+void Peer::send_unsealed(std::span<const std::byte> bytes, uint8_t ecn) {
     socket_.send(bytes, target_, ecn);
 }
 
@@ -98,6 +112,7 @@ wire::HelloPacket Peer::hello_packet(PacketType type) const {
     h.endpoint_port = me_.endpoint_port;
     h.num_paths = me_.num_paths;
     h.max_payload = me_.max_payload;
+    h.capabilities = me_.capabilities;
     return h;
 }
 
@@ -116,6 +131,7 @@ static Identity identity_of(const wire::HelloPacket& h) {
     id.endpoint_port = h.endpoint_port;
     id.num_paths = h.num_paths;
     id.max_payload = h.max_payload;
+    id.capabilities = h.capabilities;
     id.known = true;
     return id;
 }
@@ -361,6 +377,17 @@ Rx Peer::decode(Datagram d) {
         return rx;
     }
     const auto type = static_cast<uint8_t>(b[1]);
+    std::span<const std::byte> packet = b;
+    if (integrity() && wire::is_known_type(type) &&
+        wire::carries_integrity(static_cast<PacketType>(type))) {
+        // [INT-2]: every packet of the connection but the handshake's carries a valid trailer.
+        if (!wire::strip_integrity(b, packet)) {
+            violation(fmt::format("[INT-2] target sent type {} without a valid integrity trailer",
+                                  type));
+            return rx;
+        }
+        ++trailers_checked_;
+    }
     if (static_cast<uint8_t>(b[0]) == wire::kLegacyVersion) {
         // [VER-1]: an initiator's version-1 probe HELLO is allowed; it carries the same
         // identity as its version-2 HELLOs.
@@ -390,7 +417,7 @@ Rx Peer::decode(Datagram d) {
     };
     switch (type) {
         case 1: {
-            auto r = wire::decode_data(b);
+            auto r = wire::decode_data(packet);
             if (!r) {
                 fail("DATA", r.error());
                 return rx;
@@ -400,7 +427,7 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 2: {
-            auto r = wire::decode_ack(b);
+            auto r = wire::decode_ack(packet);
             if (!r) {
                 fail("ACK", r.error());
                 return rx;
@@ -409,7 +436,7 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 3: {
-            auto r = wire::decode_nack(b);
+            auto r = wire::decode_nack(packet);
             if (!r) {
                 fail("NACK", r.error());
                 return rx;
@@ -419,7 +446,7 @@ Rx Peer::decode(Datagram d) {
         }
         case 4:
         case 5: {
-            auto r = wire::decode_hello(b);
+            auto r = wire::decode_hello(packet);
             if (!r) {
                 fail("HELLO", r.error());
                 return rx;
@@ -428,7 +455,7 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 6: {
-            auto r = wire::decode_probe(b);
+            auto r = wire::decode_probe(packet);
             if (!r) {
                 fail("PROBE", r.error());
                 return rx;
@@ -437,7 +464,7 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 7: {
-            auto r = wire::decode_close(b);
+            auto r = wire::decode_close(packet);
             if (!r) {
                 fail("CLOSE", r.error());
                 return rx;
@@ -446,7 +473,7 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 8: {
-            auto r = wire::decode_retry(b);
+            auto r = wire::decode_retry(packet);
             if (!r) {
                 fail("RETRY", r.error());
                 return rx;
@@ -489,7 +516,8 @@ void Peer::check_target_packet(const Rx& rx) {
         case PacketType::kHelloAck:
             if (!rx.hello.src_conn_id || !rx.hello.src_token)
                 violation("[CONN-2] HELLO/HELLO_ACK with src_conn_id or src_token 0");
-            if (rx.hello.capabilities) violation("[CONN-2] capabilities not 0 in version 2");
+            if (rx.hello.capabilities & ~wire::kCapIntegrity)
+                violation("[CONN-2] [VER-2] capability bits this version does not define");
             if (!rx.hello.isn || !rx.hello.msg_isn) violation("[CONN-5] isn or msg_isn 0");
             if (rx.type == PacketType::kHelloAck &&
                 std::any_of(rx.hello.cookie.begin(), rx.hello.cookie.end(), [](uint8_t c) { return c; }))

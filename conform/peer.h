@@ -38,6 +38,7 @@ struct Identity {
     uint16_t endpoint_port = 0;
     uint16_t num_paths = 4;
     uint32_t max_payload = wire::kDefaultMaxPayload;
+    uint32_t capabilities = 0;  // [VER-2]: announced in our HELLOs; the target's as received
     bool known = false;  // for the target's: a HELLO or HELLO_ACK was accepted
 };
 
@@ -103,8 +104,18 @@ public:
     // them; the target's answers addressed to them are not violations.
     void also_mine(uint32_t conn_id, uint64_t token) { my_ids_.emplace_back(conn_id, token); }
 
-    // Raw I/O. send_bytes goes to the target's endpoint port from our socket.
+    // Raw I/O. send_bytes goes to the target's endpoint port from our socket; on a
+    // connection that negotiated INTEGRITY it appends the trailer ([INT-2]) to the packet
+    // types that carry one. send_unsealed sends the bytes exactly as given.
     void send_bytes(std::span<const std::byte> bytes, uint8_t ecn = kEct0);
+    void send_unsealed(std::span<const std::byte> bytes, uint8_t ecn = kEct0);
+    // integrity: both our HELLOs and the target's announced INTEGRITY ([INT-1]).
+    bool integrity() const {
+        return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapIntegrity);
+    }
+    // trailers_checked: target packets whose integrity trailer was verified (a bad or
+    // missing one is a violation, [INT-2]).
+    uint64_t trailers_checked() const { return trailers_checked_; }
     void send_bytes_from(const UdpSocket& socket, std::span<const std::byte> bytes,
                          uint8_t ecn = kEct0);
 
@@ -199,6 +210,7 @@ private:
     std::map<uint32_t, uint64_t> entries_seen_;
     std::deque<Rx> inbox_;
     std::vector<std::string> violations_;
+    uint64_t trailers_checked_ = 0;
 };
 
 // bytes_of: a deterministic pattern for a message body: byte i = f(seed, i), so a byte at

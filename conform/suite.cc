@@ -16,6 +16,7 @@ std::vector<TestCase> all_tests() {
     add_admission_tests(t);
     add_placement_tests(t);
     add_ack_tests(t);
+    add_integrity_tests(t);
     add_rdma_tests(t);
     add_protection_tests(t);
     add_sender_tests(t);

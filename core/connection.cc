@@ -7,6 +7,7 @@
 #include "core/endpoint.h"
 #include "util/seq.h"
 
+
 namespace mroce::core {
 
 namespace {
@@ -141,6 +142,7 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.endpoint_port = ep_.local_.port;
     h.num_paths = num_paths();
     h.max_payload = cfg_.max_payload;
+    h.capabilities = cfg_.integrity_check ? wire::kCapIntegrity : 0;  // [INT-1]
     Result<size_t> n = Error::kInvalidArgument;
     if (type == wire::PacketType::kHello && !peer_speaks_v2_ && hello_tries_ % 3 == 2) {
         // [VER-1]: every third retransmission goes in version 1's form, so that a peer
@@ -210,6 +212,8 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     peer_msg_isn_ = h.msg_isn;
     // [DATA-4]: both sides segment with the smaller of the two payload sizes.
     segment_size_ = std::min(cfg_.max_payload, h.max_payload);
+    // [INT-1]: both HELLOs announce it; fixed for the life of the connection.
+    integrity_ = cfg_.integrity_check && (h.capabilities & wire::kCapIntegrity) != 0;
     rx_paths_.assign(h.num_paths, RxPath{});
     if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);
     for (RxPath& rp : rx_paths_) rp.window.reset(peer_isn_);

@@ -83,6 +83,9 @@ public:
     // [CONN-26]: a connection made by a HELLO that proved nothing is unproven until a packet
     // carrying its token arrives; one with no stream ends after peer_dead_timeout.
     bool proven() const { return proven_; }
+    // integrity: the connection negotiated INTEGRITY ([INT-1]): fixed when it became
+    // Established; Endpoint appends and checks the trailer ([INT-2], [INT-3]).
+    bool integrity() const { return integrity_; }
     void set_unproven(Time now);
     void prove() { proven_ = true; }
 
@@ -368,6 +371,7 @@ private:
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
     bool peer_speaks_v2_ = false;  // a RETRY came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
+    bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY
     Time unproven_deadline_ = kNever;
     wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
     // [CONN-7]: while Connecting, the identity a HELLO_ACK answers (nothing is bound).

@@ -6,6 +6,7 @@
 #include "wire/ack.h"
 #include "wire/control.h"
 #include "wire/data.h"
+#include "wire/integrity.h"
 
 namespace mroce::core {
 
@@ -43,7 +44,10 @@ Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t see
 
 Endpoint::~Endpoint() = default;
 
-size_t Endpoint::max_datagram_size() const { return wire::kDataHeaderSize + cfg_.max_payload; }
+// [INT-6]: the integrity trailer comes on top of a full DATA packet.
+size_t Endpoint::max_datagram_size() const {
+    return wire::kDataHeaderSize + cfg_.max_payload + (cfg_.integrity_check ? wire::kIntegritySize : 0);
+}
 
 const Stream* Endpoint::stream(uint32_t id) const {
     return const_cast<Endpoint*>(this)->stream_mut(id);
@@ -565,6 +569,14 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         ++stats_.bad_token;
         return;
     }
+    // spec §4.9 [INT-3]: on a connection that negotiated INTEGRITY, the trailer is checked
+    // and removed here, the one place packets enter a connection; a bad or missing one
+    // changes nothing (no ACK, no placement) and the sender recovers the packet as lost.
+    if (c->integrity() && wire::carries_integrity(common.type) &&
+        !wire::strip_integrity(datagram, datagram)) {
+        ++stats_.bad_integrity;
+        return;
+    }
     // [CONN-26]: a packet with our token shows that the peer got our HELLO_ACK at the
     // address its HELLO claimed.
     if (!c->proven()) {
@@ -679,7 +691,12 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
             ready_.pop_front();
             continue;
         }
-        const size_t n = c->produce(buf, meta, now);
+        // [INT-2], [INT-6]: the connection writes the packet in all but the trailer's room;
+        // the trailer goes on here, the one place packets leave a connection.
+        const bool trailer = c->integrity() && buf.size() >= wire::kIntegritySize;
+        size_t n = c->produce(trailer ? buf.first(buf.size() - wire::kIntegritySize) : buf, meta, now);
+        if (n > 0 && trailer && wire::carries_integrity(static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1]))))
+            n = wire::append_integrity(buf, n);
         // Re-queue at the back if it has more (round-robin). A connection that produced
         // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
         // ready connection that has more simply stays where it is.

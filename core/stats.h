@@ -85,6 +85,7 @@ struct EndpointStats {
     uint64_t connections_reclaimed = 0;  // [CONN-24] slots given back after the quiet period
     uint64_t streams_reclaimed = 0;      // [STREAM-15] likewise
     uint64_t bad_token = 0;
+    uint64_t bad_integrity = 0;        // [INT-3] integrity trailer missing or wrong
     uint64_t connections_refused = 0;  // over max_connections
     uint64_t malformed_hello = 0;      // [CONN-23] src_conn_id or src_token 0
     // spec §4.2 [CONN-25], [CONN-26]: the handshake's proof of address.

@@ -47,6 +47,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_input.h"
 #include "fuzz/packet_mutator.h"
+#include "wire/integrity.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MROCE_FUZZ_ASAN 1
@@ -242,6 +243,8 @@ public:
             cfg.max_connections = 8;
             cfg.max_streams = 8;
             cfg.max_outstanding_wrs = 64;
+            // [INT-1]: the integrity trailer on (the default) unless the seed's top bit says off.
+            cfg.integrity_check = !(seed & 0x80);
             if (c & 0x80) {
                 cfg.max_rd_atomic = 2;
                 cfg.max_dest_rd_atomic = 1;
@@ -612,6 +615,15 @@ private:
         queue_.emplace(std::pair{now_ + delay, seq_++}, InFlight{to, std::move(bytes), m});
     }
 
+    // has_trailer: side `from` sent d on a connection that negotiated INTEGRITY, in a type
+    // that carries the trailer ([INT-2]).
+    bool has_trailer(int from, const std::vector<std::byte>& d, const PacketMeta& m) const {
+        const core::Endpoint& ep = *side_[from].ep;
+        const core::Connection* c = ep.connection(ep.connection_to(m.dst));
+        return c && c->integrity() && d.size() >= wire::kCommonHeaderSize + wire::kIntegritySize &&
+               wire::carries_integrity(static_cast<wire::PacketType>(static_cast<uint8_t>(d[1])));
+    }
+
     // route decides the fate of one datagram from side `from`.
     void route(int from, std::vector<std::byte> bytes, PacketMeta m) {
         // Only an endpoint's own address reaches it: a HELLO that announced another port
@@ -638,7 +650,18 @@ private:
                 break;
             case 7: {  // mutate one field, re-encoded; the original too when bit 3 is set
                 std::vector<std::byte> copy = bytes;
+                // A hostile peer computes the integrity trailer ([INT-2]) of what it sends:
+                // the field is changed behind it and the trailer made good again, so the
+                // packet reaches the connection. (A raw bit flip then models corruption in
+                // flight, which the receiver's check catches.)
+                const bool sealed = has_trailer(from, copy, m);
+                if (sealed) copy.resize(copy.size() - wire::kIntegritySize);
                 const fuzz::Effect e = fuzz::mutate_datagram(copy, fates_, context());
+                if (sealed) {
+                    const size_t n = copy.size();
+                    copy.resize(n + wire::kIntegritySize);
+                    wire::append_integrity(copy, n);
+                }
                 taint(e, from, to);
                 if (verbose_) log_mutation(from, bytes, copy, e);
                 ++mutations_;

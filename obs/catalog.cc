@@ -20,6 +20,7 @@ constexpr CounterField<ES> kEndpoint[] = {
     {"stale_connection", &ES::stale_connection,
      "Of unknown_connection: naming a slot another connection has or had.", nullptr},
     {"bad_token", &ES::bad_token, "Dropped: the connection token did not match.", nullptr},
+    {"bad_integrity", &ES::bad_integrity, "Dropped: integrity trailer (CRC32C) missing or wrong.", nullptr},
     {"connections_refused", &ES::connections_refused, "HELLOs refused: over max_connections.", nullptr},
     {"malformed_hello", &ES::malformed_hello, "HELLOs dropped: src_conn_id or src_token 0.", nullptr},
     {"connections_reclaimed", &ES::connections_reclaimed,

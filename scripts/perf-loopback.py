@@ -16,7 +16,13 @@ repetition also runs perftest's ib_write_bw (64 KiB, the same duration) and ib_w
 (8 bytes) on that library, unmodified, next to the mroce perf runs of the same shape
 (the numbers behind docs/results.md "The Verbs library").
 
+With --integrity-ab, each repetition runs only WRITE bandwidth at 64 KiB with the CRC32C
+integrity trailer (the default, spec §4.9) and with --no-integrity, in alternating order,
+and prints the paired ratio (the numbers behind docs/results.md "Cost of the integrity
+trailer").
+
 usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4] [--verbs DIR]
+                                [--integrity-ab]
 """
 import argparse
 import json
@@ -135,14 +141,49 @@ def iperf3(seconds):
         server.wait()
 
 
+def integrity_ab(a, d):
+    """Paired runs with and without the integrity trailer; the order alternates per
+    repetition so that a drift of the machine's load does not favour either."""
+    runs = [("trailer", ["-s", "65536"] + d), ("no trailer", ["-s", "65536", "--no-integrity"] + d)]
+    gbps = {name: [] for name, _ in runs}
+    cpu_gb = {name: [] for name, _ in runs}
+    for rep in range(a.reps):
+        print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
+        for name, args in (runs if rep % 2 == 0 else runs[::-1]):
+            r = perf(a.mroce, args)
+            gb = r["bytes"] / 1e9
+            cpu = (r["cpu_client_s"] + r["cpu_server_s"]) / gb if gb else 0.0
+            gbps[name].append(r["goodput_gbps"])
+            cpu_gb[name].append(cpu)
+            bad = (r.get("endpoint", {}).get("bad_integrity", 0) +
+                   r.get("server_endpoint", {}).get("bad_integrity", 0))
+            print(f"{name:>11}: {r['goodput_gbps']:6.2f} Gbit/s; CPU s/GB {cpu:.3f}; "
+                  f"bad_integrity {bad}", flush=True)
+    ratios = [t / n for t, n in zip(gbps["trailer"], gbps["no trailer"])]
+    cpu_ratios = [t / n for t, n in zip(cpu_gb["trailer"], cpu_gb["no trailer"]) if n]
+    print(f"\nmedians of {a.reps}:")
+    for name in gbps:
+        print(f"{name:>11}: {statistics.median(gbps[name]):6.2f} Gbit/s "
+              f"(runs {', '.join(f'{x:.2f}' for x in gbps[name])}); "
+              f"CPU s/GB {statistics.median(cpu_gb[name]):.3f}")
+    print(f"trailer / no trailer, paired per repetition: goodput {100 * statistics.median(ratios):.1f}% "
+          f"({', '.join(f'{100 * x:.0f}%' for x in ratios)}), CPU per GB "
+          f"{100 * statistics.median(cpu_ratios):.1f}%")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mroce", default="build/mroce")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--verbs", metavar="DIR", help="also run perftest on libibverbs.so.1 in DIR")
+    ap.add_argument("--integrity-ab", action="store_true",
+                    help="only 64 KiB WRITE bandwidth with and without the integrity trailer")
     a = ap.parse_args()
     d = ["-D", str(a.seconds), "--report_gbits"]
+    if a.integrity_ab:
+        return integrity_ab(a, d)
     bw_runs = [
         ("mroce 64K", ["-s", "65536"] + d),
         ("mroce 64K w256K", ["-s", "65536", "--window-kib", "256"] + d),

@@ -78,6 +78,7 @@ public:
         if (o_.cc == "fixed") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kFixed;
         cfg.endpoint.rate_hint = o_.rate_hint;
         cfg.endpoint.pacing = o_.pacing;
+        cfg.endpoint.integrity_check = o_.integrity;
         if (o_.line_rate_gbps > 0)
             cfg.endpoint.port_rate_bps = static_cast<uint64_t>(o_.line_rate_gbps * 1e9);
         for (size_t c = 0; c < o_.dscp_map.size() && c < cfg.udp.dscp_by_class.size(); ++c)

@@ -190,6 +190,7 @@ Json endpoint_json(const core::EndpointStats& a, const core::EndpointStats& b) {
     j["bad_length"] = b.bad_length - a.bad_length;
     j["unknown_connection"] = b.unknown_connection - a.unknown_connection;
     j["bad_token"] = b.bad_token - a.bad_token;
+    j["bad_integrity"] = b.bad_integrity - a.bad_integrity;
     j["connections_refused"] = b.connections_refused - a.connections_refused;
     j["malformed_hello"] = b.malformed_hello - a.malformed_hello;
     // The handshake under load (issue 17, finding 8): what a HELLO flood cost the endpoint.

@@ -52,11 +52,13 @@ struct HelloPacket {
     uint16_t endpoint_port = 0;  // the UDP port the sender receives on
     uint16_t num_paths = 0;
     uint32_t max_payload = 0;
-    uint32_t capabilities = 0;  // none defined yet; unknown bits ignored
+    uint32_t capabilities = 0;  // kCap* bits; unknown bits ignored [CONN-2]
     Cookie cookie{};            // HELLO: 0, or the cookie of a RETRY; HELLO_ACK: 0
     friend bool operator==(const HelloPacket&, const HelloPacket&) = default;
 };
 inline constexpr size_t kHelloSize = 64;
+// spec §4.8 [VER-2]: capability bits. INTEGRITY: the CRC32C trailer (§4.9, [INT-1]).
+inline constexpr uint32_t kCapIntegrity = 0x00000001u;
 // Version 1's HELLO / HELLO_ACK: the first 48 bytes of version 2's, with `version` 1 and no
 // cookie. Decoded only to refuse the peer clearly (spec §4.8).
 inline constexpr size_t kHelloV1Size = 48;

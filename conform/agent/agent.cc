@@ -468,6 +468,7 @@ json Agent::stats(const json& r) {
                                {"bad_length", d.endpoint.bad_length},
                                {"unknown_connection", d.endpoint.unknown_connection},
                                {"bad_token", d.endpoint.bad_token},
+                               {"bad_integrity", d.endpoint.bad_integrity},
                                {"connections_refused", d.endpoint.connections_refused},
                                {"malformed_hello", d.endpoint.malformed_hello}}}};
     if (r.contains("peer")) {

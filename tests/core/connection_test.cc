@@ -450,7 +450,7 @@ class CloseCounter final : public core::Engine {
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
-            if (!wire::decode_close(buf.first(n)).ok()) return n;
+            if (!wire::decode_close(without_trailer(buf.first(n))).ok()) return n;
             ++closes;
             if (dropped == drop_) return n;
             ++dropped;
@@ -478,7 +478,7 @@ class DropFirstReport final : public core::Engine {
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
-            const Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+            const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(buf.first(n)));
             if (dropped || !a.ok() || a->stream_count == 0) {
                 if (a.ok() && (a->flags & wire::ack_flag::kProbeReply)) probe_reply_entries += a->stream_count;
                 return n;
@@ -752,6 +752,7 @@ TEST(Connection, TwoMessagesCannotClaimOneReceive) {
         h.msg_len = msg_len;
         std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
         ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*p.b, p.host_a().address(), pkt);
         PacketMeta m;
         m.src = p.host_a().address().with_port(50001);
         m.dst = p.host_b().address();
@@ -834,7 +835,7 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         size_t last = 0, ack_now = 0, retx = 0;
         p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
             if (&rx != &p.host_b()) return;
-            auto d = wire::decode_data(pkt.bytes);
+            auto d = wire::decode_data(without_trailer(pkt.bytes));
             if (!d) return;
             last += (d->hdr.flags & wire::data_flag::kLast) != 0;
             ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
@@ -869,7 +870,7 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
     size_t reply_packets = 0;
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_a()) return;
-        auto a = wire::decode_ack(pkt.bytes);
+        auto a = wire::decode_ack(without_trailer(pkt.bytes));
         if (!a || !(a->flags & wire::ack_flag::kProbeReply)) return;
         ++reply_packets;
         replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}].insert(pkt.meta.src.port);

@@ -348,6 +348,7 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
             h.msg_seq = 12345 + i;      // [PLACE-30] an answer names its request twice
             std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
             ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+            seal_for(*f.p.b, f.p.host_a().address(), pkt);
             PacketMeta m;
             m.src = f.p.host_a().address().with_port(50001);
             m.dst = f.p.host_b().address();
@@ -472,6 +473,7 @@ TEST(Hardening, RequestWithoutAnswerFailsInsteadOfWaiting) {
         h.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 1024;
         std::vector<std::byte> pkt(wire::kDataHeaderSize + 16, std::byte{0x77});
         ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*f.p.b, f.p.host_a().address(), pkt);
         PacketMeta m;
         m.src = f.p.host_a().address().with_port(50001);
         m.dst = f.p.host_b().address();

@@ -14,6 +14,7 @@
 #include "sim/event_queue.h"
 #include "sim/network.h"
 #include "wire/ack.h"
+#include "wire/integrity.h"
 
 namespace mroce::test {
 
@@ -74,15 +75,34 @@ inline wire::AckPacket peer_ack(Pair& p, uint16_t path) {
     return a;
 }
 
+// without_trailer: a datagram an engine sent, without its integrity trailer ([INT-2]) if it
+// ends with a valid one, for a test that decodes it with wire/.
+inline std::span<const std::byte> without_trailer(std::span<const std::byte> d) {
+    std::span<const std::byte> packet;
+    return wire::strip_integrity(d, packet) ? packet : d;
+}
+
+// seal_for: a crafted packet gets the integrity trailer when the connection of `to` with the
+// endpoint at `from` negotiated INTEGRITY (the default), as the real peer would send it.
+inline void seal_for(const core::Endpoint& to, const Address& from, std::vector<std::byte>& pkt) {
+    const core::Connection* c = to.connection(to.connection_to(from));
+    if (!c || !c->integrity()) return;
+    const size_t n = pkt.size();
+    pkt.resize(n + wire::kIntegritySize);
+    wire::append_integrity(pkt, n);
+}
+
 // give_to_a: A's engine takes the ACK as if it came from B (no host kick).
 inline void give_to_a(Pair& p, const wire::AckPacket& a) {
     std::vector<std::byte> buf(256);
     const auto n = wire::encode_ack(a, buf);
     if (!n.ok()) std::abort();  // a test built an ACK the codec refuses
+    buf.resize(*n);
+    seal_for(*p.a, p.host_b().address(), buf);
     PacketMeta m;
     m.src = p.host_b().address();
     m.dst = p.host_a().address();
-    p.a->on_datagram(std::span(buf.data(), *n), m, p.now());
+    p.a->on_datagram(buf, m, p.now());
 }
 
 }  // namespace mroce::test

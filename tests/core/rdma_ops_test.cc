@@ -319,7 +319,9 @@ class HideReports final : public core::Engine {
     void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         const size_t n = inner_.poll_transmit(buf, meta, now);
-        Result<wire::AckPacket> a = wire::decode_ack(buf.first(n));
+        std::span<const std::byte> packet;
+        const bool sealed = n > 0 && wire::strip_integrity(buf.first(n), packet);
+        Result<wire::AckPacket> a = wire::decode_ack(sealed ? packet : buf.first(n));
         if (n == 0 || !a.ok()) return n;
         uint16_t kept = 0;
         for (uint16_t i = 0; i < a->stream_count; ++i)
@@ -327,7 +329,10 @@ class HideReports final : public core::Engine {
         if (kept == a->stream_count) return n;
         hidden += a->stream_count - kept;
         a->stream_count = kept;
-        return *wire::encode_ack(*a, buf);
+        const size_t len = *wire::encode_ack(*a, buf);
+        if (!sealed) return len;
+        wire::append_integrity(buf.first(len + wire::kIntegritySize), len);  // [INT-2] re-sealed
+        return len + wire::kIntegritySize;
     }
     Time next_deadline() const override { return inner_.next_deadline(); }
     std::optional<core::Event> poll_event() override { return inner_.poll_event(); }

@@ -55,7 +55,7 @@ struct TwoStreams {
             s.classes[h->type].insert(p.meta.traffic_class);
             if (h->type == wire::PacketType::kAck) ++s.acks;
             if (h->type != wire::PacketType::kData) return;
-            auto d = wire::decode_data(p.bytes);
+            auto d = wire::decode_data(without_trailer(p.bytes));
             ASSERT_TRUE(d.ok());
             s.data_classes[d->hdr.stream_id].insert(p.meta.traffic_class);
             ++s.data;

@@ -311,6 +311,24 @@ def close(reason=0):
     return common(7) + struct.pack("!II", reason, 0)
 
 
+def crc32c(b):
+    """CRC32C, bit by bit (spec [INT-2]; check value of b"123456789": 0xE3069283)."""
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
+
+
+def sealed(packet, flip=False):
+    """packet + its integrity trailer ([INT-2]); flip: a trailer one bit off."""
+    return packet + struct.pack("!I", crc32c(packet) ^ (1 if flip else 0))
+
+
 def crafted_cases():
     """(name, datagram, verdict or None, expert names that must appear, ports, ip version,
     snap length). Every expected expert is given; other expert infos fail the case unless
@@ -399,7 +417,7 @@ def crafted_cases():
     add("reserved byte in data", data(reserved=1), None, {"reserved_nonzero"})
     add("undefined data flag", data(flags=0x09), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
-    add("hello capabilities", hello(caps=1), None, {"reserved_nonzero"})
+    add("hello capabilities: a bit no version defines", hello(caps=2), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})
@@ -423,6 +441,22 @@ def crafted_cases():
     add("no aggregate: last piece longer", seg + seg + b"x", "bad_length", {"bad_length"})
     add("no aggregate: a piece of the right size breaks [DATA-3]", seg + data(
         flags=0, offset=20000, msg_len=10000, payload=b"b" * 1000), "bad_length", {"bad_length"})
+
+    # [INT-2] [INT-3]: the integrity trailer of capability INTEGRITY, read by length.
+    add("data with integrity trailer", sealed(data()))
+    add("ack with integrity trailer", sealed(ack()))
+    add("nack with integrity trailer", sealed(nack()))
+    add("probe with integrity trailer", sealed(probe()))
+    add("close with integrity trailer", sealed(close()))
+    add("data with a bad integrity trailer", sealed(data(), flip=True), "bad_integrity",
+        {"bad_integrity"})
+    add("hello announcing INTEGRITY", hello(caps=1))
+    add("hello with 4 extra bytes (HELLO never carries a trailer)", sealed(hello()),
+        "bad_length", {"bad_length"})
+    full = sealed(data(flags=0, msg_len=2048, payload=b"q" * 1024))
+    add("aggregate data+data with trailers", full + sealed(
+        data(flags=0x01, offset=1024, msg_len=2048, payload=b"r" * 1024)), experts={"aggregate"},
+        sport=51117, dport=52228)
 
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},

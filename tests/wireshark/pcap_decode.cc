@@ -3,7 +3,7 @@
 // Lua dissector shares), printing one JSON object per line:
 //
 //   {"frame": N, "segment": I, "sport": S, "dport": D, "fields": {"mroce.type": 1, ...},
-//    "error": null | "truncated" | "bad_version" | "bad_type" | "bad_length"}
+//    "error": null | "truncated" | "bad_version" | "bad_type" | "bad_length" | "bad_integrity"}
 //
 // Field names are the dissector's (tools/wireshark/README.md); values are integers,
 // lists of integers where a field repeats, hex strings for byte fields and strings for
@@ -33,6 +33,7 @@
 #include "wire/control.h"
 #include "wire/data.h"
 #include "wire/header.h"
+#include "wire/integrity.h"
 
 namespace {
 
@@ -100,8 +101,45 @@ void sack_fields(ordered_json& f, const wire::AckPacket& a) {
     f["mroce.ack.sack.holes"] = highest < 0 ? 0 : static_cast<uint32_t>(highest + 1) - count;
 }
 
-// decode returns the fields of one datagram, or sets *error.
+ordered_json decode_plain(std::span<const std::byte> d, const char** error);
+
+// decode returns the fields of one datagram, or sets *error. A capture does not say which
+// connections negotiated INTEGRITY (spec §4.9), so, as the dissector does, a packet of a
+// type that carries the trailer ([INT-2]) whose datagram is 4 bytes longer than its header
+// says is read as packet + trailer, the trailer checked first ([INT-3]): "mroce.integrity"
+// is the trailer, and one that is not the CRC32C of the bytes before it is the error
+// "bad_integrity".
 ordered_json decode(std::span<const std::byte> d, const char** error) {
+    auto common = wire::decode_common_header(d);
+    if (common && wire::carries_integrity(common->type) &&
+        d.size() >= wire::kCommonHeaderSize + wire::kIntegritySize) {
+        size_t plain = 0;
+        switch (common->type) {
+            case wire::PacketType::kData:
+                plain = wire::kDataHeaderSize + (d.size() >= 24 ? wire::load_be16(d.data() + 22) : 0);
+                break;
+            case wire::PacketType::kAck:
+                plain = 80 + (d.size() >= 78 ? 8 * size_t{wire::load_be16(d.data() + 76)} : 0);
+                break;
+            case wire::PacketType::kNack: plain = wire::kNackSize; break;
+            case wire::PacketType::kProbe: plain = wire::kProbeSize; break;
+            default: plain = wire::kCloseSize; break;
+        }
+        if (plain == d.size() - wire::kIntegritySize) {
+            std::span<const std::byte> packet;
+            if (!wire::strip_integrity(d, packet)) {
+                *error = "bad_integrity";
+                return ordered_json::object();
+            }
+            ordered_json g = decode_plain(packet, error);
+            if (!*error) g["mroce.integrity"] = wire::load_be32(d.data() + packet.size());
+            return g;
+        }
+    }
+    return decode_plain(d, error);
+}
+
+ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
     ordered_json f = ordered_json::object();
     auto common = wire::decode_common_header(d);
     if (!common) {
@@ -356,18 +394,20 @@ int run(int argc, char** argv) {
         // segmentation or after coalescing holds them) is printed as its datagrams, with
         // segment = 0, 1, ... The split is found by trying every size for the first datagram,
         // not from its header, and holds only if every piece of that size (the last one may
-        // be shorter) decodes without error.
+        // be shorter) decodes without error. A first datagram may decode at two sizes (with
+        // and without the integrity trailer, [INT-5]), so every size is tried.
         size_t size = 0;
+        std::vector<ordered_json> pieces;
         for (size_t s = wire::kCommonHeaderSize; s < datagram.size() && !size; ++s) {
             const char* e = nullptr;
             decode(datagram.first(s), &e);
-            if (!e) size = s;
-        }
-        std::vector<ordered_json> pieces;
-        for (size_t off = 0; size && off < datagram.size(); off += size) {
-            const char* e = nullptr;
-            pieces.push_back(decode(datagram.subspan(off, std::min(size, datagram.size() - off)), &e));
-            if (e) pieces.clear(), size = 0;
+            if (e) continue;
+            size = s;
+            for (size_t off = 0; size && off < datagram.size(); off += size) {
+                const char* pe = nullptr;
+                pieces.push_back(decode(datagram.subspan(off, std::min(size, datagram.size() - off)), &pe));
+                if (pe) pieces.clear(), size = 0;
+            }
         }
         if (pieces.empty()) {
             print(fields, error, 0);

@@ -44,6 +44,53 @@ local fixed_size = {
     [T_PROBE] = 32, [T_CLOSE] = 24, [T_RETRY] = 32,
 }
 local variable_size = { [T_DATA] = true, [T_ACK] = true }
+-- spec §4.9 [INT-2]: the types that carry the integrity trailer on a connection that
+-- negotiated INTEGRITY. A capture does not say which did, so a packet of such a type whose
+-- datagram is 4 bytes longer than its type says is read as packet + trailer (as
+-- tests/wireshark/pcap_decode does).
+local carries_trailer = { [T_DATA] = true, [T_ACK] = true, [T_NACK] = true, [T_PROBE] = true,
+                          [T_CLOSE] = true }
+local kTrailerSize = 4
+
+-- CRC32C (Castagnoli, reflected, init and final XOR 0xFFFFFFFF; spec [INT-2]) without
+-- bitwise operators (see the note above): XOR of two bytes from a 64 Ki table, of two
+-- 32-bit words byte by byte.
+local xor8 = {}
+for a = 0, 255 do
+    for b = 0, 255 do
+        local r, p, x, y = 0, 1, a, b
+        for _ = 1, 8 do
+            if x % 2 ~= y % 2 then r = r + p end
+            x, y, p = (x - x % 2) / 2, (y - y % 2) / 2, p * 2
+        end
+        xor8[a * 256 + b] = r
+    end
+end
+local function xor32(a, b)
+    local r, p = 0, 1
+    for _ = 1, 4 do
+        r = r + xor8[(a % 256) * 256 + b % 256] * p
+        a, b, p = (a - a % 256) / 256, (b - b % 256) / 256, p * 256
+    end
+    return r
+end
+local crc_table = {}
+for n = 0, 255 do
+    local c = n
+    for _ = 1, 8 do
+        if c % 2 == 1 then c = xor32((c - 1) / 2, 0x82F63B78) else c = c / 2 end
+    end
+    crc_table[n] = c
+end
+-- crc32c of the first `len` bytes of tvb.
+local function crc32c(tvb, len)
+    local bytes = tvb:bytes(0, len)
+    local c = 0xFFFFFFFF
+    for i = 0, len - 1 do
+        c = xor32(crc_table[xor8[(c % 256) * 256 + bytes:get_index(i)]], (c - c % 256) / 256)
+    end
+    return xor32(c, 0xFFFFFFFF)
+end
 
 -- spec §3.2 [DATA-1]
 local OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM = 1, 2, 3, 4
@@ -92,6 +139,8 @@ local f = {
     msg_seq = ProtoField.uint32("mroce.msg_seq", "Message sequence", base.DEC),
     timestamp = ProtoField.uint32("mroce.timestamp", "Timestamp (ns, low 32 bits)", base.DEC),
     drop_reason = ProtoField.string("mroce.drop_reason", "Dropped by a v1 receiver as"),
+    integrity = ProtoField.uint32("mroce.integrity", "Integrity trailer (CRC32C, [INT-2])",
+                                  base.HEX),
     extra = ProtoField.bytes("mroce.extra", "Bytes beyond the packet"),
     undecoded = ProtoField.bytes("mroce.undecoded", "Not interpreted"),
     gso_segments = ProtoField.uint16("mroce.gso.segments", "Packets in this GSO/GRO record",
@@ -186,6 +235,9 @@ local e = {
     bad_length = ProtoExpert.new("mroce.expert.bad_length",
         "A length, count or cap disagrees with the datagram", expert.group.MALFORMED,
         expert.severity.ERROR),
+    bad_integrity = ProtoExpert.new("mroce.expert.bad_integrity",
+        "Integrity trailer is not the CRC32C of the packet [INT-3]", expert.group.CHECKSUM,
+        expert.severity.ERROR),
     reserved = ProtoExpert.new("mroce.expert.reserved_nonzero",
         "Reserved bits set: must be sent as zero, ignored on receive [WIRE-6]",
         expert.group.PROTOCOL, expert.severity.WARN),
@@ -202,7 +254,7 @@ local e = {
         "Capture cut at the snap length: later fields not shown", expert.group.UNDECODED,
         expert.severity.NOTE),
 }
-proto.experts = { e.truncated, e.bad_version, e.bad_type, e.bad_length, e.reserved, e.rule,
+proto.experts = { e.truncated, e.bad_version, e.bad_type, e.bad_length, e.bad_integrity, e.reserved, e.rule,
                   e.note, e.retx, e.aggregate, e.snapped }
 
 proto.prefs.udp_port = Pref.uint("UDP port", kDefaultPort,
@@ -593,7 +645,9 @@ local function dissect_hello(c, t, typ)
     if is_zero64(src_token) then
         c:warn(token_item, "src_token 0: dropped as malformed_hello [CONN-23]")
     end
-    if caps ~= 0 then caps_item:add_proto_expert_info(e.reserved) end  -- [CONN-2]
+    -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]); the others are reserved ([CONN-2]).
+    if caps % 2 == 1 then c:info_add("INTEGRITY") end
+    if caps >= 2 then caps_item:add_proto_expert_info(e.reserved) end
 end
 
 local function dissect_probe(c, t)
@@ -666,6 +720,26 @@ local function dissect_one(tvb, pinfo, tree)
         return string.format("[bad_type] type %d", typ), t, c.drop
     end
     t:append_text(", " .. name)
+    -- [INT-2], [INT-3]: a trailer, checked before the body (spec §4.5 step 4); the rest of
+    -- the packet is then read without it.
+    if carries_trailer[typ] and c.cap >= len and len >= kCommonSize + kTrailerSize then
+        local plain = fixed_size[typ]
+        if typ == T_DATA and len >= 24 then plain = plain + tvb(22, 2):uint()
+        elseif typ == T_ACK and len >= 78 then plain = plain + 8 * tvb(76, 2):uint() end
+        if plain == len - kTrailerSize then
+            len = len - kTrailerSize
+            c.len = len
+            local got = tvb(len, kTrailerSize):uint()
+            local item = t:add(f.integrity, tvb(len, kTrailerSize))
+            local want = crc32c(tvb, len)
+            if got ~= want then
+                c:fail("bad_integrity", item, string.format(
+                    "Trailer 0x%08x; the CRC32C of the packet is 0x%08x [INT-3]", got, want))
+            else
+                c:info_add("crc32c")
+            end
+        end
+    end
     -- 4 and 5: the type's fixed part, and the exact size of fixed-size types ([WIRE-5]).
     local fixed = fixed_size[typ]
     if len < fixed then
@@ -741,18 +815,27 @@ end
 local function aggregate_size(tvb, pinfo)
     local len = tvb:reported_length_remaining(0)
     if tvb:len() < len then return nil end
-    local seg = own_size(tvb, 0)
-    if not seg or seg < kCommonSize or seg >= len then return nil end
-    for off = seg, len - 1, seg do
-        local size = own_size(tvb, off)
-        if size ~= math.min(seg, len - off) then return nil end
+    local own = own_size(tvb, 0)
+    if not own then return nil end
+    -- Each packet may carry its own integrity trailer ([INT-5]): try without, then with.
+    local extras = carries_trailer[tvb(1, 1):uint()] and { 0, kTrailerSize } or { 0 }
+    for _, extra in ipairs(extras) do
+        local seg = own + extra
+        local ok = seg >= kCommonSize and seg < len
+        for off = seg, len - 1, seg do
+            if not ok then break end
+            local size = own_size(tvb, off)
+            ok = size ~= nil and size + extra == math.min(seg, len - off)
+        end
+        for off = 0, len - 1, seg do
+            if not ok then break end
+            local piece = tvb(off, math.min(seg, len - off)):tvb()
+            local _, _, drop = dissect_one(piece, pinfo, null_tree)
+            ok = not drop
+        end
+        if ok then return seg end
     end
-    for off = 0, len - 1, seg do
-        local piece = tvb(off, math.min(seg, len - off)):tvb()
-        local _, _, drop = dissect_one(piece, pinfo, null_tree)
-        if drop then return nil end
-    end
-    return seg
+    return nil
 end
 
 -- dissect decodes a datagram, or each packet of an aggregate; it always claims it.
@@ -795,7 +878,9 @@ local function heuristic(tvb, pinfo, tree)
     if len < kCommonSize or tvb:len() < kCommonSize then return false end
     if tvb(0, 1):uint() ~= kVersion or tvb(2, 2):uint() ~= 0 then return false end
     local typ = tvb(1, 1):uint()
-    if own_size(tvb, 0) ~= len and not aggregate_size(tvb, pinfo) then return false end
+    local own = own_size(tvb, 0)
+    local sealed = carries_trailer[typ] and own and own + kTrailerSize == len
+    if own ~= len and not sealed and not aggregate_size(tvb, pinfo) then return false end
     if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
     if typ == T_ACK and tvb(76, 2):uint() > kMaxAckStreams then return false end
     -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
