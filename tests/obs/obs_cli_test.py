@@ -111,7 +111,9 @@ def main():
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(server)
         time.sleep(0.3)
-        client = subprocess.Popen([MROCE, "perf", "127.0.0.1", "-p", str(oob), "-D", "6",
+        # -D 15: the steps below take about 6 s on an idle machine and over twice that on
+        # a loaded 2-core one; the client must still be running at step 4.
+        client = subprocess.Popen([MROCE, "perf", "127.0.0.1", "-p", str(oob), "-D", "15",
                                    "--metrics", f"127.0.0.1:{mport}"], env=ENV,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(client)
