@@ -17,7 +17,7 @@ repetition also runs perftest's ib_write_bw (64 KiB, the same duration) and ib_w
 (the numbers behind docs/results.md "The Verbs library").
 
 With --integrity-ab, each repetition runs only WRITE bandwidth at 64 KiB with the CRC32C
-integrity trailer (the default, spec §4.9) and with --no-integrity, in alternating order,
+integrity trailer (--integrity, spec §4.9) and without it (the default), in alternating order,
 and prints the paired ratio (the numbers behind docs/results.md "Cost of the integrity
 trailer").
 
@@ -144,7 +144,7 @@ def iperf3(seconds):
 def integrity_ab(a, d):
     """Paired runs with and without the integrity trailer; the order alternates per
     repetition so that a drift of the machine's load does not favour either."""
-    runs = [("trailer", ["-s", "65536"] + d), ("no trailer", ["-s", "65536", "--no-integrity"] + d)]
+    runs = [("trailer", ["-s", "65536", "--integrity"] + d), ("no trailer", ["-s", "65536"] + d)]
     gbps = {name: [] for name, _ in runs}
     cpu_gb = {name: [] for name, _ in runs}
     for rep in range(a.reps):

@@ -141,7 +141,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.cc = r.text("cc", std::string{});
     o.rate_hint = r.boolean("rate_hint", true);
     o.pacing = r.boolean("pacing", true);
-    o.integrity = r.boolean("integrity", true);
+    o.integrity = r.boolean("integrity", false);
     o.tc = r.u32("tc", 0);
     o.dscp_map = r.ints("dscp_map");
     o.line_rate_gbps = r.number("line_rate_gbps", 0.0);
@@ -421,9 +421,9 @@ void register_perf(CLI::App& app) {
                   "the receiver sends no rate hint (spec 9.2); the sender paces at its window rate");
     auto no_pacing = std::make_shared<bool>(false);
     cmd->add_flag("--no-pacing", *no_pacing, "do not pace: send as the window and ACKs allow");
-    auto no_integrity = std::make_shared<bool>(false);
-    cmd->add_flag("--no-integrity", *no_integrity,
-                  "do not announce the CRC32C integrity trailer (spec 4.9; both sides follow the client)");
+    auto integrity = std::make_shared<bool>(false);
+    cmd->add_flag("--integrity", *integrity,
+                  "announce the CRC32C integrity trailer (spec 4.9, off by default; both sides follow the client)");
     cmd->add_option("--tc", o->tc, "traffic class (service level) of every queue pair, 0..7 (0)");
     cmd->add_option("--dscp-map", o->dscp_map,
                     "DSCP of each traffic class 0..7, 8 comma-separated values 0..63 "
@@ -459,14 +459,14 @@ void register_perf(CLI::App& app) {
     cmd->add_option("--metrics", o->metrics,
                     "serve Prometheus /metrics on ADDR:PORT while running (this side)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.
-    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing, no_integrity,
+    cmd->callback([o, verb, lat, no_offload, ignored, bw_flag, no_hint, no_pacing, integrity,
                    out_json, out_json_file] {
         if (!out_json_file->empty()) o->json_path = *out_json_file;
         else if (*out_json) o->json_path = "perftest_out.json";  // perftest's default
         o->offload = !*no_offload;
         o->rate_hint = !*no_hint;
         o->pacing = !*no_pacing;
-        o->integrity = !*no_integrity;
+        o->integrity = *integrity;
         if (auto why = perf::check_cc_options(*o); !why.empty()) {
             std::fprintf(stderr, "mroce perf: %s\n", why.c_str());
             std::exit(2);

@@ -1,7 +1,7 @@
 // tools/perf_options.h — the options of `mroce perf` (tools/perf.cc) and what the two
 // sides agree on. perftest's flags keep perftest's letters and meanings (-s -n -D -q -a -p
 // -t --report_gbits -F); transport options are long flags only (--paths, --verb, --bw,
-// --lat, --raw, --json, --no-offload, --cc, --no-hint, --no-pacing, --no-integrity, --tc,
+// --lat, --raw, --json, --no-offload, --cc, --no-hint, --no-pacing, --integrity, --tc,
 // --dscp-map, --line-rate), so no perftest letter means something else here, with one
 // exception: -i is iperf3's report interval (issue 18), as users of both expect; perftest's
 // -i picks an InfiniBand port, which has no meaning over UDP. perftest's --out_json and
@@ -48,7 +48,7 @@ struct Options {
     std::string cc;           // --cc fixed|aimd; empty: the Device's default
     bool rate_hint = true;    // --no-hint: the receiver computes no rate hint ([CC-11])
     bool pacing = true;       // --no-pacing: ack-clocked only ([CC-17])
-    bool integrity = true;    // --no-integrity: do not announce INTEGRITY ([INT-7])
+    bool integrity = false;   // --integrity: announce INTEGRITY ([INT-7]; off by default)
     uint32_t tc = 0;          // --tc: every queue pair's traffic class (service level), 0..7
     // --dscp-map: the DSCP of each of the 8 traffic classes; empty: the datapath's default
     // (class c -> 8c, CS0..CS7; datapath/udp/README.md).

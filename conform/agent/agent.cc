@@ -177,6 +177,9 @@ void Agent::close_all() {
 
 bool Agent::open(std::string* why) {
     api::DeviceConfig cfg;
+    // [INT-7]: the target offers INTEGRITY, so integrity.trailer can test it; a connection
+    // uses it only when the suite's HELLO announces it too.
+    cfg.endpoint.integrity_check = true;
     cfg.local = udp_;
     // The target runs the spec's ACK rule ([ACK-11], [ACK-12]), not the batched one a
     // Device fits to its datapath for speed: the suite checks the spec's behaviour.

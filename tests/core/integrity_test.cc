@@ -133,13 +133,14 @@ struct Transfer {
     std::vector<core::Completion> done;
 };
 
-// [INT-1] [INT-2] [INT-3] [INT-6]: with the check on at both ends (the default), a DATA
+// [INT-1] [INT-2] [INT-3] [INT-6]: with the check on at both ends, a DATA
 // packet whose payload had one bit flipped in flight is counted in bad_integrity and
 // dropped: not placed, not acknowledged; the sender retransmits it as lost and the memory
 // ends up exactly as sent.
 TEST(Integrity, CorruptedDataIsCountedDroppedAndRecovered) {
+    EXPECT_FALSE(core::EndpointConfig{}.integrity_check);  // [INT-7]: off by default (2.0)
     core::EndpointConfig cfg;
-    ASSERT_TRUE(cfg.integrity_check);  // [INT-7]: on by default
+    cfg.integrity_check = true;
     Transfer t(1, cfg, cfg, 3);
     ASSERT_TRUE(t.write());
     EXPECT_TRUE(t.conn_a().integrity());
@@ -193,6 +194,7 @@ TEST(Integrity, OffOnOneSideIsNotNegotiated) {
 // its trailers.
 TEST(Integrity, OutcomeIsFixedForTheConnection) {
     core::EndpointConfig cfg;
+    cfg.integrity_check = true;
     Transfer t(3, cfg, cfg, 0);
     ASSERT_TRUE(t.write());
     ASSERT_TRUE(t.conn_b().integrity());
