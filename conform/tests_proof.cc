@@ -508,7 +508,7 @@ void add_proof_tests(std::vector<TestCase>& out) {
                    "the target's every third HELLO is version 1; a version-1 HELLO_ACK fails it, unless forged",
                    v1_probe});
     out.push_back({"handshake.capabilities", "[VER-2]",
-                   "unknown capability bits are ignored: HELLO_ACK announces 0 and the connection works",
+                   "unknown capability bits are ignored: HELLO_ACK announces none of them and the connection works",
                    capabilities});
     out.push_back({"handshake.endpoint_port", "[CONN-13]",
                    "a HELLO from another source port is answered at the endpoint_port it announces",

@@ -441,13 +441,9 @@ TEST(Connection, CloseFlushesBothSides) {
 
 // CloseCounter wraps an engine: it counts the CLOSEs the engine sends and drops the first
 // `drop` of them, as a lossy return route would.
-class CloseCounter final : public core::Engine {
+class CloseCounter final : public EngineTap {
   public:
-    CloseCounter(core::Engine& inner, uint32_t drop) : inner_(inner), drop_(drop) {}
-    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
-        inner_.on_datagram(d, m, now);
-    }
-    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    CloseCounter(core::Engine& inner, uint32_t drop) : EngineTap(inner), drop_(drop) {}
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
             if (!wire::decode_close(without_trailer(buf.first(n))).ok()) return n;
@@ -457,25 +453,17 @@ class CloseCounter final : public core::Engine {
         }
         return 0;
     }
-    Time next_deadline() const override { return inner_.next_deadline(); }
-    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
-    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
     uint32_t closes = 0, dropped = 0;
 
   private:
-    core::Engine& inner_;
     uint32_t drop_;
 };
 
 // DropFirstReport wraps an engine and drops the first ACK it sends that carries a stream
 // entry: the one report of a stream's delivery is lost with the path's acknowledgements.
-class DropFirstReport final : public core::Engine {
+class DropFirstReport final : public EngineTap {
   public:
-    explicit DropFirstReport(core::Engine& inner) : inner_(inner) {}
-    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
-        inner_.on_datagram(d, m, now);
-    }
-    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    explicit DropFirstReport(core::Engine& inner) : EngineTap(inner) {}
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         while (size_t n = inner_.poll_transmit(buf, meta, now)) {
             const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(buf.first(n)));
@@ -487,14 +475,8 @@ class DropFirstReport final : public core::Engine {
         }
         return 0;
     }
-    Time next_deadline() const override { return inner_.next_deadline(); }
-    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
-    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
     bool dropped = false;
     uint32_t probe_reply_entries = 0;
-
-  private:
-    core::Engine& inner_;
 };
 
 // [ACK-20] [PROBE-2] [ACK-14] the only ACK that reported a stream's delivery is lost: the

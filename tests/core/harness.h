@@ -75,6 +75,27 @@ inline wire::AckPacket peer_ack(Pair& p, uint16_t path) {
     return a;
 }
 
+// EngineTap wraps an engine and forwards everything to it: a test overrides on_datagram
+// or poll_transmit to see, change or drop what passes (a lossy link, a corrupting switch).
+class EngineTap : public core::Engine {
+public:
+    explicit EngineTap(core::Engine& inner) : inner_(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        inner_.on_datagram(d, m, now);
+    }
+    bool is_handshake(std::span<const std::byte> d) const override { return inner_.is_handshake(d); }
+    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        return inner_.poll_transmit(buf, meta, now);
+    }
+    Time next_deadline() const override { return inner_.next_deadline(); }
+    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
+    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
+
+protected:
+    core::Engine& inner_;
+};
+
 // without_trailer: a datagram an engine sent, without its integrity trailer ([INT-2]) if it
 // ends with a valid one, for a test that decodes it with wire/.
 inline std::span<const std::byte> without_trailer(std::span<const std::byte> d) {

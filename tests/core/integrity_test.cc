@@ -32,9 +32,9 @@ sim::NetworkConfig quiet_net() {
 // Corrupter wraps B's engine: it flips one bit of the payload of the `flip_nth` DATA
 // packet with a payload that B receives (a switch or NIC corrupting a buffer in flight),
 // and records the length of every datagram by type, to see whether trailers are there.
-class Corrupter final : public core::Engine {
+class Corrupter final : public EngineTap {
 public:
-    Corrupter(core::Engine& inner, int flip_nth) : inner_(inner), flip_nth_(flip_nth) {}
+    Corrupter(core::Engine& inner, int flip_nth) : EngineTap(inner), flip_nth_(flip_nth) {}
     void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
         const auto type = static_cast<wire::PacketType>(static_cast<uint8_t>(d[1]));
         extra_bytes(type, d);
@@ -48,16 +48,12 @@ public:
         }
         inner_.on_datagram(d, m, now);
     }
-    void on_timeout(Time now) override { inner_.on_timeout(now); }
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         const size_t n = inner_.poll_transmit(buf, meta, now);
         if (n > 0)
             extra_bytes(static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1])), buf.first(n));
         return n;
     }
-    Time next_deadline() const override { return inner_.next_deadline(); }
-    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
-    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
 
     int flipped = 0;
     // Bytes beyond what §3 defines for the type, per type, as sent and received by B:
@@ -82,7 +78,6 @@ private:
         extra[t].insert(d.size() - defined);
     }
 
-    core::Engine& inner_;
     int flip_nth_;
     int data_seen_ = 0;
 };

@@ -310,13 +310,9 @@ TEST(RdmaOps, AccessErrorFailsOnlyItsStream) {
 // one stream (re-encoding the rest): the path-level acknowledgements and probe replies
 // still get through, so the peer sees that stream's data acknowledged but never
 // delivered, and probes it.
-class HideReports final : public core::Engine {
+class HideReports final : public EngineTap {
   public:
-    HideReports(core::Engine& inner, uint32_t stream) : inner_(inner), stream_(stream) {}
-    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
-        inner_.on_datagram(d, m, now);
-    }
-    void on_timeout(Time now) override { inner_.on_timeout(now); }
+    HideReports(core::Engine& inner, uint32_t stream) : EngineTap(inner), stream_(stream) {}
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         const size_t n = inner_.poll_transmit(buf, meta, now);
         std::span<const std::byte> packet;
@@ -334,13 +330,9 @@ class HideReports final : public core::Engine {
         wire::append_integrity(buf.first(len + wire::kIntegritySize), len);  // [INT-2] re-sealed
         return len + wire::kIntegritySize;
     }
-    Time next_deadline() const override { return inner_.next_deadline(); }
-    std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
-    size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
     uint64_t hidden = 0;
 
   private:
-    core::Engine& inner_;
     uint32_t stream_;
 };
 
