@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""plot.py DIR — turn the output of `mroce sim ... --out DIR` into PNG plots.
+"""plot.py DIR [--metrics M,M,...] — turn the output of `mroce sim ... --out DIR` into PNG plots.
 
 Reads DIR/summary.json and each run's files (the output contract in docs/sim.md) and writes,
 next to them:
@@ -8,9 +8,15 @@ next to them:
   DIR/<run dir>/cc.png          window and rate per connection / path over time (cc.csv)
   DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt), and p50/p99
                                 slowdown per flow-size bucket when sizes differ
+  DIR/fct_cdf.png               every run's FCT-slowdown CDF in one plot, one line per
+                                run (e.g. MetaRoCE and RoCEv2 side by side), and their p50/p99
+                                by flow size when sizes differ (only when two or more runs
+                                have an fct.txt)
   DIR/sweep.png                 each metric against the swept parameter, one line per
                                 protocol (bars per run when only the protocol differs;
-                                only when summary.json has several runs)
+                                only when summary.json has several runs). --metrics picks
+                                which metrics, in that order (names of summary.json's
+                                run metrics; an unknown name is a usage error, exit 2)
 A plot is made only when its file has rows; a missing, empty or malformed file is skipped
 with a one-line note on stdout. A missing DIR or summary.json, or bad JSON, is a one-line
 error on stderr and exit status 1.
@@ -230,9 +236,8 @@ def by_size(flows):
     return out
 
 
-def plot_fct(run_dir, title):
-    """fct_cdf.png: the CDF of FCT slowdown; beside it, when sizes differ (e.g. a WebSearch
-    or Hadoop background), p50 and p99 slowdown per flow-size bucket (HPCC's plot)."""
+def read_fct(run_dir):
+    """The (size_bytes, slowdown) pairs of a run's fct.txt; Skip when there are none."""
     path = os.path.join(run_dir, "fct.txt")
     if not os.path.exists(path):
         raise Skip(f"skip {path}: missing")
@@ -252,6 +257,13 @@ def plot_fct(run_dir, title):
             flows.append((size, fct / ideal))
     if not flows:
         raise Skip(f"skip {path}: no rows")
+    return flows
+
+
+def plot_fct(run_dir, title):
+    """fct_cdf.png: the CDF of FCT slowdown; beside it, when sizes differ (e.g. a WebSearch
+    or Hadoop background), p50 and p99 slowdown per flow-size bucket (HPCC's plot)."""
+    flows = read_fct(run_dir)
     slowdowns = sorted(sd for _, sd in flows)
     count = len(slowdowns)
     flows.sort()
@@ -290,15 +302,66 @@ def plot_fct(run_dir, title):
     return out + extra
 
 
+def plot_fct_overlay(base, title, named_runs):
+    """DIR/fct_cdf.png: the FCT-slowdown CDF of every run in one plot (one colour per run),
+    and, when flow sizes differ, each run's p50 (solid) and p99 (dashed) by size bucket.
+    named_runs: (label, run directory) pairs; runs without an fct.txt are left out (their
+    own note was printed already)."""
+    curves = []
+    for label, run_dir in named_runs:
+        try:
+            flows = sorted(read_fct(run_dir))
+        except Skip:
+            continue
+        curves.append((label, flows))
+    out = os.path.join(base, "fct_cdf.png")
+    if len(curves) < 2:
+        raise Skip(f"skip {out}: fewer than two runs have an fct.txt")
+    sized = any(flows[0][0] != flows[-1][0] for _, flows in curves)
+    fig, axes = plt.subplots(1, 2 if sized else 1, figsize=(12 if sized else 7, 5), squeeze=False)
+    ax = axes[0][0]
+    lo, hi = math.inf, 0.0
+    for i, (label, flows) in enumerate(curves):
+        sd = sorted(x for _, x in flows)
+        lo, hi = min(lo, sd[0]), max(hi, sd[-1])
+        ax.step(sd, [(k + 1) / len(sd) for k in range(len(sd))], where="post", color=f"C{i % 10}",
+                label=f"{label}: p50 {nearest_rank(sd, 0.5):.2f}, p99 {nearest_rank(sd, 0.99):.2f}")
+    if lo > 0 and hi / lo > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("FCT slowdown (fct / ideal fct)")
+    ax.set_ylabel("fraction of flows")
+    ax.set_ylim(0, 1.01)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    if sized:
+        ax = axes[0][1]
+        for i, (label, flows) in enumerate(curves):
+            buckets = by_size(flows)
+            sizes = [b[0] for b in buckets]
+            ax.plot(sizes, [b[1] for b in buckets], marker="o", color=f"C{i % 10}", label=f"{label} p50")
+            ax.plot(sizes, [b[2] for b in buckets], marker="^", linestyle="--", color=f"C{i % 10}",
+                    label=f"{label} p99")
+        ax.set_xscale("log")
+        ax.set_xlabel("flow size (bytes, largest in bucket)")
+        ax.set_ylabel("FCT slowdown")
+        ax.set_title("slowdown by size", fontsize="small")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small")
+    save(fig, out)
+    return f"{out} ({len(curves)} runs overlaid)"
+
+
 def as_number(v):
     if isinstance(v, bool):
         return None
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def plot_sweep(base, runs):
+def plot_sweep(base, runs, picked=None):
     """sweep.png: each metric against the first swept parameter, one line per protocol
-    (and per value of any other swept parameter)."""
+    (and per value of any other swept parameter). picked: the metrics to show, in order
+    (checked by the caller), else the contract's and every other one that varies."""
     params = []
     for r in runs:
         for k in r.get("params", {}):
@@ -314,6 +377,8 @@ def plot_sweep(base, runs):
             values = {json.dumps(q.get("metrics", {}).get(m)) for q in runs}
             if m not in metrics and as_number(v) is not None and len(values) > 1:
                 metrics.append(m)
+    if picked:
+        metrics = picked
     if not metrics:
         raise Skip(f"skip {os.path.join(base, 'sweep.png')}: no metrics in summary.json")
 
@@ -371,7 +436,7 @@ def plot_sweep(base, runs):
     out = os.path.join(base, "sweep.png")
     fig.savefig(out, dpi=DPI)
     plt.close(fig)
-    return out
+    return f"{out} ({len(metrics)} metrics)"
 
 
 def load_pyplot():
@@ -410,15 +475,50 @@ def load_summary(base):
     return summary
 
 
+USAGE = ("usage: plot.py DIR [--metrics M,M,...]   (DIR: the --out directory of `mroce sim`; "
+         "--metrics: the run metrics sweep.png shows)")
+
+
+def parse_args(argv):
+    """(DIR, picked metrics or None); a usage error prints one line and exits 2."""
+    def usage(msg=None):
+        print(f"plot.py: {msg}" if msg else USAGE, file=sys.stderr)
+        sys.exit(2)
+    args, base, picked = argv[1:], None, None
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            usage()
+        elif a == "--metrics" or a.startswith("--metrics="):
+            value = a.split("=", 1)[1] if "=" in a else (args.pop(0) if args else None)
+            picked = [m for m in (value or "").split(",") if m]
+            if not picked:
+                usage("--metrics needs a comma-separated list of metric names")
+        elif a.startswith("-"):
+            usage(f"unknown option {a} ({USAGE})")
+        elif base is None:
+            base = a
+        else:
+            usage(f"one DIR only, got {base} and {a}")
+    if base is None:
+        usage()
+    return base, picked
+
+
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
-        print("usage: plot.py DIR   (DIR: the --out directory of `mroce sim`)", file=sys.stderr)
-        return 2
-    base = argv[1]
+    base, picked = parse_args(argv)
     summary = load_summary(base)
-    load_pyplot()
     runs = summary["runs"]
+    if picked:
+        known = {m for r in runs for m, v in r["metrics"].items() if as_number(v) is not None}
+        unknown = [m for m in picked if m not in known]
+        if unknown:
+            print(f"plot.py: --metrics: no run has a numeric metric {', '.join(unknown)} "
+                  f"(known: {', '.join(sorted(known))})", file=sys.stderr)
+            return 2
+    load_pyplot()
     written = []
+    named = []
     for i, r in enumerate(runs):
         sub = str(r.get("dir") or r.get("label") or "")
         if not sub or os.path.isabs(sub) or ".." in sub.split("/"):
@@ -429,16 +529,19 @@ def main(argv):
             note(f"skip {run_dir}: missing run directory")
             continue
         title = f"{summary.get('scenario', '')} {r.get('label', sub)}".strip()
+        named.append((str(r.get("label", sub)), run_dir))
         for plot in (plot_throughput, plot_queue, plot_cc, plot_fct):
             try:
                 written.append(plot(run_dir, title))
             except Skip as s:
                 note(str(s))
     if len(runs) > 1:
-        try:
-            written.append(plot_sweep(base, runs))
-        except Skip as s:
-            note(str(s))
+        for plot in (lambda: plot_fct_overlay(base, str(summary.get("scenario", "")), named),
+                     lambda: plot_sweep(base, runs, picked)):
+            try:
+                written.append(plot())
+            except Skip as s:
+                note(str(s))
     for w in written:
         print(f"wrote {w}")
     return 0

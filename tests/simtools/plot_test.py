@@ -110,9 +110,9 @@ def run_entry(protocol, label, params, rng):
             "metrics": metrics}
 
 
-def plot(plot_py, target):
-    return subprocess.run([sys.executable, plot_py, target], capture_output=True, text=True,
-                          timeout=120)
+def plot(plot_py, target, *args):
+    return subprocess.run([sys.executable, plot_py, target, *args], capture_output=True,
+                          text=True, timeout=120)
 
 
 def pngs_in(d):
@@ -160,6 +160,10 @@ def main():
             got = pngs_in(os.path.join(sweep, label))
             check(got == names, f"sweep {label}: PNGs {got}, expected {names}")
         check(os.path.exists(os.path.join(sweep, "sweep.png")), "sweep.png written")
+        # Three of the four runs have an fct.txt: one overlaid CDF of the three.
+        check("fct_cdf.png (3 runs overlaid)" in r.stdout, "sweep: the FCT CDFs of 3 runs overlaid")
+        check(png_problem(os.path.join(sweep, "fct_cdf.png")) is None, "sweep: fct_cdf.png is a PNG")
+
         for note in ("rocev2-loss0.001/cc.csv: no rows", "rocev2-loss0.01/fct.txt: missing",
                      "lots", "mroce-loss0.01/throughput.csv: empty",
                      "rocev2-loss0.01/cc.csv: no window or rate values"):
@@ -169,6 +173,21 @@ def main():
                 if f.endswith(".png"):
                     problem = png_problem(os.path.join(d, f))
                     check(problem is None, f"{os.path.join(d, f)}: {problem}")
+
+        # --metrics picks sweep.png's metrics, in order; unknown names are usage errors.
+        m = plot(plot_py, sweep, "--metrics", "drops,goodput_gbps")
+        check(m.returncode == 0, f"--metrics: exit {m.returncode}: {m.stderr.strip()}")
+        check("sweep.png (2 metrics)" in m.stdout, f"--metrics: two metrics drawn: {m.stdout!r}")
+        m = plot(plot_py, sweep)
+        check("sweep.png (10 metrics)" in m.stdout, "without --metrics: the contract's ten")
+        for args, words in ((("--metrics", "drops,no_such_metric"), "no_such_metric"),
+                            (("--metrics",), "--metrics needs"),
+                            (("--metric=drops",), "unknown option --metric=drops")):
+            m = plot(plot_py, sweep, *args)
+            err = m.stderr.strip()
+            check(m.returncode == 2 and words in err and "\n" not in err,
+                  f"plot.py {' '.join(args)}: exit 2 and one line with {words!r}, got "
+                  f"{m.returncode} {err!r}")
 
         # --- one run with 40 flows: at most 16 flows + the total are drawn; no sweep ---
         single = os.path.join(tmp, "single")
@@ -181,6 +200,7 @@ def main():
         check(pngs_in(os.path.join(single, "only")) ==
               ["cc.png", "fct_cdf.png", "queue.png", "throughput.png"], "single: all four PNGs")
         check(not os.path.exists(os.path.join(single, "sweep.png")), "single: no sweep.png")
+        check(not os.path.exists(os.path.join(single, "fct_cdf.png")), "single: no overlay")
         check("(16 of 40 flows drawn)" in r.stdout, "throughput: 16 of 40 flows drawn")
         check("(16 of 20 ports drawn)" in r.stdout, "queue: 16 of 20 ports drawn")
         check("(16 of 25 series drawn)" in r.stdout, "cc: 16 of 25 series drawn")
@@ -204,6 +224,8 @@ def main():
         check(png_problem(os.path.join(protos, "sweep.png")) is None, "protocols: sweep.png")
         check("mroce-2: missing run directory" in r.stdout, "protocols: note for mroce-2")
         check("mroce-0/throughput.csv: missing" in r.stdout, "protocols: note for mroce-0")
+        check("fct_cdf.png: fewer than two runs have an fct.txt" in r.stdout,
+              "protocols: no overlay without two FCT files")
 
         # --- only the protocol differs: one bar per run ---
         only = os.path.join(tmp, "onlyprotocol")
