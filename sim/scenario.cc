@@ -449,15 +449,33 @@ void read_faults(const Ctx& ctx, const toml::array* faults, RunSpec& r, uint32_t
         Section s(ctx, n.as_table(), pre);
         FaultSpec f;
         f.at = s.duration_us("at_us", {}, 0, 1e9);
-        const std::string kind = s.choice("kind", "plane_down", {"plane_down", "plane_up", "cable_down", "cable_up", "loss", "rate"});
+        const std::string kind = s.choice("kind", "plane_down",
+                                          {"plane_down", "plane_up", "cable_down", "cable_up", "loss", "rate", "burst_loss"});
         f.kind = kind == "plane_down"   ? FaultKind::kPlaneDown
                  : kind == "plane_up"   ? FaultKind::kPlaneUp
                  : kind == "cable_down" ? FaultKind::kCableDown
                  : kind == "cable_up"   ? FaultKind::kCableUp
                  : kind == "loss"       ? FaultKind::kLoss
+                 : kind == "burst_loss" ? FaultKind::kBurstLoss
                                         : FaultKind::kRate;
         f.plane = s.u32("plane", 0, 0, r.topology.planes - 1);
         f.host = s.u32("host", 0, 0, hosts - 1);
+        if (const toml::node* port = s.node("port")) {
+            // The name is checked against the built topology when the run starts.
+            if (!port->is_string() || port->value<std::string>()->empty())
+                s.bad(port, "port", "must be a switch port name as in queue.csv, e.g. \"spine0/p1\"");
+            if (f.kind == FaultKind::kPlaneDown || f.kind == FaultKind::kPlaneUp)
+                s.bad(port, "port", "applies to cable faults, not to kind = \"" + kind + "\"");
+            f.port = *port->value<std::string>();
+        }
+        // [[faults]] kind = "burst_loss": Gilbert-Elliott on both wires of the cable.
+        f.burst.p_good_to_bad = s.real("p_good_to_bad", 0, 0, 1);
+        f.burst.p_bad_to_good = s.real("p_bad_to_good", 1, 0, 1);
+        f.burst.loss_in_bad = s.real("loss_in_bad", 1, 0, 1);
+        if (f.kind == FaultKind::kBurstLoss && f.burst.p_good_to_bad <= 0)
+            s.bad(&n, "p_good_to_bad", "must be positive for kind = \"burst_loss\"");
+        if (f.kind == FaultKind::kBurstLoss && f.burst.p_bad_to_good <= 0)
+            s.bad(&n, "p_bad_to_good", "must be positive for kind = \"burst_loss\" (0 never leaves the bad state)");
         if (s.node("reconverge_us")) f.reconverge = s.duration_us("reconverge_us", {}, 0, 1e9);
         f.loss = s.real("loss", 0, 0, 1);
         f.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 0, 0, 100000) * 1e9);

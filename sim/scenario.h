@@ -62,16 +62,20 @@ struct WorkloadSpec {
     Workload flows;               // explicit; for the generators, extra flows after theirs
 };
 
-enum class FaultKind : uint8_t { kPlaneDown, kPlaneUp, kCableDown, kCableUp, kLoss, kRate };
+enum class FaultKind : uint8_t { kPlaneDown, kPlaneUp, kCableDown, kCableUp, kLoss, kRate, kBurstLoss };
 
 struct FaultSpec {
     SimDuration at{0};
     FaultKind kind = FaultKind::kPlaneDown;
     uint32_t plane = 0;
     uint32_t host = 0;  // cable faults: the cable from this host's NIC port in `plane`
+    // cable faults: the cable on this switch port, named as in queue.csv ("leaf0/p4",
+    // "P1.spine0/p2"); switch-to-switch cables included. Empty: host and plane say.
+    std::string port;
     std::optional<SimDuration> reconverge;  // nullopt: routing never learns
     double loss = 0;
     uint64_t rate_bps = 0;
+    GilbertElliott burst;  // kind burst_loss
 };
 
 struct OutputSpec {

@@ -529,9 +529,23 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         topo.cable(c).b_to_a->config().loss_probability = spec.loss;
     }
     FaultInjector faults(topo);
-    for (const FaultSpec& f : spec.faults) {
+    std::map<std::string, size_t> cable_at_port;  // switch port name -> its cable
+    for (size_t c = 0; c < topo.cable_count() && !spec.faults.empty(); ++c)
+        for (const CableEnd& e : {topo.cable(c).a, topo.cable(c).b})
+            if (!e.is_host) cable_at_port[port_name(topo, e.node, e.port)] = c;
+    for (size_t i = 0; i < spec.faults.size(); ++i) {
+        const FaultSpec& f = spec.faults[i];
         const SimTime at = SimTime{} + f.at;
-        const size_t cable = topo.host_cable(f.host, f.plane);
+        size_t cable = topo.host_cable(f.host, f.plane);
+        if (!f.port.empty()) {
+            auto it = cable_at_port.find(f.port);
+            if (it == cable_at_port.end()) {
+                err = "faults[" + std::to_string(i) + "].port: no cabled switch port named '" + f.port +
+                      "' (e.g. '" + cable_at_port.begin()->first + "')";
+                return false;
+            }
+            cable = it->second;
+        }
         switch (f.kind) {
             case FaultKind::kPlaneDown: faults.plane_down(at, f.plane, f.reconverge); break;
             case FaultKind::kPlaneUp: faults.plane_up(at, f.plane, f.reconverge); break;
@@ -539,6 +553,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             case FaultKind::kCableUp: faults.cable_up(at, cable, f.reconverge); break;
             case FaultKind::kLoss: faults.set_loss(at, cable, f.loss); break;
             case FaultKind::kRate: faults.set_rate(at, cable, f.rate_bps); break;
+            case FaultKind::kBurstLoss: faults.set_burst_loss(at, cable, f.burst); break;
         }
     }
 

@@ -169,6 +169,60 @@ time_limit_us = 2000
     EXPECT_EQ(out.metrics.stop_reason, "time limit");
 }
 
+// [[faults]] name a switch-to-switch cable by one of its ports, as queue.csv names ports:
+// a leaf-spine cable cut for good (no reconvergence) and burst loss on another. MetaRoCE
+// re-rolls the paths hashed onto the dead cable and completes; the burst loss drops
+// packets on its cable (no other cable loses any); a port that does not exist is refused
+// with one line.
+TEST(ScenarioRunFaults, SwitchToSwitchCablesByPortName) {
+    const uint64_t seed = testing::test_seed(26);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const std::string base = R"(
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+[mroce]
+min_pto_us = 20
+[workload]
+kind = "explicit"
+message_bytes = 65536
+flows = [ { src = 0, dst = 2, bytes = 2000000 }, { src = 3, dst = 1, bytes = 2000000 } ]
+[run]
+time_limit_us = 100000
+)";
+    const RunSpec clean = spec_from(base);
+    RunOutput ref;
+    std::string err;
+    ASSERT_TRUE(run_spec(clean, seed, ref, err)) << err;
+    ASSERT_EQ(ref.metrics.completed_flows, 2u);
+    EXPECT_EQ(ref.metrics.drops, 0u);
+    const RunSpec faulty = spec_from(base + R"(
+[[faults]]
+at_us = 20
+kind = "cable_down"
+port = "spine0/p1"
+[[faults]]
+at_us = 0
+kind = "burst_loss"
+port = "spine1/p0"
+p_good_to_bad = 0.02
+p_bad_to_good = 0.25
+)");
+    RunOutput out;
+    ASSERT_TRUE(run_spec(faulty, seed, out, err)) << err;
+    EXPECT_EQ(out.metrics.completed_flows, 2u);
+    EXPECT_EQ(out.metrics.failed_ops, 0u);
+    EXPECT_GT(out.metrics.drops, 0u) << "neither fault dropped anything";
+    EXPECT_GT(out.metrics.completion_time_us, ref.metrics.completion_time_us);
+    RunSpec bad = spec_from(base + "[[faults]]\nkind = \"loss\"\nport = \"spine9/p0\"\nloss = 0.1\n");
+    RunOutput none;
+    EXPECT_FALSE(run_spec(bad, seed, none, err));
+    EXPECT_NE(err.find("faults[0].port: no cabled switch port named 'spine9/p0'"), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
 // A fabric of zero-delay cables is a valid scenario: the default hint interval (derived from
 // the cable delay) must not fall below its own lower bound and reject the file.
 TEST(ScenarioDefaults, ZeroDelayCablesStillRunWithTheHint) {
