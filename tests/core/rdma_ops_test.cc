@@ -425,6 +425,66 @@ TEST(RdmaOps, MessagesLongerThanTheSegmentWindow) {
     }
 }
 
+// [PLACE-31] [PLACE-6] [PLACE-12]: messages of four segment windows over lossy,
+// duplicating, reordering paths: a WRITE, a READ (its answer comes from B) and a SEND whose
+// receive is posted only after B refused it with RNR NACKs (the whole message is then sent
+// again, from a floor of 0). Every byte lands and every operation succeeds. The READ's
+// answer never leaves A's window. B may refuse some of the SEND's segments for its window:
+// the segments it refused with RNR were acknowledged at path level, so A's floor moved
+// past them, and those A sent before the NACK reached it can land beyond the window of the
+// slot made once the receive is posted; the RNR resend brings them again ([PLACE-31]).
+TEST(RdmaOps, LongMessagesOverLossyPaths) {
+    for (uint64_t seed : seeds_from_env(4, 51)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.max_payload = 256;
+        constexpr uint32_t kLen = 1 << 20;
+        sim::NetworkConfig nc = lossy_net(0.02);
+        nc.link.rate_bps = nc.host.line_rate_bps = 100'000'000'000;
+        Fixture f(seed, nc, cfg, cfg, 3 * size_t{kLen});
+        for (size_t i = 0; i < f.a.mem.size(); ++i) f.a.mem[i] = pattern_byte(3, 0, i);
+        for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(4, 0, i);
+        const std::vector<std::byte> a0 = f.a.mem, b0 = f.b.mem;
+        const auto [sa, sb] = f.stream(1);
+        core::SendWr w;
+        w.wr_id = 1;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = f.a.addr(0);
+        w.length = kLen;
+        w.lkey = f.a.keys.lkey;
+        w.remote_addr = f.b.addr(0);
+        w.rkey = f.b.keys.rkey;
+        f.post(sa, w);
+        f.post(sa, f.read(2, kLen, kLen, kLen));
+        core::SendWr send;
+        send.wr_id = 3;
+        send.opcode = WorkOpcode::kSend;
+        send.local_addr = f.a.addr(2 * size_t{kLen});
+        send.length = kLen;
+        send.lkey = f.a.keys.lkey;
+        f.post(sa, send);
+        // No receive yet: B answers the SEND with RNR NACKs until one is posted.
+        ASSERT_TRUE(f.run_until([&] { return f.conn_b().stats().rnr_nacks_sent > 0; }, 2000ms));
+        core::RecvWr r;
+        r.wr_id = 9;
+        r.addr = f.b.addr(2 * size_t{kLen});
+        r.length = kLen;
+        r.lkey = f.b.keys.lkey;
+        ASSERT_EQ(f.p.b->post_recv(sb, r, f.p.now()), Error::kOk);
+        ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 3 && f.b.done.size() == 1; }, 5000ms))
+            << f.a.done.size() << " requester completions, " << f.b.done.size() << " responder";
+        for (const auto& c : f.a.done) EXPECT_EQ(c.status, Status::kSuccess) << core::to_string(c.status);
+        EXPECT_EQ(f.b.done[0].status, Status::kSuccess);
+        EXPECT_EQ(f.b.done[0].byte_len, kLen);
+        EXPECT_EQ(f.conn_a().stats().out_of_window, 0u);
+        EXPECT_TRUE(std::equal(f.b.mem.begin(), f.b.mem.begin() + kLen, a0.begin())) << "WRITE bytes";
+        EXPECT_TRUE(std::equal(f.a.mem.begin() + kLen, f.a.mem.begin() + 2 * kLen, b0.begin() + kLen))
+            << "READ bytes";
+        EXPECT_TRUE(std::equal(f.b.mem.begin() + 2 * kLen, f.b.mem.end(), a0.begin() + 2 * kLen))
+            << "SEND bytes";
+    }
+}
+
 // [STREAM-5] [STREAM-12]: a stream whose own probe limit (a queue pair's retry_cnt) runs
 // out fails alone with kRetryExceeded; the other stream and the connection carry on.
 TEST(RdmaOps, StreamProbeLimitFailsOnlyItsStream) {
