@@ -287,28 +287,37 @@ BENCHMARK(BM_SenderIntegrity)->ArgsProduct({{4096, 256}, {0, 1}});
 BENCHMARK(BM_ReceiverIntegrity)->ArgsProduct({{4096, 256}, {0, 1}});
 
 // One CRC32C ([INT-2]) over range(1) bytes, by implementation range(0): 0 the tables, 1
-// the CRC32 instruction (three chains), 2 folding with VPCLMULQDQ (util/crc32c.h), 3 what
-// crc32c() picks on this CPU. The sizes: an ACK with its trailer's room (80 bytes:
-// 72 + 8), a DATA of 256 and of 4096 bytes of payload (328, 4168).
+// the CRC32 instruction (three chains), 2 folding in AVX-512 registers, 3 what crc32c()
+// picks on this CPU, 4 folding in AVX2 registers (util/crc32c.h). The sizes: an ACK with
+// its trailer's room (80 bytes: 72 + 8), a DATA of 256 and of 4096 bytes of payload (328,
+// 4168). The folding paths take the CRC32 instruction below 256 bytes.
 void BM_Crc32c(benchmark::State& state) {
     const auto impl = state.range(0);
     if (impl == 1 && !crc32c_hw_supported()) return state.SkipWithError("no SSE4.2");
-    if (impl == 2 && !crc32c_detail::crc32c_fold_supported()) return state.SkipWithError("no VPCLMULQDQ");
+    if (impl == 2 && !crc32c_detail::fold512_supported()) return state.SkipWithError("no AVX-512 VPCLMULQDQ");
+    if (impl == 4 && !crc32c_detail::fold256_supported()) return state.SkipWithError("no AVX2 VPCLMULQDQ");
     std::vector<std::byte> buf(static_cast<size_t>(state.range(1)));
     Rng rng(1);
     for (auto& b : buf) b = static_cast<std::byte>(rng.next_u32());
     const std::span<const std::byte> data(buf);
+    const bool wide = data.size() >= crc32c_detail::kFoldMinBytes;
+    const auto one = [&]() -> uint32_t {
+        switch (impl) {
+            case 0: return crc32c_sw(data);
+            case 2: if (wide) return crc32c_detail::crc32c_fold512_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu; break;
+            case 3: return crc32c(data);
+            case 4: if (wide) return crc32c_detail::crc32c_fold256_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu; break;
+            default: break;
+        }
+        return crc32c_hw(data);
+    };
     for (auto _ : state) {
         benchmark::DoNotOptimize(buf.data());
-        const uint32_t c = impl == 0   ? crc32c_sw(data)
-                           : impl == 1 ? crc32c_hw(data)
-                           : impl == 2 ? crc32c_fold(data)
-                                       : crc32c(data);
-        benchmark::DoNotOptimize(c);
+        benchmark::DoNotOptimize(one());
     }
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(1));
 }
-BENCHMARK(BM_Crc32c)->ArgsProduct({{0, 1, 2, 3}, {80, 328, 4168}});
+BENCHMARK(BM_Crc32c)->ArgsProduct({{0, 1, 2, 3, 4}, {80, 328, 4168}});
 
 // The same cycle with obs/'s trace sink installed on both engines, as api::Device does:
 // every RTT sample goes into its path's histogram, and window cuts and hint changes are

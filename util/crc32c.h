@@ -5,9 +5,10 @@
 // crc32c("123456789") = 0xE3069283.
 //
 // Three implementations that give the same answer (util/crc32c_test.cc checks that they do):
-// - crc32c_fold: carry-less multiplication with AVX-512 VPCLMULQDQ, 256 bytes per loop
-//   (util/crc32c_fold.h), for buffers of kFoldMinBytes or more: about four times the
-//   speed of the CRC32 instruction, which retires at most one per cycle.
+// - crc32c_fold: carry-less multiplication with VPCLMULQDQ, 256 bytes per loop in AVX-512
+//   registers or 128 in AVX2 ones (util/crc32c_fold.h), for buffers of kFoldMinBytes or
+//   more: about four times the speed of the CRC32 instruction, which retires at most one
+//   per cycle.
 // - crc32c_hw: the SSE4.2 CRC32 instruction, 8 bytes per instruction, three blocks in
 //   parallel.
 // - crc32c_sw: slicing-by-8 over tables computed at compile time, for any CPU.
@@ -182,21 +183,28 @@ inline uint32_t crc32c_hw(std::span<const std::byte> data) {
     return crc32c_hw_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu;
 }
 
-// crc32c_fold: the CRC32C of `data` by folding; only when crc32c_detail::crc32c_fold_supported().
+// crc32c_fold: the CRC32C of `data` by folding, with the widest registers the CPU has;
+// only when crc32c_fold_supported().
+inline bool crc32c_fold_supported() {
+    return crc32c_detail::fold512_supported() || crc32c_detail::fold256_supported();
+}
 inline uint32_t crc32c_fold(std::span<const std::byte> data) {
     if (data.size() < crc32c_detail::kFoldMinBytes) return crc32c_hw(data);
-    return crc32c_detail::crc32c_fold_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu;
+    const uint32_t c = crc32c_detail::fold512_supported() ? crc32c_detail::crc32c_fold512_update(0xFFFFFFFFu, data)
+                                                          : crc32c_detail::crc32c_fold256_update(0xFFFFFFFFu, data);
+    return c ^ 0xFFFFFFFFu;
 }
 
 namespace crc32c_detail {
-enum class Impl : uint8_t { kTables, kInstruction, kFold };
+enum class Impl : uint8_t { kTables, kInstruction, kFold256, kFold512 };
 // impl: the fastest implementation this CPU runs, found on the first call.
 inline Impl impl() {
     static const Impl best = [] {
 #if defined(__x86_64__)
         __builtin_cpu_init();  // may run before the runtime's own constructor
 #endif
-        if (crc32c_fold_supported()) return Impl::kFold;
+        if (fold512_supported()) return Impl::kFold512;
+        if (fold256_supported()) return Impl::kFold256;
         return crc32c_hw_supported() ? Impl::kInstruction : Impl::kTables;
     }();
     return best;
@@ -205,16 +213,13 @@ inline Impl impl() {
 
 // crc32c: the CRC32C of `data`, with the fastest instructions the CPU has.
 inline uint32_t crc32c(std::span<const std::byte> data) {
-    switch (crc32c_detail::impl()) {
-        case crc32c_detail::Impl::kFold:
-            if (data.size() >= crc32c_detail::kFoldMinBytes) return crc32c_fold(data);
-            [[fallthrough]];
-        case crc32c_detail::Impl::kInstruction:
-            return crc32c_hw(data);
-        case crc32c_detail::Impl::kTables:
-            break;
-    }
-    return crc32c_sw(data);
+    using crc32c_detail::Impl;
+    const Impl i = crc32c_detail::impl();
+    if (i == Impl::kTables) return crc32c_sw(data);
+    if (data.size() < crc32c_detail::kFoldMinBytes || i == Impl::kInstruction) return crc32c_hw(data);
+    const uint32_t c = i == Impl::kFold512 ? crc32c_detail::crc32c_fold512_update(0xFFFFFFFFu, data)
+                                           : crc32c_detail::crc32c_fold256_update(0xFFFFFFFFu, data);
+    return c ^ 0xFFFFFFFFu;
 }
 
 }  // namespace mroce
