@@ -307,6 +307,9 @@ void read_mroce(Section s, RunSpec& r) {
                                : core::EndpointConfig::Cc::kFixed;
     c.rate_hint = s.boolean("rate_hint", true);
     c.pacing = s.boolean("pacing", true);
+    // spec §4.9 [INT-1]: every host announces INTEGRITY, so every connection carries the
+    // CRC32C trailer; the endpoint's own default otherwise.
+    c.integrity_check = s.boolean("integrity", c.integrity_check);
     if (const toml::array* w = s.array("class_weights")) {
         if (w->size() > c.class_weights.size()) s.bad(w, "class_weights", "must list at most 8 weights");
         for (size_t i = 0; i < w->size(); ++i) {

@@ -58,6 +58,20 @@ TEST(Scenario, SetOverridesByDottedPathAndBecomesAParam) {
     EXPECT_EQ(std::get<int64_t>(r.params[0].second), 65536);
 }
 
+// spec §4.9 [INT-1]: mroce.integrity makes every host announce INTEGRITY; the endpoint's
+// default otherwise.
+TEST(Scenario, IntegrityFollowsTheEndpointDefaultUnlessSet) {
+    std::string err;
+    auto plain = parse(kBase, err);
+    ASSERT_TRUE(plain) << err;
+    EXPECT_EQ(plain->runs[0].mroce.endpoint.integrity_check, core::EndpointConfig{}.integrity_check);
+    for (const bool on : {true, false}) {
+        auto s = parse(kBase, err, {std::string("mroce.integrity=") + (on ? "true" : "false")});
+        ASSERT_TRUE(s) << err;
+        EXPECT_EQ(s->runs[0].mroce.endpoint.integrity_check, on);
+    }
+}
+
 TEST(Scenario, SweepRunsTheCartesianProductWithUniqueLabels) {
     std::string err;
     const std::string text = std::string(kBase) + "[sweep]\nprotocol = [\"mroce\", \"rocev2\"]\nfabric.loss = [0, 0.001, 0.01]\n";

@@ -30,6 +30,25 @@ void expect_all(std::span<const std::byte> data, uint32_t want) {
     if (crc32c_hw_supported()) {
         EXPECT_EQ(crc32c_hw(data), want);
     }
+    if (data.size() >= crc32c_detail::kFoldMinBytes) {
+        if (crc32c_detail::fold512_supported()) {
+            EXPECT_EQ(crc32c_detail::crc32c_fold512_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu, want);
+        }
+        if (crc32c_detail::fold256_supported()) {
+            EXPECT_EQ(crc32c_detail::crc32c_fold256_update(0xFFFFFFFFu, data) ^ 0xFFFFFFFFu, want);
+        }
+    }
+    if (crc32c_fold_supported()) {
+        EXPECT_EQ(crc32c_fold(data), want);
+    }
+}
+
+uint64_t test_seed() {
+    uint64_t seed = 0xC0FFEE;
+    if (const char* s = std::getenv("MROCE_CRC_SEED")) seed = std::strtoull(s, nullptr, 0);
+    std::printf("crc32c random seed %llu (MROCE_CRC_SEED replays)\n",
+                static_cast<unsigned long long>(seed));
+    return seed;
 }
 
 // [INT-2]: the check value of the CRC-32C parameter set ("123456789").
@@ -76,10 +95,7 @@ TEST(Crc32c, IncrementalEqualsWhole) {
 // MROCE_CRC_SEED replays a run.
 TEST(Crc32c, HardwareAgreesWithTablesOnRandomInput) {
     if (!crc32c_hw_supported()) GTEST_SKIP() << "no SSE4.2 on this CPU";
-    uint64_t seed = 0xC0FFEE;
-    if (const char* s = std::getenv("MROCE_CRC_SEED")) seed = std::strtoull(s, nullptr, 0);
-    std::printf("crc32c random seed %llu (MROCE_CRC_SEED replays)\n",
-                static_cast<unsigned long long>(seed));
+    const uint64_t seed = test_seed();
     Rng rng(seed);
     std::vector<std::byte> buf(9100);
     for (int round = 0; round < 2000; ++round) {
@@ -90,6 +106,45 @@ TEST(Crc32c, HardwareAgreesWithTablesOnRandomInput) {
         ASSERT_EQ(crc32c_hw(data), crc32c_sw(data))
             << "seed " << seed << " round " << round << " len " << len << " off " << off;
     }
+}
+
+// The lengths where the folding paths change loops: 256 bytes (the first round only),
+// 320 and 288 (one step of one accumulator, 512 and 256 bits), 336 and 272 (one 16-byte
+// step), 4172 (a DATA datagram of 4096 bytes of payload and its trailer's room), each
+// with 1..15 tail bytes.
+TEST(Crc32c, FoldingLoopBoundaries) {
+    for (size_t len : {255u, 256u, 257u, 271u, 272u, 288u, 289u, 319u, 320u, 321u, 336u, 383u, 384u,
+                       511u, 512u, 513u, 767u, 768u, 4168u, 4172u, 9072u}) {
+        std::vector<std::byte> v(len);
+        for (size_t i = 0; i < len; ++i) v[i] = static_cast<std::byte>(i * 131 + (i >> 8));
+        expect_all(v, crc32c_sw(v));
+    }
+}
+
+// Each folding path agrees with the tables on random buffers of random lengths (from
+// kFoldMinBytes to a 9000-byte payload's datagram), offsets and running states.
+// MROCE_CRC_SEED replays.
+void folding_agrees_with_tables(uint32_t (*fold)(uint32_t, std::span<const std::byte>)) {
+    const uint64_t seed = test_seed();
+    Rng rng(seed);
+    std::vector<std::byte> buf(9200);
+    for (int round = 0; round < 4000; ++round) {
+        const size_t off = rng.uniform(64);
+        const size_t len = crc32c_detail::kFoldMinBytes + rng.uniform(9100 - crc32c_detail::kFoldMinBytes);
+        for (size_t i = 0; i < off + len; ++i) buf[i] = static_cast<std::byte>(rng.next_u32());
+        const auto data = std::span<const std::byte>(buf).subspan(off, len);
+        const uint32_t state = rng.next_u32();
+        ASSERT_EQ(fold(state, data), crc32c_sw_update(state, data))
+            << "seed " << seed << " round " << round << " len " << len << " off " << off;
+    }
+}
+TEST(Crc32c, Folding512AgreesWithTablesOnRandomInput) {
+    if (!crc32c_detail::fold512_supported()) GTEST_SKIP() << "no AVX-512 VPCLMULQDQ on this CPU";
+    folding_agrees_with_tables(&crc32c_detail::crc32c_fold512_update);
+}
+TEST(Crc32c, Folding256AgreesWithTablesOnRandomInput) {
+    if (!crc32c_detail::fold256_supported()) GTEST_SKIP() << "no AVX2 VPCLMULQDQ on this CPU";
+    folding_agrees_with_tables(&crc32c_detail::crc32c_fold256_update);
 }
 
 // A CRC32C detects every single-bit error: flipping any one bit of a 64-byte buffer changes it.

@@ -9,6 +9,7 @@
 
 #include "tests/core/harness.h"
 #include "wire/ack.h"
+#include "wire/integrity.h"
 
 namespace mroce::test {
 namespace {
@@ -115,6 +116,24 @@ TEST(RateControl, PacerHoldsTheSenderToTheReceiversHint) {
     const double unhinted = write_gbps(q, 64, 256 * 1024);
     std::printf("hint off: %.2f Gbit/s\n", unhinted);
     EXPECT_GT(unhinted, 4.0);
+}
+
+// [CC-12], [INT-6]: with INTEGRITY every DATA datagram is 4 bytes longer, so the receiver
+// divides its capacity by max_payload + 76: the senders paced at its hints then fill its
+// downlink and no more (at + 72, as before, they would offer 4 bytes a packet too many,
+// a queue that grows by 0.1 % of the line rate for as long as the hint binds).
+TEST(RateControl, HintLeavesRoomForTheIntegrityTrailer) {
+    core::EndpointConfig slow_rx;
+    slow_rx.inbound_capacity_bps = 2'000'000'000;
+    slow_rx.integrity_check = true;
+    core::EndpointConfig tx;
+    tx.integrity_check = true;
+    Pair p(11, fast_net(), tx, slow_rx);
+    EXPECT_GT(write_gbps(p, 16, 256 * 1024), 0.0);
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    ASSERT_TRUE(ca.integrity());
+    const uint64_t datagram = wire::kDataHeaderSize + slow_rx.max_payload + wire::kIntegritySize;
+    EXPECT_EQ(ca.rate_hint_mbps(), slow_rx.inbound_capacity_bps * slow_rx.max_payload / datagram / 1'000'000);
 }
 
 // [CC-17] a hint that rises brings a held packet forward, and one that falls again before
