@@ -20,8 +20,9 @@ struct EndpointConfig {
     // spec §2 [UDP-3]: payload bytes per DATA packet.
     uint32_t max_payload = wire::kDefaultMaxPayload;
     // spec §4.9 [INT-1], [INT-7]: announce INTEGRITY, a CRC32C trailer on every packet of a
-    // connection whose peer announces it too. On by default: it costs little (docs/results.md)
-    // and a corrupted byte placed in application memory is the worst a transport can do.
+    // connection whose peer announces it too. Off by default in this revision; the aim is
+    // on: it now costs about 5% of CPU per byte (docs/results.md), and a corrupted byte
+    // placed in application memory is the worst a transport can do.
     bool integrity_check = false;
     // spec §9: the congestion controller, ECN AIMD ([CC-7], the default) or the fixed
     // window ([CC-1], kept as an ablation and for the loss-theory tests).
