@@ -621,6 +621,8 @@ TEST(Connection, LingerDeliversALostCloseToAnIdlePeer) {
     const auto with = lost_close_to_idle_peer(true, b_reasons, confirmed, a_closes);
     const core::EndpointConfig cfg;
     ASSERT_TRUE(with.has_value()) << "B never learnt of the close";
+    std::printf("B closed %.1f us after A's lost CLOSE (min_pto %.0f us, peer_dead_timeout %.0f ms)\n",
+                to_ns(*with) / 1e3, to_ns(cfg.min_pto) / 1e3, to_ns(cfg.peer_dead_timeout) / 1e6);
     // The resend leaves min_pto after the first CLOSE and reaches B a hop later.
     EXPECT_LT(*with, 2 * cfg.min_pto) << to_ns(*with) << " ns";
     EXPECT_LT(*with, cfg.peer_dead_timeout / 100);
