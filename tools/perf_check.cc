@@ -93,6 +93,16 @@ bool CheckTally::verify(std::span<const std::byte> data, const PatternKey& key) 
     return false;
 }
 
+bool CheckTally::verify_value(uint32_t qp, uint64_t index, bool ok, uint64_t expected, uint64_t got) {
+    ++messages_;
+    bytes_ += 8;
+    if (ok) return true;
+    ++bad_messages_;
+    bad_bytes_ += 8;
+    if (!first_) first_ = Mismatch{qp, index, 0, expected, got};
+    return false;
+}
+
 nlohmann::json CheckTally::to_json() const {
     nlohmann::json j;
     j["pattern"] = kPatternVersion;

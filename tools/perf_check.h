@@ -39,13 +39,14 @@ void fill_pattern(std::span<std::byte> out, const PatternKey& key);
 // pattern_byte is byte `offset` of message `key` (for reports and tests).
 uint8_t pattern_byte(const PatternKey& key, uint64_t offset);
 
-// Mismatch: the first byte of a checked message that differs from the pattern.
+// Mismatch: the first byte of a checked message that differs from the pattern, or (an
+// atomic, verify_value) the 8-byte value that differs from the one expected.
 struct Mismatch {
     uint32_t qp = 0;
     uint64_t message = 0;
     uint64_t offset = 0;
-    uint8_t expected = 0;
-    uint8_t got = 0;
+    uint64_t expected = 0;
+    uint64_t got = 0;
 };
 
 // CheckTally counts what one side verified during one size's run.
@@ -54,6 +55,10 @@ public:
     // verify compares `data` with message `key`; counts it, and on a difference its
     // mismatching bytes (and keeps the first mismatch seen). Returns true if it matched.
     bool verify(std::span<const std::byte> data, const PatternKey& key);
+    // verify_value counts one 8-byte value (an atomic's), message `index` of queue pair
+    // `qp`: a mismatch unless `ok`, reported with `expected` (the value it should have had,
+    // or the least it could have had) and `got`.
+    bool verify_value(uint32_t qp, uint64_t index, bool ok, uint64_t expected, uint64_t got);
     // missing counts a message that should have arrived and did not (a count mismatch).
     void missing(uint64_t messages) { missing_ += messages; }
 

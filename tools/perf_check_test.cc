@@ -77,6 +77,18 @@ TEST(PerfCheck, MisplacedAndStaleSegmentsAreMismatches) {
     }
 }
 
+// An atomic's value: counted as one 8-byte message, reported with both values.
+TEST(PerfCheck, AWrongAtomicValueIsReportedWithBothValues) {
+    CheckTally t;
+    EXPECT_TRUE(t.verify_value(0, 0, true, 0, 0));
+    EXPECT_FALSE(t.verify_value(1, 7, false, 7, 1u << 20));
+    EXPECT_EQ(t.messages(), 2u);
+    EXPECT_EQ(t.bad_messages(), 1u);
+    const std::string line = check_failure(t.to_json(), "client");
+    EXPECT_NE(line.find("queue pair 1 message 7 offset 0: expected 0x07, got 0x100000"), std::string::npos)
+        << line;
+}
+
 TEST(PerfCheck, FailureLineReadsAPeersTallyDefensively) {
     EXPECT_EQ(check_failure(CheckTally().to_json(), "client"), "");
     EXPECT_NE(check_failure(nlohmann::json("x"), "server"), "");

@@ -80,8 +80,6 @@ uint64_t check_target_bytes(const Options& o, uint32_t size) {
 std::string check_check_options(const Options& o) {
     if (!o.check) return "";
     if (o.raw) return "--check needs the protocol (not --raw: plain UDP has no placement to verify)";
-    if (o.verb == Verb::kAtomic)
-        return "--check verifies message data: not --verb atomic (8 bytes, no payload)";
     if (o.verb == Verb::kWrite && o.mode == Mode::kBandwidth) {
         if (o.duration_s > 0)
             return "--check --verb write verifies each message in its own slot after the run: "

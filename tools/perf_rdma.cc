@@ -99,12 +99,14 @@ CheckLayout check_layout(const Options& o, uint32_t size) {
         l.target_slots = o.mode == Mode::kLatency ? 2 : o.iterations_or_default();
     else if (o.verb == Verb::kRead)  // not a multiple of tx_slots: a stale slot mismatches
         l.target_slots = l.tx_slots + 1;
+    else if (o.verb == Verb::kAtomic)  // the one counter every FETCH_ADD adds 1 to
+        l.target_slots = 1;
     return l;
 }
 
 // test_corruption: MROCE_PERF_TEST_CORRUPT=N (test-only, tests/perf/perf_check_test.py)
 // flips one bit of message N of queue pair 0 as this side fills it, so that --check's
-// detection can be shown end to end.
+// detection can be shown end to end (an atomic fills nothing: no effect).
 std::optional<uint64_t> test_corruption() {
     const char* v = std::getenv("MROCE_PERF_TEST_CORRUPT");
     if (!v || !*v) return std::nullopt;
@@ -275,8 +277,7 @@ public:
         if (o_.check) {
             begin_check(size);
             const CheckLayout l = check_layout(o_, size);
-            const bool one_sided = o_.verb == Verb::kWrite || o_.verb == Verb::kRead;
-            if (one_sided && peer_buf_ < l.end()) {
+            if (o_.verb != Verb::kSend && peer_buf_ < l.end()) {
                 error = "--check: the peer's buffer is smaller than its slots (a different layout?)";
                 return std::nullopt;
             }
@@ -310,6 +311,10 @@ public:
     void prepare(uint32_t size) override {
         if (!o_.check) return;
         begin_check(size);
+        if (o_.verb == Verb::kAtomic) {  // the counter starts at 0 for every size
+            std::memset(buf_.data() + layout_.target_offset(0, 0), 0, 8);
+            return;
+        }
         if (o_.verb != Verb::kRead) return;
         // The data READs fetch: target slot s holds message s's pattern.
         const CheckLayout& l = layout_;
@@ -433,7 +438,10 @@ private:
         if (o_.check) check_slots(q, size, wr);
         const Error e = qps_[q]->post_send(wr);
         exhausted_ = e == Error::kExhausted;
-        if (o_.check && e == Error::kOk) ++ck_sent_[q];
+        if (o_.check && e == Error::kOk) {
+            ++ck_sent_[q];
+            atomics_posted_ += o_.verb == Verb::kAtomic;
+        }
         if (e == Error::kOk || exhausted_) return true;
         error = std::string("post_send failed: ") + text(e);
         return false;
@@ -648,6 +656,11 @@ private:
     CheckTally tally_;
     std::vector<uint64_t> ck_sent_, ck_done_, recv_posted_, recv_total_, recv_base_;
     std::optional<uint64_t> corrupt_;
+    // --check --verb atomic: FETCH_ADDs posted this size, the values returned so far, and
+    // each queue pair's last one (UINT64_MAX: none yet).
+    uint64_t atomics_posted_ = 0;
+    std::vector<bool> fetched_;
+    std::vector<uint64_t> last_fetched_;
 
     Direction my_direction() const { return server_ ? Direction::kFromServer : Direction::kFromClient; }
     Direction peer_direction() const { return server_ ? Direction::kFromClient : Direction::kFromServer; }
@@ -655,6 +668,9 @@ private:
 
     void begin_check(uint32_t size) {
         layout_ = check_layout(o_, size);
+        atomics_posted_ = 0;
+        fetched_.clear();
+        last_fetched_.assign(o_.qps, UINT64_MAX);
         tally_ = CheckTally();
         std::fill(ck_sent_.begin(), ck_sent_.end(), 0);
         std::fill(ck_done_.begin(), ck_done_.end(), 0);
@@ -674,6 +690,13 @@ private:
     void check_slots(size_t q, uint32_t size, api::SendWr& wr) {
         const uint64_t i = ck_sent_[q];
         wr.local_addr = mr_->addr() + layout_.tx_offset(q, i);
+        if (o_.verb == Verb::kAtomic) {
+            // A value no FETCH_ADD can return: a result that never landed is a mismatch.
+            const uint64_t poison = UINT64_MAX;
+            std::memcpy(buf_.data() + layout_.tx_offset(q, i), &poison, 8);
+            wr.remote_addr = peer_vaddr_ + layout_.target_offset(0, 0);
+            return;
+        }
         if (o_.verb == Verb::kWrite || o_.verb == Verb::kRead)
             wr.remote_addr = peer_vaddr_ + layout_.target_offset(q, i);
         if (o_.verb != Verb::kRead)
@@ -685,10 +708,29 @@ private:
     void check_completed(uint64_t q, uint32_t size) {
         if (q >= ck_done_.size()) return;
         const uint64_t i = ck_done_[q]++;
+        if (o_.verb == Verb::kAtomic) return check_fetched(q, i);
         if (o_.verb != Verb::kRead) return;
         const PatternKey key{size, static_cast<uint32_t>(q), i % layout_.target_slots,
                              Direction::kFromServer};
         (void)tally_.verify(at(layout_.tx_offset(q, i), size), key);
+    }
+
+    // check_fetched: FETCH_ADD i of queue pair q returned the counter before its add. The
+    // counter starts at 0 and only this client adds (1 each), so every value is below the
+    // adds posted so far and returned once; one queue pair's adds run in its order, so its
+    // values rise, and with one queue pair message i returns exactly i.
+    void check_fetched(uint64_t q, uint64_t i) {
+        uint64_t v;
+        std::memcpy(&v, buf_.data() + layout_.tx_offset(q, i), 8);
+        const uint64_t least = last_fetched_[q] == UINT64_MAX ? 0 : last_fetched_[q] + 1;
+        bool ok = v < atomics_posted_ && v >= least && (o_.qps > 1 || v == i);
+        if (ok) {
+            if (v >= fetched_.size()) fetched_.resize(v + 1);
+            ok = !fetched_[v];
+            fetched_[v] = true;
+            last_fetched_[q] = v;
+        }
+        (void)tally_.verify_value(static_cast<uint32_t>(q), i, ok, o_.qps > 1 ? least : i, v);
     }
 
     // check_received verifies a receive completion's message: a SEND's in its receive
@@ -727,6 +769,14 @@ private:
                     (void)tally_.verify(at(layout_.target_offset(q, i), size),
                                         PatternKey{size, static_cast<uint32_t>(q), i, Direction::kFromClient});
             }
+            return true;
+        }
+        if (o_.verb == Verb::kAtomic) {
+            // Every FETCH_ADD ran exactly once: the counter is the number sent.
+            uint64_t total = 0, counter;
+            for (uint64_t n : sent) total += n;
+            std::memcpy(&counter, buf_.data() + layout_.target_offset(0, 0), 8);
+            (void)tally_.verify_value(0, total, counter == total, total, counter);
             return true;
         }
         if (o_.verb != Verb::kSend) return true;  // a READ's requester verifies; ping-pongs are done

@@ -2,14 +2,15 @@
 """perf_check_test.py — `mroce perf --check` end to end (issue 17): a server and a client on
 127.0.0.1 (free ports; both killed on any failure).
 
-1. A checked transfer of every test type perf has (write, send and read bandwidth; write
-   (WRITE_WITH_IMM), send and read ping-pong) passes on both sides, and the side that
-   receives the data says it verified every message.
+1. A checked transfer of every test type perf has (write, send, read and atomic bandwidth;
+   write (WRITE_WITH_IMM), send, read and atomic ping-pong) passes on both sides, and the
+   side that receives the data says it verified every message.
 2. A corruption is detected: MROCE_PERF_TEST_CORRUPT=N (test-only) makes the side that fills
    the data flip one bit of message N; the verifying side names that message and offset,
    and both exit non-zero. For WRITE and SEND the client fills, for READ the server.
 3. The two sides must agree: a server with --check refuses a client without it, and
-   --check refuses what it cannot verify (--raw, atomic, -D with WRITE), each in one line.
+   --check refuses what it cannot verify (--raw, -D with WRITE, too many WRITE slots),
+   each in one line.
 
 usage: perf_check_test.py PATH/TO/mroce
 """
@@ -86,6 +87,9 @@ CLEAN = [
     (["--verb", "write", "--lat", "-n", "100", "-s", "5000"], "both", 116),
     (["--verb", "send", "--lat", "-n", "100", "-s", "5000"], "both", 116),
     (["--verb", "read", "--lat", "-n", "100", "-s", "5000"], "client", 116),
+    # FETCH_ADD: the client checks every returned value, the server the final counter.
+    (["--verb", "atomic", "-n", "300", "-q", "2", "-s", "8"], "client", 600),
+    (["--verb", "atomic", "--lat", "-n", "100", "-s", "8"], "client", 116),
 ]
 
 
@@ -155,7 +159,7 @@ def agreement():
     check(want in client.stderr and len(client.stderr.splitlines()) == 1, f"client: {client.stderr!r}")
     check(want in server_err, f"server: {server_err!r}")
     # What --check cannot verify is refused before anything runs (one line, no server).
-    for extra, words in ((["--raw"], "not --raw"), (["--verb", "atomic"], "not --verb atomic"),
+    for extra, words in ((["--raw"], "not --raw"),
                          (["--verb", "write", "-D", "1"], "give -n, not -D"),
                          (["--verb", "write", "-n", "20000", "-s", "1M"], "<= 1 GiB")):
         proc = subprocess.run([MROCE, "perf", "127.0.0.1", "-p", str(free_port()), "--check"] + extra,
