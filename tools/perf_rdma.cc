@@ -8,6 +8,9 @@
 // queue pair 1, SEND or WRITE_WITH_IMM each way; WRITE uses the immediate because MetaRoCE
 // places segments out of order, so polling the buffer's last byte (perftest's write_lat)
 // would not prove the message complete. Latency is RTT/2, as perftest reports it.
+//
+// --check (tools/perf_check.h) lays the buffer out in slots, one per message in flight
+// (CheckLayout), fills what this side sends and verifies what it receives or fetches.
 #include <algorithm>
 #include <array>
 #include <chrono>
