@@ -95,6 +95,13 @@ struct DeviceConfig {
     // dead-peer timeout and their posted receives stay, as verbs applications expect of a
     // peer whose process ended (the Verbs library sets it).
     bool close_connections = true;
+    // close_linger bounds how long destruction waits, after sending those CLOSEs, for each
+    // peer to confirm its close with a CLOSE of its own ([CONN-29]), sending the CLOSE again
+    // meanwhile (after min_pto, then twice as long each time, within [CONN-28]'s 8), as a
+    // TCP socket with SO_LINGER finishes its FIN exchange. A lost CLOSE then costs an idle
+    // peer a few min_pto instead of peer_dead_timeout. Destruction returns as soon as every
+    // close is confirmed, and never later than this. 0: no linger (one CLOSE, best effort).
+    Duration close_linger = std::chrono::milliseconds(20);
     datapath::UdpOptions udp;
     // Observability (docs/observability.md). stat_socket: serve `mroce stat` on a Unix
     // socket in obs::stat_dir() (the environment variable MROCE_STAT=0 turns it off).

@@ -102,6 +102,37 @@ struct DeviceState {
         while (auto e = endpoint->poll_event()) on_event(*e);
     }
 
+    // linger_closes drives the endpoint until every connection closed at shutdown has its
+    // close confirmed by the peer ([CONN-29]) or cfg.close_linger has passed, sending each
+    // unconfirmed CLOSE again with a doubling interval from min_pto. The progress thread
+    // is stopped: this thread is the only one driving.
+    void linger_closes() {
+        if (cfg.close_linger <= Duration::zero()) return;
+        const Time start = now();
+        const Time deadline = start + cfg.close_linger;
+        Duration interval = cfg.endpoint.min_pto;
+        Time next_resend = start + interval;
+        for (;;) {
+            const Time t = now();
+            bool waiting = false;
+            {
+                std::lock_guard<std::mutex> g(engine_mu);
+                for (uint32_t id : connections) {
+                    if (!endpoint->close_unconfirmed(id)) continue;
+                    waiting = true;
+                    if (t >= next_resend) (void)endpoint->repeat_close(id, t);
+                }
+            }
+            if (!waiting || t >= deadline) return;
+            if (t >= next_resend) {
+                interval *= 2;
+                next_resend = t + interval;
+            }
+            (void)driver->run_once();
+            driver->wait(std::min(next_resend, deadline) - now());
+        }
+    }
+
     // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
     void shutdown() {
         stat_server.reset();  // no snapshot runs once this returns
@@ -114,8 +145,9 @@ struct DeviceState {
                 for (uint32_t id : connections) (void)endpoint->close_connection(id, t);
         }
         driver->notify();
-        // A few passes transmit the CLOSE packets; more is best effort.
+        // A few passes transmit the CLOSE packets; then wait for the peers' answers.
         for (int i = 0; i < 4; ++i) (void)driver->run_once();
+        if (cfg.close_connections) linger_closes();
         driver->with_datapath([&](datapath::Datapath&) { final_udp_stats = dp->stats(); });
         driver->close();
         dp.reset();

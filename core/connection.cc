@@ -268,9 +268,13 @@ void Connection::stream_has_work(Stream& s) {
 
 void Connection::close(Time now) {
     if (state_ == ConnState::kClosed) return;
-    // [CONN-21]: one CLOSE now, again only if the peer shows it missed it ([CONN-28]). A
-    // failed connection can still be closed: it was flushed already.
-    if (peer_known_ && state_ != ConnState::kConnecting) close_pending_ = true;
+    // [CONN-21]: one CLOSE now, again only if the peer shows it missed it ([CONN-28]) or
+    // while the endpoint lingers ([CONN-29]). A failed connection can still be closed: it
+    // was flushed already.
+    if (peer_known_ && state_ != ConnState::kConnecting) {
+        close_pending_ = true;
+        close_reason_ = wire::CloseReason::kNormal;
+    }
     if (state_ == ConnState::kFailed) return closed_after_failure(now);
     end(ConnState::kClosed, EventKind::kConnectionClosed, Status::kFlushed, now);
 }
@@ -280,13 +284,34 @@ void Connection::close(Time now) {
 // come in bursts) and kMaxCloseRepeats in all, so a peer holding the token cannot turn
 // this side into a reflector.
 void Connection::peer_spoke_after_close(Time now) {
-    if (state_ != ConnState::kClosed || closes_sent_ == 0 || close_pending_) return;
-    if (closes_sent_ > kMaxCloseRepeats || now < last_close_ + cfg_.min_pto) return;
+    // A peer whose own CLOSE arrived knows ([CONN-29]): its later packets were in flight.
+    if (state_ != ConnState::kClosed || closes_sent_ == 0 || close_pending_ || peer_closed_) return;
+    if (!may_repeat_close(now)) return;
     close_pending_ = true;
     ++stats_.closes_repeated;
 }
 
-void Connection::on_close(Time now) {
+// [CONN-29]: a lingering endpoint sends an unconfirmed CLOSE again on its own, within the
+// same pacing and budget as [CONN-28]: an idle peer sends nothing that would bring it.
+bool Connection::repeat_close(Time now) {
+    if (!close_unconfirmed() || close_pending_ || !may_repeat_close(now)) return false;
+    close_pending_ = true;
+    ++stats_.closes_repeated;
+    return true;
+}
+
+void Connection::on_close(uint32_t reason, Time now) {
+    // [CONN-29]: the peer is closed, so this side's own CLOSE (if any) needs no resending.
+    // A CLOSE that is not itself an answer is answered with CONFIRM, in every state (a
+    // repeated CLOSE means the earlier answer was lost), within [CONN-28]'s limits; a
+    // CONFIRM is never answered, so two closed sides do not exchange CLOSEs.
+    peer_closed_ = true;
+    if (reason != static_cast<uint32_t>(wire::CloseReason::kConfirm) && peer_known_ &&
+        !close_pending_ && may_repeat_close(now)) {
+        close_pending_ = true;
+        close_reason_ = wire::CloseReason::kConfirm;
+        ++stats_.closes_answered;
+    }
     // [CONN-8]: the peer closed; everything outstanding is flushed.
     if (state_ == ConnState::kClosed) return;
     if (state_ == ConnState::kFailed) return closed_after_failure(now);

@@ -94,7 +94,8 @@ public:
     void on_ack(const wire::AckPacket& a, Time now);
     void on_nack(const wire::NackPacket& n, Time now);
     void on_probe(const wire::ProbePacket& p, Time now);
-    void on_close(Time now);
+    // on_close: the peer's CLOSE with its `reason` ([CLOSE-1]).
+    void on_close(uint32_t reason, Time now);
 
     // Work from the application (via Endpoint).
     void attach_stream(Stream& s);
@@ -111,6 +112,15 @@ public:
     // peer_spoke_after_close: a packet of the peer passed the token check after this side
     // closed; [CONN-28]: its CLOSE may have been lost, so it is sent again (rate-limited).
     void peer_spoke_after_close(Time now);
+    // close_unconfirmed: this side sent (or is about to send) a CLOSE and no CLOSE of the
+    // peer has arrived since ([CONN-29]); the peer may not know the connection ended.
+    bool close_unconfirmed() const {
+        return state_ == ConnState::kClosed && (closes_sent_ > 0 || close_pending_) &&
+               !peer_closed_;
+    }
+    // repeat_close: a lingering endpoint's resend ([CONN-29]): the CLOSE again if it is
+    // unconfirmed and [CONN-28]'s pacing and budget allow one now. Returns true if queued.
+    bool repeat_close(Time now);
     // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
     void push_hint();
 
@@ -164,6 +174,10 @@ private:
     void trace(TraceKind kind, Time now, uint16_t path, uint64_t before, uint64_t after,
                Status why = Status::kSuccess);
     void closed_after_failure(Time now);
+    // may_repeat_close: [CONN-28]'s limits allow one more CLOSE now.
+    bool may_repeat_close(Time now) const {
+        return closes_sent_ <= kMaxCloseRepeats && (closes_sent_ == 0 || now >= last_close_ + cfg_.min_pto);
+    }
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
     wire::CommonHeader peer_header(wire::PacketType type) const {
@@ -385,6 +399,10 @@ private:
     // [CONN-28]: the CLOSEs this side sent after it closed, and when the last one left.
     uint32_t closes_sent_ = 0;
     Time last_close_ = kNever;
+    // [CONN-29]: the reason of the next CLOSE (NORMAL, or CONFIRM when it answers the
+    // peer's), and whether a CLOSE of the peer arrived (this side's close is confirmed).
+    wire::CloseReason close_reason_ = wire::CloseReason::kNormal;
+    bool peer_closed_ = false;
 
     std::vector<TxPath> tx_paths_;
     std::vector<RxPath> rx_paths_;

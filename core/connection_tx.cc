@@ -350,7 +350,7 @@ size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& 
 size_t Connection::write_close(std::span<std::byte> buf, PacketMeta& meta) {
     wire::ClosePacket c;
     c.common = peer_header(wire::PacketType::kClose);
-    c.reason = static_cast<uint32_t>(wire::CloseReason::kNormal);
+    c.reason = static_cast<uint32_t>(close_reason_);  // [CONN-29]: NORMAL or CONFIRM
     auto n = wire::encode_close(c, buf);
     if (!n) return 0;
     set_meta(tx_paths_[next_return_path()], meta);

@@ -434,6 +434,18 @@ Error Endpoint::close_connection(uint32_t conn, Time now) {
     return Error::kOk;
 }
 
+bool Endpoint::close_unconfirmed(uint32_t conn) const {
+    const Connection* c = connection(conn);
+    return c && c->close_unconfirmed();
+}
+
+bool Endpoint::repeat_close(uint32_t conn, Time now) {
+    Connection* c = conn_mut(conn);
+    if (!c || !c->repeat_close(now)) return false;
+    touched(*c, now);
+    return true;
+}
+
 void Endpoint::count_decode_error(Error e) {
     switch (e) {
         case Error::kTruncated: ++stats_.truncated; break;
@@ -634,7 +646,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kClose: {
             auto p = wire::decode_close(datagram);
             if (!p) return count_decode_error(p.error());
-            c->on_close(now);
+            c->on_close(p->reason, now);
             break;
         }
         case wire::PacketType::kHello: break;  // handled above

@@ -111,6 +111,12 @@ public:
 
     // close_connection sends CLOSE and flushes every outstanding work request.
     Error close_connection(uint32_t conn, Time now);
+    // close_unconfirmed: the connection sent a CLOSE that no CLOSE of the peer has answered
+    // yet ([CONN-29]); false for an unknown connection.
+    bool close_unconfirmed(uint32_t conn) const;
+    // repeat_close: a lingering endpoint sends an unconfirmed CLOSE again, when [CONN-28]'s
+    // pacing (min_pto) and budget (8) allow ([CONN-29]). Returns true if one was queued.
+    bool repeat_close(uint32_t conn, Time now);
 
     // Lookups for drivers, tools and tests (nullptr / 0 when unknown).
     const Connection* connection(uint32_t id) const;

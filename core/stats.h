@@ -72,6 +72,7 @@ struct ConnectionStats {
     uint64_t paced_waits = 0;           // [CC-17] DATA held back by the pacer (timer armed)
     uint64_t hints_pushed = 0;          // [CC-14] ACKs sent only to carry a raised hint
     uint64_t retransmits_read_request = 0;  // [PLACE-19] READ/atomic requests re-sent awaiting the answer
+    uint64_t closes_answered = 0;       // [CONN-29] CLOSE(CONFIRM) sent: the peer's CLOSE arrived
 };
 
 struct EndpointStats {

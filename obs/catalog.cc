@@ -70,6 +70,8 @@ constexpr CounterField<CS> kConnection[] = {
     {"hello_sent", &CS::hello_sent, "HELLO and HELLO_ACK packets sent.", "hello_sent"},
     {"closes_repeated", &CS::closes_repeated, "CLOSEs sent again to a peer that missed the first.",
      "closes_repeated"},
+    {"closes_answered", &CS::closes_answered, "CLOSEs answered with a CLOSE(CONFIRM) ([CONN-29]).",
+     "closes_answered"},
     {"probes_received", &CS::probes_received, "PROBE packets received.", "probes_received"},
     {"path_failures", &CS::path_failures, "Paths declared failed.", "paths_failed"},
     {"path_rerolls", &CS::path_rerolls, "Paths moved to a new UDP source port.", "paths_rerolled"},

@@ -21,8 +21,13 @@ integrity trailer (--integrity, spec §4.9) and without it (the default), in alt
 and prints the paired ratio (the numbers behind docs/results.md "Cost of the integrity
 trailer").
 
+With --check-ab, each repetition runs 64 KiB bandwidth of WRITE, SEND and READ with
+--check (every byte verified, tools/perf_check.h) and without it, in alternating order, and
+prints the paired ratio (the numbers behind docs/results.md "Cost of perf --check"). WRITE
+runs -n 15000 (its check needs a slot per message, at most 1 GiB), the others -D.
+
 usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4] [--verbs DIR]
-                                [--integrity-ab]
+                                [--integrity-ab] [--check-ab]
 """
 import argparse
 import json
@@ -172,6 +177,33 @@ def integrity_ab(a, d):
     return 0
 
 
+def check_ab(a, d):
+    """Paired runs with and without --check per verb; the order alternates per repetition."""
+    verbs = {"write": ["--verb", "write", "-n", "15000", "--report_gbits"],
+             "send": ["--verb", "send"] + d, "read": ["--verb", "read"] + d}
+    gbps = {(v, c): [] for v in verbs for c in (True, False)}
+    for rep in range(a.reps):
+        print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
+        for verb, args in verbs.items():
+            order = (True, False) if rep % 2 == 0 else (False, True)
+            for checked in order:
+                r = perf(a.mroce, ["-s", "65536"] + args + (["--check"] if checked else []))
+                gbps[(verb, checked)].append(r["goodput_gbps"])
+                verified = (r.get("check", {}).get("messages", 0) +
+                            r.get("server_check", {}).get("messages", 0))
+                print(f"{verb:>5} {'--check' if checked else 'plain':>7}: {r['goodput_gbps']:6.2f} "
+                      f"Gbit/s; {verified} messages verified", flush=True)
+    print(f"\nmedians of {a.reps}:")
+    for verb in verbs:
+        on, off = gbps[(verb, True)], gbps[(verb, False)]
+        ratios = [x / y for x, y in zip(on, off) if y]
+        print(f"{verb:>5}: --check {statistics.median(on):6.2f} Gbit/s (runs "
+              f"{', '.join(f'{x:.2f}' for x in on)}), plain {statistics.median(off):6.2f} Gbit/s "
+              f"(runs {', '.join(f'{x:.2f}' for x in off)}); paired ratio "
+              f"{100 * statistics.median(ratios):.1f}%")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mroce", default="build/mroce")
@@ -180,10 +212,14 @@ def main():
     ap.add_argument("--verbs", metavar="DIR", help="also run perftest on libibverbs.so.1 in DIR")
     ap.add_argument("--integrity-ab", action="store_true",
                     help="only 64 KiB WRITE bandwidth with and without the integrity trailer")
+    ap.add_argument("--check-ab", action="store_true",
+                    help="only 64 KiB WRITE, SEND and READ bandwidth with and without --check")
     a = ap.parse_args()
     d = ["-D", str(a.seconds), "--report_gbits"]
     if a.integrity_ab:
         return integrity_ab(a, d)
+    if a.check_ab:
+        return check_ab(a, d)
     bw_runs = [
         ("mroce 64K", ["-s", "65536"] + d),
         ("mroce 64K w256K", ["-s", "65536", "--window-kib", "256"] + d),

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "obs/server.h"
+#include "tools/perf_check.h"
 #include "tools/perf_oob.h"
 #include "tools/perf_options.h"
 #include "tools/perf_report.h"
@@ -49,6 +50,7 @@ Json options_json(const Options& o) {
     j["rate_hint"] = o.rate_hint;
     j["pacing"] = o.pacing;
     j["integrity"] = o.integrity;
+    j["check"] = o.check;
     j["tc"] = o.tc;
     j["dscp_map"] = o.dscp_map;
     j["line_rate_gbps"] = o.line_rate_gbps;
@@ -142,6 +144,13 @@ std::string adopt_options(const Json& j, Options& o) {
     o.rate_hint = r.boolean("rate_hint", true);
     o.pacing = r.boolean("pacing", true);
     o.integrity = r.boolean("integrity", false);
+    // --check: both sides must generate and verify the same pattern. A server started with
+    // --check verifies, so it refuses a client that would not fill the pattern; a server
+    // without it follows the client, as for every other option.
+    const bool client_checks = r.boolean("check", false);
+    if (o.check && !client_checks && r.error().empty())
+        return "this server runs --check and the client does not: give both --check";
+    o.check = client_checks;
     o.tc = r.u32("tc", 0);
     o.dscp_map = r.ints("dscp_map");
     o.line_rate_gbps = r.number("line_rate_gbps", 0.0);
@@ -155,6 +164,7 @@ std::string adopt_options(const Json& j, Options& o) {
         o.iterations > (uint64_t{1} << 40) || o.window_kib > 1024)
         return "the client's options are out of range";
     if (auto why = verb_unavailable(o.verb, o.raw)) return *why;
+    if (auto why = check_check_options(o); !why.empty()) return "the client's " + why;
     return "";
 }
 
@@ -182,6 +192,7 @@ public:
 private:
     int run_session() {
         if (auto why = verb_unavailable(o_.verb, o_.raw)) return fail(*why);
+        if (auto why = check_check_options(o_); !server_ && !why.empty()) return fail(why);
         auto oob = server_ ? Oob::listen(o_.port, kAcceptWait, error_)
                            : Oob::connect(o_.host, o_.port, kConnectWait, error_);
         if (!oob) return fail(error_);
@@ -220,6 +231,9 @@ private:
         } else {
             (void)expect("bye");
         }
+        // Both sides judge from the same rows (each has both tallies), after the exchange
+        // is over, so neither leaves the other waiting.
+        if (o_.check && !check_verdict(results)) return 1;
         return 0;
     }
 
@@ -272,6 +286,7 @@ private:
             if (!make_side()) return false;
             auto setup = expect("setup");
             if (!setup || !side_->connect((*setup)["side"], error_)) return false;
+            if (o_.check && !server_verifies(*setup)) return false;
             if (!oob_->send({{"type", "setup"}, {"side", side_->setup()}})) {
                 error_ = oob_->error();
                 return false;
@@ -301,6 +316,49 @@ private:
         return true;
     }
 
+    // server_verifies: with --check, the server's setup must confirm that it fills and
+    // verifies the same pattern; a server that ignores "check" (an older mroce) would
+    // verify nothing while the run looked clean.
+    bool server_verifies(const Json& setup) {
+        const auto side = setup.find("side");
+        const Json* v = nullptr;
+        if (side != setup.end() && side->is_object() && side->contains("check")) v = &(*side)["check"];
+        if (v && v->is_number_unsigned() && v->get<uint64_t>() == kPatternVersion) return true;
+        error_ = fmt::format("the server does not verify --check's pattern (version {}): it must "
+                             "be an mroce perf that knows --check and the same pattern",
+                             kPatternVersion);
+        return false;
+    }
+
+    // check_verdict prints what --check verified per size and side; returns false (after a
+    // one-line error per failing side) if any byte differed or a message was missing.
+    bool check_verdict(const std::vector<Json>& results) {
+        bool ok = true;
+        for (const Json& r : results) {
+            for (const char* who : {"client", "server"}) {
+                const char* key = std::string(who) == "client" ? "check" : "server_check";
+                const auto t = r.find(key);
+                if (t == r.end()) {
+                    std::fprintf(stderr, "mroce perf: --check: no tally from the %s\n", who);
+                    ok = false;
+                    continue;
+                }
+                const std::string why = check_failure(*t, who);
+                if (!why.empty()) {
+                    std::fprintf(stderr, "mroce perf: #bytes %u: %s\n", r.value("MsgSize", 0u),
+                                 why.c_str());
+                    ok = false;
+                } else if (t->value("messages", uint64_t{0}) > 0) {
+                    fmt::print(" --check #bytes {}: the {} verified {} messages, {} bytes: no mismatch\n",
+                               r.value("MsgSize", 0u), who, t->value("messages", uint64_t{0}),
+                               t->value("bytes", uint64_t{0}));
+                }
+            }
+        }
+        std::fflush(stdout);
+        return ok;
+    }
+
     std::optional<Json> run_one(uint32_t size) {
         if (!oob_->send({{"type", "run"}, {"size", size}}) || !expect("go")) {
             if (error_.empty()) error_ = oob_->error();
@@ -308,7 +366,14 @@ private:
         }
         auto mine = side_->run(size, error_);
         if (!mine) return std::nullopt;
-        if (!oob_->send({{"type", "end"}})) {
+        // --check: the server learns how many messages each queue pair sent, so it waits
+        // for the last of them and counts any that never arrived.
+        Json end = {{"type", "end"}};
+        if (mine->contains("check_sent")) {
+            end["sent"] = (*mine)["check_sent"];
+            mine->erase("check_sent");
+        }
+        if (!oob_->send(end)) {
             error_ = oob_->error();
             return std::nullopt;
         }
@@ -330,6 +395,7 @@ private:
             error_ = "the client runs a different size sequence";
             return std::nullopt;
         }
+        side_->prepare(size);  // before "go": a READ may come at once
         if (!oob_->send({{"type", "go"}})) {
             error_ = oob_->error();
             return std::nullopt;
@@ -421,6 +487,10 @@ void register_perf(CLI::App& app) {
                   "the receiver sends no rate hint (spec 9.2); the sender paces at its window rate");
     auto no_pacing = std::make_shared<bool>(false);
     cmd->add_flag("--no-pacing", *no_pacing, "do not pace: send as the window and ACKs allow");
+    cmd->add_flag("--check", o->check,
+                  "fill every message with a pattern of (queue pair, message, offset) and verify "
+                  "every byte received (READ: by the requester); any mismatch is reported and "
+                  "fails the run (the server with --check requires it of the client)");
     auto integrity = std::make_shared<bool>(false);
     cmd->add_flag("--integrity", *integrity,
                   "announce the CRC32C integrity trailer (spec 4.9, off by default; both sides follow the client)");

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 
 namespace mroce::tools::perf {
@@ -69,6 +70,26 @@ std::string check_writable(const std::string& path) {
     if (!f) return std::strerror(errno);
     std::fclose(f);
     if (!existed) std::filesystem::remove(path, ec);
+    return "";
+}
+
+uint64_t check_target_bytes(const Options& o, uint32_t size) {
+    return uint64_t{o.qps} * o.iterations_or_default() * size;
+}
+
+std::string check_check_options(const Options& o) {
+    if (!o.check) return "";
+    if (o.raw) return "--check needs the protocol (not --raw: plain UDP has no placement to verify)";
+    if (o.verb == Verb::kWrite && o.mode == Mode::kBandwidth) {
+        if (o.duration_s > 0)
+            return "--check --verb write verifies each message in its own slot after the run: "
+                   "give -n, not -D";
+        uint32_t max = 0;
+        for (uint32_t s : o.sizes()) max = std::max(max, s);
+        if (check_target_bytes(o, max) > kCheckMaxBytes)
+            return "--check --verb write needs -q x -n x -s <= 1 GiB (a slot per message at the "
+                   "server); lower -n";
+    }
     return "";
 }
 

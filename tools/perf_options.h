@@ -49,6 +49,9 @@ struct Options {
     bool rate_hint = true;    // --no-hint: the receiver computes no rate hint ([CC-11])
     bool pacing = true;       // --no-pacing: ack-clocked only ([CC-17])
     bool integrity = false;   // --integrity: announce INTEGRITY ([INT-7]; off by default)
+    // --check: every message carries a pattern of (queue pair, message, offset) and its
+    // receiver (for READ, the requester) verifies every byte (tools/perf_check.h).
+    bool check = false;
     uint32_t tc = 0;          // --tc: every queue pair's traffic class (service level), 0..7
     // --dscp-map: the DSCP of each of the 8 traffic classes; empty: the datapath's default
     // (class c -> 8c, CS0..CS7; datapath/udp/README.md).
@@ -84,6 +87,16 @@ std::string test_name(const Options& o);
 // check_cc_options returns a one-line error naming the flag when --tc, --dscp-map or
 // --line-rate is out of range (for the server: as the client sent them), or "".
 std::string check_cc_options(const Options& o);
+// check_check_options returns a one-line error when --check cannot run with these
+// options (for the server: as the client sent them), or "".
+std::string check_check_options(const Options& o);
+// kCheckMaxBytes bounds the buffer --check lays out on each side (per-message slots).
+inline constexpr uint64_t kCheckMaxBytes = uint64_t{1} << 30;
+// check_target_bytes: with --check, a WRITE bandwidth run gives every message of every
+// queue pair its own slot at the server (its target learns of no WRITE: it verifies them
+// all after the run), so it needs -q x -n x -s bytes there.
+uint64_t check_target_bytes(const Options& o, uint32_t size);
+
 // check_writable returns "" when a file can be written at `path` ("" itself: nothing to
 // write), or the reason it cannot (the system's message). It leaves no file behind.
 std::string check_writable(const std::string& path);

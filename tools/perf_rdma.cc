@@ -8,15 +8,21 @@
 // queue pair 1, SEND or WRITE_WITH_IMM each way; WRITE uses the immediate because MetaRoCE
 // places segments out of order, so polling the buffer's last byte (perftest's write_lat)
 // would not prove the message complete. Latency is RTT/2, as perftest reports it.
+//
+// --check (tools/perf_check.h) lays the buffer out in slots, one per message in flight
+// (CheckLayout), fills what this side sends and verifies what it receives or fetches.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "api/device.h"
+#include "tools/perf_check.h"
 #include "tools/perf_interval.h"
 #include "tools/perf_report.h"
 #include "tools/perf_side.h"
@@ -49,6 +55,69 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
+
+// --check's rings (send ring, receive ring) each stay below this per side.
+constexpr uint64_t kCheckRingBytes = uint64_t{256} << 20;
+
+// CheckLayout: with --check every message has a slot of its own in the registered buffer,
+// so no message is filled, placed or verified while another one uses its bytes:
+//   [receive ring: qps x rx_slots x rx_stride][send ring: qps x tx_slots x size]
+//   [targets: qps x target_slots x size]
+// Message i of queue pair q is sent from send-ring slot i % tx_slots (a READ lands there),
+// a SEND lands in the receive ring, a WRITE in target slot i % target_slots of the peer, and
+// a READ fetches target slot i % target_slots. Both sides compute the layout from the same
+// options, so each knows where the other's targets are.
+struct CheckLayout {
+    uint32_t size = 0, qps = 1;
+    uint64_t rx_slots = 0, rx_stride = 0, tx_slots = 1, target_slots = 0;
+
+    uint64_t rx_offset(size_t q, uint64_t k) const { return (q * rx_slots + k % rx_slots) * rx_stride; }
+    uint64_t tx_base() const { return qps * rx_slots * rx_stride; }
+    uint64_t tx_offset(size_t q, uint64_t i) const { return tx_base() + (q * tx_slots + i % tx_slots) * size; }
+    uint64_t target_base() const { return tx_base() + qps * tx_slots * size; }
+    uint64_t target_offset(size_t q, uint64_t i) const {
+        return target_base() + (q * target_slots + i % target_slots) * size;
+    }
+    uint64_t end() const { return target_base() + qps * target_slots * size; }
+};
+
+CheckLayout check_layout(const Options& o, uint32_t size) {
+    uint32_t max = 0;
+    for (uint32_t s : o.sizes()) max = std::max(max, s);
+    CheckLayout l;
+    l.size = size;
+    l.qps = o.qps;
+    // The receives are posted before the first size runs and kept across sizes: their
+    // slots fit the largest. Only a SEND's data lands in a receive.
+    if (o.verb == Verb::kSend) {
+        l.rx_stride = max;
+        l.rx_slots = std::clamp<uint64_t>(kCheckRingBytes / (uint64_t{o.qps} * max), 1, kRecvDepth);
+    }
+    // A ping-pong has one message in flight each way (the peer answered the one before),
+    // so two slots keep consecutive messages apart.
+    l.tx_slots = o.mode == Mode::kLatency
+                     ? 2
+                     : std::clamp<uint64_t>(kCheckRingBytes / (uint64_t{o.qps} * size), 1, o.tx_depth);
+    if (o.verb == Verb::kWrite)  // the target of a bandwidth WRITE learns of none of them
+        l.target_slots = o.mode == Mode::kLatency ? 2 : o.iterations_or_default();
+    else if (o.verb == Verb::kRead)  // not a multiple of tx_slots: a stale slot mismatches
+        l.target_slots = l.tx_slots + 1;
+    else if (o.verb == Verb::kAtomic)  // the one counter every FETCH_ADD adds 1 to
+        l.target_slots = 1;
+    return l;
+}
+
+// test_corruption: MROCE_PERF_TEST_CORRUPT=N (test-only, tests/perf/perf_check_test.py)
+// flips one bit of message N of queue pair 0 as this side fills it, so that --check's
+// detection can be shown end to end (an atomic fills nothing: no effect).
+std::optional<uint64_t> test_corruption() {
+    const char* v = std::getenv("MROCE_PERF_TEST_CORRUPT");
+    if (!v || !*v) return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*end) return std::nullopt;
+    return n;
+}
 
 // succeeded: true for a successful completion; otherwise the one-line error is set.
 bool succeeded(const api::Completion& c, std::string& error) {
@@ -96,7 +165,23 @@ public:
                          static_cast<unsigned>(dev_->metrics_port()));
         uint32_t max = 0;
         for (uint32_t s : o_.sizes()) max = std::max(max, s);
-        buf_.assign(std::max<uint32_t>(max, 64), std::byte{0x5a});  // touched: no page faults
+        uint64_t bytes = std::max<uint32_t>(max, 64);
+        if (o_.check) {
+            // A bandwidth WRITE's targets are the server's alone; a ping-pong's are both's.
+            const bool targets = server_ || o_.mode == Mode::kLatency || o_.verb != Verb::kWrite;
+            for (uint32_t s : o_.sizes()) {
+                const CheckLayout l = check_layout(o_, s);
+                bytes = std::max(bytes, targets ? l.end() : l.target_base());
+            }
+            ck_sent_.assign(o_.qps, 0);
+            ck_done_.assign(o_.qps, 0);
+            recv_posted_.assign(o_.qps, 0);
+            recv_total_.assign(o_.qps, 0);
+            recv_base_.assign(o_.qps, 0);
+            corrupt_ = test_corruption();
+            rx_layout_ = check_layout(o_, max);  // the receive ring is the same for every size
+        }
+        buf_.assign(bytes, std::byte{0x5a});  // touched: no page faults
         pd_ = dev_->alloc_pd();
         auto mr = pd_->register_memory(buf_.data(), buf_.size(),
                                        api::access::kLocalWrite | api::access::kRemoteWrite |
@@ -125,8 +210,10 @@ public:
         // connect, they are handed to the engine when the queue pair connects.
         const bool need_recvs = o_.verb == Verb::kSend || o_.mode == Mode::kLatency;
         if (need_recvs && (server_ || o_.mode == Mode::kLatency)) {
+            // --check: one receive per slot of the receive ring (CheckLayout).
+            const uint64_t depth = o_.check && o_.verb == Verb::kSend ? rx_layout_.rx_slots : kRecvDepth;
             for (size_t q = 0; q < qps_.size(); ++q)
-                for (uint32_t k = 0; k < kRecvDepth; ++k)
+                for (uint64_t k = 0; k < depth; ++k)
                     if (!post_recv(q, error)) return false;
         }
         return true;
@@ -141,6 +228,9 @@ public:
         Json q = Json::array();
         for (auto& qp : qps_) q.push_back(qp->number());
         j["qps"] = q;
+        // --check: this side fills and verifies pattern version kPatternVersion (the
+        // client refuses a server that does not say so).
+        if (o_.check) j["check"] = kPatternVersion;
         return j;
     }
 
@@ -187,9 +277,21 @@ public:
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
         const auto stats_before = dev_->stats();
+        if (o_.check) {
+            begin_check(size);
+            const CheckLayout l = check_layout(o_, size);
+            if (o_.verb != Verb::kSend && peer_buf_ < l.end()) {
+                error = "--check: the peer's buffer is smaller than its slots (a different layout?)";
+                return std::nullopt;
+            }
+        }
         std::optional<Json> r = o_.mode == Mode::kBandwidth ? run_bw(size, error)
                                                             : run_lat(size, error);
         if (!r) return r;
+        if (o_.check) {
+            (*r)["check"] = tally_.to_json();
+            (*r)["check_sent"] = ck_sent_;
+        }
         const auto stats_after = dev_->stats();
         (*r)["counters"] = counters_json(before, report());
         (*r)["datapath"] = datapath_json(stats_before.udp, stats_after.udp);
@@ -205,7 +307,23 @@ public:
         if (server.contains("datapath")) r["server_datapath"] = server["datapath"];
         if (server.contains("driver")) r["server_driver"] = server["driver"];
         if (server.contains("endpoint")) r["server_endpoint"] = server["endpoint"];
+        if (server.contains("check")) r["server_check"] = server["check"];
         return r;
+    }
+
+    void prepare(uint32_t size) override {
+        if (!o_.check) return;
+        begin_check(size);
+        if (o_.verb == Verb::kAtomic) {  // the counter starts at 0 for every size
+            std::memset(buf_.data() + layout_.target_offset(0, 0), 0, 8);
+            return;
+        }
+        if (o_.verb != Verb::kRead) return;
+        // The data READs fetch: target slot s holds message s's pattern.
+        const CheckLayout& l = layout_;
+        for (size_t q = 0; q < qps_.size(); ++q)
+            for (uint64_t s = 0; s < l.target_slots; ++s)
+                fill(l.target_offset(q, s), PatternKey{size, static_cast<uint32_t>(q), s, Direction::kFromServer});
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
@@ -235,12 +353,16 @@ public:
                 if (!recv) continue;
                 ++received;
                 const size_t q = qp_index(c.stream);
+                if (o_.check) check_received(c, q, size);
                 if (!post_recv(q, error)) return std::nullopt;
                 if (o_.mode == Mode::kLatency && !post_one(q, size, error)) return std::nullopt;
             }
             if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
-                    if (message_type(*m) == "end") break;
+                    if (message_type(*m) == "end") {
+                        if (o_.check && !check_after_end(*m, size, comps, error)) return std::nullopt;
+                        break;
+                    }
                     error = "unexpected control message: " + m->dump().substr(0, 80);
                     return std::nullopt;
                 }
@@ -252,6 +374,7 @@ public:
         }
         Json j;
         j["received_messages"] = received;
+        if (o_.check) j["check"] = tally_.to_json();
         j["counters"] = counters_json(before, report());
         const auto stats_after = dev_->stats();
         j["datapath"] = datapath_json(stats_before.udp, stats_after.udp);
@@ -275,8 +398,13 @@ private:
     bool post_recv(size_t q, std::string& error) {
         api::RecvWr wr;
         wr.addr = mr_->addr();
-        wr.length = static_cast<uint32_t>(buf_.size());
+        wr.length = static_cast<uint32_t>(std::min<uint64_t>(buf_.size(), UINT32_MAX));
         wr.lkey = mr_->lkey();
+        if (o_.check && o_.verb == Verb::kSend) {
+            // Receive n lands in slot n of the ring: receives complete in posted order.
+            wr.addr += rx_layout_.rx_offset(q, recv_posted_[q]++);
+            wr.length = static_cast<uint32_t>(rx_layout_.rx_stride);
+        }
         const Error e = qps_[q]->post_recv(wr);
         if (e == Error::kOk) return true;
         error = std::string("post_recv failed: ") + text(e);
@@ -310,8 +438,13 @@ private:
         } else {
             wr.opcode = api::WorkOpcode::kSend;
         }
+        if (o_.check) check_slots(q, size, wr);
         const Error e = qps_[q]->post_send(wr);
         exhausted_ = e == Error::kExhausted;
+        if (o_.check && e == Error::kOk) {
+            ++ck_sent_[q];
+            atomics_posted_ += o_.verb == Verb::kAtomic;
+        }
         if (e == Error::kOk || exhausted_) return true;
         error = std::string("post_send failed: ") + text(e);
         return false;
@@ -337,13 +470,16 @@ private:
         uint64_t completed = 0, in_flight = 0;
         auto last_busy = t0;
         IntervalRows rows(o_, size);
+        // --check: a slot is filled again only once the message before it in that slot
+        // completed, so at most the send ring's slots are outstanding.
+        const uint64_t depth = o_.check ? std::min<uint64_t>(o_.tx_depth, layout_.tx_slots) : o_.tx_depth;
         for (uint64_t loop = 0;; ++loop) {
             const auto now = Clock::now();
             if (posting && timed && now >= stop_at) posting = false;
             if (posting) {
                 bool more = false;
                 for (size_t q = 0; q < qps_.size(); ++q) {
-                    while (outstanding[q] < o_.tx_depth && posted[q] < per_qp) {
+                    while (outstanding[q] < depth && posted[q] < per_qp) {
                         if (!post_one(q, size, error)) return std::nullopt;
                         if (exhausted_) break;
                         ++posted[q];
@@ -364,6 +500,7 @@ private:
             for (size_t i = 0; i < n; ++i) {
                 const api::Completion& c = comps[i];
                 if (!succeeded(c, error)) return std::nullopt;
+                if (o_.check) check_completed(c.wr_id, size);
                 --outstanding[c.wr_id];
                 --in_flight;
                 ++completed;
@@ -422,8 +559,10 @@ private:
                     if (c.opcode == api::WorkOpcode::kRecv ||
                         c.opcode == api::WorkOpcode::kRecvWriteImm) {
                         replied = true;
+                        if (o_.check) check_received(c, 0, size);
                         if (!post_recv(0, error)) return std::nullopt;
                     } else {
+                        if (o_.check) check_completed(c.wr_id, size);
                         --sends_outstanding;
                         replied = replied || one_sided;  // READ/atomic: its own completion
                     }
@@ -489,6 +628,7 @@ private:
                 error = "unexpected receive completion";
                 return false;
             }
+            if (o_.check) check_completed(comps[i].wr_id, layout_.size);
             --outstanding;
         }
         return true;
@@ -510,6 +650,159 @@ private:
     uint64_t peer_buf_ = 0;
     bool exhausted_ = false;
     Json path_events_ = Json::array();
+
+    // --check (tools/perf_check.h). ck_sent_ / ck_done_: per queue pair, messages posted
+    // and requester completions this size; recv_posted_ / recv_total_: receives posted and
+    // completed since the start (their ring slot), recv_base_: recv_total_ when this size
+    // began (a receive's message index is the difference).
+    CheckLayout layout_, rx_layout_;
+    CheckTally tally_;
+    std::vector<uint64_t> ck_sent_, ck_done_, recv_posted_, recv_total_, recv_base_;
+    std::optional<uint64_t> corrupt_;
+    // --check --verb atomic: FETCH_ADDs posted this size, the values returned so far, and
+    // each queue pair's last one (UINT64_MAX: none yet).
+    uint64_t atomics_posted_ = 0;
+    std::vector<bool> fetched_;
+    std::vector<uint64_t> last_fetched_;
+
+    Direction my_direction() const { return server_ ? Direction::kFromServer : Direction::kFromClient; }
+    Direction peer_direction() const { return server_ ? Direction::kFromClient : Direction::kFromServer; }
+    std::span<std::byte> at(uint64_t offset, uint32_t size) { return {buf_.data() + offset, size}; }
+
+    void begin_check(uint32_t size) {
+        layout_ = check_layout(o_, size);
+        atomics_posted_ = 0;
+        fetched_.clear();
+        last_fetched_.assign(o_.qps, UINT64_MAX);
+        tally_ = CheckTally();
+        std::fill(ck_sent_.begin(), ck_sent_.end(), 0);
+        std::fill(ck_done_.begin(), ck_done_.end(), 0);
+        recv_base_ = recv_total_;
+    }
+
+    // fill writes message `key`'s pattern at `offset` (and the test-only corruption).
+    void fill(uint64_t offset, const PatternKey& key) {
+        auto bytes = at(offset, key.size);
+        fill_pattern(bytes, key);
+        if (corrupt_ && key.qp == 0 && key.index == *corrupt_ && key.size > 0)
+            bytes[key.size / 2] ^= std::byte{0x01};
+    }
+
+    // check_slots points work request `wr` (message ck_sent_[q] of queue pair q) at its
+    // slots (CheckLayout) and fills what it sends.
+    void check_slots(size_t q, uint32_t size, api::SendWr& wr) {
+        const uint64_t i = ck_sent_[q];
+        wr.local_addr = mr_->addr() + layout_.tx_offset(q, i);
+        if (o_.verb == Verb::kAtomic) {
+            // A value no FETCH_ADD can return: a result that never landed is a mismatch.
+            const uint64_t poison = UINT64_MAX;
+            std::memcpy(buf_.data() + layout_.tx_offset(q, i), &poison, 8);
+            wr.remote_addr = peer_vaddr_ + layout_.target_offset(0, 0);
+            return;
+        }
+        if (o_.verb == Verb::kWrite || o_.verb == Verb::kRead)
+            wr.remote_addr = peer_vaddr_ + layout_.target_offset(q, i);
+        if (o_.verb != Verb::kRead)
+            fill(layout_.tx_offset(q, i), PatternKey{size, static_cast<uint32_t>(q), i, my_direction()});
+    }
+
+    // check_completed: a requester completion of queue pair q; a READ's data is verified
+    // (completions come in posted order, so it is message ck_done_[q]).
+    void check_completed(uint64_t q, uint32_t size) {
+        if (q >= ck_done_.size()) return;
+        const uint64_t i = ck_done_[q]++;
+        if (o_.verb == Verb::kAtomic) return check_fetched(q, i);
+        if (o_.verb != Verb::kRead) return;
+        const PatternKey key{size, static_cast<uint32_t>(q), i % layout_.target_slots,
+                             Direction::kFromServer};
+        (void)tally_.verify(at(layout_.tx_offset(q, i), size), key);
+    }
+
+    // check_fetched: FETCH_ADD i of queue pair q returned the counter before its add. The
+    // counter starts at 0 and only this client adds (1 each), so every value is below the
+    // adds posted so far and returned once; one queue pair's adds run in its order, so its
+    // values rise, and with one queue pair message i returns exactly i.
+    void check_fetched(uint64_t q, uint64_t i) {
+        uint64_t v;
+        std::memcpy(&v, buf_.data() + layout_.tx_offset(q, i), 8);
+        const uint64_t least = last_fetched_[q] == UINT64_MAX ? 0 : last_fetched_[q] + 1;
+        bool ok = v < atomics_posted_ && v >= least && (o_.qps > 1 || v == i);
+        if (ok) {
+            if (v >= fetched_.size()) fetched_.resize(v + 1);
+            ok = !fetched_[v];
+            fetched_[v] = true;
+            last_fetched_[q] = v;
+        }
+        (void)tally_.verify_value(static_cast<uint32_t>(q), i, ok, o_.qps > 1 ? least : i, v);
+    }
+
+    // check_received verifies a receive completion's message: a SEND's in its receive
+    // slot, a WRITE_WITH_IMM's in its target slot (complete once the receive completes).
+    void check_received(const api::Completion& c, size_t q, uint32_t size) {
+        const uint64_t k = recv_total_[q]++;
+        const uint64_t i = k - recv_base_[q];
+        const PatternKey key{size, static_cast<uint32_t>(q), i, peer_direction()};
+        if (c.opcode == api::WorkOpcode::kRecv) {
+            // A short message leaves the slot's older bytes beyond it: a mismatch.
+            (void)tally_.verify(at(layout_.rx_offset(q, k), size), key);
+        } else {
+            (void)tally_.verify(at(layout_.target_offset(q, i), size), key);
+        }
+    }
+
+    // check_after_end: the client's "end" says how many messages each queue pair sent. A
+    // SEND still on its way is waited for (a bounded time; the rest count as missing);
+    // bandwidth WRITEs, of which this side learnt nothing, are all verified now.
+    bool check_after_end(const Json& end, uint32_t size, std::vector<api::Completion>& comps,
+                         std::string& error) {
+        const auto it = end.find("sent");
+        bool ok = it != end.end() && it->is_array() && it->size() == qps_.size();
+        for (size_t q = 0; ok && q < qps_.size(); ++q) ok = (*it)[q].is_number_unsigned();
+        if (!ok) {
+            error = "--check: the client's 'end' does not say how many messages it sent";
+            return false;
+        }
+        std::vector<uint64_t> sent(qps_.size());
+        for (size_t q = 0; q < qps_.size(); ++q) sent[q] = (*it)[q].get<uint64_t>();
+        if (o_.verb == Verb::kWrite && o_.mode == Mode::kBandwidth) {
+            for (size_t q = 0; q < qps_.size(); ++q) {
+                const uint64_t n = std::min<uint64_t>(sent[q], layout_.target_slots);
+                tally_.missing(sent[q] - n);
+                for (uint64_t i = 0; i < n; ++i)
+                    (void)tally_.verify(at(layout_.target_offset(q, i), size),
+                                        PatternKey{size, static_cast<uint32_t>(q), i, Direction::kFromClient});
+            }
+            return true;
+        }
+        if (o_.verb == Verb::kAtomic) {
+            // Every FETCH_ADD ran exactly once: the counter is the number sent.
+            uint64_t total = 0, counter;
+            for (uint64_t n : sent) total += n;
+            std::memcpy(&counter, buf_.data() + layout_.target_offset(0, 0), 8);
+            (void)tally_.verify_value(0, total, counter == total, total, counter);
+            return true;
+        }
+        if (o_.verb != Verb::kSend) return true;  // a READ's requester verifies; ping-pongs are done
+        auto received = [&](size_t q) { return recv_total_[q] - recv_base_[q]; };
+        const auto deadline = Clock::now() + std::chrono::seconds(5);
+        for (;;) {
+            bool all = true;
+            for (size_t q = 0; q < qps_.size(); ++q) all = all && received(q) >= sent[q];
+            if (all || Clock::now() > deadline) break;
+            dev_->progress();
+            const size_t n = cq_->poll(comps);
+            for (size_t i = 0; i < n; ++i) {
+                if (!succeeded(comps[i], error)) return false;
+                if (comps[i].opcode != api::WorkOpcode::kRecv) continue;
+                const size_t q = qp_index(comps[i].stream);
+                check_received(comps[i], q, size);
+                if (!post_recv(q, error)) return false;
+            }
+        }
+        for (size_t q = 0; q < qps_.size(); ++q)
+            if (received(q) < sent[q]) tally_.missing(sent[q] - received(q));
+        return true;
+    }
 };
 
 }  // namespace

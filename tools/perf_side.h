@@ -39,6 +39,9 @@ public:
     // Server: serve one size until the client's "end" arrives on `oob`; returns the
     // server's measurements.
     virtual std::optional<Json> serve(uint32_t size, std::string& error) = 0;
+    // Server: make ready for one size before the client is told to go (--check fills the
+    // data a READ fetches).
+    virtual void prepare(uint32_t /*size*/) {}
 };
 
 // offload_name: "GSO+GRO", "GSO", "GRO", "none" or "none (--no-offload)".

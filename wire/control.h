@@ -91,6 +91,7 @@ enum class CloseReason : uint32_t {
     kProtocolError = 1,
     kLocalFailure = 2,
     kVersionMismatch = 3,  // [VER-1]
+    kConfirm = 4,          // [CONN-29]: the answer to a peer's CLOSE; never answered itself
 };
 struct ClosePacket {
     CommonHeader common{.type = PacketType::kClose};

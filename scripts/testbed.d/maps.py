@@ -19,10 +19,11 @@ import subprocess
 import sys
 
 # struct tb_config in testbed.bpf.c, in order; every field is a u64.
-CONFIG_FIELDS = ["loss_ppm", "blackhole", "rate_Bps", "kmin", "kmax", "pmax_ppm", "limit"]
+CONFIG_FIELDS = ["loss_ppm", "blackhole", "rate_Bps", "kmin", "kmax", "pmax_ppm", "limit",
+                 "corrupt_ppm"]
 # The counter indices of testbed.bpf.c, in order.
 COUNTER_NAMES = ["pkts", "bytes", "loss_drops", "blackhole_drops", "queue_drops",
-                 "ce_marks", "notect_drops"]
+                 "ce_marks", "notect_drops", "corrupted"]
 KEY_ZERO = ["0", "0", "0", "0"]
 
 

@@ -1,5 +1,5 @@
 // testbed.bpf.c — the testbed's one tc (cls_bpf, direct-action) program: random loss, a
-// blackhole switch, an ECN-marking virtual queue and counters. This kernel has no netem, RED
+// blackhole switch, an ECN-marking virtual queue, payload corruption and counters. This kernel has no netem, RED
 // or fq_codel and cannot load modules, so these impairments have to be done here.
 //
 // One load of this object = one "element" with its own maps: scripts/testbed loads it once
@@ -28,6 +28,7 @@ struct tb_config {
     __u64 kmax;       // bytes where the probability reaches pmax; above it every packet is CE
     __u64 pmax_ppm;   // marking probability at kmax, parts per million
     __u64 limit;      // tail-drop limit of the virtual queue, bytes
+    __u64 corrupt_ppm;  // flip one payload bit of this many per million large UDP datagrams
 };
 
 // Counter indices (a per-CPU array; the shell side sums the CPUs).
@@ -39,6 +40,7 @@ enum {
     TB_QUEUE_DROPS,   // tail-dropped by the virtual queue
     TB_CE_MARKS,      // ECT packets this element set to CE
     TB_NOTECT_DROPS,  // Not-ECT packets dropped where an ECT one would have been marked
+    TB_CORRUPTED,     // UDP datagrams with one payload bit flipped
     TB_NCOUNTERS,
 };
 
@@ -142,6 +144,29 @@ static __always_inline void set_ce(struct iphdr *ip) {
     ip->check = bpf_htons((__u16)~sum);
 }
 
+// Only datagrams at least this long are corrupted: data, not the small control packets,
+// whose damage a receiver drops as malformed (the point is data that arrives wrong).
+#define TB_CORRUPT_MIN_LEN 1024
+
+// corrupt flips the lowest bit of the UDP payload's last whole 16-bit word (as a bad link
+// or a buggy switch would, after the sender's checksum) and patches the UDP checksum to
+// match, so the receiving kernel accepts the datagram: only an end-to-end check of the data
+// can notice. Returns 1 if it changed the packet.
+static __always_inline int corrupt(struct __sk_buff *skb, __u8 protocol, __u8 ihl) {
+    if (protocol != 17 || skb->len < TB_CORRUPT_MIN_LEN) return 0;  // UDP only
+    const __u32 udp = ETH_HLEN + ihl * 4;
+    if (skb->len < udp + 8 + 2) return 0;
+    const __u32 word = udp + ((skb->len - udp - 2) & ~1u);
+    __u16 old_word, new_word, check;
+    if (bpf_skb_load_bytes(skb, word, &old_word, 2) < 0) return 0;
+    if (bpf_skb_load_bytes(skb, udp + 6, &check, 2) < 0) return 0;
+    new_word = old_word ^ bpf_htons(1);
+    if (bpf_skb_store_bytes(skb, word, &new_word, 2, 0) < 0) return 0;
+    // A zero UDP checksum means none (IPv4); otherwise keep it right for the new word.
+    if (check) bpf_l4_csum_replace(skb, udp + 6, old_word, new_word, BPF_F_MARK_MANGLED_0 | 2);
+    return 1;
+}
+
 SEC("tc")
 int testbed(struct __sk_buff *skb) {
     void *data = (void *)(long)skb->data;
@@ -166,6 +191,14 @@ int testbed(struct __sk_buff *skb) {
     if (cfg->loss_ppm && bpf_get_prandom_u32() % 1000000 < cfg->loss_ppm) {
         count(TB_LOSS_DROPS, 1);
         return TC_ACT_SHOT;
+    }
+    if (cfg->corrupt_ppm && bpf_get_prandom_u32() % 1000000 < cfg->corrupt_ppm) {
+        if (corrupt(skb, ip->protocol, ip->ihl)) count(TB_CORRUPTED, 1);
+        // A store invalidates every packet pointer: reload the header before using it again.
+        data = (void *)(long)skb->data;
+        data_end = (void *)(long)skb->data_end;
+        ip = data + sizeof(struct ethhdr);
+        if ((void *)(ip + 1) > data_end) return TC_ACT_OK;
     }
     if (!cfg->rate_Bps) return TC_ACT_OK;
 

@@ -403,6 +403,86 @@ TEST_P(Loopback, ClosingADeviceFlushesThePeer) {
     ASSERT_TRUE(wait_event(*b_.dev, api::EventKind::kConnectionClosed));
 }
 
+// saw_event: `dev` has reported an event of `kind` (now or in an earlier call: `seen`).
+bool saw_event(api::Device& dev, api::EventKind kind, bool& seen) {
+    api::Event e[8];
+    const size_t n = dev.poll_events(e);
+    for (size_t i = 0; i < n; ++i) seen |= e[i].kind == kind;
+    return seen;
+}
+
+// destroy_timed destroys `s`'s device and returns how long that took.
+std::chrono::duration<double, std::milli> destroy_timed(Side& s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s.dev.reset();
+    return std::chrono::steady_clock::now() - t0;
+}
+
+// [CONN-29] a destroyed device lingers until its peer confirms the close: B (its own
+// progress thread) answers the CLOSE with a CONFIRM and A's destruction returns at once,
+// long before its (here long) linger bound.
+TEST(Api, DestructionEndsWhenThePeerConfirmsTheClose) {
+    const uint64_t seed = test_seed();
+    std::printf("seed %llu (replay: MROCE_SEED=%llu)\n", static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(seed));
+    auto cfg = device_config(ProgressMode::kThread, seed * 2 + 1);
+    cfg.close_linger = std::chrono::seconds(2);
+    Side a = open_side(cfg, 4096);
+    Side b = open_side(device_config(ProgressMode::kThread, seed * 2 + 2), 4096);
+    ASSERT_TRUE(a.qp && b.qp);
+    ASSERT_EQ(a.qp->connect(b.dev->local_address(), b.qp->number()), Error::kOk);
+    ASSERT_EQ(b.qp->connect(a.dev->local_address(), a.qp->number()), Error::kOk);
+    const Address a_addr = a.dev->local_address();
+    bool a_up = false, b_up = false;
+    ASSERT_TRUE(eventually(
+        [&] {
+            return saw_event(*a.dev, api::EventKind::kConnectionUp, a_up) &&
+                   saw_event(*b.dev, api::EventKind::kConnectionUp, b_up);
+        },
+        kTimeout));
+    const auto took = destroy_timed(a);
+    std::printf("destruction took %.2f ms (linger bound 2000 ms)\n", took.count());
+    EXPECT_LT(took.count(), 1000.0) << "A waited out its linger: no confirmation";
+    auto r = b.dev->connection_report(a_addr);
+    ASSERT_TRUE(r.ok());
+    EXPECT_GE(r->connection.closes_answered, 1u);
+}
+
+// [CONN-29] a peer that never answers (here: B's device is not driven) costs the
+// destruction its linger bound and no more; A sends the CLOSE again meanwhile, and B,
+// once it runs, finds them and closes.
+TEST(Api, DestructionNeverLingersPastItsBound) {
+    const uint64_t seed = test_seed();
+    std::printf("seed %llu (replay: MROCE_SEED=%llu)\n", static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(seed));
+    auto cfg = device_config(ProgressMode::kThread, seed * 2 + 1);
+    cfg.close_linger = std::chrono::milliseconds(100);
+    Side a = open_side(cfg, 4096);
+    Side b = open_side(device_config(ProgressMode::kManual, seed * 2 + 2), 4096);
+    ASSERT_TRUE(a.qp && b.qp);
+    ASSERT_EQ(a.qp->connect(b.dev->local_address(), b.qp->number()), Error::kOk);
+    ASSERT_EQ(b.qp->connect(a.dev->local_address(), a.qp->number()), Error::kOk);
+    const Address a_addr = a.dev->local_address();
+    bool a_up = false, b_up = false;
+    ASSERT_TRUE(eventually(
+        [&] {
+            return saw_event(*a.dev, api::EventKind::kConnectionUp, a_up) &&
+                   saw_event(*b.dev, api::EventKind::kConnectionUp, b_up);
+        },
+        kTimeout, [&] { (void)b.dev->progress(); }));
+    const auto took = destroy_timed(a);
+    std::printf("destruction took %.2f ms (linger bound 100 ms)\n", took.count());
+    EXPECT_GE(took.count(), 95.0);   // it waited for a confirmation
+    EXPECT_LT(took.count(), 1000.0);  // and stopped at its bound (with room for a loaded host)
+    bool closed = false;
+    ASSERT_TRUE(eventually([&] { return saw_event(*b.dev, api::EventKind::kConnectionClosed, closed); },
+                           kTimeout, [&] { (void)b.dev->progress(); }));
+    auto r = b.dev->connection_report(a_addr);
+    ASSERT_TRUE(r.ok());
+    // Every CLOSE A sent (the first and its resends) reached B's socket; B answered one.
+    EXPECT_GE(r->connection.closes_answered, 1u);
+}
+
 // With close_connections off (the Verbs library's setting), a device that goes away
 // tells its peers nothing: their posted receives stay, as with a NIC whose peer process
 // ended, and the connection is still up.

@@ -551,6 +551,116 @@ TEST(Connection, LostCloseIsSentAgainWhenThePeerSends) {
     EXPECT_EQ(p.a->connection(ca)->stats().closes_repeated, 1u);
 }
 
+// CloseReasons wraps an engine and records the reason of every CLOSE it sends.
+class CloseReasons final : public EngineTap {
+  public:
+    explicit CloseReasons(core::Engine& inner) : EngineTap(inner) {}
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        const size_t n = inner_.poll_transmit(buf, meta, now);
+        if (n) {
+            const auto c = wire::decode_close(without_trailer(buf.first(n)));
+            if (c.ok()) reasons.push_back(c->reason);
+        }
+        return n;
+    }
+    std::vector<uint32_t> reasons;
+};
+
+// lost_close_to_idle_peer: A closes its connection to an idle B and its first CLOSE is
+// lost. With `linger`, A sends it again as a lingering device does ([CONN-29]: after
+// min_pto, then at doubling intervals); returns how long B took to learn of the close, or
+// nullopt if it had not within 10 ms. `b_reasons` gets B's CLOSEs.
+std::optional<Duration> lost_close_to_idle_peer(bool linger, std::vector<uint32_t>& b_reasons,
+                                                bool& confirmed, uint32_t& a_closes) {
+    core::EndpointConfig cfg;
+    Pair p(44, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    if (!run(p, [&] { return f.all_completions() == 1; }, 50ms)) return std::nullopt;
+    p.sim.run_for(2ms);  // B is idle: nothing outstanding, nothing to send
+    CloseCounter counter(*p.a, 1);
+    p.host_a().attach(&counter);
+    CloseReasons b_closes(*p.b);
+    p.host_b().attach(&b_closes);
+    const uint32_t ca = p.a->connection_to(p.host_b().address());
+    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    const Time t0 = p.now();
+    p.host_a().with_engine([&](core::Engine&) { EXPECT_EQ(p.a->close_connection(ca, t0), Error::kOk); });
+    Duration interval = cfg.min_pto;
+    Time next = t0 + interval;
+    std::optional<Duration> took;
+    while (p.now() - t0 < 10ms) {
+        p.sim.run_for(10us);
+        if (!took && cb.state() == core::ConnState::kClosed) took = p.now() - t0;
+        if (linger && p.now() >= next && p.a->close_unconfirmed(ca)) {
+            p.host_a().with_engine([&](core::Engine&) { (void)p.a->repeat_close(ca, p.now()); });
+            p.host_a().kick();
+            interval *= 2;
+            next = p.now() + interval;
+        }
+    }
+    b_reasons = b_closes.reasons;
+    confirmed = !p.a->close_unconfirmed(ca);
+    a_closes = counter.closes;
+    return took;
+}
+
+// [CONN-29] [CONN-21] [CONN-8] a lost CLOSE to an idle peer: B sends nothing, so
+// [CONN-28] never brings the CLOSE again. The lingering side sends it after min_pto; B
+// closes, answers CONFIRM, and A's close is confirmed (no more CLOSEs), all long before
+// peer_dead_timeout. Without the linger B is still Established 10 ms later.
+TEST(Connection, LingerDeliversALostCloseToAnIdlePeer) {
+    std::vector<uint32_t> b_reasons;
+    bool confirmed = false;
+    uint32_t a_closes = 0;
+    const auto without = lost_close_to_idle_peer(false, b_reasons, confirmed, a_closes);
+    EXPECT_FALSE(without.has_value()) << "B closed without the linger";
+    EXPECT_TRUE(b_reasons.empty());
+    EXPECT_FALSE(confirmed);
+
+    const auto with = lost_close_to_idle_peer(true, b_reasons, confirmed, a_closes);
+    const core::EndpointConfig cfg;
+    ASSERT_TRUE(with.has_value()) << "B never learnt of the close";
+    std::printf("B closed %.1f us after A's lost CLOSE (min_pto %.0f us, peer_dead_timeout %.0f ms)\n",
+                to_ns(*with) / 1e3, to_ns(cfg.min_pto) / 1e3, to_ns(cfg.peer_dead_timeout) / 1e6);
+    // The resend leaves min_pto after the first CLOSE and reaches B a hop later.
+    EXPECT_LT(*with, 2 * cfg.min_pto) << to_ns(*with) << " ns";
+    EXPECT_LT(*with, cfg.peer_dead_timeout / 100);
+    EXPECT_EQ(b_reasons, std::vector<uint32_t>{static_cast<uint32_t>(wire::CloseReason::kConfirm)});
+    EXPECT_TRUE(confirmed);
+    EXPECT_EQ(a_closes, 2u) << "A went on sending after B confirmed";
+}
+
+// [CONN-29] both sides close at once: each CLOSE confirms the other's, each is answered
+// with one CONFIRM, and no CONFIRM is answered.
+TEST(Connection, SimultaneousClosesAreConfirmedOnce) {
+    core::EndpointConfig cfg;
+    Pair p(45, small_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    CloseReasons a_closes(*p.a), b_closes(*p.b);
+    p.host_a().attach(&a_closes);
+    p.host_b().attach(&b_closes);
+    const uint32_t ca = p.a->connection_to(p.host_b().address());
+    const uint32_t cb = p.b->connection_to(p.host_a().address());
+    p.host_a().with_engine([&](core::Engine&) { EXPECT_EQ(p.a->close_connection(ca, p.now()), Error::kOk); });
+    p.host_b().with_engine([&](core::Engine&) { EXPECT_EQ(p.b->close_connection(cb, p.now()), Error::kOk); });
+    p.host_a().kick();
+    p.host_b().kick();
+    p.sim.run_for(5ms);
+    EXPECT_FALSE(p.a->close_unconfirmed(ca));
+    EXPECT_FALSE(p.b->close_unconfirmed(cb));
+    // NORMAL, then at most one CONFIRM (none if the peer's CLOSE came within min_pto).
+    for (const auto* r : {&a_closes.reasons, &b_closes.reasons}) {
+        ASSERT_GE(r->size(), 1u);
+        EXPECT_LE(r->size(), 2u);
+        EXPECT_EQ(r->front(), static_cast<uint32_t>(wire::CloseReason::kNormal));
+        for (size_t i = 1; i < r->size(); ++i)
+            EXPECT_EQ((*r)[i], static_cast<uint32_t>(wire::CloseReason::kConfirm));
+    }
+}
+
 // [CONN-28] CLOSEs sent again are at least min_pto apart and at most 8 in all, however
 // many packets the peer (which holds the token) sends.
 TEST(Connection, RepeatedClosesAreRateLimitedAndCapped) {
@@ -559,7 +669,9 @@ TEST(Connection, RepeatedClosesAreRateLimitedAndCapped) {
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
-    CloseCounter counter(*p.a, 0);
+    // Every CLOSE is lost: B never learns of the close, so it never answers ([CONN-29]),
+    // which would tell A that no more are needed.
+    CloseCounter counter(*p.a, 1000);
     p.host_a().attach(&counter);
     const uint32_t ca = p.a->connection_to(p.host_b().address());
     const wire::AckPacket ack = peer_ack(p, 0);  // A's token: passes [CONN-4]

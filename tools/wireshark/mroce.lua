@@ -121,7 +121,7 @@ local nack_reasons = {
 }
 -- spec §3.7 [CLOSE-1]; other values are legal ([CLOSE-2]) and shown as unknown.
 local close_reasons = { [0] = "NORMAL", [1] = "PROTOCOL_ERROR", [2] = "LOCAL_FAILURE",
-                        [3] = "VERSION_MISMATCH" }
+                        [3] = "VERSION_MISMATCH", [4] = "CONFIRM" }
 
 -- Fields. Those several types share (path, PSN, stream, message) have one name, so that
 -- `mroce.path_id == 3` finds a path's DATA, ACKs, NACKs and PROBEs at once.
