@@ -16,6 +16,10 @@ uint64_t derive(uint64_t seed, uint32_t test, uint32_t label) {
     return z ? z : 1;
 }
 
+std::optional<UdpSocket> open_socket(const Context& ctx, std::string* why) {
+    return UdpSocket::open(ctx.local_ip, why, ctx.via_ifindex);
+}
+
 static Peer make_peer(Context& ctx, const FixtureOptions& o) {
     const json hello = ctx.control.call("reset");
     auto udp = [&] {
@@ -32,7 +36,7 @@ static Peer make_peer(Context& ctx, const FixtureOptions& o) {
     }();
     ctx.target.udp = udp;
     std::string why;
-    auto socket = UdpSocket::open(ctx.local_ip, &why);
+    auto socket = open_socket(ctx, &why);
     if (!socket) throw Failure("cannot open the suite's UDP socket: " + why);
     Identity me;
     me.conn_id = static_cast<uint32_t>(derive(ctx.seed, ctx.test_index, 1)) | 1;
