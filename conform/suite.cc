@@ -155,18 +155,25 @@ int run_suite(const RunOptions& opts) {
         return 1;
     }
     Context ctx{*control, Address{}, Target{}, opts.seed};
+    std::optional<Address> udp;
     try {
         const auto hello = control->call("hello");
         ctx.target.max_payload = hello.value("max_payload", 0u);
         ctx.target.endpoint_counters = hello.value("endpoint_counters", false);
+        udp = parse_ipv4_endpoint(hello.value("udp", ""));
     } catch (const ControlError& e) {
         fmt::print(stderr, "mroce conform: {}\n", e.what());
         return 1;
     }
-    auto local = local_address_towards(opts.agent);
+    if (!udp) {
+        fmt::print(stderr, "mroce conform: the agent's hello names no IPv4 udp HOST:PORT\n");
+        return 1;
+    }
+    // Our address is the one towards the target's endpoint, which need not be the agent's:
+    // the control connection may run over another network (a management link).
+    auto local = local_address_towards(*udp);
     if (!local) {
-        fmt::print(stderr, "mroce conform: no local IPv4 address towards {}\n",
-                   opts.agent.to_string());
+        fmt::print(stderr, "mroce conform: no local IPv4 address towards {}\n", udp->to_string());
         return 2;
     }
     ctx.local_ip = *local;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace mroce::conform {
@@ -129,6 +130,19 @@ std::optional<Datagram> UdpSocket::receive(Duration timeout) const {
         }
     }
     return d;
+}
+
+std::optional<Address> parse_ipv4_endpoint(const std::string& s) {
+    const auto colon = s.rfind(':');
+    unsigned b[4] = {};
+    unsigned port = 0;
+    char tail = 0;
+    if (colon == std::string::npos ||
+        std::sscanf(s.substr(0, colon).c_str(), "%u.%u.%u.%u%c", &b[0], &b[1], &b[2], &b[3], &tail) != 4 ||
+        std::sscanf(s.substr(colon + 1).c_str(), "%u%c", &port, &tail) != 1 || port > 65535 ||
+        b[0] > 255 || b[1] > 255 || b[2] > 255 || b[3] > 255)
+        return std::nullopt;
+    return Address::ipv4(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3], static_cast<uint16_t>(port));
 }
 
 std::optional<Address> local_address_towards(const Address& target) {

@@ -53,6 +53,9 @@ private:
     unsigned via_ = 0;
 };
 
+// parse_ipv4_endpoint reads "A.B.C.D:PORT" (the agent's `udp`); nullopt if it is not that.
+std::optional<Address> parse_ipv4_endpoint(const std::string& text);
+
 // local_address_towards returns the local IPv4 address the kernel would use to reach
 // `target` (port 0), so the suite announces an address the target can answer.
 std::optional<Address> local_address_towards(const Address& target);
