@@ -334,6 +334,44 @@ void misaligned_offset(Context& ctx) {
     check(s.memory(0, 3 * size_t{seg}) == m.body, "control: the aligned segments were not placed");
 }
 
+// segment_window: a WRITE of kSegmentWindow + 2 segments. Its segment kSegmentWindow sent
+// while segment 0 is missing lies outside the receiver's window and is dropped unwritten
+// ([PLACE-31]); the window's last segment is written at once; once segment 0 is in, the
+// window has slid and the same segment is written. The message then completes.
+void segment_window(Context& ctx) {
+    Setup s(ctx);
+    const uint32_t seg = s.f.peer.segment_size();
+    constexpr uint32_t kW = 1024;  // [PLACE-31] W_seg, a protocol constant
+    const size_t len = size_t{kW + 2} * seg;
+    s.region = s.f.reg_mr(len, {"local_write", "remote_write"});
+    const Message m = s.write(len, 81);
+    const auto segs = s.f.peer.cut(m);
+    auto placed = [&](uint32_t i) {
+        const size_t n = segs[i].payload.size();
+        return s.memory(uint64_t{i} * seg, n) == std::vector<std::byte>(m.body.begin() + size_t{i} * seg,
+                                                                        m.body.begin() + size_t{i} * seg + n);
+    };
+    const uint64_t oow = s.f.counter("out_of_window");
+    s.f.peer.send_segment(segs[kW]);
+    (void)s.f.barrier();
+    check(s.f.counter("out_of_window") == oow + 1,
+          "[PLACE-31] a segment {} segments above the first missing one was not counted out_of_window", kW);
+    for (auto b : s.memory(uint64_t{kW} * seg, seg))
+        check(b == std::byte{0}, "[PLACE-31] a segment outside the segment window was written");
+    s.f.peer.send_segment(segs[kW - 1]);
+    s.f.peer.send_segment(segs[0]);
+    s.f.peer.send_segment(segs[kW]);  // inside now: the window starts at segment 1
+    (void)s.f.barrier();
+    check(s.f.counter("out_of_window") == oow + 1, "[PLACE-31] a segment inside the window was refused");
+    check(placed(kW - 1) && placed(0) && placed(kW), "[PLACE-31] a segment inside the window was not placed");
+    for (uint32_t i = 1; i < kW - 1; ++i) s.f.peer.send_segment(segs[i], static_cast<uint16_t>(i % 4));
+    s.f.peer.send_segment(segs[kW + 1]);
+    for (uint16_t p = 0; p < 4; ++p) (void)s.f.barrier(p);
+    check(s.memory(0, len) == m.body, "[PLACE-31] the WRITE was not placed whole");
+    const int64_t d = s.delivered();
+    check(d == static_cast<int64_t>(s.f.next_msg), "[PLACE-5] the WRITE was not delivered (delivered_seq {})", d);
+}
+
 }  // namespace
 
 void add_placement_tests(std::vector<TestCase>& out) {
@@ -365,6 +403,9 @@ void add_placement_tests(std::vector<TestCase>& out) {
     out.push_back({"placement.misaligned_offset", "[PLACE-9]",
                    "a segment at an offset that is not a multiple of the segment size is dropped",
                    misaligned_offset});
+    out.push_back({"placement.segment_window", "[PLACE-31] [PLACE-5]",
+                   "a segment 1024 above a message's first missing one is dropped; inside the window it is placed",
+                   segment_window});
     out.push_back({"placement.wraparound", "[PATH-9] [ACK-3] [STREAM-2]",
                    "PSNs and msg_seq wrapping past 2^32 are placed and acknowledged", wraparound});
 }

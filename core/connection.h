@@ -342,6 +342,8 @@ private:
     void rnr_timer_expired(Time now);
     void resend_message(Stream& s, TxMessage& m, bool whole, Time now);
     void resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32_t last, Time now);
+    void raise_send_floor(Stream& s, TxMessage& m);
+    void defer_segment(TxMessage& m, uint32_t seg);
 
     Endpoint& ep_;
     const EndpointConfig& cfg_;

@@ -291,6 +291,7 @@ void Connection::segment_acked(uint32_t stream, bool answer, uint32_t msg_seq, u
     TxMessage* m = cache.m;
     if (!m || m->done || seg >= m->nseg || m->seg_acked(seg)) return;
     m->set_acked(seg);
+    if (seg == m->send_floor) raise_send_floor(*s, *m);
     if (answer) {
         // [PLACE-30]: an answer is done when the requester has every segment; that may
         // free it (and its credit), so the cache must not keep pointing at it.
@@ -578,10 +579,38 @@ void Connection::resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32
         if (m.seg_acked(seg)) {
             m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
             --m.path_acked;
+            m.send_floor = std::min(m.send_floor, seg);  // [PLACE-31]
         }
         if (m.try_queue(seg)) retx_.push_back(SegRef{s.id, m.msg_seq, seg, is_response(m.opcode)});
     }
     m.delivery_deadline = kNever;
+}
+
+// raise_send_floor moves m's [PLACE-31] floor over the segments acknowledged at path
+// level, and lets what waited for it go: deferred retransmissions, now inside the window,
+// and the stream, if m's next new segment was outside it.
+void Connection::raise_send_floor(Stream& s, TxMessage& m) {
+    const uint32_t old = m.send_floor;
+    while (m.send_floor < m.nseg && m.seg_acked(m.send_floor)) ++m.send_floor;
+    const uint64_t was_end = uint64_t{old} + kSegmentWindow;
+    const uint64_t end = std::min<uint64_t>(uint64_t{m.send_floor} + kSegmentWindow, m.nseg);
+    if (!m.deferred.empty()) {
+        for (uint64_t seg = was_end; seg < end; ++seg) {
+            uint64_t& w = m.deferred[seg / 64];
+            const uint64_t bit = uint64_t{1} << (seg % 64);
+            if (!(w & bit)) continue;
+            w &= ~bit;  // still marked queued: it goes back in the queue as it was
+            retx_.push_back(SegRef{s.id, m.msg_seq, static_cast<uint32_t>(seg), is_response(m.opcode)});
+        }
+    }
+    if (m.next_new_seg >= was_end && m.next_new_seg < end) stream_has_work(s);  // it waited
+}
+
+// defer_segment: m's segment seg, queued for retransmission, lies beyond the [PLACE-31]
+// window; raise_send_floor queues it again.
+void Connection::defer_segment(TxMessage& m, uint32_t seg) {
+    if (m.deferred.empty()) m.deferred.assign((m.nseg + 63) / 64, 0);
+    m.deferred[seg / 64] |= uint64_t{1} << (seg % 64);
 }
 
 void Connection::resend_message(Stream& s, TxMessage& m, bool whole, Time now) {

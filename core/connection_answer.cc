@@ -90,8 +90,8 @@ TxMessage* Connection::answered_request(Stream& s, const wire::DataHeader& h) {
 }
 
 // place_answer writes an answer's DATA into the buffer of the request it names
-// ([PLACE-16], [PLACE-30]). Its receive state lives with the request and is sized from
-// the request's own length, never from the packet. Nothing here answers with a NACK: a
+// ([PLACE-16], [PLACE-30]). Its receive state lives with the request and has a fixed
+// size ([PLACE-31]), never one taken from the packet. Nothing here answers with a NACK: a
 // NACK names a message by msg_seq, and an answer's is the requester's, which the
 // responder could not tell from one of its own messages.
 void Connection::place_answer(Stream& s, const wire::DataPacket& p, Time now) {
@@ -125,12 +125,16 @@ void Connection::place_answer(Stream& s, const wire::DataPacket& p, Time now) {
         ++stats_.malformed;  // [PLACE-9]
         return;
     }
-    if (m->resp_seen.empty()) m->resp_seen.assign((nseg + 63) / 64, 0);
-    uint64_t& word = m->resp_seen[seg / 64];
-    const uint64_t bit = uint64_t{1} << (seg % 64);
-    if (word & bit) {
-        ++stats_.duplicate_segments;  // [STREAM-7]
-        return;
+    if (!m->resp_rx) {
+        m->resp_rx = std::make_unique<TxMessage::AnswerRx>();
+        m->resp_rx->segs.reset(nseg);
+    }
+    TxMessage::AnswerRx& rx = *m->resp_rx;
+    const bool early_last = seg + 1 == nseg && !rx.segs.others_written();
+    switch (rx.segs.add(seg)) {
+        case SegmentMap::Add::kNew: break;
+        case SegmentMap::Add::kDuplicate: ++stats_.duplicate_segments; return;  // [STREAM-7]
+        case SegmentMap::Add::kOutOfWindow: ++stats_.out_of_window; return;     // [PLACE-31]
     }
     auto write = [&](uint64_t off, const std::byte* data, size_t n) {
         if (!m->sg.empty())
@@ -144,21 +148,21 @@ void Connection::place_answer(Stream& s, const wire::DataPacket& p, Time now) {
             const uint64_t v =
                 wire::decode_atomic_response(p.payload.first<wire::kAtomicResponseBodySize>());
             std::memcpy(m->dst, &v, sizeof v);
-        } else if (seg + 1 == nseg && m->resp_received + 1 < nseg) {
-            // [PLACE-12]: the last segment came early: held until the rest is in place.
-            m->resp_held.assign(p.payload.begin(), p.payload.end());
-            ++stats_.held_last_segments;
         } else {
-            write(h.offset, p.payload.data(), h.payload_len);
+            size_t now_bytes = h.payload_len;
+            if (early_last) {
+                // [PLACE-12]: the last segment came early: its end is held until the rest
+                // of the answer is in place.
+                now_bytes = rx.tail.split(h.offset, p.payload.data(), h.payload_len);
+                ++stats_.held_last_segments;
+            }
+            write(h.offset, p.payload.data(), now_bytes);
         }
     }
-    word |= bit;
     s.bytes_placed += h.payload_len;
-    if (++m->resp_received < nseg) return;
-    if (!m->resp_held.empty())
-        write(uint64_t{nseg - 1} * segment_size_, m->resp_held.data(), m->resp_held.size());
-    m->resp_held = std::vector<std::byte>();
-    m->resp_seen = std::vector<uint64_t>();
+    if (!rx.segs.complete()) return;
+    if (rx.tail.held()) write(rx.tail.off, rx.tail.bytes.data(), rx.tail.len);
+    m->resp_rx.reset();
     m->resp_done = true;
     pop_completed(s, now);  // [PLACE-19]: complete once the request is reported delivered too
 }

@@ -202,15 +202,13 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.imm = h.immediate;
         slot.rkey = h.rkey;
         slot.remote_addr = h.remote_addr;
-        slot.nseg = static_cast<uint32_t>(
-            std::max<uint64_t>(1, (uint64_t{h.msg_len} + segment_size_ - 1) / segment_size_));
-        slot.received = 0;
-        slot.seen.assign((slot.nseg + 63) / 64, 0);
+        slot.segs.reset(static_cast<uint32_t>(
+            std::max<uint64_t>(1, (uint64_t{h.msg_len} + segment_size_ - 1) / segment_size_)));
         slot.target = target;
         slot.sg = sg;
         slot.nsg = nsg;
         slot.read_len = read_len;
-        slot.held.clear();
+        slot.tail.clear();
     } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
                slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
@@ -230,37 +228,36 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     }
     const uint32_t seg = h.offset / segment_size_;
     const uint32_t expect = std::min<uint32_t>(segment_size_, h.msg_len - h.offset);
-    if (seg >= slot.nseg || h.payload_len != expect) {
+    if (seg >= slot.segs.nseg() || h.payload_len != expect) {
         ++stats_.malformed;
         return;
     }
-    uint64_t& word = slot.seen[seg / 64];
-    const uint64_t bit = uint64_t{1} << (seg % 64);
-    if (word & bit) {
-        ++stats_.duplicate_segments;
-        return;
+    const bool early_last = seg + 1 == slot.segs.nseg() && !slot.segs.others_written();
+    switch (slot.segs.add(seg)) {
+        case SegmentMap::Add::kNew: break;
+        case SegmentMap::Add::kDuplicate: ++stats_.duplicate_segments; return;
+        case SegmentMap::Add::kOutOfWindow: ++stats_.out_of_window; return;  // [PLACE-31]
     }
     // [PLACE-3]: bytes go straight to their final place; there is no reorder buffer.
     if (h.payload_len) {
         if (is_request(slot.opcode)) {
             std::memcpy(slot.body.data(), p.payload.data(), h.payload_len);  // one segment
         } else if (slot.target || slot.sg) {
-            if (seg + 1 == slot.nseg && slot.received + 1 < slot.nseg) {
-                // [PLACE-12]: the last segment came early: held until the rest is in place.
-                slot.held.assign(p.payload.begin(), p.payload.end());
+            size_t now_bytes = h.payload_len;
+            if (early_last) {
+                // [PLACE-12]: the last segment came early: its end is held until the rest
+                // of the message is in place.
+                now_bytes = slot.tail.split(h.offset, p.payload.data(), h.payload_len);
                 ++stats_.held_last_segments;
-            } else {
-                write_payload(slot, h.offset, p.payload.data(), h.payload_len);
             }
+            write_payload(slot, h.offset, p.payload.data(), now_bytes);
         }
     }
-    word |= bit;
     s.bytes_placed += h.payload_len;  // first copy only: duplicates returned above
-    if (++slot.received == slot.nseg) {
-        if (!slot.held.empty()) {
-            write_payload(slot, size_t{slot.nseg - 1} * segment_size_, slot.held.data(),
-                          slot.held.size());
-            slot.held = std::vector<std::byte>();  // rare: give the memory back
+    if (slot.segs.complete()) {
+        if (slot.tail.held()) {
+            write_payload(slot, slot.tail.off, slot.tail.bytes.data(), slot.tail.len);
+            slot.tail.clear();
         }
         slot.complete = true;
         deliver_in_order(s);
@@ -326,7 +323,7 @@ void Connection::drop_slot(RxMessage& slot) {
     slot.active = false;
     slot.target = nullptr;
     slot.sg = nullptr;
-    slot.held = std::vector<std::byte>();
+    slot.tail.clear();
 }
 
 // accept_request checks the first (only) DATA of a READ or atomic request before any

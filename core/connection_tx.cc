@@ -145,6 +145,12 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             retx_.pop_front();
             continue;
         }
+        if (!m->in_segment_window(r.seg)) {
+            // [PLACE-31]: not yet; it goes back in the queue when the floor rises.
+            defer_segment(*m, r.seg);
+            retx_.pop_front();
+            continue;
+        }
         TxPath* p = pick_retx_path(segment_bytes(*m, r.seg));
         if (!p) return 0;
         retx_.pop_front();
@@ -168,6 +174,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         } else if (!s->failed) {
             m = next_new_message(*s, ntx);
         }
+        // [PLACE-31]: a message whose next segment is a whole segment window above its
+        // first unacknowledged one waits; an ACK that moves the floor brings it back.
+        if (m && !m->in_segment_window(m->next_new_seg)) m = nullptr;
         if (!m) {
             // Nothing may start now: re-added when the oldest message completes, a READ
             // completes, or an answer is queued (stream_has_work).

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "core/memory.h"
+#include "core/segment_map.h"
 #include "core/work.h"
 #include "util/time.h"
 #include "wire/data.h"
@@ -78,12 +80,13 @@ struct TxMessage {
     uint32_t msg_len = 0;            // bytes on the wire: wr.length, or the body's size
     bool resp_done = false;          // READ/atomic: the whole answer has been placed
     uint32_t resp_to = 0;            // answer: msg_seq of the request it answers
-    // READ/atomic (requester): the answer's segments placed so far, sized from the
-    // request's own length when its first segment arrives ([PLACE-30]), and its early
-    // last segment ([PLACE-12]).
-    std::vector<uint64_t> resp_seen;
-    uint32_t resp_received = 0;
-    std::vector<std::byte> resp_held;
+    // READ/atomic (requester): the answer's receive state, made when its first segment
+    // arrives ([PLACE-30]); fixed in size whatever the length ([PLACE-31]).
+    struct AnswerRx {
+        SegmentMap segs;
+        HeldTail tail;
+    };
+    std::unique_ptr<AnswerRx> resp_rx;
     std::array<std::byte, kMaxBody> body{};  // request or atomic response body
     // A local buffer of several pieces (src for sends, dst for READ), else empty; and the
     // copy of an inline send's bytes (src points into it).
@@ -94,9 +97,15 @@ struct TxMessage {
     uint32_t nseg = 0;
     uint32_t next_new_seg = 0;    // first segment never sent
     uint32_t path_acked = 0;      // segments acknowledged at path level
+    // [PLACE-31]: every segment below it is acknowledged at path level; no segment at or
+    // above send_floor + kSegmentWindow may leave.
+    uint32_t send_floor = 0;
     std::vector<uint64_t> acked;  // bit per segment (path level)
     std::vector<uint16_t> retries; // per segment ([LOSS-7]; retry_limit <= 1000 fits)
     std::vector<uint64_t> queued; // bit per segment: already in the retransmit queue
+    // [PLACE-31] bit per segment: queued for retransmission but beyond the segment window
+    // when its turn came; queued again when send_floor rises. Empty until first needed.
+    std::vector<uint64_t> deferred;
     bool done = false;            // delivered (stream ack) or failed
     Status status = Status::kSuccess;
     uint32_t stream_probes = 0;   // [STREAM-5] consecutive delivery-timer expiries
@@ -124,6 +133,8 @@ struct TxMessage {
     }
     void unqueue(uint32_t s) { queued[s / 64] &= ~(uint64_t{1} << (s % 64)); }
     void set_acked(uint32_t s) { acked[s / 64] |= uint64_t{1} << (s % 64); }
+    // in_segment_window: [PLACE-31] segment s may be sent now.
+    bool in_segment_window(uint32_t s) const { return s < send_floor || s - send_floor < kSegmentWindow; }
 };
 
 // RxMessage is the receiver's state of one message of a stream that has not yet been
@@ -138,8 +149,8 @@ struct RxMessage {
     uint32_t imm = 0;
     uint32_t rkey = 0;
     uint64_t remote_addr = 0;
-    uint32_t nseg = 0;
-    uint32_t received = 0;
+    SegmentMap segs;  // [PLACE-31] which segments are written, in fixed space
+    HeldTail tail;    // [PLACE-12] the held end of an early last segment
     // Where byte 0 of the message goes. Requests land in `body` and `target` is the
     // checked remote memory they name. (Answers take no slot: [PLACE-30].)
     std::byte* target = nullptr;
@@ -147,8 +158,6 @@ struct RxMessage {
     uint32_t nsg = 0;
     uint32_t read_len = 0;  // READ request: bytes asked for
     std::array<std::byte, kMaxBody> body{};
-    std::vector<uint64_t> seen;   // bit per segment; capacity is reused across messages
-    std::vector<std::byte> held;  // [PLACE-12] an early last segment, written last
 };
 
 struct PostedRecv {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "tests/core/harness.h"
 #include "wire/ack.h"
@@ -335,6 +336,94 @@ class HideReports final : public EngineTap {
   private:
     uint32_t stream_;
 };
+
+// HoldFirstSegment wraps a sender and drops the first `drops` copies of segment 0 of every
+// message of at least `min_len` bytes, so that segment stays unacknowledged while the
+// rest of the message could go; it records how far into such a message the sender went
+// before segment 0 first got through.
+class HoldFirstSegment final : public EngineTap {
+  public:
+    HoldFirstSegment(core::Engine& inner, uint32_t min_len, uint32_t drops)
+        : EngineTap(inner), min_len_(min_len), drops_(drops) {}
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
+            const Result<wire::DataPacket> d = wire::decode_data(without_trailer(buf.first(n)));
+            if (!d.ok() || d->hdr.msg_len < min_len_) return n;
+            Msg& m = msgs_[{d->hdr.stream_id, d->hdr.msg_seq, d->hdr.opcode}];
+            if (d->hdr.offset != 0) {
+                if (!m.first_through) max_offset_before = std::max(max_offset_before, d->hdr.offset);
+                return n;
+            }
+            if (m.dropped == drops_) {
+                m.first_through = true;
+                return n;
+            }
+            ++m.dropped;
+            ++dropped;
+        }
+        return 0;
+    }
+    uint32_t max_offset_before = 0;  // the highest offset sent while segment 0 was held
+    uint32_t dropped = 0;
+
+  private:
+    struct Msg {
+        uint32_t dropped = 0;
+        bool first_through = false;
+    };
+    uint32_t min_len_, drops_;
+    std::map<std::tuple<uint32_t, uint32_t, wire::Opcode>, Msg> msgs_;
+};
+
+// [PLACE-31] [PLACE-30]: a 1 MiB WRITE and a 1 MiB READ's answer, in 256-byte segments
+// (4096 each, four segment windows), whose first segment is lost eight times: neither
+// sender goes a segment window beyond it, the receivers refuse nothing, and both
+// complete with every byte in place.
+TEST(RdmaOps, MessagesLongerThanTheSegmentWindow) {
+    for (uint64_t seed : seeds_from_env(3, 41)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.max_payload = 256;
+        constexpr uint32_t kLen = 1 << 20, kSeg = 256;
+        static_assert(kLen / kSeg >= 4 * core::kSegmentWindow);
+        // 100 Gbit/s: a window of 256-byte segments (256 KiB) leaves in 21 us, well within
+        // the time eight losses of segment 0 take to repair.
+        sim::NetworkConfig nc = lossy_net(0.0);
+        nc.link.rate_bps = nc.host.line_rate_bps = 100'000'000'000;
+        Fixture f(seed, nc, cfg, cfg, 2 * size_t{kLen});
+        for (size_t i = 0; i < f.a.mem.size(); ++i) f.a.mem[i] = pattern_byte(1, 0, i);
+        for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(2, 0, i);
+        const std::vector<std::byte> a0 = f.a.mem, b0 = f.b.mem;
+        const auto [sa, sb] = f.stream(1);
+        (void)sb;
+        HoldFirstSegment hold_a(*f.p.a, kLen, 8), hold_b(*f.p.b, kLen, 8);
+        f.p.host_a().attach(&hold_a);
+        f.p.host_b().attach(&hold_b);
+        core::SendWr w;
+        w.wr_id = 1;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = f.a.addr(0);
+        w.length = kLen;
+        w.lkey = f.a.keys.lkey;
+        w.remote_addr = f.b.addr(0);
+        w.rkey = f.b.keys.rkey;
+        f.post(sa, w);
+        f.post(sa, f.read(2, kLen, kLen, kLen));
+        ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }, 2000ms));
+        for (const auto& c : f.a.done) EXPECT_EQ(c.status, Status::kSuccess) << core::to_string(c.status);
+        EXPECT_EQ(hold_a.dropped, 8u);
+        EXPECT_EQ(hold_b.dropped, 8u);
+        EXPECT_LT(hold_a.max_offset_before, core::kSegmentWindow * kSeg) << "the WRITE left its window";
+        EXPECT_LT(hold_b.max_offset_before, core::kSegmentWindow * kSeg) << "the answer left its window";
+        // ... and went as far as the window allows, so the window is what held it.
+        EXPECT_EQ(hold_a.max_offset_before, (core::kSegmentWindow - 1) * kSeg);
+        EXPECT_EQ(hold_b.max_offset_before, (core::kSegmentWindow - 1) * kSeg);
+        EXPECT_EQ(f.conn_a().stats().out_of_window, 0u);
+        EXPECT_EQ(f.conn_b().stats().out_of_window, 0u);
+        EXPECT_TRUE(std::equal(f.b.mem.begin(), f.b.mem.begin() + kLen, a0.begin())) << "WRITE bytes";
+        EXPECT_TRUE(std::equal(f.a.mem.begin() + kLen, f.a.mem.end(), b0.begin() + kLen)) << "READ bytes";
+    }
+}
 
 // [STREAM-5] [STREAM-12]: a stream whose own probe limit (a queue pair's retry_cnt) runs
 // out fails alone with kRetryExceeded; the other stream and the connection carry on.
