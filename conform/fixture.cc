@@ -16,23 +16,19 @@ uint64_t derive(uint64_t seed, uint32_t test, uint32_t label) {
     return z ? z : 1;
 }
 
+std::optional<UdpSocket> open_socket(const Context& ctx, std::string* why) {
+    return UdpSocket::open(ctx.local_ip, why, ctx.via_ifindex);
+}
+
 static Peer make_peer(Context& ctx, const FixtureOptions& o) {
     const json hello = ctx.control.call("reset");
-    auto udp = [&] {
-        Address a;
-        std::string s = hello.at("udp").get<std::string>();
-        const auto colon = s.rfind(':');
-        unsigned b[4] = {};
-        if (colon == std::string::npos ||
-            std::sscanf(s.substr(0, colon).c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4)
-            throw Failure("agent reported a UDP address that is not IPv4 HOST:PORT: " + s);
-        a = Address::ipv4(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3],
-                          static_cast<uint16_t>(std::stoul(s.substr(colon + 1))));
-        return a;
-    }();
+    const std::string text = hello.at("udp").get<std::string>();
+    const auto parsed = parse_ipv4_endpoint(text);
+    if (!parsed) throw Failure("agent reported a UDP address that is not IPv4 HOST:PORT: " + text);
+    const Address udp = *parsed;
     ctx.target.udp = udp;
     std::string why;
-    auto socket = UdpSocket::open(ctx.local_ip, &why);
+    auto socket = open_socket(ctx, &why);
     if (!socket) throw Failure("cannot open the suite's UDP socket: " + why);
     Identity me;
     me.conn_id = static_cast<uint32_t>(derive(ctx.seed, ctx.test_index, 1)) | 1;

@@ -89,6 +89,10 @@ public:
     std::optional<uint64_t> endpoint_counter(const char* name);
 };
 
+// open_socket: a UDP socket of the suite at ctx.local_ip (ephemeral port) whose datagrams
+// leave through ctx.via_ifindex when set (--via). Every socket of the suite is made here.
+std::optional<UdpSocket> open_socket(const Context& ctx, std::string* why);
+
 // derive: a 64-bit value from the suite's seed, the test and a label (splitmix64), never 0.
 uint64_t derive(uint64_t seed, uint32_t test, uint32_t label);
 

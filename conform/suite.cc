@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <net/if.h>
 #include <set>
 #include <string_view>
 
@@ -74,8 +75,13 @@ bool write_junit(const std::string& path, const std::vector<TestResult>& results
     for (const auto& r : results) {
         f << fmt::format("  <testcase classname=\"conform.{}\" name=\"{}\" time=\"{:.3f}\">\n",
                          xml_escape(group_of(r.test->name)), xml_escape(r.test->name), r.seconds);
-        f << fmt::format("    <properties><property name=\"spec_ids\" value=\"{}\"/></properties>\n",
+        f << fmt::format("    <properties><property name=\"spec_ids\" value=\"{}\"/>",
                          xml_escape(r.test->spec_ids));
+        if (r.attempts > 1)
+            f << fmt::format("<property name=\"attempts\" value=\"{}\"/>"
+                             "<property name=\"first_failure\" value=\"{}\"/>",
+                             r.attempts, xml_escape(r.first_failure));
+        f << "</properties>\n";
         if (r.outcome == Outcome::kFail)
             f << fmt::format("    <failure message=\"{}\"/>\n", xml_escape(r.reason));
         else if (r.outcome == Outcome::kSkip)
@@ -149,21 +155,35 @@ int run_suite(const RunOptions& opts) {
         return 1;
     }
     Context ctx{*control, Address{}, Target{}, opts.seed};
+    std::optional<Address> udp;
     try {
         const auto hello = control->call("hello");
         ctx.target.max_payload = hello.value("max_payload", 0u);
         ctx.target.endpoint_counters = hello.value("endpoint_counters", false);
+        udp = parse_ipv4_endpoint(hello.value("udp", ""));
     } catch (const ControlError& e) {
         fmt::print(stderr, "mroce conform: {}\n", e.what());
         return 1;
     }
-    auto local = local_address_towards(opts.agent);
+    if (!udp) {
+        fmt::print(stderr, "mroce conform: the agent's hello names no IPv4 udp HOST:PORT\n");
+        return 1;
+    }
+    // Our address is the one towards the target's endpoint, which need not be the agent's:
+    // the control connection may run over another network (a management link).
+    auto local = local_address_towards(*udp);
     if (!local) {
-        fmt::print(stderr, "mroce conform: no local IPv4 address towards {}\n",
-                   opts.agent.to_string());
+        fmt::print(stderr, "mroce conform: no local IPv4 address towards {}\n", udp->to_string());
         return 2;
     }
     ctx.local_ip = *local;
+    if (!opts.via.empty()) {
+        ctx.via_ifindex = if_nametoindex(opts.via.c_str());
+        if (ctx.via_ifindex == 0) {
+            fmt::print(stderr, "mroce conform: --via: no interface named '{}'\n", opts.via);
+            return 2;
+        }
+    }
 
     std::vector<TestResult> results;
     // The spec ids column fits most lists; a longer one pushes its row's result right.
@@ -180,9 +200,20 @@ int run_suite(const RunOptions& opts) {
             continue;
         }
         auto r = run_one(t, ctx);
+        for (int retry = 0; r.outcome == Outcome::kFail && retry < opts.retries; ++retry) {
+            const std::string first = r.first_failure.empty() ? r.reason : r.first_failure;
+            const int attempts = r.attempts + 1;
+            r = run_one(t, ctx);
+            r.attempts = attempts;
+            r.first_failure = first;
+        }
         ++ctx.test_index;
+        const std::string reason =
+            r.attempts > 1 && r.outcome == Outcome::kPass
+                ? fmt::format("passed at attempt {}; first: {}", r.attempts, r.first_failure)
+                : r.reason;
         fmt::print("{:<36} {:<{}} {:<4}  {}\n", t.name, t.spec_ids, ids_width, outcome_name(r.outcome),
-                   r.reason);
+                   reason);
         std::fflush(stdout);
         results.push_back(std::move(r));
     }
@@ -193,6 +224,11 @@ int run_suite(const RunOptions& opts) {
         skip += r.outcome == Outcome::kSkip;
     }
     fmt::print("conform: {} passed, {} failed, {} skipped (seed {})\n", pass, fail, skip, opts.seed);
+    if (opts.retries > 0) {
+        size_t retried = 0;
+        for (const auto& r : results) retried += r.attempts > 1 && r.outcome == Outcome::kPass;
+        fmt::print("conform: {} passed only at a later attempt (--retries {})\n", retried, opts.retries);
+    }
     if (!opts.junit.empty() && !write_junit(opts.junit, results)) {
         fmt::print(stderr, "mroce conform: cannot write {}\n", opts.junit);
         return 2;

@@ -48,6 +48,7 @@ struct Context {
     Target target;
     uint64_t seed = 1;
     uint32_t test_index = 0;
+    unsigned via_ifindex = 0;  // the interface our datagrams leave through (--via), 0: routed
     // The test's peer (made by Fixture). The runner fails a test whose peer recorded a
     // violation, even if the test itself passed, then drops the peer.
     std::optional<Peer> peer;
@@ -83,6 +84,8 @@ struct TestResult {
     Outcome outcome = Outcome::kPass;
     std::string reason;
     double seconds = 0;
+    int attempts = 1;           // > 1: it failed first and was run again (--retries)
+    std::string first_failure;  // the reason of its first failed attempt
 };
 
 struct RunOptions {
@@ -90,7 +93,12 @@ struct RunOptions {
     std::vector<std::string> only; // test names (--test)
     std::vector<std::string> groups;  // group names (--group)
     std::string junit;             // JUnit XML file, or empty
+    std::string via;               // send every datagram through this interface, or empty
     uint64_t seed = 1;
+    // retries: a failed test runs again from a fresh reset up to this many times, and passes
+    // if an attempt passes (for a path with loss the suite cannot keep off the target's
+    // packets; docs/conformance.md §4). 0 on loopback: one failure fails.
+    int retries = 0;
 };
 
 // run_suite runs the selected tests and prints the table. Returns the process exit status:

@@ -100,7 +100,7 @@ void drop_counters(Context& ctx) {
 void any_source(Context& ctx) {
     Setup s(ctx);
     std::string why;
-    auto other = UdpSocket::open(ctx.local_ip, &why);
+    auto other = open_socket(ctx, &why);
     check(other.has_value(), "cannot open a second socket: {}", why);
     const Message m = s.write(5000, 34);
     const auto segs = s.f.peer.cut(m);
@@ -142,7 +142,7 @@ void any_source(Context& ctx) {
 void path_by_id(Context& ctx) {
     Setup s(ctx);
     std::string why;
-    auto other = UdpSocket::open(ctx.local_ip, &why);
+    auto other = open_socket(ctx, &why);
     check(other.has_value(), "cannot open a second socket: {}", why);
     // Three single-segment WRITEs: path 0 from our socket, path 0 from the other, path 1.
     std::vector<Message> ms;

@@ -240,7 +240,7 @@ void distinct_ids(Context& ctx) {
     Fixture f(ctx);
     std::string why;
     check(f.peer.handshake(&why), "{}", why);
-    auto socket = UdpSocket::open(ctx.local_ip, &why);
+    auto socket = open_socket(ctx, &why);
     check(socket.has_value(), "cannot open a second socket: {}", why);
     Identity other = f.peer.me();
     other.conn_id ^= 0x10000;

@@ -100,7 +100,23 @@ void stale_duplicate(Context& ctx) {
     s.f.write_mr(s.region, 0, marker);
     // A copy the network duplicated, not a retransmission: no RETX, so only [STREAM-4]
     // (not [STREAM-9]) makes the target report delivery again.
-    s.f.peer.send_segment(s.f.peer.cut(m)[0], 2);
+    const Sent dup = s.f.peer.send_segment(s.f.peer.cut(m)[0], 2);
+    // [ACK-14]: the next ACK the target writes, the one answering the duplicate, reports the
+    // stream again. Judged on that ACK, not after a barrier: a PROBE_REPLY repeats the
+    // recent reports anyway ([ACK-20]), so it would show an entry even if none was made.
+    auto answer = s.f.peer.expect(
+        [&](const Rx& r) {
+            return r.is(PacketType::kAck) && !(r.ack.flags & wire::ack_flag::kProbeReply) &&
+                   r.ack.ts_echo == dup.timestamp;
+        },
+        500ms);
+    check(answer.has_value(), "[ACK-11] the duplicate DATA was not acknowledged within 500 ms");
+    bool reported = false;
+    for (uint16_t i = 0; i < answer->ack.stream_count; ++i)
+        reported |= answer->ack.streams[i].stream_id == s.f.qp &&
+                    answer->ack.streams[i].delivered_seq == m.msg_seq + 1;
+    check(reported, "[ACK-14] [STREAM-4] the ACK answering the duplicate of a delivered message has no "
+          "stream entry with delivered_seq {:#x}", m.msg_seq + 1);
     (void)s.f.barrier(2);
     (void)s.f.peer.collect(is_type(PacketType::kAck), 10ms);
     const int64_t d = s.delivered();

@@ -182,7 +182,7 @@ void unproven_ends(Context& ctx) {
 void v1_hello(Context& ctx) {
     Fixture f(ctx);
     std::string why;
-    auto other = UdpSocket::open(ctx.local_ip, &why);
+    auto other = open_socket(ctx, &why);
     check(other.has_value(), "cannot open a second socket: {}", why);
     const auto h = f.peer.hello_packet(PacketType::kHello);
     std::byte buf[wire::kHelloSize];
@@ -273,7 +273,7 @@ void capabilities(Context& ctx) {
 void endpoint_port(Context& ctx) {
     Fixture f(ctx);
     std::string why;
-    auto other = UdpSocket::open(ctx.local_ip, &why);
+    auto other = open_socket(ctx, &why);
     check(other.has_value(), "cannot open a second socket: {}", why);
     const auto h = f.peer.hello_packet(PacketType::kHello);
     std::byte buf[wire::kHelloSize];

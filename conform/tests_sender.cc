@@ -223,12 +223,20 @@ void return_paths(Context& ctx) {
     s.completes(paths);  // the paths stay healthy: no re-roll changes their ports
     s.f.peer.discard(5ms);
     std::set<uint16_t> reply_ports;
+    std::set<uint32_t> stamps;
     int differing_twins = 0;
     for (int round = 0; round < 24; ++round) {
         const uint32_t stamp = s.f.peer.send_probe(static_cast<uint16_t>(round % 4));
-        auto twins = s.f.peer.collect(
-            [&](const Rx& r) { return r.is(PacketType::kAck) && r.ack.ts_echo == stamp; }, 15ms);
-        check(twins.size() == 2, "[PROBE-2] PROBE {} answered {} times", round, twins.size());
+        stamps.insert(stamp);
+        // Both copies, each awaited up to 500 ms: a loaded target may answer late, and a
+        // fixed window (it was 15 ms) failed there with no fault in the target. A third
+        // copy is caught below, whenever it arrives.
+        std::vector<Rx> twins;
+        for (int copy = 0; copy < 2; ++copy)
+            if (auto t = s.f.peer.expect(
+                    [&](const Rx& r) { return r.is(PacketType::kAck) && r.ack.ts_echo == stamp; }, 500ms))
+                twins.push_back(std::move(*t));
+        check(twins.size() == 2, "[PROBE-2] PROBE {} answered {} times within 500 ms", round, twins.size());
         for (const auto& t : twins) {
             check(path_ports.count(t.raw.from.port), "[PATH-2] [ACK-13] an ACK from port {}, not one of the "
                   "target's path ports", t.raw.from.port);
@@ -238,6 +246,9 @@ void return_paths(Context& ctx) {
     }
     check(differing_twins == 24, "[PROBE-2] {} of 24 PROBE replies sent both copies on one path",
           24 - differing_twins);
+    const auto extra = s.f.peer.collect(
+        [&](const Rx& r) { return r.is(PacketType::kAck) && stamps.count(r.ack.ts_echo); }, 20ms);
+    check(extra.empty(), "[PROBE-2] a PROBE was answered more than twice ({} extra copies)", extra.size());
     check(reply_ports.size() >= 3, "[ACK-13] 48 replies left from only {} ports of {}", reply_ports.size(),
           path_ports.size());
 }
@@ -312,7 +323,7 @@ void path_failure(Context& ctx) {
     int dead_answered = 0;
     std::set<uint16_t> paths;
     std::optional<Rx> reroll;
-    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
     // Batches: everything that arrived, then one answer per path for its newest PROBE and
     // one ACK per path that brought DATA, as a receiver answers a receive batch. A peer
     // that answered every PROBE in turn would fall behind a target probing fast while the
@@ -320,7 +331,7 @@ void path_failure(Context& ctx) {
     // nothing sent after the dead path's last timeout.
     while (!reroll) {
         check(std::chrono::steady_clock::now() < give_up,
-              "[PATH-3] [PATH-4] the unanswered path was not failed and re-rolled within 5 s");
+              "[PATH-3] [PATH-4] the unanswered path was not failed and re-rolled within 10 s");
         auto batch = s.f.peer.ready(
             [](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); }, 10ms);
         std::map<uint16_t, const wire::ProbePacket*> newest_probe;
@@ -369,11 +380,16 @@ void path_failure(Context& ctx) {
     auto path_event = [d](const char* kind) {
         return [d, k = std::string(kind)](const json& e) { return e.at("kind").get<std::string>() == k && e.value("path", 0xffff) == d; };
     };
-    const bool failed = s.f.saw_event(path_event("path_failed"), 200ms);
+    // The target reported the failure before it probed the new route; its event may still
+    // be on the way through the agent on a loaded machine: up to 2 s (found at once when
+    // there; the wait was 200 ms).
+    const bool failed = s.f.saw_event(path_event("path_failed"), 2s);
     check(failed, "[PATH-3] [ERR-9] no path_failed event for path {}: {}", d, json(s.f.events).dump());
-    // Keep answering the newest PROBE of the new route until the target says it recovered.
+    // Keep answering the newest PROBE of the new route until the target says it recovered,
+    // up to 3 s (it was 20 rounds of 10 ms, too short for a loaded target).
     bool recovered = false;
-    for (int i = 0; i < 20 && !recovered; ++i) {
+    const auto recover_by = std::chrono::steady_clock::now() + 3s;
+    while (!recovered && std::chrono::steady_clock::now() < recover_by) {
         recovered = s.f.saw_event(path_event("path_recovered"), 10ms);
         for (const auto& rx : s.f.peer.ready(is_type(PacketType::kProbe), Duration::zero()))
             if (rx.probe.path_id == d && rx.probe.path_gen != 0) answer(rx.probe);
@@ -381,7 +397,7 @@ void path_failure(Context& ctx) {
     check(recovered, "[PATH-4] [PATH-8] our PROBE_REPLY on the new route did not recover path {}", d);
     // Be a working responder again until the WRITE completes: acknowledge what arrives
     // and report the message delivered ([PLACE-11] completes it once every segment was sent).
-    const auto until = std::chrono::steady_clock::now() + 2s;
+    const auto until = std::chrono::steady_clock::now() + 5s;
     std::vector<json> cq;
     while (cq.empty() && std::chrono::steady_clock::now() < until) {
         for (const auto& rx : s.f.peer.ready([](const Rx& r) { return r.is(PacketType::kData) || r.is(PacketType::kProbe); },

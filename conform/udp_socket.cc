@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace mroce::conform {
@@ -27,7 +28,8 @@ Address from_sockaddr(const sockaddr_in& sa) {
 
 }  // namespace
 
-std::optional<UdpSocket> UdpSocket::open(const Address& local, std::string* why) {
+std::optional<UdpSocket> UdpSocket::open(const Address& local, std::string* why,
+                                         unsigned via_ifindex) {
     if (!local.is_ipv4()) {
         if (why) *why = "the suite speaks IPv4 only";
         return std::nullopt;
@@ -50,7 +52,7 @@ std::optional<UdpSocket> UdpSocket::open(const Address& local, std::string* why)
         ::close(fd);
         return std::nullopt;
     }
-    return UdpSocket(fd, from_sockaddr(sa));
+    return UdpSocket(fd, from_sockaddr(sa), via_ifindex);
 }
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
@@ -58,6 +60,7 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
         if (fd_ >= 0) ::close(fd_);
         fd_ = o.fd_;
         local_ = o.local_;
+        via_ = o.via_;
         o.fd_ = -1;
     }
     return *this;
@@ -70,20 +73,31 @@ UdpSocket::~UdpSocket() {
 bool UdpSocket::send(std::span<const std::byte> bytes, const Address& to, uint8_t ecn) const {
     sockaddr_in sa = to_sockaddr(to);
     iovec iov{const_cast<std::byte*>(bytes.data()), bytes.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(in_pktinfo))] = {};
     msghdr msg{};
     msg.msg_name = &sa;
     msg.msg_namelen = sizeof(sa);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = via_ ? sizeof(control) : CMSG_SPACE(sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = IPPROTO_IP;
     c->cmsg_type = IP_TOS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     const int tos = ecn & 3;
     std::memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+    if (via_) {
+        // The outgoing interface, per datagram: the route's next hop through it, not the
+        // one the ECMP hash of our ports would pick (the testbed's planes, --via).
+        c = CMSG_NXTHDR(&msg, c);
+        c->cmsg_level = IPPROTO_IP;
+        c->cmsg_type = IP_PKTINFO;
+        c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+        in_pktinfo info{};
+        info.ipi_ifindex = static_cast<int>(via_);
+        std::memcpy(CMSG_DATA(c), &info, sizeof(info));
+    }
     return ::sendmsg(fd_, &msg, 0) == static_cast<ssize_t>(bytes.size());
 }
 
@@ -116,6 +130,19 @@ std::optional<Datagram> UdpSocket::receive(Duration timeout) const {
         }
     }
     return d;
+}
+
+std::optional<Address> parse_ipv4_endpoint(const std::string& s) {
+    const auto colon = s.rfind(':');
+    unsigned b[4] = {};
+    unsigned port = 0;
+    char tail = 0;
+    if (colon == std::string::npos ||
+        std::sscanf(s.substr(0, colon).c_str(), "%u.%u.%u.%u%c", &b[0], &b[1], &b[2], &b[3], &tail) != 4 ||
+        std::sscanf(s.substr(colon + 1).c_str(), "%u%c", &port, &tail) != 1 || port > 65535 ||
+        b[0] > 255 || b[1] > 255 || b[2] > 255 || b[3] > 255)
+        return std::nullopt;
+    return Address::ipv4(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3], static_cast<uint16_t>(port));
 }
 
 std::optional<Address> local_address_towards(const Address& target) {

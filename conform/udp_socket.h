@@ -28,9 +28,15 @@ struct Datagram {
 
 class UdpSocket {
 public:
-    // open binds `local` (port 0: ephemeral). Returns nullopt with *why set on failure.
-    static std::optional<UdpSocket> open(const Address& local, std::string* why);
-    UdpSocket(UdpSocket&& o) noexcept : fd_(o.fd_), local_(o.local_) { o.fd_ = -1; }
+    // open binds `local` (port 0: ephemeral). With `via_ifindex` (an interface index, 0:
+    // none) every datagram sent leaves through that interface (IP_PKTINFO), whatever the
+    // routes' ECMP choice; receiving is not restricted. Returns nullopt with *why set on
+    // failure.
+    static std::optional<UdpSocket> open(const Address& local, std::string* why,
+                                         unsigned via_ifindex = 0);
+    UdpSocket(UdpSocket&& o) noexcept : fd_(o.fd_), local_(o.local_), via_(o.via_) {
+        o.fd_ = -1;
+    }
     UdpSocket& operator=(UdpSocket&& o) noexcept;
     ~UdpSocket();
 
@@ -41,10 +47,14 @@ public:
     std::optional<Datagram> receive(Duration timeout) const;
 
 private:
-    UdpSocket(int fd, Address local) : fd_(fd), local_(local) {}
+    UdpSocket(int fd, Address local, unsigned via) : fd_(fd), local_(local), via_(via) {}
     int fd_ = -1;
     Address local_;
+    unsigned via_ = 0;
 };
+
+// parse_ipv4_endpoint reads "A.B.C.D:PORT" (the agent's `udp`); nullopt if it is not that.
+std::optional<Address> parse_ipv4_endpoint(const std::string& text);
 
 // local_address_towards returns the local IPv4 address the kernel would use to reach
 // `target` (port 0), so the suite announces an address the target can answer.

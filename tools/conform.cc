@@ -23,7 +23,9 @@ struct ConformOptions {
     std::vector<std::string> tests;
     std::vector<std::string> groups;
     std::string junit;
+    std::string via;
     uint64_t seed = 1;
+    int retries = 0;
     bool list = false;
 };
 
@@ -50,6 +52,8 @@ int run_conform(const ConformOptions& o) {
     r.only = o.tests;
     r.groups = o.groups;
     r.junit = o.junit;
+    r.via = o.via;
+    r.retries = o.retries;
     r.seed = o.seed;
     return conform::run_suite(r);
 }
@@ -66,6 +70,13 @@ void register_conform(CLI::App& app) {
     cmd->add_option("--group", opts->groups, "run only this group (repeatable; see --list)");
     cmd->add_option("--junit", opts->junit, "also write the results as JUnit XML to FILE");
     cmd->add_option("--seed", opts->seed, "seed of the suite's identities and payloads");
+    cmd->add_option("--via", opts->via,
+                    "send every datagram of the suite through interface IFNAME (e.g. one "
+                    "uplink of scripts/testbed, so the suite's own packets avoid a lossy plane)");
+    cmd->add_option("--retries", opts->retries,
+                    "run a failed test again from a fresh reset, up to N times (default 0; for a "
+                    "lossy network, docs/conformance.md)")
+        ->check(CLI::Range(0, 5));
     cmd->add_flag("--list", opts->list, "list the tests with their spec ids and exit");
     cmd->callback([opts] { std::exit(run_conform(*opts)); });
 

@@ -99,6 +99,8 @@ def check_bad_input(mroce, control):
         ["conform", control, "--test", "no.such_test"],
         ["conform", control, "--group", "nosuchgroup"],
         ["conform", control, "--bogus"],
+        ["conform", control, "--via", "nosuchif0"],
+        ["conform", control, "--retries", "9"],
         ["conform-agent", "--listen", "nowhere"],
         ["conform-agent", "--udp", "1.2.3"],
     ]
