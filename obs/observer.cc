@@ -33,8 +33,10 @@ void Observer::on_trace(const core::TraceEvent& e) {
             const uint64_t now = e.after;
             const uint64_t step = last / kHintLogQuarter;
             const bool moved = last == 0 || now >= last + step || now + step <= last;
-            if (!moved) return;
+            const Time was = it->second.logged_hint_at;
+            if (!moved || (was != kNever && e.at < was + kHintLogGap)) return;
             it->second.logged_hint = static_cast<uint32_t>(now);
+            it->second.logged_hint_at = e.at;
             core::TraceEvent logged = e;
             logged.before = last;  // the hint last logged, not one an ACK without a hint hid
             return log(logged);

@@ -7,11 +7,12 @@
 namespace mroce::obs {
 namespace {
 
-core::TraceEvent hint(uint32_t conn, uint64_t mbps) {
+core::TraceEvent hint(uint32_t conn, uint64_t mbps, Time at = Time{}) {
     core::TraceEvent e;
     e.kind = core::TraceKind::kRateHintChanged;
     e.connection = conn;
     e.after = mbps;
+    e.at = at;
     return e;
 }
 
@@ -41,13 +42,14 @@ TEST(Observer, LogKeepsTheLastEventsAndCountsTheRest) {
 
 TEST(Observer, RateHintChangesAreLoggedWhenTheyMoveByAQuarter) {
     Observer o;
-    o.on_trace(hint(1, 1000));  // first: logged
-    o.on_trace(hint(1, 0));     // an ACK without a hint: not a change
-    o.on_trace(hint(1, 1200));  // +20%: not logged
-    o.on_trace(hint(1, 800));   // -20%: not logged
-    o.on_trace(hint(1, 1250));  // +25%: logged, from 1000
-    o.on_trace(hint(1, 100));   // logged, from 1250
-    o.on_trace(hint(2, 100));   // another connection: its own history
+    const Duration gap = Observer::kHintLogGap;
+    o.on_trace(hint(1, 1000));            // first: logged
+    o.on_trace(hint(1, 0, Time{} + gap)); // an ACK without a hint: not a change
+    o.on_trace(hint(1, 1200, Time{} + gap));  // +20%: not logged
+    o.on_trace(hint(1, 800, Time{} + gap));   // -20%: not logged
+    o.on_trace(hint(1, 1250, Time{} + gap));  // +25%: logged, from 1000
+    o.on_trace(hint(1, 100, Time{} + 2 * gap));   // logged, from 1250
+    o.on_trace(hint(2, 100, Time{} + 2 * gap));   // another connection: its own history
     const auto ev = o.events_since(0);
     ASSERT_EQ(ev.size(), 4u);
     EXPECT_EQ(ev[0].event.after, 1000u);
@@ -70,6 +72,30 @@ TEST(Observer, HistogramsForTheFirstConnectionsOnlyTheRestOverflow) {
     o.forget_except({1});
     EXPECT_NE(o.path_rtt(1, 3), nullptr);
     EXPECT_EQ(o.path_rtt(2, 3), nullptr);
+}
+
+}  // namespace
+}  // namespace mroce::obs
+
+namespace mroce::obs {
+namespace {
+
+// A flapping hint is logged at most once per kHintLogGap per connection, so it cannot push
+// the connection's own events out of the bounded log.
+TEST(Observer, AFlappingHintIsLoggedAtMostOncePerGap) {
+    Observer o;
+    core::TraceEvent up;
+    up.kind = core::TraceKind::kConnectionUp;
+    up.connection = 1;
+    o.on_trace(up);
+    const Duration step = std::chrono::microseconds(10);
+    const int steps = static_cast<int>(Observer::kMaxEvents) * 4;
+    for (int i = 0; i < steps; ++i) o.on_trace(hint(1, i % 2 ? 383 : 98272, Time{} + i * step));
+    const auto ev = o.events_since(0);
+    EXPECT_EQ(ev.front().event.kind, core::TraceKind::kConnectionUp) << "a flapping hint evicted it";
+    const int64_t span = (steps - 1) * step / Observer::kHintLogGap;
+    EXPECT_LE(static_cast<int64_t>(ev.size()) - 1, span + 1);
+    EXPECT_GE(static_cast<int64_t>(ev.size()) - 1, span / 2) << "the flapping was hidden entirely";
 }
 
 }  // namespace
