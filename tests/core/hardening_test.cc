@@ -62,6 +62,20 @@ struct Peers {
         });
     }
     uint64_t a_addr(size_t off) { return reinterpret_cast<uint64_t>(a_mem.data() + off); }
+    // forge_to_b hands B's engine a DATA as if A's endpoint sent it (B's connection id and
+    // token filled in, sealed as A would), with `h.payload_len` bytes of `fill`.
+    void forge_to_b(wire::DataHeader h, std::byte fill) {
+        const uint32_t conn_b = p.b->connection_to(p.host_a().address());
+        h.common.dst_conn_id = conn_b;
+        h.common.dst_token = p.b->connection(conn_b)->token();
+        std::vector<std::byte> pkt(wire::kDataHeaderSize + h.payload_len, fill);
+        ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*p.b, p.host_a().address(), pkt);
+        PacketMeta m;
+        m.src = p.host_a().address().with_port(50001);
+        m.dst = p.host_b().address();
+        p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, p.now()); });
+    }
     void post(const core::SendWr& wr) {
         ASSERT_EQ(p.a->post_send(sa, wr, p.now()), Error::kOk);
         p.host_a().kick();
@@ -332,11 +346,8 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
         w.rkey = kd.rkey;
         f.post(w);
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }));
-        const uint32_t conn_b = f.p.b->connection_to(f.p.host_a().address());
         for (uint32_t i = 0; i < core::kStreamWindow; ++i) {
             wire::DataHeader h;
-            h.common.dst_conn_id = conn_b;
-            h.common.dst_token = f.p.b->connection(conn_b)->token();
             h.opcode = wire::Opcode::kReadResponse;
             h.path_id = 5;  // unused by the WRITE: its window starts at isn
             h.payload_len = 256;
@@ -346,13 +357,7 @@ TEST(Hardening, ResponseToNothingTakesNoSlot) {
             h.msg_len = 0xFFFFFFFF;
             h.remote_addr = 12345 + i;  // no READ of B's has that msg_seq
             h.msg_seq = 12345 + i;      // [PLACE-30] an answer names its request twice
-            std::vector<std::byte> pkt(wire::kDataHeaderSize + 256, std::byte{0x77});
-            ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
-            seal_for(*f.p.b, f.p.host_a().address(), pkt);
-            PacketMeta m;
-            m.src = f.p.host_a().address().with_port(50001);
-            m.dst = f.p.host_b().address();
-            f.p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, f.p.now()); });
+            f.forge_to_b(h, std::byte{0x77});
         }
         f.p.sim.run_for(50us);  // the NACKs leave
         const core::Stream* st = f.p.b->stream(f.sb);
@@ -405,15 +410,12 @@ TEST(Hardening, SegmentBeyondTheMessageWindowIsRefused) {
         f.post(w);
         ASSERT_TRUE(f.run_until([&] { return f.a_done.size() == 1; }));
         std::fill(dst.begin(), dst.end(), std::byte{0});
-        const uint32_t conn_b = f.p.b->connection_to(f.p.host_a().address());
         const core::Stream* st = f.p.b->stream(f.sb);
         ASSERT_NE(st, nullptr);
         const uint32_t seq = st->delivered_seq;  // the next message B expects
         uint32_t psn = cfg.forced_isn;
         auto send_seg = [&](uint32_t seg) {
             wire::DataHeader h;
-            h.common.dst_conn_id = conn_b;
-            h.common.dst_token = f.p.b->connection(conn_b)->token();
             h.opcode = wire::Opcode::kWrite;
             h.path_id = 6;  // a path the real WRITE did not use: its window starts at isn
             h.payload_len = kSeg;
@@ -425,13 +427,7 @@ TEST(Hardening, SegmentBeyondTheMessageWindowIsRefused) {
             h.offset = seg * kSeg;
             h.remote_addr = reinterpret_cast<uint64_t>(dst.data());
             h.rkey = kd.rkey;
-            std::vector<std::byte> pkt(wire::kDataHeaderSize + kSeg, std::byte{0x5A});
-            ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
-            seal_for(*f.p.b, f.p.host_a().address(), pkt);
-            PacketMeta m;
-            m.src = f.p.host_a().address().with_port(50001);
-            m.dst = f.p.host_b().address();
-            f.p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, f.p.now()); });
+            f.forge_to_b(h, std::byte{0x5A});
         };
         auto written = [&](uint32_t seg) { return dst[size_t{seg} * kSeg] == std::byte{0x5A}; };
         const uint64_t oow = f.conn_b().stats().out_of_window;

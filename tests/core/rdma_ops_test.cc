@@ -79,6 +79,17 @@ struct Fixture {
         EXPECT_EQ(sb, n);
         return {sa, sb};
     }
+    core::SendWr write(uint64_t id, size_t local_off, size_t remote_off, uint32_t len) {
+        core::SendWr wr;
+        wr.wr_id = id;
+        wr.opcode = WorkOpcode::kWrite;
+        wr.local_addr = a.addr(local_off);
+        wr.length = len;
+        wr.lkey = a.keys.lkey;
+        wr.remote_addr = b.addr(remote_off);
+        wr.rkey = b.keys.rkey;
+        return wr;
+    }
     core::SendWr read(uint64_t id, size_t local_off, size_t remote_off, uint32_t len) {
         core::SendWr wr;
         wr.wr_id = id;
@@ -399,15 +410,7 @@ TEST(RdmaOps, MessagesLongerThanTheSegmentWindow) {
         HoldFirstSegment hold_a(*f.p.a, kLen, 8), hold_b(*f.p.b, kLen, 8);
         f.p.host_a().attach(&hold_a);
         f.p.host_b().attach(&hold_b);
-        core::SendWr w;
-        w.wr_id = 1;
-        w.opcode = WorkOpcode::kWrite;
-        w.local_addr = f.a.addr(0);
-        w.length = kLen;
-        w.lkey = f.a.keys.lkey;
-        w.remote_addr = f.b.addr(0);
-        w.rkey = f.b.keys.rkey;
-        f.post(sa, w);
+        f.post(sa, f.write(1, 0, 0, kLen));
         f.post(sa, f.read(2, kLen, kLen, kLen));
         ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }, 2000ms));
         for (const auto& c : f.a.done) EXPECT_EQ(c.status, Status::kSuccess) << core::to_string(c.status);
@@ -446,15 +449,7 @@ TEST(RdmaOps, LongMessagesOverLossyPaths) {
         for (size_t i = 0; i < f.b.mem.size(); ++i) f.b.mem[i] = pattern_byte(4, 0, i);
         const std::vector<std::byte> a0 = f.a.mem, b0 = f.b.mem;
         const auto [sa, sb] = f.stream(1);
-        core::SendWr w;
-        w.wr_id = 1;
-        w.opcode = WorkOpcode::kWrite;
-        w.local_addr = f.a.addr(0);
-        w.length = kLen;
-        w.lkey = f.a.keys.lkey;
-        w.remote_addr = f.b.addr(0);
-        w.rkey = f.b.keys.rkey;
-        f.post(sa, w);
+        f.post(sa, f.write(1, 0, 0, kLen));
         f.post(sa, f.read(2, kLen, kLen, kLen));
         core::SendWr send;
         send.wr_id = 3;
