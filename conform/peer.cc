@@ -528,8 +528,14 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[CONN-27] RETRY with an all-zero cookie");
             break;
         case PacketType::kData:
-            if (rx.data.flags & 0xF8) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
-            if (!reserved_zero(b, 21, 22)) violation("[WIRE-6] DATA reserved byte 21 not zero");
+            if (rx.data.flags & 0xF0) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
+            if (rx.data.flags & wire::data_flag::kReturnEcho) {
+                // [PATH-12]: the echo names one of this peer's paths, on which an ACK arrived.
+                if (rx.data.return_echo >= me_.num_paths)
+                    violation("[PATH-12] DATA return_echo names a path this peer does not have");
+            } else if (!reserved_zero(b, 21, 22)) {
+                violation("[PATH-12] DATA return_echo not zero without RETURN_ECHO");
+            }
             if (static_cast<int32_t>(rx.data.path_psn - rx.data.psn_floor) < 0)
                 violation("[DATA-7] DATA psn_floor after path_psn");
             break;
@@ -538,7 +544,8 @@ void Peer::check_target_packet(const Rx& rx) {
             if (!(rx.ack.flags & wire::ack_flag::kProbeReply) && rx.ack.probe_psn)
                 violation("[ACK-8] probe_psn not 0 without PROBE_REPLY");
             if (rx.ack.sack.test(0)) violation("[ACK-2] SACK bit 0 set");
-            if (!reserved_zero(b, 78, 80)) violation("[WIRE-6] ACK reserved bytes not zero");
+            if (remote_.known && rx.ack.return_path >= remote_.num_paths)
+                violation("[PATH-12] ACK return_path names a path the target does not have");
             break;
         case PacketType::kNack:
             if (!reserved_zero(b, 17, 18) || !reserved_zero(b, 21, 24))

@@ -149,7 +149,7 @@ void reserved_ignored(Context& ctx) {
     auto bytes = Peer::encode_data(h, seg.payload);
     bytes[2] = std::byte{0xA5};  // common header reserved
     bytes[3] = std::byte{0x5A};
-    bytes[21] = std::byte{0xFF};  // DATA reserved
+    bytes[21] = std::byte{0xFF};  // return_echo without RETURN_ECHO: meaningless [PATH-12]
     s.f.peer.send_bytes(bytes);
     const auto ack = s.f.barrier();
     check(covers(ack, h.path_psn), "[WIRE-6] a DATA with non-zero reserved bits was not accepted");

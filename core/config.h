@@ -73,6 +73,10 @@ struct EndpointConfig {
     // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
     uint32_t overtake_shift = 0;
+    // [PATH-12] a path with nothing in flight whose last this-many ACK rounds the peer has
+    // not echoed, the oldest sent longer ago than the echo timeout, is failed: its ACKs
+    // are dying on a dead return route. 0 turns the rule off (for comparison).
+    uint32_t return_fail_rounds = 8;
     // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
     // the last ACK on any path is younger than this (a quiet peer, not a dead route).
     Duration stall_tolerance = 50ms;

@@ -215,6 +215,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     // [INT-1]: both HELLOs announce it; fixed for the life of the connection.
     integrity_ = cfg_.integrity_check && (h.capabilities & wire::kCapIntegrity) != 0;
     rx_paths_.assign(h.num_paths, RxPath{});
+    return_routes_.reset(num_paths(), h.num_paths);
     if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);
     for (RxPath& rp : rx_paths_) rp.window.reset(peer_isn_);
     state_ = ConnState::kEstablished;

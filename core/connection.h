@@ -23,6 +23,7 @@
 #include "cc/send_rate.h"
 #include "core/config.h"
 #include "core/path.h"
+#include "core/return_routes.h"
 #include "core/stats.h"
 #include "core/stream.h"
 #include "core/trace.h"
@@ -334,6 +335,8 @@ private:
     void detect_holes(TxPath& path, Time now);
     void path_timeout(TxPath& path, Time now);
     void fail_path(TxPath& path, Time now);
+    // on_return_echo: the peer echoed our path `path` in a DATA ([PATH-12]); judges one path.
+    void on_return_echo(uint16_t path, Time now);
     void arm_pto(TxPath& path, Time now);
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);
@@ -465,6 +468,7 @@ private:
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
     static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
+    ReturnRoutes return_routes_;             // [PATH-12] echoes owed and awaited
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA

@@ -103,6 +103,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
     PathStats& ps = path_stats_[a.path_id];
     ++ps.acks_received;
     last_progress_ = now;  // [ERR-2] any authenticated ACK shows the peer is alive
+    return_routes_.ack_arrived(a.return_path);  // [PATH-12]: echoed in a later DATA
 
     // [PATH-7]: an ACK of an older generation says nothing about the current route.
     if (a.path_gen == path.gen) {
@@ -413,6 +414,26 @@ void Connection::path_timeout(TxPath& path, Time now) {
     set_overdue(path, now);  // [PATH-11]: the next step waits for this PROBE to be overtaken
     path.pto_deadline = now + pto(path);
     note_deadline(path.pto_deadline);
+}
+
+// [PATH-12]: the peer echoes the return paths its ACKs arrived on. An echo shows the peer
+// is sending and echoing now; a path of ours whose recent rounds it has not echoed, well
+// past the usual echo delay, is losing its ACKs. Only a path with nothing in flight is
+// judged here: one that carries DATA has its own timeouts ([LOSS-5]). A wrong judgement
+// costs one re-roll and a PROBE; a right one stops a share of every round's ACKs dying.
+void Connection::on_return_echo(uint16_t echoed, Time now) {
+    return_routes_.echo_arrived(echoed, now);
+    if (cfg_.return_fail_rounds == 0) return;
+    const uint16_t r = return_routes_.next_to_examine();
+    TxPath& path = tx_paths_[r];
+    if (path.state != PathState::kActive || path.in_flight_pkts != 0 ||
+        return_routes_.unechoed_rounds(r) < cfg_.return_fail_rounds)
+        return;
+    const Duration limit = return_routes_.echo_timeout(cfg_.min_pto, 2 * cfg_.initial_rtt);
+    if (now - return_routes_.unechoed_since(r) <= limit) return;
+    return_routes_.forget(r);
+    ++stats_.return_route_failures;
+    fail_path(path, now);
 }
 
 void Connection::fail_path(TxPath& path, Time now) {

@@ -34,6 +34,10 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         ++stats_.malformed;
         return;
     }
+    // [PATH-12]: whatever becomes of the packet, it shows that an ACK of ours reached the
+    // peer on the path it names.
+    if ((h.flags & wire::data_flag::kReturnEcho) && h.return_echo < num_paths())
+        on_return_echo(h.return_echo, now);
     RxPath& rp = rx_paths_[h.path_id];
     PathStats& ps = path_stats_[h.path_id];
     ++ps.packets_received;
@@ -501,28 +505,33 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         }
     }
     if (buf.size() < wire::encoded_size(a)) return 0;
-    const size_t n = wire::store_ack(a, buf.data());
-    rp.unacked = 0;
-    rp.ack_deadline = kNever;
     // [ACK-13]: the ACKs of one round (written between two inputs) leave together on one
     // random usable path, so the datapath sends them with one system call; each round
     // covers every path, so a dead return route costs each path a share of its ACKs.
-    if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed)
+    if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed) {
         ack_round_path_ = next_return_path();
+        return_routes_.round_sent(ack_round_path_, now);  // [PATH-12]
+    }
     uint16_t out = ack_round_path_;
     if (rp.probe_reply) {
         // [PROBE-2]: the reply goes twice, on two return routes (two planes when there are
         // several): the peer probes because this path's ACKs stopped, and one dead return
         // route must not make a healthy forward path look dead too.
-        if (rp.probe_copies == kProbeReplyCopies)
+        if (rp.probe_copies == kProbeReplyCopies) {
             rp.probe_first_path = out;
-        else
+        } else {
             out = other_return_path(rp.probe_first_path);
+            if (out != ack_round_path_) return_routes_.round_sent(out, now);
+        }
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
         else
             rp.probe_reply = false;
     }
+    a.return_path = out;  // [PATH-12]: the peer echoes it when the ACK arrives
+    const size_t n = wire::store_ack(a, buf.data());
+    rp.unacked = 0;
+    rp.ack_deadline = kNever;
     set_meta(tx_paths_[out], meta);
     ++path_stats_[rx_path].acks_sent;
     return n;

@@ -270,6 +270,10 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));
+    if (return_routes_.echo_owed()) {  // [PATH-12]: one of the peer's return paths that works
+        h.flags |= wire::data_flag::kReturnEcho;
+        h.return_echo = static_cast<uint8_t>(return_routes_.take_echo());
+    }
     h.path_id = path.id;
     h.path_gen = path.gen;
     h.payload_len = static_cast<uint16_t>(bytes);

@@ -75,6 +75,8 @@ constexpr CounterField<CS> kConnection[] = {
     {"probes_received", &CS::probes_received, "PROBE packets received.", "probes_received"},
     {"path_failures", &CS::path_failures, "Paths declared failed.", "paths_failed"},
     {"path_rerolls", &CS::path_rerolls, "Paths moved to a new UDP source port.", "paths_rerolled"},
+    {"return_route_failures", &CS::return_route_failures,
+     "Of path failures: the peer stopped echoing the path's ACKs ([PATH-12]).", "return_routes_failed"},
     {"paced_waits", &CS::paced_waits, "DATA held back by the pacer.", "paced_waits"},
     {"hints_pushed", &CS::hints_pushed, "ACKs sent only to carry a raised rate hint.", "hints_pushed"},
 };

@@ -293,6 +293,7 @@ void read_mroce(Section s, RunSpec& r) {
     r.mroce.window_auto = w == 0;
     if (w) c.window_bytes_per_path = w;
     c.ack_every = s.u32("ack_every", c.ack_every, 1, 1 << 20);
+    c.return_fail_rounds = s.u32("return_fail_rounds", c.return_fail_rounds, 0, 1 << 20);  // [PATH-12]
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
     // The core's timer floors are set for hosts whose scheduling adds milliseconds of

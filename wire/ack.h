@@ -52,6 +52,7 @@ struct AckPacket {
     uint32_t rate_hint_mbps = 0;  // [ACK-7] receiver fair share; 0 = no hint
     uint32_t probe_psn = 0;     // with kProbeReply: the PROBE's next_psn
     uint16_t stream_count = 0;
+    uint16_t return_path = 0;   // [PATH-12] the ACK sender's path this ACK leaves on
     std::array<StreamAck, kMaxAckStreams> streams{};
     friend bool operator==(const AckPacket&, const AckPacket&) = default;
 };
@@ -83,7 +84,7 @@ inline size_t store_ack(const AckPacket& a, std::byte* p) {
     store_be32(p + 68, a.rate_hint_mbps);
     store_be32(p + 72, a.probe_psn);
     store_be16(p + 76, a.stream_count);
-    store_be16(p + 78, 0);  // reserved
+    store_be16(p + 78, a.return_path);
     std::byte* e = p + kAckFixedSize;
     for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
         store_be32(e, a.streams[i].stream_id);
@@ -110,6 +111,7 @@ inline Error parse_ack_body(std::span<const std::byte> datagram, AckPacket& a) {
     a.rate_hint_mbps = load_be32(p + 68);
     a.probe_psn = load_be32(p + 72);
     a.stream_count = load_be16(p + 76);
+    a.return_path = load_be16(p + 78);  // checked against num_paths by its user
     // spec §3.3 [ACK-5]: never trust the count; cap it and check it against the length.
     if (a.stream_count > kMaxAckStreams) return Error::kBadLength;
     // spec §3.3 [ACK-1]: the entries fill the rest of the datagram exactly; a datagram

@@ -268,10 +268,17 @@ TEST(Ack, StreamCountNotMatchingLengthIsBadLength) {
 // carried, not rejected.
 TEST(Ack, ReservedIsIgnoredOnReceive) {
     auto b = join(kAckVector);
-    for (size_t off : {2u, 3u, 78u, 79u}) b[off] = std::byte{0xFF};
+    for (size_t off : {2u, 3u}) b[off] = std::byte{0xFF};
     auto d = decode_ack(b);
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     EXPECT_EQ(*d, vector_ack());
+    // [PATH-12]: bytes 78-79 are return_path now, decoded whatever their value (the user
+    // checks it against num_paths).
+    b[78] = std::byte{0x01};
+    b[79] = std::byte{0x02};
+    d = decode_ack(b);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->return_path, 0x0102);
     b[19] = std::byte{0xFF};
     d = decode_ack(b);
     ASSERT_TRUE(d.ok());

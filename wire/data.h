@@ -35,6 +35,7 @@ namespace data_flag {
 inline constexpr uint8_t kLast = 0x01;    // the segment that ends the message
 inline constexpr uint8_t kRetx = 0x02;    // a retransmission (for counters and capture)
 inline constexpr uint8_t kAckNow = 0x04;  // receiver acks this path without delay
+inline constexpr uint8_t kReturnEcho = 0x08;  // return_echo names one of the peer's paths [PATH-12]
 }  // namespace data_flag
 
 // spec §3.2: DATA header, 72 bytes, then payload_len bytes of payload.
@@ -44,6 +45,7 @@ struct DataHeader {
     uint8_t flags = 0;
     uint16_t path_id = 0;
     uint8_t path_gen = 0;
+    uint8_t return_echo = 0;  // with kReturnEcho: a peer path whose ACK arrived [PATH-12]
     uint16_t payload_len = 0;
     uint32_t path_psn = 0;
     uint32_t psn_floor = 0;   // [PATH-6]: sender is done with every PSN below this
@@ -95,7 +97,7 @@ inline void store_data_header(const DataHeader& h, std::byte* p) {
     p[17] = static_cast<std::byte>(h.flags);
     store_be16(p + 18, h.path_id);
     p[20] = static_cast<std::byte>(h.path_gen);
-    p[21] = std::byte{0};  // reserved
+    p[21] = static_cast<std::byte>(h.return_echo);
     store_be16(p + 22, h.payload_len);
     store_be32(p + 24, h.path_psn);
     store_be32(p + 28, h.psn_floor);
@@ -131,6 +133,7 @@ inline Error parse_data_body(std::span<const std::byte> datagram, DataPacket& p)
     h.flags = static_cast<uint8_t>(b[17]);
     h.path_id = load_be16(b + 18);
     h.path_gen = static_cast<uint8_t>(b[20]);
+    h.return_echo = static_cast<uint8_t>(b[21]);
     h.payload_len = load_be16(b + 22);
     h.path_psn = load_be32(b + 24);
     h.psn_floor = load_be32(b + 28);

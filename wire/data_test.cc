@@ -365,10 +365,27 @@ TEST(Data, FlagBits) {
 // [WIRE-6]: reserved bytes 2, 3 and 21 are ignored on receive.
 TEST(Data, ReservedIsIgnoredOnReceive) {
     auto bytes = join(kWriteImmVector);
-    for (size_t off : {2u, 3u, 21u}) bytes[off] = std::byte{0xFF};
+    for (size_t off : {2u, 3u}) bytes[off] = std::byte{0xFF};
+    bytes[17] |= std::byte{0xF0};  // flags not defined in version 2
     auto p = decode_data(bytes);
     ASSERT_TRUE(p.ok()) << to_string(p.error());
-    EXPECT_EQ(p->hdr, write_imm_header());
+    DataHeader want = write_imm_header();
+    want.flags |= 0xF0;
+    EXPECT_EQ(p->hdr, want);
+}
+
+// [PATH-12]: byte 21 carries return_echo, flagged by RETURN_ECHO, both ways.
+TEST(Data, ReturnEchoRoundTrips) {
+    DataHeader h = write_imm_header();
+    h.flags |= data_flag::kReturnEcho;
+    h.return_echo = 255;
+    std::vector<std::byte> buf(kDataHeaderSize + h.payload_len);
+    ASSERT_TRUE(encode_data_header(h, buf).ok());
+    EXPECT_EQ(buf[21], std::byte{255});
+    EXPECT_EQ(buf[17] & std::byte{data_flag::kReturnEcho}, std::byte{data_flag::kReturnEcho});
+    auto p = decode_data(buf);
+    ASSERT_TRUE(p.ok()) << to_string(p.error());
+    EXPECT_EQ(p->hdr, h);
 }
 
 // [WIRE-3] [WIRE-4]: version and type are checked through decode_data too.

@@ -383,19 +383,113 @@ TEST(Connection, LossesSettledBeforeTheirRetransmissionAreCountedCancelled) {
     EXPECT_GE(cancelled, 1u);
 }
 
-// [ACK-13] a dead return route loses a share of ACKs but fails no forward path.
-TEST(Connection, DeadReturnRouteDoesNotFailForwardPaths) {
+// [PATH-12] the receiver learns that one of its return routes died from the sender's echoes,
+// fails the paths it has there and stops sending ACKs into it. Without the rule a share
+// of every round's ACKs dies for the rest of the run; even then [ACK-13]'s random return
+// paths keep every forward path alive (no path of the sender fails).
+struct ReturnCut {
+    uint64_t acks_sent = 0, acks_received = 0, return_failures = 0, b_failures = 0, a_failures = 0;
+};
+ReturnCut cut_return_route(uint64_t seed, uint32_t fail_rounds) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
-    Pair p(15, small_net(), cfg, cfg);
-    p.net.link(p.host_b(), p.host_a(), 3).config().blackhole =
-        sim::TimeWindow{sim::SimTime{} + 100us, sim::kSimForever};
+    cfg.return_fail_rounds = fail_rounds;
+    Pair p(seed, small_net(), cfg, cfg);
     WriteFlow f(p, 40, 256 * 1024);
     f.post_all();
-    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms));
+    // Once B's connection exists, the route its path 0 hashes to dies (B -> A only).
+    const auto b_conn = [&]() -> const core::Connection* {
+        const core::Connection* c = p.b->connection(p.b->connection_to(p.host_a().address()));
+        return c && c->state() == core::ConnState::kEstablished ? c : nullptr;
+    };
+    EXPECT_TRUE(run(p, [&] { return b_conn() != nullptr; }, 10ms));
+    const uint32_t route = p.net.route_of(p.host_b(), p.host_a(), b_conn()->tx_path(0).src_port,
+                                          p.host_a().address().port);
+    p.net.link(p.host_b(), p.host_a(), route).config().blackhole =
+        sim::TimeWindow{p.sim.now() + 50us, sim::kSimForever};
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms)) << "seed " << seed;
     EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
-    EXPECT_EQ(f.path_sum(&core::PathStats::failures), 0u);
     EXPECT_EQ(f.dst, f.src);
+    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    ReturnCut r;
+    for (uint16_t i = 0; i < cb.num_paths(); ++i) r.acks_sent += cb.path_stats(i).acks_sent;
+    r.acks_received = f.path_sum(&core::PathStats::acks_received);
+    r.return_failures = cb.stats().return_route_failures;
+    r.b_failures = cb.stats().path_failures;
+    r.a_failures = f.path_sum(&core::PathStats::failures);
+    return r;
+}
+
+TEST(Connection, DeadReturnRouteIsFailedByTheReceiver) {
+    for (const uint64_t seed : seeds_from_env(3, 15)) {
+        const ReturnCut with = cut_return_route(seed, 8);
+        const ReturnCut without = cut_return_route(seed, 0);
+        const uint64_t lost_with = with.acks_sent - with.acks_received;
+        const uint64_t lost_without = without.acks_sent - without.acks_received;
+        std::printf("seed %llu: ACKs lost %llu of %llu with [PATH-12] (%llu return routes "
+                    "failed), %llu of %llu without\n",
+                    static_cast<unsigned long long>(seed), static_cast<unsigned long long>(lost_with),
+                    static_cast<unsigned long long>(with.acks_sent),
+                    static_cast<unsigned long long>(with.return_failures),
+                    static_cast<unsigned long long>(lost_without),
+                    static_cast<unsigned long long>(without.acks_sent));
+        EXPECT_GE(with.return_failures, 1u) << "seed " << seed;
+        EXPECT_EQ(with.return_failures, with.b_failures) << "seed " << seed;  // B sends no DATA
+        EXPECT_EQ(without.return_failures, 0u);
+        EXPECT_EQ(with.a_failures, 0u) << "seed " << seed;  // every forward route works
+        EXPECT_EQ(without.a_failures, 0u) << "seed " << seed;
+        EXPECT_GE(lost_without, 50u) << "seed " << seed << ": the cut must cost ACKs";
+        EXPECT_LT(lost_with * 4, lost_without) << "seed " << seed;
+    }
+}
+
+// [PATH-12] on clean routes, in both directions at once (each side echoes the other's ACK
+// routes while it also sends its own DATA) and with random loss of 1% (echoes lost with
+// their DATA), no path is failed for its return route.
+TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
+    for (const uint64_t seed : seeds_from_env(3, 40)) {
+        for (const double loss : {0.0, 0.01}) {
+            core::EndpointConfig cfg;
+            cfg.max_payload = 1024;
+            sim::NetworkConfig nc = small_net();
+            nc.link.loss_probability = loss;
+            Pair p(seed, nc, cfg, cfg);
+            WriteFlow ab(p, 30, 128 * 1024);
+            // The same flow from B to A on stream 2.
+            std::vector<std::byte> src(128 * 1024), dst(128 * 1024);
+            for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(2, 0, i);
+            const uint32_t pb = p.b->alloc_pd(), pa = p.a->alloc_pd();
+            const core::MemoryKeys kb = *p.b->register_memory(pb, src.data(), src.size(), core::access::kLocalWrite);
+            const core::MemoryKeys ka = *p.a->register_memory(
+                pa, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+            const uint32_t sb = *p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+            ASSERT_TRUE(p.a->create_stream(pa, p.host_b().address(), 2, p.now()).ok());
+            size_t ba_done = 0;
+            p.host_b().set_event_callback([&](const core::Event& e) {
+                ba_done += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
+            });
+            ab.post_all();
+            for (uint32_t i = 0; i < 30; ++i) {
+                core::SendWr wr;
+                wr.wr_id = i;
+                wr.opcode = core::WorkOpcode::kWrite;
+                wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+                wr.length = static_cast<uint32_t>(src.size());
+                wr.lkey = kb.lkey;
+                wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+                wr.rkey = ka.rkey;
+                ASSERT_EQ(p.b->post_send(sb, wr, p.now()), Error::kOk);
+            }
+            p.host_b().kick();
+            ASSERT_TRUE(run(p, [&] { return ab.all_completions() == 30 && ba_done == 30; }, 500ms))
+                << "seed " << seed << " loss " << loss;
+            EXPECT_EQ(ab.dst, ab.src);
+            EXPECT_EQ(dst, src);
+            const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+            EXPECT_EQ(ab.conn_a().stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
+            EXPECT_EQ(cb.stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
+        }
+    }
 }
 
 // [ERR-2] [ERR-1] [ERR-4] a peer that vanishes surfaces as typed error completions, never

@@ -344,6 +344,7 @@ def crafted_cases():
     add("data write middle segment, ACK_NOW", data(flags=0x04, offset=4096, msg_len=16384,
                                                    payload=b"\x11" * 4096))
     add("data retransmitted", data(flags=0x03), experts={"retransmission"})
+    add("data echoing return path 5", data(flags=0x09, reserved=5))  # [PATH-12]
     add("data send", data(opcode=1, rkey=0, addr=0, recv_seq=77))
     add("data send_imm", data(opcode=2, rkey=0, addr=0, recv_seq=78, imm=0xCAFEBABE))
     add("data write_imm", data(opcode=4, recv_seq=79, imm=0xFEEDFACE))
@@ -414,8 +415,8 @@ def crafted_cases():
     # Well-formed, but a sender broke a rule: warnings, no drop verdict (wire/ accepts).
     add("reserved bits in the common header", common(7, reserved=0x0100) +
         struct.pack("!II", 0, 0), None, {"reserved_nonzero"})
-    add("reserved byte in data", data(reserved=1), None, {"reserved_nonzero"})
-    add("undefined data flag", data(flags=0x09), None, {"reserved_nonzero"})
+    add("data return_echo without RETURN_ECHO", data(reserved=1), None, {"rule"})
+    add("undefined data flag", data(flags=0x11), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
     add("hello capabilities: a bit no version defines", hello(caps=2), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})

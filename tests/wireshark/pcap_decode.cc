@@ -161,6 +161,8 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.data.flags.last"] = (h.flags & wire::data_flag::kLast) != 0;
             f["mroce.data.flags.retx"] = (h.flags & wire::data_flag::kRetx) != 0;
             f["mroce.data.flags.ack_now"] = (h.flags & wire::data_flag::kAckNow) != 0;
+            f["mroce.data.flags.return_echo"] = (h.flags & wire::data_flag::kReturnEcho) != 0;
+            f["mroce.data.return_echo"] = h.return_echo;
             f["mroce.path_id"] = h.path_id;
             f["mroce.path_gen"] = h.path_gen;
             f["mroce.data.payload_len"] = h.payload_len;
@@ -217,6 +219,7 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.ack.rate_hint_mbps"] = a->rate_hint_mbps;
             f["mroce.ack.probe_psn"] = a->probe_psn;
             f["mroce.ack.stream_count"] = a->stream_count;
+            f["mroce.ack.return_path"] = a->return_path;
             if (a->stream_count > 0) {
                 ordered_json ids = ordered_json::array(), seqs = ordered_json::array();
                 for (uint16_t i = 0; i < a->stream_count; ++i) {

@@ -153,8 +153,10 @@ local f = {
     data_last = ProtoField.bool("mroce.data.flags.last", "LAST", 8, nil, 0x01),
     data_retx = ProtoField.bool("mroce.data.flags.retx", "RETX", 8, nil, 0x02),
     data_ack_now = ProtoField.bool("mroce.data.flags.ack_now", "ACK_NOW", 8, nil, 0x04),
-    data_flags_undef = ProtoField.uint8("mroce.data.flags.undefined", "Undefined in v1",
-                                        base.HEX, nil, 0xF8),
+    data_return_echo_flag = ProtoField.bool("mroce.data.flags.return_echo", "RETURN_ECHO", 8, nil, 0x08),
+    data_return_echo = ProtoField.uint8("mroce.data.return_echo", "Return path echoed", base.DEC),
+    data_flags_undef = ProtoField.uint8("mroce.data.flags.undefined", "Undefined in v2",
+                                        base.HEX, nil, 0xF0),
     data_payload_len = ProtoField.uint16("mroce.data.payload_len", "Payload length", base.DEC),
     data_recv_seq = ProtoField.uint32("mroce.data.recv_seq", "Receive sequence", base.DEC),
     data_msg_len = ProtoField.uint32("mroce.data.msg_len", "Message length", base.DEC),
@@ -191,6 +193,8 @@ local f = {
                                       base.DEC),
     ack_probe_psn = ProtoField.uint32("mroce.ack.probe_psn", "Probe PSN", base.DEC),
     ack_stream_count = ProtoField.uint16("mroce.ack.stream_count", "Stream entries", base.DEC),
+    ack_return_path = ProtoField.uint16("mroce.ack.return_path", "Return path (sender's path it leaves on)",
+                                        base.DEC),
     ack_stream_id = ProtoField.uint32("mroce.ack.stream.id", "Stream id", base.DEC),
     ack_delivered_seq = ProtoField.uint32("mroce.ack.stream.delivered_seq", "Delivered sequence",
                                           base.DEC),
@@ -364,12 +368,17 @@ local function dissect_data(c, t)
         flags_item:add(f.data_last, c.tvb(17, 1))
         flags_item:add(f.data_retx, c.tvb(17, 1))
         flags_item:add(f.data_ack_now, c.tvb(17, 1))
+        flags_item:add(f.data_return_echo_flag, c.tvb(17, 1))
         local undef = flags_item:add(f.data_flags_undef, c.tvb(17, 1))
-        if flags >= 8 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
+        if flags >= 16 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
     end
     local path_id = c:add(t, f.path_id, 18, 2)
     local path_gen = c:add(t, f.path_gen, 20, 1)
-    c:reserved(t, 21, 1)
+    -- [PATH-12]: one of the receiver's paths whose ACK reached the sender; 0 without the flag.
+    local echo, echo_item = c:add(t, f.data_return_echo, 21, 1)
+    if echo_item and flags and flags % 16 < 8 and echo ~= 0 then
+        c:warn(echo_item, "return_echo not 0 without RETURN_ECHO [PATH-12]")
+    end
     local payload_len, pl_item = c:add(t, f.data_payload_len, 22, 2)
     local psn = c:add(t, f.psn, 24, 4)
     local floor, floor_item = c:add(t, f.psn_floor, 28, 4)
@@ -530,7 +539,7 @@ local function dissect_ack(c, t)
     local hint = c:add(t, f.ack_rate_hint, 68, 4)
     local probe_psn, probe_item = c:add(t, f.ack_probe_psn, 72, 4)
     local count, count_item = c:add(t, f.ack_stream_count, 76, 2)
-    c:reserved(t, 78, 2)
+    c:add(t, f.ack_return_path, 78, 2)  -- [PATH-12]
 
     if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
     if cum then c:info_add("cum=" .. cum) end
