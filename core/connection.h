@@ -337,6 +337,10 @@ private:
     void fail_path(TxPath& path, Time now);
     // on_return_echo: the peer echoed our path `path` in a DATA ([PATH-12]); judges one path.
     void on_return_echo(uint16_t path, Time now);
+    // reply_lost: the peer repeated a PROBE our reply answered in full ([PATH-12]).
+    void reply_lost(RxPath& rp, Time now);
+    // fail_return_path fails our path `p` for its return route if it carries only ACKs.
+    void fail_return_path(uint16_t p, Time now);
     void arm_pto(TxPath& path, Time now);
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);

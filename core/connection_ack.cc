@@ -431,7 +431,23 @@ void Connection::on_return_echo(uint16_t echoed, Time now) {
         return;
     const Duration limit = return_routes_.echo_timeout(cfg_.min_pto, 2 * cfg_.initial_rtt);
     if (now - return_routes_.unechoed_since(r) <= limit) return;
-    return_routes_.forget(r);
+    fail_return_path(r, now);
+}
+
+// [PATH-12]: a peer that gets no ACK sends no DATA, so no echo can tell a receiver that
+// every one of its return routes died; the peer's PROBEs still arrive. A PROBE repeated
+// unchanged after a reply that acknowledged all it asked about means both copies of that
+// reply were lost: their return paths are failed (the next reply takes others).
+void Connection::reply_lost(RxPath& rp, Time now) {
+    if (cfg_.return_fail_rounds == 0) return;
+    for (const uint16_t p : rp.reply_paths)
+        if (p != RxPath::kNoPath) fail_return_path(p, now);
+}
+
+void Connection::fail_return_path(uint16_t p, Time now) {
+    TxPath& path = tx_paths_[p];
+    if (path.state != PathState::kActive || path.in_flight_pkts != 0) return;
+    return_routes_.forget(p);
     ++stats_.return_route_failures;
     fail_path(path, now);
 }

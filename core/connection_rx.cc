@@ -523,6 +523,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
             out = other_return_path(rp.probe_first_path);
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
+        rp.reply_paths[kProbeReplyCopies - rp.probe_copies] = out;
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
         else
@@ -548,6 +549,15 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     RxPath& rp = rx_paths_[p.path_id];
     if (rx_generation(rp, p.path_gen) != RxGen::kCurrent) return;
     path_stats_[p.path_id].psns_skipped += rp.window.advance_to(p.psn_floor - 1);
+    // [PATH-12]: the same PROBE again, still waiting for PSNs we had all received and
+    // acknowledged in our reply to it: that reply died on its way back, both copies.
+    if (rp.probe_answered_whole && p.next_psn == rp.answered_next_psn && p.psn_floor == rp.answered_floor &&
+        seq_lt(p.psn_floor, p.next_psn))
+        reply_lost(rp, now);
+    rp.probe_answered_whole = seq_ge(rp.window.cum(), p.next_psn - 1);
+    rp.answered_next_psn = p.next_psn;
+    rp.answered_floor = p.psn_floor;
+    rp.reply_paths = {RxPath::kNoPath, RxPath::kNoPath};
     rp.last_ts = p.timestamp;
     rp.last_rx_time = now;
     // [PROBE-2]: a PROBE is answered at once with an ACK that echoes its next_psn.

@@ -3,6 +3,7 @@
 // with the same id.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -86,6 +87,13 @@ struct RxPath {
     // [PROBE-2]: copies of the probe reply still to send, and the return path of the first.
     uint8_t probe_copies = 0;
     uint16_t probe_first_path = 0;
+    // [PATH-12]: the last PROBE answered with everything below its next_psn received, and
+    // the return paths its reply's copies left on (kNoPath: not sent yet).
+    bool probe_answered_whole = false;
+    uint32_t answered_next_psn = 0;
+    uint32_t answered_floor = 0;
+    std::array<uint16_t, 2> reply_paths{kNoPath, kNoPath};
+    static constexpr uint16_t kNoPath = 0xffff;
 };
 
 }  // namespace mroce::core

@@ -302,6 +302,10 @@ void read_mroce(Section s, RunSpec& r) {
     c.min_pto = us(s.duration_us("min_pto_us", std::chrono::duration_cast<SimDuration>(c.min_pto), 1, 1e7));
     c.initial_rtt =
         us(s.duration_us("initial_rtt_us", std::chrono::duration_cast<SimDuration>(c.initial_rtt), 1, 1e7));
+    // [LOSS-13]: how long every route may be silent before a timeout escalates (a
+    // descheduled peer on a real host; a simulated host is never descheduled).
+    c.stall_tolerance = us(s.duration_us("stall_tolerance_us",
+                                         std::chrono::duration_cast<SimDuration>(c.stall_tolerance), 0, 1e8));
     // spec §9: the controller, the receiver's hint and the pacer, all on by default.
     c.congestion_control = s.choice("congestion_control", "aimd", {"aimd", "fixed"}) == "aimd"
                                ? core::EndpointConfig::Cc::kAimd

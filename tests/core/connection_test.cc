@@ -443,6 +443,65 @@ TEST(Connection, DeadReturnRouteIsFailedByTheReceiver) {
     }
 }
 
+// [PATH-12] every route the receiver's paths hash to dies (one route is left): its ACKs
+// all die, so the sender sends no DATA and no echo can tell. The sender's PROBEs still
+// arrive, repeated unchanged although the receiver had acknowledged everything they ask
+// about: the receiver fails the return paths of the lost replies, and re-rolls find the
+// live route. Without the rule the transfer stalls until the stall tolerance and fails
+// paths that are not at fault.
+struct AllReturnsCut {
+    bool done = false;
+    Duration took{};
+    uint64_t return_failures = 0;
+};
+AllReturnsCut cut_every_return_route(uint64_t seed, uint32_t fail_rounds) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    cfg.return_fail_rounds = fail_rounds;
+    Pair p(seed, small_net(), cfg, cfg);
+    WriteFlow f(p, 40, 256 * 1024);
+    f.post_all();
+    const auto b_conn = [&]() -> const core::Connection* {
+        const core::Connection* c = p.b->connection(p.b->connection_to(p.host_a().address()));
+        return c && c->state() == core::ConnState::kEstablished ? c : nullptr;
+    };
+    EXPECT_TRUE(run(p, [&] { return b_conn() != nullptr; }, 10ms));
+    std::set<uint32_t> used;
+    for (uint16_t i = 0; i < b_conn()->num_paths(); ++i)
+        used.insert(p.net.route_of(p.host_b(), p.host_a(), b_conn()->tx_path(i).src_port,
+                                   p.host_a().address().port));
+    EXPECT_LT(used.size(), 8u) << "seed " << seed << ": no route left to re-roll onto";
+    const Time start = p.now();
+    for (const uint32_t r : used)
+        p.net.link(p.host_b(), p.host_a(), r).config().blackhole =
+            sim::TimeWindow{p.sim.now() + 50us, sim::kSimForever};
+    AllReturnsCut out;
+    out.done = run(p, [&] { return f.all_completions() == 40; }, 30ms);
+    out.took = p.now() - start;
+    if (out.done) {
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
+        EXPECT_EQ(f.dst, f.src);
+    }
+    out.return_failures = b_conn()->stats().return_route_failures;
+    return out;
+}
+
+TEST(Connection, EveryReturnRouteDeadIsFoundFromRepeatedProbes) {
+    for (const uint64_t seed : seeds_from_env(3, 60)) {
+        const AllReturnsCut with = cut_every_return_route(seed, 8);
+        const AllReturnsCut without = cut_every_return_route(seed, 0);
+        std::printf("seed %llu: with [PATH-12] %s in %lld us (%llu return routes failed); "
+                    "without: %s after %lld us\n",
+                    static_cast<unsigned long long>(seed), with.done ? "done" : "NOT done",
+                    static_cast<long long>(with.took.count() / 1000),
+                    static_cast<unsigned long long>(with.return_failures),
+                    without.done ? "done" : "not done", static_cast<long long>(without.took.count() / 1000));
+        EXPECT_TRUE(with.done) << "seed " << seed;
+        EXPECT_GE(with.return_failures, 1u) << "seed " << seed;
+        EXPECT_FALSE(without.done) << "seed " << seed << ": the rule made no difference";
+    }
+}
+
 // [PATH-12] on clean routes, in both directions at once (each side echoes the other's ACK
 // routes while it also sends its own DATA) and with random loss of 1% (echoes lost with
 // their DATA), no path is failed for its return route.
