@@ -132,13 +132,16 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
         q.print("time_us,port,bytes\n");
         for (const sim::QueueRow& row : r.queue) q.print("{:.3f},{},{}\n", row.time_us, r.queue_port_names[row.port], row.bytes);
         auto cc = fmt::output_file((dir / "cc.csv").string());
-        cc.print("time_us,conn,path,window_bytes,rate_gbps,alpha,hint_gbps\n");
+        // The live system's names and units (docs/observability.md, docs/sim.md).
+        cc.print("time_us,conn,path,state,cwnd_bytes,srtt_ns,in_flight_bytes,ecn_alpha,"
+                 "window_rate_bps,pacing_rate_bps,rate_hint_mbps\n");
+        const auto field = [](int64_t v) { return v < 0 ? std::string() : std::to_string(v); };
         for (const sim::CcRow& row : r.cc) {
-            const std::string w = row.window_bytes < 0 ? "" : std::to_string(row.window_bytes);
-            const std::string rate = row.rate_gbps < 0 ? "" : fmt::format("{:.6g}", row.rate_gbps);
-            const std::string alpha = row.alpha < 0 ? "" : fmt::format("{:.4f}", row.alpha / 1024.0);
-            const std::string hint = row.hint_gbps < 0 ? "" : fmt::format("{:.6g}", row.hint_gbps);
-            cc.print("{:.3f},{},{},{},{},{},{}\n", row.time_us, row.conn, row.path, w, rate, alpha, hint);
+            const std::string alpha = row.ecn_alpha < 0 ? "" : fmt::format("{:.4f}", row.ecn_alpha / 1024.0);
+            cc.print("{:.3f},{},{},{},{},{},{},{},{},{},{}\n", row.time_us, row.conn, row.path,
+                     row.state ? row.state : "", field(row.cwnd_bytes), field(row.srtt_ns),
+                     field(row.in_flight_bytes), alpha, field(row.window_rate_bps),
+                     field(row.pacing_rate_bps), field(row.rate_hint_mbps));
         }
     } catch (const std::exception& e) {
         err = dir.string() + ": " + e.what();
