@@ -359,6 +359,7 @@ uint32_t host_hops(const TopologyConfig& t, uint32_t a, uint32_t b) {
             if (a / edge == b / edge) return 2;
             return a / pod == b / pod ? 4 : 6;
         }
+        case TopologyKind::kGraph: return graph_paths(t.graph, a).at(b).hops;
     }
     return 2;
 }
@@ -594,7 +595,19 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
 
     // propagation_ps: the cables between two hosts, their own host cables included (the
     // slowest plane's when cable_delays give planes different delays).
+    // A graph's paths differ per pair: its hops, delays and bottleneck come from the
+    // graph itself (graph_paths, per source host as flows need them).
+    std::map<uint32_t, std::vector<GraphPath>> graph_from;
+    const auto graph_path = [&](uint32_t a, uint32_t b) -> const GraphPath& {
+        auto it = graph_from.find(a);
+        if (it == graph_from.end()) it = graph_from.emplace(a, graph_paths(tc.graph, a)).first;
+        return it->second.at(b);
+    };
+    const auto hops_between = [&](uint32_t a, uint32_t b) {
+        return tc.kind == TopologyKind::kGraph ? graph_path(a, b).hops : host_hops(tc, a, b);
+    };
     const auto propagation_ps = [&](uint32_t a, uint32_t b) {
+        if (tc.kind == TopologyKind::kGraph) return static_cast<double>(to_ps(graph_path(a, b).delay));
         const uint32_t hops = host_hops(tc, a, b);
         return static_cast<double>((hops - 2) * to_ps(tc.cable.delay) + to_ps(max_host_cable_delay(tc, a)) +
                                    to_ps(max_host_cable_delay(tc, b)));
@@ -610,10 +623,14 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     for (const Flow& f : wl) {
         FlowOutcome& o = out.flows[f.id];
         o.flow = f;
+        // A graph's bottleneck may be below the hosts' line rate.
+        const double r = tc.kind == TopologyKind::kGraph
+                             ? std::min(rate, static_cast<double>(graph_path(f.src, f.dst).rate_bps))
+                             : rate;
         const uint64_t pkts = (f.bytes + mtu - 1) / mtu;
-        const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (rate * static_cast<double>(lanes)) * 1e12;
-        const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / rate * 1e12;
-        o.ideal_ps = static_cast<int64_t>(propagation_ps(f.src, f.dst) + (host_hops(tc, f.src, f.dst) - 1) * pkt + ser);
+        const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (r * static_cast<double>(lanes)) * 1e12;
+        const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / r * 1e12;
+        o.ideal_ps = static_cast<int64_t>(propagation_ps(f.src, f.dst) + (hops_between(f.src, f.dst) - 1) * pkt + ser);
     }
 
     // Flow state: WRs outstanding, dependencies outstanding, dependents.
@@ -698,7 +715,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         const double pkt = static_cast<double>(mtu + hdr) * 8 / rate * 1e12;
         double rtt_ps = 0;
         for (uint32_t s : senders)
-            rtt_ps = std::max(rtt_ps, 2 * (propagation_ps(s, receiver) + (host_hops(tc, s, receiver) - 1) * pkt) + pkt);
+            rtt_ps = std::max(rtt_ps, 2 * (propagation_ps(s, receiver) + (hops_between(s, receiver) - 1) * pkt) + pkt);
         im.base_rtt_us = rtt_ps / 1e6;
         im.bdp_bytes = static_cast<uint64_t>(rate * static_cast<double>(tc.planes) / 8 * rtt_ps / 1e12);
         for (uint32_t p = 0; p < tc.planes; ++p) {
