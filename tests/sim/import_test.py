@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """`mroce sim` on other simulators' input files (sim/import.h, docs/sim.md "Importers"):
 scenarios/hpcc-import.toml (HPCC's topology and flow files) and scenarios/htsim-cm.toml
-(an htsim connection matrix) run, and every flow of the file comes out in fct.txt with
-its endpoints, size and start time, read here from the files by a parser
+(an htsim connection matrix) run, and every flow of the file comes out in fct.txt and
+fct_hpcc.txt with its endpoints, size and start time, read here from the files by a parser
 of this test's own. Broken files stop `mroce sim` with one line naming file:line.
 
 usage: import_test.py MROCE_BINARY SCENARIOS_DIR
@@ -96,6 +96,12 @@ def test_hpcc():
             m, d = r["metrics"], os.path.join(out, r["dir"])
             check(m["flows"] == len(flows) and m["completed_flows"] == len(flows),
                   f"{r['label']}: {m['completed_flows']}/{m['flows']} flows for the file's {len(flows)}")
+            # fct_hpcc.txt: HPCC's addresses of the file's node ids, its dport, size, start.
+            want = Counter((hpcc_ip(sn), hpcc_ip(dn), port, size, start) for sn, dn, port, size, start in flows)
+            got = Counter((x[0], x[1], int(x[3]), int(x[4]), int(x[5]))
+                          for x in read_lines(os.path.join(d, "fct_hpcc.txt")))
+            check(got == want, f"{r['label']}: fct_hpcc.txt differs from the flow file: "
+                               f"missing {want - got}, extra {got - want}")
             # fct.txt: the same flows between the simulator's hosts (node -> host index).
             want = Counter((our_ip(host_of[sn]), our_ip(host_of[dn]), size) for sn, dn, _, size, _ in flows)
             got = Counter((x[0], x[1], int(x[4])) for x in read_lines(os.path.join(d, "fct.txt")))

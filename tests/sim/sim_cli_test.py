@@ -201,7 +201,7 @@ def test_determinism():
         check(sa == sb, "summary.json differs between identical runs")
         check(sa["seed"] == 5, "--seed not applied")
         for r in sa["runs"]:
-            for fname in ("fct.txt", "throughput.csv", "queue.csv", "cc.csv"):
+            for fname in ("fct.txt", "fct_hpcc.txt", "throughput.csv", "queue.csv", "cc.csv"):
                 fa, fb = os.path.join(a, r["dir"], fname), os.path.join(b, r["dir"], fname)
                 check(filecmp.cmp(fa, fb, shallow=False), "%s/%s differs between identical runs" % (r["dir"], fname))
         # A different seed changes something (the loss draws), or the test proves nothing.
