@@ -360,6 +360,13 @@ std::optional<GraphSpec> parse_hpcc_topology(const std::string& text, const std:
             g.host_nodes.push_back(n);
         }
         if (g.host_nodes.size() < 2) in.fail_at_end("fewer than 2 hosts");
+        // Every host must reach every other (through switches only): a flow between two
+        // parts of a split graph would have no route and no ideal FCT.
+        const std::vector<GraphPath> from_first = graph_paths(g, 0);
+        for (uint32_t h = 1; h < from_first.size(); ++h)
+            if (from_first[h].hops == 0)
+                in.fail_at_end("host " + std::to_string(g.host_nodes[h]) + " has no path to host " +
+                               std::to_string(g.host_nodes[0]) + " through switches");
         return g;
     } catch (const ImportError& e) {
         err = e.message;

@@ -34,6 +34,15 @@ TEST(Import, HpccTopologyReadsNs3RatesAndDelays) {
     EXPECT_EQ(g->links[4].delay, std::chrono::microseconds(2));
 }
 
+TEST(Import, HpccTopologyMustBeConnected) {
+    std::string err;
+    // Hosts 0 and 1 on switch 4, hosts 2 and 3 on switch 5, no link between the switches.
+    EXPECT_FALSE(parse_hpcc_topology("6 2 4\n4 5\n0 4 25Gbps 1us 0\n1 4 25Gbps 1us 0\n"
+                                     "2 5 25Gbps 1us 0\n3 5 25Gbps 1us 0\n",
+                                     "t.txt", err));
+    EXPECT_EQ(err, "t.txt: host 2 has no path to host 0 through switches");
+}
+
 TEST(Import, GraphTopologyKeepsEachLinksRateAndDelay) {
     std::string err;
     TopologyConfig c;
