@@ -113,18 +113,20 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
 // standalone_fct_ns` with HPCC's addresses of the hosts' node ids (an HPCC topology's
 // own ids, else the host index), sport HPCC's per-pair counter from 10000 in flow order,
 // and dport the flow's (100, or 200 for an incast's flows; an HPCC flow file's own), which
-// is how fct_analysis.py tells normal from incast flows (docs/sim.md).
+// is how fct_analysis.py tells normal from incast flows; start times are an HPCC flow
+// file's own (docs/sim.md).
 void write_fct_hpcc(fmt::ostream& out, const sim::RunOutput& r, const sim::RunSpec& spec) {
     const auto node = [&](uint32_t host) {
         return spec.topology.kind == sim::TopologyKind::kGraph ? spec.topology.graph.host_nodes.at(host) : host;
     };
+    const int64_t origin_ps = sim::to_ps(spec.workload.time_origin);  // an HPCC flow file's own times
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> next_sport;
     for (const sim::FlowOutcome& o : r.flows) {
         const uint32_t sport = next_sport.try_emplace({o.flow.src, o.flow.dst}, 10000).first->second++;
         if (!o.completed) continue;
         out.print("{:08x} {:08x} {} {} {} {} {} {}\n", sim::hpcc_node_ipv4(node(o.flow.src)),
                   sim::hpcc_node_ipv4(node(o.flow.dst)), sport, o.flow.hpcc_dport, o.flow.bytes,
-                  o.start_ps / 1000, (o.finish_ps - o.start_ps) / 1000, o.ideal_ps / 1000);
+                  (o.start_ps + origin_ps) / 1000, (o.finish_ps - o.start_ps) / 1000, o.ideal_ps / 1000);
     }
 }
 

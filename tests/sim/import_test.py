@@ -102,9 +102,12 @@ def test_hpcc():
                           for x in read_lines(os.path.join(d, "fct_hpcc.txt")))
             check(got == want, f"{r['label']}: fct_hpcc.txt differs from the flow file: "
                                f"missing {want - got}, extra {got - want}")
-            # fct.txt: the same flows between the simulator's hosts (node -> host index).
-            want = Counter((our_ip(host_of[sn]), our_ip(host_of[dn]), size) for sn, dn, _, size, _ in flows)
-            got = Counter((x[0], x[1], int(x[4])) for x in read_lines(os.path.join(d, "fct.txt")))
+            # fct.txt: the same flows between the simulator's hosts (node -> host index),
+            # in the run's time, which starts at the file's first flow.
+            first = flows[0][4]
+            want = Counter((our_ip(host_of[sn]), our_ip(host_of[dn]), size, start - first)
+                           for sn, dn, _, size, start in flows)
+            got = Counter((x[0], x[1], int(x[4]), int(x[5])) for x in read_lines(os.path.join(d, "fct.txt")))
             check(got == want, f"{r['label']}: fct.txt differs from the flow file: {want - got} / {got - want}")
             # Each link keeps the file's delay: across racks, 1 us + 2 us + 2 us + 1 us of
             # cables, plus store-and-forward at 3 switches and serialisation at 100 Gbit/s
