@@ -28,36 +28,14 @@ Snapshot Snapshot::take(const core::Endpoint& ep, Observer* obs, Time now, uint6
     std::vector<uint32_t> live;
     ep.for_each_connection([&](const core::Connection& c) {
         live.push_back(c.id());
-        ConnectionSnapshot cs;
-        cs.id = c.id();
-        cs.peer = c.peer().to_string();
-        cs.state = c.state();
-        cs.rate_hint_mbps = c.rate_hint_mbps();
-        cs.pacing_rate_bps = c.pacing_rate_bps(now);
-        cs.window_rate_bps = c.congestion().window_rate_bps();
-        cs.in_flight_bytes = c.in_flight_bytes();
-        cs.stats = c.stats();
-        for (uint16_t p = 0; p < c.num_paths(); ++p) {
-            const core::TxPath& tp = c.tx_path(p);
-            PathSnapshot ps;
-            ps.id = p;
-            ps.state = tp.state;
-            ps.src_port = tp.src_port;
-            ps.plane = tp.local_port;
-            ps.generation = tp.gen;
-            ps.srtt_ns = tp.has_rtt ? to_ns(tp.srtt) : 0;
-            ps.rttvar_ns = tp.has_rtt ? to_ns(tp.rttvar) : 0;
-            ps.cwnd_bytes = c.congestion().window_bytes(p);
-            ps.in_flight_bytes = tp.in_flight_bytes;
-            ps.ecn_alpha = c.congestion().ecn_alpha(p);
-            ps.stats = c.path_stats(p);
-            if (obs) {
-                if (const Histogram* h = obs->path_rtt(c.id(), p)) {
+        ConnectionSnapshot cs = snapshot_of(c, now);
+        if (obs) {
+            for (PathSnapshot& ps : cs.paths) {
+                if (const Histogram* h = obs->path_rtt(c.id(), ps.id)) {
                     ps.rtt = summarize(*h);
                     s.rtt.merge(*h);
                 }
             }
-            cs.paths.push_back(ps);
         }
         s.connections.push_back(std::move(cs));
     });
@@ -68,6 +46,35 @@ Snapshot Snapshot::take(const core::Endpoint& ep, Observer* obs, Time now, uint6
         s.events_dropped = obs->events_dropped();
     }
     return s;
+}
+
+ConnectionSnapshot snapshot_of(const core::Connection& c, Time now) {
+    ConnectionSnapshot cs;
+    cs.id = c.id();
+    cs.peer = c.peer().to_string();
+    cs.state = c.state();
+    cs.rate_hint_mbps = c.rate_hint_mbps();
+    cs.pacing_rate_bps = c.pacing_rate_bps(now);
+    cs.window_rate_bps = c.congestion().window_rate_bps();
+    cs.in_flight_bytes = c.in_flight_bytes();
+    cs.stats = c.stats();
+    for (uint16_t p = 0; p < c.num_paths(); ++p) {
+        const core::TxPath& tp = c.tx_path(p);
+        PathSnapshot ps;
+        ps.id = p;
+        ps.state = tp.state;
+        ps.src_port = tp.src_port;
+        ps.plane = tp.local_port;
+        ps.generation = tp.gen;
+        ps.srtt_ns = tp.has_rtt ? to_ns(tp.srtt) : 0;
+        ps.rttvar_ns = tp.has_rtt ? to_ns(tp.rttvar) : 0;
+        ps.cwnd_bytes = c.congestion().window_bytes(p);
+        ps.in_flight_bytes = tp.in_flight_bytes;
+        ps.ecn_alpha = c.congestion().ecn_alpha(p);
+        ps.stats = c.path_stats(p);
+        cs.paths.push_back(ps);
+    }
+    return cs;
 }
 
 const char* state_name(core::ConnState s) {

@@ -78,6 +78,11 @@ struct Snapshot {
                          uint64_t events_after = 0);
 };
 
+// snapshot_of copies one connection's state and counters (no RTT histograms: those are the
+// Observer's, which Snapshot::take adds) at engine time now. The simulator's cc.csv
+// samples connections through it, so its columns are these fields under these names.
+ConnectionSnapshot snapshot_of(const core::Connection& c, Time now);
+
 const char* state_name(core::ConnState s);
 const char* state_name(core::PathState s);
 

@@ -66,7 +66,7 @@ def perf(mroce, args):
         if client.returncode != 0:
             raise RuntimeError(f"mroce perf {' '.join(args)}: {err.strip()}")
         with open(path) as f:
-            r = json.load(f)["results"]
+            r = json.load(f)["results"][0]  # one size: a one-row array
         r["cpu_client_s"] = cru.ru_utime + cru.ru_stime
         r["cpu_server_s"] = sru.ru_utime + sru.ru_stime
         return r

@@ -71,7 +71,7 @@ def main():
             tb("plane-up", str(cut_plane))
         if client.returncode != 0:
             return {"name": name, "error": text.strip().splitlines()[-1]}
-        r = json.load(open(out))["results"]
+        r = json.load(open(out))["results"][0]  # one size: a one-row array
         res = {"name": name, "gbps": r["BW_average"],
                "retransmits": r["counters"].get("retransmits", 0),
                "path_failures": sum(p.get("failures", 0) for p in r["counters"]["paths"]),

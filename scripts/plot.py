@@ -5,7 +5,7 @@ Reads DIR/summary.json and each run's files (the output contract in docs/sim.md)
 next to them:
   DIR/<run dir>/throughput.png  goodput per flow over time (throughput.csv)
   DIR/<run dir>/queue.png       queue occupancy per switch port over time (queue.csv)
-  DIR/<run dir>/cc.png          window and rate per connection / path over time (cc.csv)
+  DIR/<run dir>/cc.png          window per path, rates and hint per connection over time (cc.csv)
   DIR/<run dir>/fct_cdf.png     CDF of FCT slowdown = fct / ideal fct (fct.txt), and p50/p99
                                 slowdown per flow-size bucket when sizes differ
   DIR/fct_cdf.png               every run's FCT-slowdown CDF in one plot, one line per
@@ -164,9 +164,19 @@ def plot_queue(run_dir, title):
     return out + extra
 
 
+# cc.csv's value columns (docs/sim.md): the live gauges' names and units. Per panel: the
+# columns drawn, each with its line label suffix and scale to the panel's unit.
+CC_PANELS = (
+    ("window (KiB; 0 while the path is not active)", (("cwnd_bytes", "", 1 / 1024),)),
+    ("rate (Gbit/s)", (("window_rate_bps", " window", 1e-9), ("pacing_rate_bps", " pacing", 1e-9))),
+    ("hint (Gbit/s)", (("rate_hint_mbps", "", 1e-3),)),
+)
+
+
 def plot_cc(run_dir, title):
     path = os.path.join(run_dir, "cc.csv")
-    header = ["time_us", "conn", "path", "window_bytes", "rate_gbps"]  # alpha, hint_gbps: newer files
+    header = ["time_us", "conn", "path", "state", "cwnd_bytes"]
+    columns = [c for _, drawn in CC_PANELS for c, _, _ in drawn]
 
     def key(r, n):
         return (int(number(r["conn"], path, n, "conn")), int(number(r["path"], path, n, "path")))
@@ -175,33 +185,37 @@ def plot_cc(run_dir, title):
     if not every:
         raise Skip(f"skip {path}: no rows")
     keys = sorted(every)[:MAX_SERIES]  # lowest connections; path -1 (the whole) first
-    series = {k: ([], [], [], []) for k in keys}
+    series = {k: {c: [] for c in ["time_us"] + columns} for k in keys}
     for n, r in rows(path, header):  # pass 2: only the chosen series
         s = series.get(key(r, n))
-        if s is not None:
-            s[0].append(number(r["time_us"], path, n, "time_us"))
-            s[1].append(number(r.get("window_bytes"), path, n, "window_bytes", allow_empty=True))
-            s[2].append(number(r.get("rate_gbps"), path, n, "rate_gbps", allow_empty=True))
-            s[3].append(number(r.get("hint_gbps"), path, n, "hint_gbps", allow_empty=True))
+        if s is None:
+            continue
+        s["time_us"].append(number(r["time_us"], path, n, "time_us"))
+        for c in columns:
+            s[c].append(number(r.get(c), path, n, c, allow_empty=True))
+        # A path that is not active carries nothing, whatever window its controller keeps.
+        if r["path"].strip() != "-1" and r.get("state", "").strip() not in ("", "active"):
+            s["cwnd_bytes"][-1] = 0.0
+
     def present(k, column):
         return any(not math.isnan(v) for v in series[k][column])
 
     # One panel per quantity that has values (MetaRoCE reports windows, rates and the
-    # receiver's hint; DCQCN rates).
-    panels = [(column, name, scale) for column, name, scale in
-              ((1, "window (KiB)", 1 / 1024), (2, "rate (Gbit/s)", 1.0), (3, "hint (Gbit/s)", 1.0))
-              if any(present(k, column) for k in keys)]
+    # receiver's hint; RoCEv2 DCQCN's rate as pacing_rate_bps).
+    panels = [(name, drawn) for name, drawn in CC_PANELS
+              if any(present(k, c) for k in keys for c, _, _ in drawn)]
     if not panels:
         raise Skip(f"skip {path}: no window or rate values")
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.5 * len(panels) + 0.5),
                              sharex=True, squeeze=False)
     extra = left_out("series", len(keys), len(every))
-    for ax, (column, name, scale) in zip(axes[:, 0], panels):
+    for ax, (name, drawn) in zip(axes[:, 0], panels):
         for k in keys:
-            if present(k, column):
-                label = f"conn {k[0]}" if k[1] < 0 else f"conn {k[0]} path {k[1]}"
-                ax.plot(series[k][0], [v * scale for v in series[k][column]],
-                        linewidth=1.4 if k[1] < 0 else 0.8, label=label)
+            for column, suffix, scale in drawn:
+                if present(k, column):
+                    label = (f"conn {k[0]}" if k[1] < 0 else f"conn {k[0]} path {k[1]}") + suffix
+                    ax.plot(series[k]["time_us"], [v * scale for v in series[k][column]],
+                            linewidth=1.4 if k[1] < 0 else 0.8, label=label)
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         legend(ax, len(ax.get_lines()))

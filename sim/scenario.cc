@@ -4,11 +4,14 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "sim/import.h"
 
 namespace mroce::sim {
 namespace {
@@ -199,16 +202,46 @@ uint32_t host_count(const TopologyConfig& t) {
         case TopologyKind::kSingleSwitch: return t.hosts;
         case TopologyKind::kLeafSpine: return t.leaves * t.hosts_per_leaf;
         case TopologyKind::kFatTree: return t.k * t.k * t.k / 4;
+        case TopologyKind::kGraph: return static_cast<uint32_t>(t.graph.host_nodes.size());
     }
     return 0;
 }
 
-void read_topology(Section s, RunSpec& r) {
+// path_near resolves a file named in the scenario against the scenario's directory.
+std::string path_near(const std::string& file, const std::string& base_dir) {
+    if (std::filesystem::path(file).is_relative()) return (std::filesystem::path(base_dir) / file).string();
+    return file;
+}
+
+void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
     TopologyConfig& t = r.topology;
-    const std::string kind = s.choice("kind", "single_switch", {"single_switch", "leaf_spine", "fat_tree"});
+    const std::string kind = s.choice("kind", "single_switch", {"single_switch", "leaf_spine", "fat_tree", "hpcc"});
     t.kind = kind == "single_switch" ? TopologyKind::kSingleSwitch
              : kind == "leaf_spine"  ? TopologyKind::kLeafSpine
-                                     : TopologyKind::kFatTree;
+             : kind == "fat_tree"    ? TopologyKind::kFatTree
+                                     : TopologyKind::kGraph;
+    // kind = "hpcc": HPCC's topology file (sim/import.h) gives the graph, its hosts' line
+    // rate and every link's rate, delay and loss; rate_gbps and delay_us do not apply.
+    const std::string file = s.string("file", "");
+    if (t.kind == TopologyKind::kGraph) {
+        if (file.empty()) s.bad(nullptr, "file", "is required by kind = \"hpcc\"");
+        if (s.node("rate_gbps") || s.node("delay_us"))
+            s.bad(s.node("rate_gbps") ? s.node("rate_gbps") : s.node("delay_us"),
+                  s.node("rate_gbps") ? "rate_gbps" : "delay_us", "does not apply to kind = \"hpcc\" (the file gives every link's)");
+        std::string err;
+        const std::string path = path_near(file, base_dir);
+        const auto text = read_file(path, err);
+        auto g = text ? parse_hpcc_topology(*text, path, err) : std::nullopt;
+        if (!g) fail(err);
+        t.graph = std::move(*g);
+        t.cable.delay = SimDuration{0};
+        for (const GraphLink& l : t.graph.links) {
+            t.cable.delay = std::max(t.cable.delay, l.delay);
+            if (!t.graph.is_switch[l.a] || !t.graph.is_switch[l.b]) t.cable.rate_bps = l.rate_bps;
+        }
+    } else if (!file.empty()) {
+        s.bad(s.node("file"), "file", "applies only to kind = \"hpcc\"");
+    }
     t.hosts = s.u32("hosts", 4, 2, 65536);
     t.leaves = s.u32("leaves", 2, 1, 4096);
     t.spines = s.u32("spines", 2, 1, 4096);
@@ -216,8 +249,12 @@ void read_topology(Section s, RunSpec& r) {
     t.oversubscription = s.real("oversubscription", 1.0, 0.01, 1000);
     t.k = s.u32("k", 4, 2, 64);
     t.planes = s.u32("planes", 1, 1, 16);
-    t.cable.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 100, 0.001, 100000) * 1e9);
-    t.cable.delay = s.duration_us("delay_us", std::chrono::microseconds(1), 0, 1e6);
+    if (t.kind != TopologyKind::kGraph) {
+        t.cable.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 100, 0.001, 100000) * 1e9);
+        t.cable.delay = s.duration_us("delay_us", std::chrono::microseconds(1), 0, 1e6);
+    }
+    if (t.kind == TopologyKind::kGraph && s.node("cable_delays"))
+        s.bad(s.node("cable_delays"), "cable_delays", "does not apply to kind = \"hpcc\" (the file gives every link's delay)");
     if (const toml::array* delays = s.array("cable_delays")) {
         // [[topology.cable_delays]]: { host, plane (default: every plane), delay_us }.
         const uint32_t hosts = host_count(t);
@@ -326,9 +363,14 @@ void read_mroce(Section s, RunSpec& r) {
     }
     // The receiver recomputes its shares about once per base RTT of the fabric (its own
     // cables, not the per-host overrides: a receiver serves its near senders at their pace).
-    const uint32_t hops = r.topology.kind == TopologyKind::kSingleSwitch ? 2
-                          : r.topology.kind == TopologyKind::kLeafSpine  ? 4
-                                                                         : 6;
+    uint32_t hops = r.topology.kind == TopologyKind::kSingleSwitch ? 2
+                    : r.topology.kind == TopologyKind::kLeafSpine  ? 4
+                                                                   : 6;
+    if (r.topology.kind == TopologyKind::kGraph) {
+        // The graph's cables to the farthest host from host 0 (cable.delay is its longest).
+        hops = 0;
+        for (const GraphPath& p : graph_paths(r.topology.graph, 0)) hops = std::max(hops, p.hops);
+    }
     // (at least 1 µs: a fabric of zero-delay cables still serialises packets).
     const SimDuration base_rtt = std::max<SimDuration>(2 * hops * r.topology.cable.delay, std::chrono::microseconds(1));
     c.hint_interval = us(s.duration_us("hint_interval_us", base_rtt, 0.01, 1e7));
@@ -383,8 +425,34 @@ void read_rocev2(Section s, RunSpec& r) {
 void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& base_dir) {
     WorkloadSpec& w = r.workload;
     const std::string kind = s.choice("kind", "all_to_all",
-                                      {"explicit", "incast", "permutation", "all_to_all", "ring_allreduce", "background"});
-    w.kind = kind == "explicit"         ? WorkloadKind::kExplicit
+                                      {"explicit", "incast", "permutation", "all_to_all", "ring_allreduce", "background",
+                                       "hpcc_flows", "htsim_cm"});
+    // hpcc_flows, htsim_cm: the flows of another simulator's file (sim/import.h), run as
+    // an explicit list; `file` is relative to the scenario file.
+    const bool imported = kind == "hpcc_flows" || kind == "htsim_cm";
+    const std::string file = s.string("file", "");
+    if (imported) {
+        if (file.empty()) s.bad(nullptr, "file", "is required by kind = \"" + kind + "\"");
+        if (s.node("flows")) s.bad(s.node("flows"), "flows", "cannot be added to kind = \"" + kind + "\" (put them in the file)");
+        std::string err;
+        const std::string path = path_near(file, base_dir);
+        const NodeMap nodes = NodeMap::of(r.topology, hosts);
+        const auto text = read_file(path, err);
+        auto flows = !text ? std::nullopt
+                     : kind == "hpcc_flows" ? parse_hpcc_flows(*text, path, nodes, err)
+                                            : parse_htsim_cm(*text, path, nodes, err);
+        if (!flows) fail(err);
+        w.flows = std::move(*flows);
+        if (kind == "hpcc_flows") {
+            // Run from the first flow's start, not from HPCC's warm-up (2 s of idle time
+            // in every sample file and time series otherwise); fct_hpcc.txt restores it.
+            w.time_origin = w.flows.front().start;
+            for (Flow& f : w.flows) f.start -= w.time_origin;
+        }
+    } else if (!file.empty()) {
+        s.bad(s.node("file"), "file", "applies only to kind = \"hpcc_flows\" or \"htsim_cm\"");
+    }
+    w.kind = kind == "explicit" || imported ? WorkloadKind::kExplicit
              : kind == "incast"         ? WorkloadKind::kIncast
              : kind == "permutation"    ? WorkloadKind::kPermutation
              : kind == "all_to_all"     ? WorkloadKind::kAllToAll
@@ -400,6 +468,8 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
     w.first_sender = s.u32("first_sender", 0, 0, part - 1);
     w.start = s.duration_us("start_us", {}, 0, 1e9);
     w.traffic_class = static_cast<uint8_t>(s.u32("traffic_class", 0, 0, kMaxTrafficClasses - 1));
+    if (imported)
+        for (Flow& f : w.flows) f.traffic_class = w.traffic_class;
     w.load = s.real("load", 0.3, 0, 1);
     w.cdf = s.string("cdf", "");
     w.duration = s.duration_us("duration_us", w.duration, 0, 1e9);
@@ -495,7 +565,7 @@ void read_faults(const Ctx& ctx, const toml::array* faults, RunSpec& r, uint32_t
 
 void read_run(Section& root, RunSpec& r, const std::string& base_dir) {
     r.loss = 0;
-    read_topology(root.sub("topology"), r);
+    read_topology(root.sub("topology"), r, base_dir);
     const uint32_t hosts = host_count(r.topology);
     Section fabric = root.sub("fabric");
     r.loss = fabric.real("loss", 0, 0, 1);

@@ -60,6 +60,9 @@ struct WorkloadSpec {
     SimDuration duration = std::chrono::microseconds(1000);  // background arrivals window
     uint64_t max_flows = 0;       // background cap (0 = none)
     Workload flows;               // explicit; for the generators, extra flows after theirs
+    // hpcc_flows: the file's time of the run's 0, its first flow's start (HPCC's
+    // traffic_gen.py starts flows at 2 s); fct_hpcc.txt adds it back to its start column.
+    SimDuration time_origin{0};
 };
 
 enum class FaultKind : uint8_t { kPlaneDown, kPlaneUp, kCableDown, kCableUp, kLoss, kRate, kBurstLoss };

@@ -205,24 +205,26 @@ class MroceDriver final : public Driver {
             const auto [a, b] = pairs_[i];
             const core::Connection* c = eps_[a]->connection(eps_[a]->connection_to(topo_.host(b).address()));
             if (!c) continue;
-            // Per path: the controller's window (0 while the path is suspect or failed: it
-            // carries nothing), its ECN α, and the rate that window carries over the path's
-            // RTT. Per connection: the windows' sum, the pacing rate and the latest hint.
-            const cc::CongestionControl& cc = c->congestion();
-            int64_t total = 0;
-            for (uint16_t p = 0; p < c->num_paths(); ++p) {
-                const core::TxPath& tp = c->tx_path(p);
-                const int64_t w = tp.state == core::PathState::kActive ? static_cast<int64_t>(cc.window_bytes(p)) : 0;
-                total += w;
-                const double rate = tp.has_rtt && tp.srtt.count() > 0
-                                        ? static_cast<double>(w) * 8 / static_cast<double>(tp.srtt.count())
-                                        : -1;
-                rows.push_back({t_us, i, p, w, rate, cc.ecn_alpha(p), -1});
+            // The live gauges of obs::snapshot_of, so a figure from a simulation and one
+            // from `mroce stat` plot the same quantity under the same name. A gauge's "none"
+            // (0, or -1 for α) is an empty field.
+            const obs::ConnectionSnapshot cs =
+                obs::snapshot_of(*c, time_from_ns(static_cast<int64_t>(t_us * 1000)));
+            const auto known = [](uint64_t v) { return v ? static_cast<int64_t>(v) : int64_t{-1}; };
+            for (const obs::PathSnapshot& ps : cs.paths) {
+                rows.push_back({.time_us = t_us, .conn = i, .path = ps.id,
+                                .state = obs::state_name(ps.state),
+                                .cwnd_bytes = static_cast<int64_t>(ps.cwnd_bytes),
+                                .srtt_ns = ps.srtt_ns ? ps.srtt_ns : -1,
+                                .in_flight_bytes = static_cast<int64_t>(ps.in_flight_bytes),
+                                .ecn_alpha = ps.ecn_alpha});
             }
-            const Time now = time_from_ns(static_cast<int64_t>(t_us * 1000));
-            const uint64_t pace = c->pacing_rate_bps(now);
-            rows.push_back({t_us, i, -1, total, pace ? static_cast<double>(pace) / 1e9 : -1, -1,
-                            c->rate_hint_mbps() ? c->rate_hint_mbps() / 1000.0 : -1});
+            rows.push_back({.time_us = t_us, .conn = i, .path = -1,
+                            .state = obs::state_name(cs.state),
+                            .in_flight_bytes = static_cast<int64_t>(cs.in_flight_bytes),
+                            .window_rate_bps = known(cs.window_rate_bps),
+                            .pacing_rate_bps = known(cs.pacing_rate_bps),
+                            .rate_hint_mbps = known(cs.rate_hint_mbps)});
         }
     }
 
@@ -328,10 +330,11 @@ class RoceDriver final : public Driver {
         for (uint32_t i = 0; i < conns && i < all_qps_.size(); ++i) {
             const auto [h, qpn] = all_qps_[i];
             const rocev2::QueuePair* qp = engines_[h]->qp(qpn);
-            const double rate = spec_.rocev2.config.dcqcn.enabled
-                                    ? static_cast<double>(qp->dcqcn.rate_bps()) / 1e9
-                                    : static_cast<double>(spec_.topology.cable.rate_bps) / 1e9;
-            rows.push_back({t_us, i, -1, -1, rate});
+            // DCQCN's current rate is what the QP's rate limiter paces at: pacing_rate_bps.
+            const uint64_t rate = spec_.rocev2.config.dcqcn.enabled ? qp->dcqcn.rate_bps()
+                                                                    : spec_.topology.cable.rate_bps;
+            rows.push_back({.time_us = t_us, .conn = i, .path = -1,
+                            .pacing_rate_bps = static_cast<int64_t>(rate)});
         }
     }
 
@@ -356,6 +359,7 @@ uint32_t host_hops(const TopologyConfig& t, uint32_t a, uint32_t b) {
             if (a / edge == b / edge) return 2;
             return a / pod == b / pod ? 4 : 6;
         }
+        case TopologyKind::kGraph: return graph_paths(t.graph, a).at(b).hops;
     }
     return 2;
 }
@@ -591,7 +595,19 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
 
     // propagation_ps: the cables between two hosts, their own host cables included (the
     // slowest plane's when cable_delays give planes different delays).
+    // A graph's paths differ per pair: its hops, delays and bottleneck come from the
+    // graph itself (graph_paths, per source host as flows need them).
+    std::map<uint32_t, std::vector<GraphPath>> graph_from;
+    const auto graph_path = [&](uint32_t a, uint32_t b) -> const GraphPath& {
+        auto it = graph_from.find(a);
+        if (it == graph_from.end()) it = graph_from.emplace(a, graph_paths(tc.graph, a)).first;
+        return it->second.at(b);
+    };
+    const auto hops_between = [&](uint32_t a, uint32_t b) {
+        return tc.kind == TopologyKind::kGraph ? graph_path(a, b).hops : host_hops(tc, a, b);
+    };
     const auto propagation_ps = [&](uint32_t a, uint32_t b) {
+        if (tc.kind == TopologyKind::kGraph) return static_cast<double>(to_ps(graph_path(a, b).delay));
         const uint32_t hops = host_hops(tc, a, b);
         return static_cast<double>((hops - 2) * to_ps(tc.cable.delay) + to_ps(max_host_cable_delay(tc, a)) +
                                    to_ps(max_host_cable_delay(tc, b)));
@@ -607,10 +623,14 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     for (const Flow& f : wl) {
         FlowOutcome& o = out.flows[f.id];
         o.flow = f;
+        // A graph's bottleneck may be below the hosts' line rate.
+        const double r = tc.kind == TopologyKind::kGraph
+                             ? std::min(rate, static_cast<double>(graph_path(f.src, f.dst).rate_bps))
+                             : rate;
         const uint64_t pkts = (f.bytes + mtu - 1) / mtu;
-        const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (rate * static_cast<double>(lanes)) * 1e12;
-        const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / rate * 1e12;
-        o.ideal_ps = static_cast<int64_t>(propagation_ps(f.src, f.dst) + (host_hops(tc, f.src, f.dst) - 1) * pkt + ser);
+        const double ser = static_cast<double>(f.bytes + pkts * hdr) * 8 / (r * static_cast<double>(lanes)) * 1e12;
+        const double pkt = static_cast<double>(std::min<uint64_t>(f.bytes, mtu) + hdr) * 8 / r * 1e12;
+        o.ideal_ps = static_cast<int64_t>(propagation_ps(f.src, f.dst) + (hops_between(f.src, f.dst) - 1) * pkt + ser);
     }
 
     // Flow state: WRs outstanding, dependencies outstanding, dependents.
@@ -695,7 +715,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         const double pkt = static_cast<double>(mtu + hdr) * 8 / rate * 1e12;
         double rtt_ps = 0;
         for (uint32_t s : senders)
-            rtt_ps = std::max(rtt_ps, 2 * (propagation_ps(s, receiver) + (host_hops(tc, s, receiver) - 1) * pkt) + pkt);
+            rtt_ps = std::max(rtt_ps, 2 * (propagation_ps(s, receiver) + (hops_between(s, receiver) - 1) * pkt) + pkt);
         im.base_rtt_us = rtt_ps / 1e6;
         im.bdp_bytes = static_cast<uint64_t>(rate * static_cast<double>(tc.planes) / 8 * rtt_ps / 1e12);
         for (uint32_t p = 0; p < tc.planes; ++p) {

@@ -42,14 +42,21 @@ struct QueueRow {
     uint32_t port;  // index into RunResult::queue_port_names
     uint64_t bytes;
 };
+// CcRow: one cc.csv row. The fields are obs::ConnectionSnapshot's / PathSnapshot's under
+// the live system's names (docs/observability.md); -1 (or null state) = empty: not
+// applicable to the row or the protocol, or not known yet.
 struct CcRow {
     double time_us;
     uint32_t conn;
-    int32_t path;          // -1 = the connection / QP
-    int64_t window_bytes;  // -1 = not applicable
-    double rate_gbps;      // < 0 = not applicable
-    int32_t alpha = -1;    // ECN fraction in 1/1024; -1 = not applicable
-    double hint_gbps = -1; // the receiver's latest hint; < 0 = not applicable
+    int32_t path;                  // -1 = the connection / QP
+    const char* state = nullptr;   // obs::state_name of the path or connection
+    int64_t cwnd_bytes = -1;       // path: the controller's window
+    int64_t srtt_ns = -1;          // path
+    int64_t in_flight_bytes = -1;  // path and connection
+    int32_t ecn_alpha = -1;        // path: CE-marked fraction in 1/1024
+    int64_t window_rate_bps = -1;  // connection
+    int64_t pacing_rate_bps = -1;  // connection (RoCEv2: the QP's DCQCN rate)
+    int64_t rate_hint_mbps = -1;   // connection: the latest hint received
 };
 
 // ClassMetrics: the flows of one traffic class, and the PFC pauses sent for it.

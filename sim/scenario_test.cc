@@ -130,7 +130,7 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
     const std::vector<Case> cases = {
         {std::string(kBase) + "colour = 3\n", "s.toml:14: unknown key 'workload.colour'"},
         {"[topology]\nleaves = \"two\"\n", "s.toml:2: 'topology.leaves' must be an integer"},
-        {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree, not 'torus'"},
+        {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree|hpcc, not 'torus'"},
         {"[fabric]\nloss = 1.5\n", "s.toml:2: 'fabric.loss' must be in [0, 1]"},
         {"[topology.ecn]\nmode = \"red\"\nkmn_bytes = 5\n", "s.toml:3: unknown key 'topology.ecn.kmn_bytes'"},
         {"[[faults]]\nkind = \"plane_down\"\nplane = 3\n", "'faults[0].plane' must be in 0..0"},

@@ -47,6 +47,24 @@ std::string check_topology_config(const TopologyConfig& c) {
             if (c.k > 64) return "fat-tree k must be at most 64";
             hosts = uint64_t{c.k} * c.k * c.k / 4;
             break;
+        case TopologyKind::kGraph: {
+            // sim/import.h names the problem with its file and line; this is the backstop.
+            const GraphSpec& g = c.graph;
+            if (g.is_switch.size() != g.nodes) return "graph: is_switch must have one entry per node";
+            std::vector<uint32_t> host_links(g.nodes, 0);
+            for (const GraphLink& l : g.links) {
+                if (l.a >= g.nodes || l.b >= g.nodes || l.a == l.b) return "graph: a link with a bad end";
+                if (!g.is_switch[l.a] && !g.is_switch[l.b]) return "graph: a link between two hosts";
+                if (l.rate_bps == 0 || l.loss < 0 || l.loss >= 1) return "graph: a link with a bad rate or loss";
+                for (uint32_t n : {l.a, l.b})
+                    if (!g.is_switch[n]) ++host_links[n];
+            }
+            for (uint32_t n : g.host_nodes)
+                if (n >= g.nodes || g.is_switch[n] || host_links[n] != 1) return "graph: every host needs exactly one link";
+            if (g.host_nodes.size() < 2) return "graph: fewer than 2 hosts";
+            hosts = g.host_nodes.size();
+            break;
+        }
     }
     if (hosts > kMaxHosts) return "too many hosts for the address plan (max 131070)";
     for (const TopologyConfig::HostCableDelay& e : c.cable_delays) {
@@ -72,6 +90,9 @@ Topology::Topology(Sim& sim, const TopologyConfig& config) : sim_(sim), config_(
             break;
         case TopologyKind::kFatTree:
             n_hosts = config_.k * config_.k * config_.k / 4;
+            break;
+        case TopologyKind::kGraph:
+            n_hosts = static_cast<uint32_t>(config_.graph.host_nodes.size());
             break;
     }
     HostConfig hc = config_.host;
@@ -196,8 +217,44 @@ void Topology::build_plane(uint32_t plane) {
             }
             break;
         }
+        case TopologyKind::kGraph: {
+            // Switches in node order (named by their node id, "sw<id>"); a ToR (tier 0) is
+            // one with a host on it. Each link becomes a cable with its own rate (the
+            // ports at both ends), delay and loss (the wires).
+            const GraphSpec& g = config_.graph;
+            std::vector<uint32_t> host_of(g.nodes, UINT32_MAX), switch_of(g.nodes, UINT32_MAX);
+            for (uint32_t h = 0; h < g.host_nodes.size(); ++h) host_of[g.host_nodes[h]] = h;
+            std::vector<bool> tor(g.nodes, false);
+            for (const GraphLink& l : g.links) {
+                if (!g.is_switch[l.a]) tor[l.b] = true;
+                if (!g.is_switch[l.b]) tor[l.a] = true;
+            }
+            for (uint32_t n = 0; n < g.nodes; ++n)
+                if (g.is_switch[n]) switch_of[n] = add_switch(tor[n] ? 0 : 1, plane, "sw", n);
+            for (const GraphLink& l : g.links) {
+                if (!g.is_switch[l.a] || !g.is_switch[l.b]) {
+                    const bool a_host = !g.is_switch[l.a];
+                    const uint32_t h = host_of[a_host ? l.a : l.b];
+                    connect_host(h, plane, switch_of[a_host ? l.b : l.a]);
+                    switches_[cables_.back().b.node]->port(cables_.back().b.port).set_rate(l.rate_bps);
+                } else {
+                    connect_switches(switch_of[l.a], switch_of[l.b], plane, l.rate_bps);
+                }
+                graph_links_.push_back(&l);
+            }
+            break;
+        }
     }
-    for (size_t i = first_cable; i < cables_.size(); ++i) wire_up(cables_[i]);
+    for (size_t i = first_cable; i < cables_.size(); ++i) {
+        wire_up(cables_[i]);
+        if (config_.kind == TopologyKind::kGraph) {
+            const GraphLink& l = *graph_links_[i];
+            for (Link* w : {cables_[i].a_to_b.get(), cables_[i].b_to_a.get()}) {
+                w->config().delay = l.delay;
+                w->config().loss_probability = l.loss;
+            }
+        }
+    }
 }
 
 size_t Topology::host_cable(uint32_t host, uint32_t plane) const {
@@ -348,6 +405,48 @@ FabricTotals Topology::totals() const {
         }
     }
     return t;
+}
+
+std::vector<GraphPath> graph_paths(const GraphSpec& g, uint32_t src) {
+    // Breadth-first over switches from src's ToR, keeping per node the least delay and the
+    // best bottleneck over the shortest paths that reach it (a DAG by BFS layer).
+    struct Hop {
+        uint32_t peer;
+        const GraphLink* link;
+    };
+    std::vector<std::vector<Hop>> adj(g.nodes);
+    for (const GraphLink& l : g.links) {
+        adj[l.a].push_back({l.b, &l});
+        adj[l.b].push_back({l.a, &l});
+    }
+    std::vector<GraphPath> at(g.nodes);
+    std::vector<bool> seen(g.nodes, false);
+    const uint32_t start = g.host_nodes.at(src);
+    seen[start] = true;
+    at[start] = GraphPath{0, SimDuration{0}, UINT64_MAX};
+    std::vector<uint32_t> frontier{start}, next;
+    while (!frontier.empty()) {
+        next.clear();
+        for (uint32_t n : frontier) {
+            if (n != start && !g.is_switch[n]) continue;  // hosts never forward
+            for (const Hop& h : adj[n]) {
+                const GraphPath via{at[n].hops + 1, at[n].delay + h.link->delay,
+                                    std::min(at[n].rate_bps, h.link->rate_bps)};
+                if (!seen[h.peer]) {
+                    seen[h.peer] = true;
+                    at[h.peer] = via;
+                    next.push_back(h.peer);
+                } else if (at[h.peer].hops == via.hops) {
+                    at[h.peer].delay = std::min(at[h.peer].delay, via.delay);
+                    at[h.peer].rate_bps = std::max(at[h.peer].rate_bps, via.rate_bps);
+                }
+            }
+        }
+        frontier.swap(next);
+    }
+    std::vector<GraphPath> out;
+    for (uint32_t n : g.host_nodes) out.push_back(at[n]);
+    return out;
 }
 
 }  // namespace mroce::sim

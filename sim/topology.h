@@ -30,7 +30,35 @@
 
 namespace mroce::sim {
 
-enum class TopologyKind : uint8_t { kSingleSwitch, kLeafSpine, kFatTree };
+enum class TopologyKind : uint8_t { kSingleSwitch, kLeafSpine, kFatTree, kGraph };
+
+// GraphSpec: an explicit graph (kGraph), as an imported topology file describes it
+// (sim/import.h): nodes 0..nodes-1, some of them switches, and links, each with its own
+// rate, delay and loss. The hosts are the other nodes, in node order: host i is node
+// host_nodes[i], cabled by its one link to a switch. Every plane is a copy of the graph.
+struct GraphLink {
+    uint32_t a = 0, b = 0;  // node ids
+    uint64_t rate_bps = 0;
+    SimDuration delay{0};
+    double loss = 0;        // per packet, each direction
+};
+struct GraphSpec {
+    uint32_t nodes = 0;
+    std::vector<bool> is_switch;       // by node id
+    std::vector<GraphLink> links;
+    std::vector<uint32_t> host_nodes;  // node id of host i (the non-switch nodes, in order)
+};
+
+// GraphPath: what an idle fabric offers between two hosts of a graph over its shortest
+// paths (fewest cables): cables crossed, the least propagation delay and the best
+// bottleneck rate among those paths (ECMP may pick any of them).
+struct GraphPath {
+    uint32_t hops = 0;
+    SimDuration delay{0};
+    uint64_t rate_bps = 0;
+};
+// graph_paths returns, for host src of g, the GraphPath to every host (index: host).
+std::vector<GraphPath> graph_paths(const GraphSpec& g, uint32_t src);
 
 // The parameters every cable shares: rate of the ports at both ends, propagation delay,
 // jitter. Switch buffers, ECN and PFC come from TopologyConfig::switches.
@@ -54,6 +82,10 @@ struct TopologyConfig {
     double oversubscription = 1.0;
 
     uint32_t k = 4;  // kFatTree: even k; k^3/4 hosts, k pods of k/2 edge + k/2 aggregation
+
+    // kGraph: the graph. cable.rate_bps is then its hosts' line rate, cable.delay its
+    // longest link delay (for timers sized by the fabric); each cable keeps its own.
+    GraphSpec graph;
 
     CableConfig cable;
     // Per-cable delay of host cables (both wires), overriding cable.delay: so one fabric
@@ -184,6 +216,7 @@ class Topology {
     std::vector<Cable> cables_;
     std::vector<std::vector<size_t>> host_cables_;  // [host][plane] -> cable
     std::vector<std::unique_ptr<TapSink>> taps_;    // capture points, spliced in
+    std::vector<const GraphLink*> graph_links_;     // kGraph: each cable's link (config_.graph)
 };
 
 }  // namespace mroce::sim

@@ -38,7 +38,7 @@ uint32_t add_flow(Workload& w, uint32_t src, uint32_t dst, uint64_t bytes, SimDu
 
 void incast(Workload& w, const std::vector<uint32_t>& senders, uint32_t receiver, uint64_t bytes,
             SimDuration start) {
-    for (uint32_t s : senders) add_flow(w, s, receiver, bytes, start);
+    for (uint32_t s : senders) w[add_flow(w, s, receiver, bytes, start)].hpcc_dport = Flow::kHpccIncast;
 }
 
 void permutation(Workload& w, uint32_t hosts, uint64_t bytes, Rng& rng) {

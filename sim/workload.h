@@ -29,6 +29,11 @@ struct Flow {
     SimDuration start{0};       // earliest start, from the beginning of the run
     uint8_t traffic_class = 0;
     std::vector<uint32_t> depends_on;  // flow ids that must complete first
+    // HPCC's destination port, which its analysis reads as the flow's kind (fct_hpcc.txt;
+    // analysis/fct_analysis.py keeps dport 100 as "normal", 200 as "incast"): an HPCC
+    // flow file's own, else kHpccNormal, or kHpccIncast for the incast generator's flows.
+    uint16_t hpcc_dport = kHpccNormal;
+    static constexpr uint16_t kHpccNormal = 100, kHpccIncast = 200;
 };
 
 using Workload = std::vector<Flow>;

@@ -414,7 +414,10 @@ private:
     bool write_json(const std::vector<Json>& results) {
         Json out;
         out["test_info"] = test_info(o_, side_->local_line(), side_->remote_line(), side_->offload());
-        out["results"] = results.size() == 1 ? results.front() : Json(results);
+        // One shape with or without -a: an array of per-size rows, in size order
+        // (tools/README.md, "JSON output"). perftest writes one object and, under -a,
+        // rewrites the file per size so only the last survives; an array keeps every size.
+        out["results"] = Json(results);
         std::ofstream f(o_.json_path);
         if (f) f << out.dump(2) << "\n";
         if (!f) {

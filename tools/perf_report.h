@@ -1,5 +1,6 @@
 // tools/perf_report.h — results of `mroce perf`: perftest's tables on stdout, perftest's
-// JSON shape ({"test_info": {...}, "results": {...}}) with our counters added.
+// JSON keys ({"test_info": {...}, "results": [{...}, ...]}, one row per size) with our
+// counters added.
 //
 // A result is built once, as JSON, by the side that measured it (the client); the server
 // receives the same object over the control connection and prints it, so both sides print

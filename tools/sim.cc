@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "obs/export.h"
 #include "sim/capture_spec.h"
 #include "sim/host.h"
+#include "sim/import.h"
 #include "sim/pcap.h"
 #include "sim/scenario.h"
 #include "sim/scenario_run.h"
@@ -106,8 +108,31 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
     return j;
 }
 
-// write_run writes one run's directory: fct.txt and the three time-series CSVs.
-bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::string& err) {
+// write_fct_hpcc writes fct_hpcc.txt: HPCC's own fct.txt (third.cc's qp_finish), for its
+// analysis/fct_analysis.py as it is: `sip dip sport dport size start_ns fct_ns
+// standalone_fct_ns` with HPCC's addresses of the hosts' node ids (an HPCC topology's
+// own ids, else the host index), sport HPCC's per-pair counter from 10000 in flow order,
+// and dport the flow's (100, or 200 for an incast's flows; an HPCC flow file's own), which
+// is how fct_analysis.py tells normal from incast flows; start times are an HPCC flow
+// file's own (docs/sim.md).
+void write_fct_hpcc(fmt::ostream& out, const sim::RunOutput& r, const sim::RunSpec& spec) {
+    const auto node = [&](uint32_t host) {
+        return spec.topology.kind == sim::TopologyKind::kGraph ? spec.topology.graph.host_nodes.at(host) : host;
+    };
+    const int64_t origin_ps = sim::to_ps(spec.workload.time_origin);  // an HPCC flow file's own times
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> next_sport;
+    for (const sim::FlowOutcome& o : r.flows) {
+        const uint32_t sport = next_sport.try_emplace({o.flow.src, o.flow.dst}, 10000).first->second++;
+        if (!o.completed) continue;
+        out.print("{:08x} {:08x} {} {} {} {} {} {}\n", sim::hpcc_node_ipv4(node(o.flow.src)),
+                  sim::hpcc_node_ipv4(node(o.flow.dst)), sport, o.flow.hpcc_dport, o.flow.bytes,
+                  (o.start_ps + origin_ps) / 1000, (o.finish_ps - o.start_ps) / 1000, o.ideal_ps / 1000);
+    }
+}
+
+// write_run writes one run's directory: fct.txt, fct_hpcc.txt and the three time-series CSVs.
+bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, const sim::RunSpec& spec,
+               std::string& err) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) {
@@ -122,6 +147,8 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
                       o.src_port, o.dst_port, o.flow.bytes, o.start_ps / 1000, (o.finish_ps - o.start_ps) / 1000,
                       o.ideal_ps / 1000);
         }
+        auto hpcc = fmt::output_file((dir / "fct_hpcc.txt").string());
+        write_fct_hpcc(hpcc, r, spec);
         auto tp = fmt::output_file((dir / "throughput.csv").string());
         tp.print("time_us,flow,gbps\n");
         for (const sim::ThroughputRow& t : r.throughput) {
@@ -132,13 +159,16 @@ bool write_run(const std::filesystem::path& dir, const sim::RunOutput& r, std::s
         q.print("time_us,port,bytes\n");
         for (const sim::QueueRow& row : r.queue) q.print("{:.3f},{},{}\n", row.time_us, r.queue_port_names[row.port], row.bytes);
         auto cc = fmt::output_file((dir / "cc.csv").string());
-        cc.print("time_us,conn,path,window_bytes,rate_gbps,alpha,hint_gbps\n");
+        // The live system's names and units (docs/observability.md, docs/sim.md).
+        cc.print("time_us,conn,path,state,cwnd_bytes,srtt_ns,in_flight_bytes,ecn_alpha,"
+                 "window_rate_bps,pacing_rate_bps,rate_hint_mbps\n");
+        const auto field = [](int64_t v) { return v < 0 ? std::string() : std::to_string(v); };
         for (const sim::CcRow& row : r.cc) {
-            const std::string w = row.window_bytes < 0 ? "" : std::to_string(row.window_bytes);
-            const std::string rate = row.rate_gbps < 0 ? "" : fmt::format("{:.6g}", row.rate_gbps);
-            const std::string alpha = row.alpha < 0 ? "" : fmt::format("{:.4f}", row.alpha / 1024.0);
-            const std::string hint = row.hint_gbps < 0 ? "" : fmt::format("{:.6g}", row.hint_gbps);
-            cc.print("{:.3f},{},{},{},{},{},{}\n", row.time_us, row.conn, row.path, w, rate, alpha, hint);
+            const std::string alpha = row.ecn_alpha < 0 ? "" : fmt::format("{:.4f}", row.ecn_alpha / 1024.0);
+            cc.print("{:.3f},{},{},{},{},{},{},{},{},{},{}\n", row.time_us, row.conn, row.path,
+                     row.state ? row.state : "", field(row.cwnd_bytes), field(row.srtt_ns),
+                     field(row.in_flight_bytes), alpha, field(row.window_rate_bps),
+                     field(row.pacing_rate_bps), field(row.rate_hint_mbps));
         }
     } catch (const std::exception& e) {
         err = dir.string() + ": " + e.what();
@@ -250,7 +280,7 @@ int run_sim(const SimOptions& o) {
                 return 1;
             }
         }
-        if (!write_run(out / spec.label, r, err)) {
+        if (!write_run(out / spec.label, r, spec, err)) {
             std::fprintf(stderr, "mroce sim: %s\n", err.c_str());
             return 1;
         }

@@ -88,8 +88,7 @@ def main():
                                 env=env, capture_output=True, text=True, timeout=60)
         end = time.time()
         assert client.returncode == 0, client.stderr
-        results = json.load(open(out))["results"]
-        r = results[0] if isinstance(results, list) else results
+        r = json.load(open(out))["results"][0]  # one size: a one-row array
         perf_bps = r["bytes"] / r["seconds"]
 
         # rate() over the scrapes that saw the counter move: from the first scrape of the

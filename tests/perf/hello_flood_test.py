@@ -185,7 +185,7 @@ def run_round(mroce, flooder, seconds, flood, seed, perf_args):
         sampler.stop()
         check(rc == 0, f"server exited {rc}: {open(srv_out).read()[-2000:]}")
         with open(cli_json) as f:
-            r = json.load(f)["results"]
+            r = json.load(f)["results"][0]  # one size: a one-row array
         out = {"bw": r["BW_average"], "server_endpoint": r["server_endpoint"],
                "server_driver": r["server_driver"], "fds": sampler.fds, "rss": sampler.rss,
                "cpu": sampler.cpu[-1] - sampler.cpu[0]}

@@ -82,9 +82,26 @@ def run_ok(args, host="127.0.0.1"):
               f"the client wrote no --json file; its stderr: {out['client'][2].strip()}")
         with open(pair.json) as f:
             doc = json.load(f)  # raises on invalid JSON
+        check_shape(doc)
         return out["client"][1], out["server"][1], doc
     finally:
         pair.close()
+
+
+def check_shape(doc):
+    """results is always an array of per-size rows, with or without -a (tools/README.md)."""
+    rows = doc.get("results")
+    check(isinstance(rows, list) and rows, f"results is not a non-empty array: {rows!r:.200}")
+    check(all(isinstance(r, dict) and isinstance(r.get("MsgSize"), int) for r in rows),
+          f"a results row is not an object with MsgSize: {rows!r:.200}")
+
+
+def one(doc, size=None):
+    """The single row of a run without -a (one size): an array of exactly one row."""
+    rows = doc["results"]
+    check(isinstance(rows, list) and len(rows) == 1, f"one size gave {len(rows)} rows")
+    check(size is None or rows[0]["MsgSize"] == size, f"row for {rows[0]['MsgSize']}, not {size}")
+    return rows[0]
 
 
 def check_tables(stdout, title, head, sizes):
@@ -102,7 +119,7 @@ def check_tables(stdout, title, head, sizes):
 
 
 def check_bw(doc, size, messages, paths):
-    r = doc["results"]
+    r = one(doc, size)
     for key in ("MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate", "bytes",
                 "counters"):
         check(key in r, f"results has no {key}: {sorted(r)}")
@@ -121,7 +138,7 @@ def check_bw(doc, size, messages, paths):
 
 
 def check_lat(doc, size, iterations):
-    r = doc["results"]
+    r = one(doc, size)
     for key in ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "percentile_99",
                 "percentile_99.9"):
         check(key in r, f"results has no {key}: {sorted(r)}")
@@ -146,7 +163,7 @@ def case_write_bw():
     check("(server)" in server, "the server's banner does not say so")
     check_bw(doc, 65536, 300, 4)
     # Both endpoints' own counters: everything they received, nothing dropped.
-    r = doc["results"]
+    r = one(doc)
     for key in ("endpoint", "server_endpoint"):
         e = r.get(key, {})
         check(e.get("datagrams_received", 0) > 0 and e.get("bad_token") == 0
@@ -162,7 +179,7 @@ def case_send_bw_two_qps_gbits():
     check_bw(doc, 10000, 400, 8)
     check(doc["test_info"]["BW_unit"] == "Gb/sec", "BW_unit")
     # The server received every message the client completed.
-    check(doc["results"]["server_received_messages"] == 400, "server received count")
+    check(one(doc)["server_received_messages"] == 400, "server received count")
 
 
 def case_write_lat():
@@ -185,9 +202,14 @@ def case_all_sizes():
     sizes = [2 ** k for k in range(1, 24)]
     check_tables(client, "RDMA_Write BW Test", BW_HEAD, sizes)
     check_tables(server, "RDMA_Write BW Test", BW_HEAD, sizes)
+    # The same shape as one size (check_shape in run_ok): one row per size, in order, each
+    # with the keys a single size's row has.
     results = doc["results"]
-    check(isinstance(results, list) and len(results) == len(sizes), "one result per size")
+    check(len(results) == len(sizes), f"{len(results)} rows for {len(sizes)} sizes")
     for r, s in zip(results, sizes):
+        for key in ("MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate", "bytes",
+                    "counters"):
+            check(key in r, f"size {s}: row has no {key}: {sorted(r)}")
         check(r["MsgSize"] == s and r["bytes"] == 5 * s, f"size {s}: {r['bytes']} bytes")
 
 
@@ -195,7 +217,7 @@ def case_raw_bw():
     client, server, doc = run_ok(["--raw", "-s", "65536", "-n", "200"])
     check_tables(client, "Raw_UDP (RDMA_Write baseline) BW Test", BW_HEAD, [65536])
     check_tables(server, "Raw_UDP (RDMA_Write baseline) BW Test", BW_HEAD, [65536])
-    r = doc["results"]
+    r = one(doc, 65536)
     check(doc["test_info"]["transport"] == "udp-raw", "transport")
     check(r["datagrams_sent"] == 200 * 16, f"datagrams_sent {r['datagrams_sent']}")
     check(0 < r["bytes"] <= 65536 * 200, f"bytes {r['bytes']}")
@@ -267,7 +289,8 @@ def case_interval_bw_out_json():
         check(server.wait(timeout=TIMEOUT) == 0, "server failed")
         with open(out) as f:
             doc = json.load(f)
-        r = doc["results"]
+        check_shape(doc)
+        r = one(doc, 65536)
         iv = check_intervals(stdout, r, 0.25, 65536)
         check(4 <= len(iv) <= 7, f"{len(iv)} intervals for -D 1.2 -i 0.25")
         check(sum(x["bytes"] for x in iv) == r["bytes"], "interval bytes do not sum to the run's")
@@ -303,7 +326,9 @@ def case_interval_lat_and_raw():
                 path = os.path.join(cwd, "perftest_out.json")
                 check(os.path.exists(path), f"--out_json wrote no perftest_out.json: {os.listdir(cwd)}")
                 with open(path) as f:
-                    r = json.load(f)["results"]
+                    doc = json.load(f)
+                check_shape(doc)
+                r = one(doc)
                 if "--raw" in args:
                     # The table's figures are the server's; the rows count the client's sends.
                     iv = r.get("intervals", [])
@@ -377,7 +402,7 @@ def case_read_bw():
     client, server, doc = run_ok(["--verb", "read", "-s", "65536", "-n", "200", "--paths", "4"])
     for out in (client, server):
         check_tables(out, "RDMA_Read BW Test", BW_HEAD, [65536])
-    r = doc["results"]
+    r = one(doc, 65536)
     check(r["n_iterations"] == 200 and r["bytes"] == 65536 * 200, f"results {r}")
     check(r["BW_average"] > 0, "zero bandwidth")
     # READ data flows from the server: the client's paths received it.
@@ -407,7 +432,7 @@ def case_plane_ifs():
     # MetaRoCE and for --raw; an unknown interface is a one-line error.
     for extra in ([], ["--raw"]):
         _, _, doc = run_ok(extra + ["-s", "65536", "-n", "200", "--plane-ifs", "lo,lo"])
-        check(doc["results"]["bytes"] > 0, f"{extra}: nothing moved over bound paths")
+        check(one(doc)["bytes"] > 0, f"{extra}: nothing moved over bound paths")
     pair = Pair(["-s", "65536", "-n", "10"], client_extra=["--plane-ifs", "mroce-none0"])
     try:
         rc, _, err = pair.wait()["client"]
@@ -426,7 +451,7 @@ def case_cc_flags():
             ["--line-rate", "25"], ["--tc", "5", "--raw"])
     for extra in runs:
         _, server, doc = run_ok(["-s", "65536", "-n", "100", "--paths", "4"] + extra)
-        check(doc["results"]["bytes"] > 0, f"{extra}: nothing moved")
+        check(one(doc)["bytes"] > 0, f"{extra}: nothing moved")
         info = doc["test_info"]
         if "--no-hint" in extra:
             check(info["rate_hint"] is False, f"test_info {info}")

@@ -6,6 +6,7 @@ wall_seconds, and bad scenario files get a one-line error naming the key.
 
 usage: sim_cli_test.py MROCE_BINARY SCENARIOS_DIR
 """
+import csv
 import filecmp
 import json
 import os
@@ -69,7 +70,51 @@ def catalogue_keys():
     return set(re.findall(r"^\| `([a-z0-9_]+)`", doc, re.M)) | set(re.findall(r"sum: `mroce_([a-z0-9_]+)_total`", doc))
 
 
+def gauge_keys():
+    """The gauge keys of docs/observability.md's Gauges table (`| path `cwnd_bytes` |`)."""
+    with open(os.path.join(HERE, "..", "..", "docs", "observability.md")) as f:
+        doc = f.read()
+    return set(re.findall(r"^\| (?:connection|path) `([a-z0-9_]+)`", doc, re.M))
+
+
 CATALOGUE = catalogue_keys()
+GAUGES = gauge_keys()
+
+# cc.csv's columns: time, which connection and path, then the live gauges under their JSON
+# keys (docs/observability.md), so a simulated and a live figure plot the same quantity.
+CC_HEADER = ("time_us,conn,path,state,cwnd_bytes,srtt_ns,in_flight_bytes,ecn_alpha,"
+             "window_rate_bps,pacing_rate_bps,rate_hint_mbps")
+CC_PATH_STATES = {"active", "suspect", "failed"}
+CC_CONN_STATES = {"connecting", "established", "failed", "closed"}
+
+
+def check_cc(path, protocol, what):
+    """Every cc.csv gauge column is a key of docs/observability.md, and each row fills the
+    columns that belong to its kind (path or connection) with values of the right sort."""
+    columns = CC_HEADER.split(",")
+    missing = [c for c in columns[3:] if c not in GAUGES]
+    check(not missing, "cc.csv columns not in docs/observability.md: %s" % missing)
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    if not rows:  # a run shorter than output.sample_us, or with sampling off
+        return
+    for row in rows:
+        per_path = int(row["path"]) >= 0
+        if protocol != "mroce":
+            check(not per_path and int(row["pacing_rate_bps"]) > 0 and not row["cwnd_bytes"],
+                  "%s: RoCEv2 cc.csv row %r" % (what, row))
+        elif per_path:
+            check(row["state"] in CC_PATH_STATES and int(row["cwnd_bytes"]) > 0
+                  and not row["window_rate_bps"] and not row["rate_hint_mbps"],
+                  "%s: path row %r" % (what, row))
+            check(not row["ecn_alpha"] or 0 <= float(row["ecn_alpha"]) <= 1, "%s: ecn_alpha %r" % (what, row))
+        else:
+            check(row["state"] in CC_CONN_STATES and not row["cwnd_bytes"] and not row["srtt_ns"],
+                  "%s: connection row %r" % (what, row))
+    if protocol == "mroce":
+        # Something was measured: an RTT on a path and a window rate on a connection.
+        check(any(r["srtt_ns"] for r in rows) and any(r["window_rate_bps"] for r in rows),
+              "%s: no srtt_ns or window_rate_bps in cc.csv" % what)
 
 
 def check_contract(out, name):
@@ -110,13 +155,14 @@ def check_contract(out, name):
         check(0 <= m["goodput_fraction"] <= 1.0, "%s/%s: goodput_fraction %s" % (name, r["label"], m["goodput_fraction"]))
         d = os.path.join(out, r["dir"])
         headers = {"throughput.csv": "time_us,flow,gbps", "queue.csv": "time_us,port,bytes",
-                   "cc.csv": "time_us,conn,path,window_bytes,rate_gbps,alpha,hint_gbps"}
+                   "cc.csv": CC_HEADER}
         for fname, header in headers.items():
             with open(os.path.join(d, fname)) as f:
                 lines = f.read().splitlines()
             check(lines and lines[0] == header, "%s/%s/%s: header %r" % (name, r["label"], fname, lines[:1]))
             for line in lines[1:]:
                 check(len(line.split(",")) == len(header.split(",")), "%s/%s/%s: row %r" % (name, r["label"], fname, line))
+        check_cc(os.path.join(d, "cc.csv"), r["protocol"], "%s/%s" % (name, r["label"]))
         with open(os.path.join(d, "fct.txt")) as f:
             fct = f.read().splitlines()
         check(len(fct) == m["completed_flows"], "%s/%s: fct.txt has %d lines for %d completed flows"
@@ -155,7 +201,7 @@ def test_determinism():
         check(sa == sb, "summary.json differs between identical runs")
         check(sa["seed"] == 5, "--seed not applied")
         for r in sa["runs"]:
-            for fname in ("fct.txt", "throughput.csv", "queue.csv", "cc.csv"):
+            for fname in ("fct.txt", "fct_hpcc.txt", "throughput.csv", "queue.csv", "cc.csv"):
                 fa, fb = os.path.join(a, r["dir"], fname), os.path.join(b, r["dir"], fname)
                 check(filecmp.cmp(fa, fb, shallow=False), "%s/%s differs between identical runs" % (r["dir"], fname))
         # A different seed changes something (the loss draws), or the test proves nothing.

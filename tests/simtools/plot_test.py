@@ -63,6 +63,11 @@ def write(path, text):
         f.write(text)
 
 
+# cc.csv's header as `mroce sim` writes it (docs/sim.md).
+CC_HEADER = ("time_us,conn,path,state,cwnd_bytes,srtt_ns,in_flight_bytes,ecn_alpha,"
+             "window_rate_bps,pacing_rate_bps,rate_hint_mbps")
+
+
 def run_files(run_dir, rng, flows, ports=3, conns=2):
     """Writes a complete, contract-following set of per-run files."""
     tp = ["time_us,flow,gbps"]
@@ -79,12 +84,17 @@ def run_files(run_dir, rng, flows, ports=3, conns=2):
         for p in range(ports):
             q.append(f"{t},leaf{p % 2}/p{p},{rng.randrange(0, 300000)}")
     write(os.path.join(run_dir, "queue.csv"), "\n".join(q) + "\n")
-    cc = ["time_us,conn,path,window_bytes,rate_gbps"]
+    cc = [CC_HEADER]
     for t in range(0, 200, 10):
         for c in range(conns):
-            cc.append(f"{t},{c},-1,{rng.randrange(10000, 200000)},")
+            rate = rng.randrange(10**9, 10**11)
+            cc.append(f"{t},{c},-1,established,,,{rng.randrange(0, 10**6)},,{rate},{rate // 2},"
+                      f"{rng.randrange(1000, 100000)}")
             for path in range(4):
-                cc.append(f"{t},{c},{path},{rng.randrange(1000, 50000)},{rng.uniform(1, 25):.3f}")
+                state = "failed" if path == 3 and t >= 100 else "active"
+                cc.append(f"{t},{c},{path},{state},{rng.randrange(1000, 50000)},"
+                          f"{rng.randrange(2000, 9000)},{rng.randrange(0, 50000)},"
+                          f"{rng.uniform(0, 1):.4f},,,")
     write(os.path.join(run_dir, "cc.csv"), "\n".join(cc) + "\n")
     fct = []
     for fl in range(flows):
@@ -138,11 +148,10 @@ def main():
                 run_files(os.path.join(sweep, label), rng, flows=4)
         write(os.path.join(sweep, "summary.json"), json.dumps(summary(runs), indent=1))
         # Damage some runs: header-only, missing, malformed.
-        write(os.path.join(sweep, "rocev2-loss0.001", "cc.csv"),
-              "time_us,conn,path,window_bytes,rate_gbps\n")
+        write(os.path.join(sweep, "rocev2-loss0.001", "cc.csv"), CC_HEADER + "\n")
         os.remove(os.path.join(sweep, "rocev2-loss0.01", "fct.txt"))
         write(os.path.join(sweep, "rocev2-loss0.01", "cc.csv"),
-              "time_us,conn,path,window_bytes,rate_gbps\n0,0,-1,,\n10,0,-1,,\n")
+              CC_HEADER + "\n0,0,-1,,,,,,,,\n10,0,-1,,,,,,,,\n")
         write(os.path.join(sweep, "mroce-loss0.01", "queue.csv"),
               "time_us,port,bytes\n0,leaf0/p0,12\n5,leaf0/p0,lots\n")
         write(os.path.join(sweep, "mroce-loss0.01", "throughput.csv"), "")

@@ -62,7 +62,7 @@ def run_pair(testbed, mroce, extra):
     result = None
     if os.path.exists(path):
         with open(path) as f:
-            result = json.load(f)["results"]
+            result = json.load(f)["results"][0]  # one size: a one-row array
         os.unlink(path)
     print(f"  client rc {client.returncode}: {cerr.strip()}\n  server rc {server.returncode}: {serr.strip()}")
     return (client.returncode, cerr, result), (server.returncode, serr)
