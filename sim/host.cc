@@ -97,8 +97,8 @@ void Host::drain_events() {
 }
 
 void Host::pump_transmit() {
-    // One poll, unless the datagram it gives is held by a paused class: then another
-    // class may have something that can go, so poll again while the NIC allows it.
+    // Poll while the NIC can take a datagram (can_take_datagram): while a port is idle,
+    // and, with several classes, past datagrams that paused classes hold.
     while (engine_ && can_take_datagram()) {
         if (!spare_) spare_ = sim_.packets().acquire();
         PacketBytes& buf = spare_->bytes;
@@ -133,12 +133,11 @@ void Host::pump_transmit() {
         // so a datagram of an unpaused class starts at once, without queueing.
         if (!held && !port.in_service) {
             begin_service(port, std::move(packet), cls);
-            return;
+            continue;  // another port may be idle too
         }
         port.waiting[cls].push_back(std::move(packet));
         port.waiting_classes |= bit;
-        ++waiting_;
-        if (!held) return;  // next on its busy port
+        ++waiting_;  // next on its busy port; can_take_datagram says whether to poll on
     }
 }
 
