@@ -1,6 +1,8 @@
 // sim/scenario_run.cc — one scenario run: topology, engines, workload, faults, sampling.
 #include "sim/scenario_run.h"
 
+#include "sim/recovery.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -17,6 +19,7 @@
 #include "obs/snapshot.h"
 #include "sim/capture.h"
 #include "sim/faults.h"
+#include "sim/recovery.h"
 #include "wire/data.h"
 
 namespace mroce::sim {
@@ -513,6 +516,32 @@ class IncastTap final : public PacketTap {
     std::vector<std::vector<std::pair<int64_t, uint64_t>>> history_;  // (time ps, placed)
 };
 
+// recovery_after_fault: issue 14's recovery_us for the run's first plane or cable cut.
+// A plane cut leaves (planes - 1) / planes of the hosts' capacity; a cable cut is measured
+// against the rate before it (what a cut switch-to-switch cable leaves of the fabric
+// depends on the traffic, so the full rate is the honest bar).
+std::optional<double> recovery_after_fault(const RunSpec& spec, uint32_t planes, const RunOutput& out,
+                                           int64_t end_ps) {
+    const auto fault = std::find_if(spec.faults.begin(), spec.faults.end(), [](const FaultSpec& f) {
+        return f.kind == FaultKind::kPlaneDown || f.kind == FaultKind::kCableDown;
+    });
+    if (fault == spec.faults.end() || spec.output.sample.count() <= 0) return std::nullopt;
+    RecoveryInput in;
+    in.width_us = static_cast<double>(to_ps(spec.output.sample)) / 1e6;
+    in.fault_us = static_cast<double>(to_ps(fault->at)) / 1e6;
+    if (fault->kind == FaultKind::kPlaneDown && planes > 1)
+        in.surviving = static_cast<double>(planes - 1) / planes;
+    in.before_us = 5 * in.width_us;
+    int64_t until_ps = end_ps;
+    for (const FlowOutcome& o : out.flows)
+        if (o.finish_ps >= 0 && o.finish_ps > to_ps(fault->at)) until_ps = std::min(until_ps, o.finish_ps);
+    // Only bins that end by the first finish after the fault: the drain is not recovery.
+    in.until_us = static_cast<double>(until_ps) / 1e6;
+    for (const ThroughputRow& r : out.throughput)
+        if (r.flow == -1 && r.time_us <= in.until_us) in.bins.push_back({r.time_us, r.gbps});
+    return recovery_us(in);
+}
+
 }  // namespace
 
 bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& err, const RunHook& hook,
@@ -887,6 +916,7 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         }
         m.stall_p99_us = ns_to_us(stalls_ns.quantile(0.99));
     }
+    m.recovery_us = recovery_after_fault(spec, tc.planes, out, to_ps(sim.now()));
     if (incast) {
         for (auto [s, p] : bottleneck)
             im.queue_peak_bytes = std::max(im.queue_peak_bytes, topo.switch_at(s).port(p).stats().max_queue_bytes);

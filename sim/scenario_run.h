@@ -103,6 +103,9 @@ struct RunMetrics {
     double drop_fraction = 0;
     uint64_t data_packets_sent = 0, data_drops = 0;
     double stall_p99_us = 0;  // p99 over started flows of FlowOutcome::longest_gap_ps
+    // fault runs: from the first plane or cable cut until goodput stays at 95% of what it
+    // leaves (sim/recovery.h); nullopt: no such fault, or not recovered before a flow ended.
+    std::optional<double> recovery_us;
     RetransmitReasons retransmits_by_reason;
     uint64_t timeouts = 0, path_failures = 0;
     std::optional<IncastMetrics> incast;

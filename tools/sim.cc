@@ -71,6 +71,7 @@ nlohmann::ordered_json metrics_json(const sim::RunMetrics& m) {
     j["stop_reason"] = m.stop_reason;
     j["drop_fraction"] = m.drop_fraction;
     j["stall_p99_us"] = m.stall_p99_us;
+    if (m.recovery_us) j["recovery_us"] = *m.recovery_us;
     const sim::RetransmitReasons& r = m.retransmits_by_reason;
     j["retransmits_by_reason"] = {{"sack", r.sack}, {"timeout", r.timeout}, {"probe", r.probe},
                                   {"path_failure", r.path_failure}, {"rnr", r.rnr}, {"read_request", r.read_request}};

@@ -365,6 +365,20 @@ def test_plane_failure():
                   "plane-failure %s: %d of %d flows, %d failed ops, stop %s"
                   % (sets, m["completed_flows"], m["flows"], m["failed_ops"], m["stop_reason"]))
             check(m["drops"] > 0, "plane-failure %s: the dead plane dropped nothing" % sets)
+    # recovery_us (issue 14): two hosts over 4 planes, flows long enough to settle after the
+    # cut at 200 us. The fabric's base RTT is about 8 us; issue 14's bar is 20 base RTTs.
+    with tempfile.TemporaryDirectory() as out:
+        p = run([path, "--out", out, *set_args(["workload.hosts=2", "workload.bytes=33554432"])])
+        check(p.returncode == 0, "plane-failure recovery: %s" % p.stderr.strip())
+        if p.returncode == 0:
+            m = json.load(open(os.path.join(out, "summary.json")))["runs"][0]["metrics"]
+            rec = m.get("recovery_us")
+            check(rec is not None and 0 < rec <= 160, "plane-failure: recovery_us %s" % rec)
+    # A run without a fault has no recovery_us.
+    with tempfile.TemporaryDirectory() as out:
+        p = run([path, "--out", out, *set_args(["faults=[]", "workload.hosts=2"])])
+        m = json.load(open(os.path.join(out, "summary.json")))["runs"][0]["metrics"]
+        check("recovery_us" not in m, "a run without a fault reports recovery_us")
     print("ok: plane failure")
 
 
