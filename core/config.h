@@ -76,7 +76,7 @@ struct EndpointConfig {
     // [PATH-12] a path with nothing in flight whose last this-many ACK rounds the peer has
     // not echoed, the oldest sent longer ago than the echo timeout, is failed: its ACKs
     // are dying on a dead return route. 0 turns the rule off (for comparison).
-    uint32_t return_fail_rounds = 8;
+    uint32_t return_fail_rounds = 16;
     // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
     // the last ACK on any path is younger than this (a quiet peer, not a dead route).
     Duration stall_tolerance = 50ms;

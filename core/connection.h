@@ -469,6 +469,7 @@ private:
     }
     static constexpr uint16_t kNoAckRound = 0xffff;
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
+    static constexpr uint8_t kRepeatsForLostReplies = 2;  // [PATH-12] item 6
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
     static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs

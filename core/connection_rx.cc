@@ -551,9 +551,12 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     path_stats_[p.path_id].psns_skipped += rp.window.advance_to(p.psn_floor - 1);
     // [PATH-12]: the same PROBE again, still waiting for PSNs we had all received and
     // acknowledged in our reply to it: that reply died on its way back, both copies.
-    if (rp.probe_answered_whole && p.next_psn == rp.answered_next_psn && p.psn_floor == rp.answered_floor &&
-        seq_lt(p.psn_floor, p.next_psn))
-        reply_lost(rp, now);
+    // Random loss takes both copies of one reply now and then (p^2); twice in a row (p^4)
+    // is what a dead return route does.
+    const bool repeated = rp.probe_answered_whole && p.next_psn == rp.answered_next_psn &&
+                          p.psn_floor == rp.answered_floor && seq_lt(p.psn_floor, p.next_psn);
+    rp.probe_repeats = repeated ? static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255)) : 0;
+    if (rp.probe_repeats >= kRepeatsForLostReplies) reply_lost(rp, now);
     rp.probe_answered_whole = seq_ge(rp.window.cum(), p.next_psn - 1);
     rp.answered_next_psn = p.next_psn;
     rp.answered_floor = p.psn_floor;

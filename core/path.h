@@ -90,6 +90,7 @@ struct RxPath {
     // [PATH-12]: the last PROBE answered with everything below its next_psn received, and
     // the return paths its reply's copies left on (kNoPath: not sent yet).
     bool probe_answered_whole = false;
+    uint8_t probe_repeats = 0;  // consecutive unchanged PROBEs after a whole answer
     uint32_t answered_next_psn = 0;
     uint32_t answered_floor = 0;
     std::array<uint16_t, 2> reply_paths{kNoPath, kNoPath};
