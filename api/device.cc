@@ -101,6 +101,7 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     DeviceState* raw = st.get();
     DriverConfig dcfg;
     dcfg.spin = cfg.spin;
+    dcfg.trace = cfg.stage_trace;
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
     if (!driver) return driver.error();
@@ -320,6 +321,7 @@ size_t CompletionQueue::poll(std::span<Completion> out) {
         out[n++] = cq_->queue.front();
         cq_->queue.pop_front();
     }
+    if (n && state_->cfg.stage_trace) state_->cfg.stage_trace->stamp(Stage::kPolled, static_cast<uint32_t>(n));
     return n;
 }
 
@@ -351,6 +353,7 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
         out[n++] = cq_->queue.front();
         cq_->queue.pop_front();
     }
+    if (n && state_->cfg.stage_trace) state_->cfg.stage_trace->stamp(Stage::kPolled, static_cast<uint32_t>(n));
     return n;
 }
 
@@ -439,6 +442,7 @@ Error QueuePair::post_send(const SendWr& wr) {
         if (s != QpState::kRts) return Error::kWrongState;
         const Error e = st.endpoint->post_send(number_, wr, st.now());
         if (e != Error::kOk) return e;
+        if (st.cfg.stage_trace) st.cfg.stage_trace->stamp(Stage::kPost);
     }
     state_->driver->notify();
     return Error::kOk;

@@ -89,6 +89,10 @@ struct DeviceConfig {
     ProgressMode progress = ProgressMode::kThread;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
+    // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
+    // (the default): no tracing.
+    StageTrace* stage_trace = nullptr;
     // When the Device is destroyed, send CLOSE on every connection: the peers' outstanding
     // work, their posted receives included, flushes at once. false leaves the peers to
     // find out as from a host that vanished: their pending requests fail after the

@@ -161,6 +161,7 @@ void Driver::flush_tx() {
     }
     stats_.datagrams_out += *r;
     tx_next_ += *r;
+    if (*r && cfg_.trace) cfg_.trace->stamp(Stage::kSent, static_cast<uint32_t>(*r));
     if (tx_next_ < tx_count_) ++stats_.tx_retries;
 }
 
@@ -189,6 +190,7 @@ bool Driver::pass_inner() {
     size_t nrx = 0;
     if (auto r = dp_.recv_batch(rx_)) {
         nrx = *r;
+        if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));
     } else {
         ++stats_.datapath_errors;
     }
@@ -215,6 +217,7 @@ bool Driver::pass_inner() {
             }
             engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
         }
+        if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kEngineRx, static_cast<uint32_t>(nrx));
         // A full receive batch means more input is waiting, and it may be the ACKs that
         // answer the due timers (after this thread was descheduled, say): drain it first,
         // for a bounded number of passes, instead of declaring packets lost that arrived.
@@ -245,6 +248,7 @@ bool Driver::pass_inner() {
             // A full batch means the engine may have more; otherwise it is drained until
             // the next input (a datagram, a timer or posted work).
             want_poll_ = tx_count_ == kBatch;
+            if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
         }
         // A pacing deadline is due until poll_transmit sends the paced packet, so the
         // deadline is checked after polling: still due with room left in the batch means
@@ -254,6 +258,7 @@ bool Driver::pass_inner() {
             sink_(*e);
             ++events;
         }
+        if (events && cfg_.trace) cfg_.trace->stamp(Stage::kCompleted, static_cast<uint32_t>(events));
         next_deadline_ns_.store(to_ns(engine_.next_deadline()));
     }
     stats_.datagrams_in += nrx;
@@ -337,6 +342,7 @@ void Driver::wait(Duration max) {
         n = ::epoll_wait(epoll_fd_, evs, 3, static_cast<int>(ms));
     }
     sleeping_.store(false);
+    if (n > 0 && cfg_.trace) cfg_.trace->stamp(Stage::kWoke, static_cast<uint32_t>(n));
     bool posted = false;
     bool timer = false;
     for (int i = 0; i < n; ++i) {

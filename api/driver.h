@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/stage_trace.h"
 #include "core/engine.h"
 #include "datapath/datapath.h"
 #include "util/result.h"
@@ -41,6 +42,9 @@ struct DriverConfig {
     // connections' packets wait behind it (issue 17, finding 8; docs/security.md). The
     // rest of each batch (up to kBatch) carries on. kBatch or more: no bound.
     uint32_t max_handshakes_per_pass = 16;
+    // Where the passes stamp their stages (api/stage_trace.h); nullptr: no tracing, at the
+    // cost of one branch per stage. Not owned; it outlives the driver.
+    StageTrace* trace = nullptr;
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().
