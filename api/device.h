@@ -89,6 +89,16 @@ struct DeviceConfig {
     ProgressMode progress = ProgressMode::kThread;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // busy_poll: for latency-sensitive applications (issue 19), the device never sleeps
+    // while it waits for the network: the progress thread (kThread) polls its sockets in a
+    // loop instead of sleeping in epoll once `spin` has passed, and CompletionQueue::wait
+    // polls the queue (in kManual moving the packets itself) instead of sleeping. The
+    // endpoint socket also asks for SO_BUSY_POLL (udp.busy_poll_us, 50 µs unless set),
+    // which helps on a NAPI NIC only. It saves a wake-up per message (the scheduler's and,
+    // in a VM, the hypervisor's) at the price of a core per progress thread and per waiting
+    // thread, busy or not: on a machine with fewer idle cores than spinners it is slower
+    // than sleeping (docs/results.md, "busy-poll").
+    bool busy_poll = false;
     // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
     // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
     // (the default): no tracing.

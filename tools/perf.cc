@@ -56,6 +56,7 @@ Json options_json(const Options& o) {
     j["line_rate_gbps"] = o.line_rate_gbps;
     j["report_gbits"] = o.report_gbits;
     j["offload"] = o.offload;
+    j["busy_poll"] = o.busy_poll;
     j["stages"] = o.stages;
     return j;
 }
@@ -157,6 +158,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.line_rate_gbps = r.number("line_rate_gbps", 0.0);
     o.report_gbits = r.boolean("report_gbits", false);
     o.offload = r.boolean("offload", true);
+    o.busy_poll = r.boolean("busy_poll", false);
     o.stages = r.boolean("stages", false);
     if (!r.error().empty()) return r.error();
     if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
@@ -528,6 +530,9 @@ void register_perf(CLI::App& app) {
                     "print a row every SECONDS while running, as iperf3 (client; also in --json "
                     "\"intervals\")")
         ->check(CLI::Range(0.01, 86400.0));
+    cmd->add_flag("--busy-poll", o->busy_poll,
+                  "both sides spin on their sockets while waiting (lower latency, a core each; "
+                  "default: poll briefly, then sleep)");
     cmd->add_flag("--stages", o->stages,
                   "latency: time each stage of both sides (post, engine, send, receive, "
                   "completion) into the JSON, for scripts/latency-stages.py");

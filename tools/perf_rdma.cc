@@ -53,6 +53,8 @@ constexpr uint32_t kServeOobCheckEvery = 256;
 // --raw's server uses the same rule.
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
+// Latency runs follow the same rule unless --busy-poll: then both sides spin throughout
+// (issue 19; docs/results.md "busy-poll").
 // --stages keeps this many stamps per side: about the last 1,500 round trips of a WRITE
 // ping-pong (about 11 stamps per side each). The server's go back in its "done" message,
 // which must stay below the control channel's 1 MiB (about 35 bytes of JSON a stamp).
@@ -169,6 +171,7 @@ public:
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
         cfg.udp.plane_devices = o_.plane_ifs;
         cfg.metrics = o_.metrics;
+        cfg.busy_poll = o_.busy_poll;
         if (o_.stages) {
             trace_ = std::make_unique<api::StageTrace>(kStageStamps);
             cfg.stage_trace = trace_.get();
@@ -354,7 +357,7 @@ public:
             const bool busy = dev_->progress();
             size_t n = cq_->poll(comps);
             bool slept = false;
-            if (o_.mode == Mode::kBandwidth) {
+            if (o_.mode == Mode::kBandwidth || !o_.busy_poll) {
                 const auto now = Clock::now();
                 if (busy || n > 0) {
                     last_busy = now;
@@ -570,9 +573,17 @@ private:
             }
             ++sends_outstanding;
             bool replied = false;
+            auto last_busy = t;
             for (uint64_t loop = 0; !replied; ++loop) {
-                dev_->progress();
-                const size_t n = cq_->poll(comps);
+                const bool busy = dev_->progress();
+                size_t n = cq_->poll(comps);
+                if (!o_.busy_poll) {  // the serve loop's rule: poll for kSpin, then sleep
+                    const auto now = Clock::now();
+                    if (busy || n > 0)
+                        last_busy = now;
+                    else if (now - last_busy > kSpin)
+                        n = cq_->wait(comps, kIdleSleep);
+                }
                 for (size_t i = 0; i < n; ++i) {
                     const api::Completion& c = comps[i];
                     if (!succeeded(c, error)) return std::nullopt;
