@@ -182,29 +182,37 @@ void Driver::account_time(Time now) {
 bool Driver::pass_inner() {
     ++stats_.passes;
     bool did = false;
-    if (tx_next_ < tx_count_) {
+    // answer_first: a held batch goes out after what the engine produces in this pass.
+    const bool held = held_;
+    held_ = false;
+    if (!held && tx_next_ < tx_count_) {
         const size_t before = tx_next_;
         flush_tx();
         did = tx_next_ != before;
     }
     size_t nrx = 0;
-    if (auto r = dp_.recv_batch(rx_)) {
-        nrx = *r;
-        if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));
-    } else {
-        ++stats_.datapath_errors;
+    // A pass that sends a held batch sends the answer first: what arrived meanwhile (the
+    // peer's ACK of our previous message, usually) waits for the next pass.
+    if (!held) {
+        if (auto r = dp_.recv_batch(rx_)) {
+            nrx = *r;
+            if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));
+        } else {
+            ++stats_.datapath_errors;
+        }
     }
     const bool posted = work_pending_.exchange(false);
     const Time now = dp_.now();
     account_time(now);
     const bool due = to_ns(now) >= next_deadline_ns_.load();
-    const bool can_poll = tx_next_ >= tx_count_;
+    const bool can_poll = held || tx_next_ >= tx_count_;
     if (nrx > 0 || posted || due) want_poll_ = true;
-    if (nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
+    if (!held && nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
         if (did) ++stats_.busy_passes;
         return did;
     }
     uint64_t events = 0;
+    uint64_t completions = 0;
     {
         std::lock_guard<std::mutex> g(engine_mu_);
         // Handshakes first pass the per-pass bound: a pass's engine work, and the RETRYs it
@@ -235,7 +243,8 @@ bool Driver::pass_inner() {
             }
         }
         if (want_poll_ && can_poll) {
-            tx_count_ = tx_next_ = 0;
+            const size_t first_new = held ? tx_count_ : 0;
+            if (!held) tx_count_ = tx_next_ = 0;
             while (tx_count_ < kBatch) {
                 const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_,
                                                 datagram_size_);
@@ -245,6 +254,12 @@ bool Driver::pass_inner() {
                 p.data = slot.first(n);
                 ++tx_count_;
             }
+            // The answer first, then the held datagrams (group_by_port keeps this order
+            // between sockets).
+            if (held)
+                std::rotate(tx_.begin() + static_cast<ptrdiff_t>(tx_next_),
+                            tx_.begin() + static_cast<ptrdiff_t>(first_new),
+                            tx_.begin() + static_cast<ptrdiff_t>(tx_count_));
             // A full batch means the engine may have more; otherwise it is drained until
             // the next input (a datagram, a timer or posted work).
             want_poll_ = tx_count_ == kBatch;
@@ -255,6 +270,7 @@ bool Driver::pass_inner() {
         // the engine would have the driver spin.
         if (timed_out && engine_.next_deadline() <= now && !want_poll_) ++stats_.stuck_deadlines;
         while (auto e = engine_.poll_event()) {
+            completions += e->kind == core::EventKind::kCompletion;
             sink_(*e);
             ++events;
         }
@@ -265,8 +281,13 @@ bool Driver::pass_inner() {
     stats_.events += events;
     if (nrx > 0 || events > 0) did = true;
     if (tx_next_ < tx_count_) {
-        group_by_port();
-        flush_tx();
+        if (cfg_.answer_first && completions > 0 && !held && tx_count_ - tx_next_ <= kAnswerFirstMax) {
+            held_ = true;  // the next pass sends them, after the application's answer
+            ++stats_.held_for_answer;
+        } else {
+            group_by_port();
+            flush_tx();
+        }
         did = true;
     }
     if (did) ++stats_.busy_passes;

@@ -8,7 +8,9 @@ round trip, the median and p99 of its duration over every measured ping-pong.
 A round trip starts at the client's post of its WRITE_WITH_IMM and ends when the client's
 CQ poll returns the peer's answer (the last `polled` before the next `post`). Between them,
 each side's stages are matched in order: the first stamp of the next stage after the
-previous one. The stages' medians need not add up to the median round trip (medians do
+previous one (the client's last ones: the last before the end). A `sent` stamp follows a
+whole batch (the answer's sendmmsg and a held ACK's), so the rows that cross from one
+process to the other run from `engine_tx` to the peer's `received`. The stages' medians need not add up to the median round trip (medians do
 not add), but their means do, and the table prints both.
 
 usage: scripts/latency-stages.py [--mroce build/mroce] [-n 20000] [--busy-poll] [--json FILE]
@@ -55,21 +57,19 @@ def run(mroce, args):
 # side and stage after the previous one. C: client, S: server.
 FORWARD = [
     ("C post -> engine produced DATA", "C", "engine_tx"),
-    ("C sendmmsg (loopback delivery included)", "C", "sent"),
-    ("S notices: wake-up / poll + recvmmsg", "S", "received"),
+    ("C sendmmsg, loopback, S notices (poll/wake, recvmmsg)", "S", "received"),
     ("S engine: decode, place, complete", "S", "engine_rx"),
     ("S completion routed to the CQ", "S", "completed"),
-    ("S rest of the pass (its ACK: engine + sendmmsg)", "S", "polled"),
+    ("S rest of the pass (sends, if not held)", "S", "polled"),
     ("S application: repost receive, post answer", "S", "post"),
     ("S post -> engine produced DATA", "S", "engine_tx"),
-    ("S sendmmsg", "S", "sent"),
 ]
 BACK = [  # matched backwards from the end of the round trip: the last such stamp before it
-    ("C notices: wake-up / poll + recvmmsg", "C", "received"),
+    ("S sendmmsg, loopback, C notices (poll/wake, recvmmsg)", "C", "received"),
     ("C engine: decode, place, complete", "C", "engine_rx"),
     ("C completion routed to the CQ", "C", "completed"),
 ]
-LAST = "C rest of the pass (its ACK: engine + sendmmsg)"
+LAST = "C rest of the pass (sends, if not held)"
 
 
 def breakdown(result, skip=16):
