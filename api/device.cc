@@ -105,9 +105,8 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     // busy_poll: the progress thread's spin never ends, so it never sleeps.
     dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
     dcfg.trace = cfg.stage_trace;
-    // In manual progress the application runs the passes: its answer to a pass's
-    // completions can leave before their ACK (DriverConfig::answer_first).
-    dcfg.answer_first = cfg.progress == ProgressMode::kManual;
+    // Only in manual progress does the application run the passes itself.
+    dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
     if (!driver) return driver.error();

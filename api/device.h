@@ -99,6 +99,13 @@ struct DeviceConfig {
     // thread, busy or not: on a machine with fewer idle cores than spinners it is slower
     // than sleeping (docs/results.md, "busy-poll").
     bool busy_poll = false;
+    // answer_first: in manual progress, a pass's ACKs wait for the application's answer
+    // to the completions that pass delivered, and leave after it (DriverConfig::
+    // answer_first): a request-response application that answers at once saves the ACK's
+    // system call on every exchange (mroce perf --lat sets it; docs/results.md). An
+    // application that does not call progress() soon after its completions delays its
+    // ACKs by as much. No effect with a progress thread.
+    bool answer_first = false;
     // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
     // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
     // (the default): no tracing.

@@ -219,6 +219,7 @@ def busy_poll_ab(a):
     keys = ("t_typical", "percentile_99", "percentile_99.9")
     lat = {name: {k: [] for k in keys} for name, _ in runs}
     cpu = {name: [] for name, _ in runs}
+    failed = {name: 0 for name, _ in runs}
     hog = None
     if a.hog:
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -227,7 +228,12 @@ def busy_poll_ab(a):
             print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
             k = rep % len(runs)
             for name, args in runs[k:] + runs[:k]:
-                r = perf(a.mroce, args)
+                try:
+                    r = perf(a.mroce, args)
+                except RuntimeError as e:  # a starved spinner's peer may be declared dead
+                    failed[name] += 1
+                    print(f"{name:>16}: FAILED: {e}", flush=True)
+                    continue
                 for key in keys:
                     lat[name][key].append(r[key])
                 trips = r["n_iterations"] + 16  # the warm-up round trips ran too
@@ -249,13 +255,16 @@ def busy_poll_ab(a):
         raw = "raw busy-poll" if "busy-poll" in name else "raw"
         cols = []
         for key, label in zip(keys, ("p50", "p99", "p99.9")):
+            if not lat[name][key]:
+                continue
             v = statistics.median(lat[name][key])
             ratio = ""
-            if name.startswith("mroce"):
+            if name.startswith("mroce") and len(lat[name][key]) == len(lat[raw][key]):
                 pairs = [m / r for m, r in zip(lat[name][key], lat[raw][key]) if r]
                 ratio = f" ({statistics.median(pairs):.2f}x)"
             cols.append(f"{label} {v:.2f}{ratio}")
-        print(f"{name:>16}: {', '.join(cols)} us; CPU {statistics.median(cpu[name]):.1f} us/round trip")
+        print(f"{name:>16}: {', '.join(cols)} us; CPU {statistics.median(cpu[name]):.1f} us/round trip"
+              + (f"; {failed[name]} of {a.reps} runs failed" if failed[name] else ""))
     return 0
 
 

@@ -172,6 +172,8 @@ public:
         cfg.udp.plane_devices = o_.plane_ifs;
         cfg.metrics = o_.metrics;
         cfg.busy_poll = o_.busy_poll;
+        // A ping-pong answers every completion at once: its ACK may wait for the answer.
+        cfg.answer_first = o_.mode == Mode::kLatency;
         if (o_.stages) {
             trace_ = std::make_unique<api::StageTrace>(kStageStamps);
             cfg.stage_trace = trace_.get();
