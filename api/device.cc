@@ -71,7 +71,9 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
     }
     auto st = std::make_shared<DeviceState>();
     st->cfg = cfg;
-    auto dp = datapath::UdpDatapath::open(cfg.local, cfg.udp, error);
+    datapath::UdpOptions udp = cfg.udp;
+    if (cfg.busy_poll && udp.busy_poll_us == 0) udp.busy_poll_us = kBusyPollSocketUs;
+    auto dp = datapath::UdpDatapath::open(cfg.local, udp, error);
     if (!dp) return dp.error();
     st->dp = std::move(dp).value();
     st->local = st->dp->local_address();
@@ -100,7 +102,11 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
 
     DeviceState* raw = st.get();
     DriverConfig dcfg;
-    dcfg.spin = cfg.spin;
+    // busy_poll: the progress thread's spin never ends, so it never sleeps.
+    dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
+    dcfg.trace = cfg.stage_trace;
+    // Only in manual progress does the application run the passes itself.
+    dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
     if (!driver) return driver.error();
@@ -320,6 +326,7 @@ size_t CompletionQueue::poll(std::span<Completion> out) {
         out[n++] = cq_->queue.front();
         cq_->queue.pop_front();
     }
+    if (n && state_->cfg.stage_trace) state_->cfg.stage_trace->stamp(Stage::kPolled, static_cast<uint32_t>(n));
     return n;
 }
 
@@ -331,6 +338,19 @@ void CompletionQueue::set_notify(void (*fn)(void*), void* arg) {
 
 size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (state_->cfg.busy_poll) {
+        // DeviceConfig::busy_poll: no sleep, so no wake-up to wait for. In manual mode this
+        // thread moves the packets; otherwise it helps the progress thread when that one is
+        // not running (try_progress), as an application that busy-polls a CQ would.
+        for (;;) {
+            if (size_t n = poll(out)) return n;
+            if (std::chrono::steady_clock::now() >= deadline) return 0;
+            if (state_->cfg.progress == ProgressMode::kManual)
+                (void)state_->driver->run_once();
+            else
+                (void)state_->driver->try_run_once();
+        }
+    }
     if (state_->cfg.progress == ProgressMode::kManual) {
         // Nobody else moves packets: drive the device while waiting, sleeping on its wake
         // fds whenever a pass found nothing to do.
@@ -351,6 +371,7 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
         out[n++] = cq_->queue.front();
         cq_->queue.pop_front();
     }
+    if (n && state_->cfg.stage_trace) state_->cfg.stage_trace->stamp(Stage::kPolled, static_cast<uint32_t>(n));
     return n;
 }
 
@@ -439,6 +460,7 @@ Error QueuePair::post_send(const SendWr& wr) {
         if (s != QpState::kRts) return Error::kWrongState;
         const Error e = st.endpoint->post_send(number_, wr, st.now());
         if (e != Error::kOk) return e;
+        if (st.cfg.stage_trace) st.cfg.stage_trace->stamp(Stage::kPost);
     }
     state_->driver->notify();
     return Error::kOk;

@@ -89,6 +89,27 @@ struct DeviceConfig {
     ProgressMode progress = ProgressMode::kThread;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // busy_poll: for latency-sensitive applications (issue 19), the device never sleeps
+    // while it waits for the network: the progress thread (kThread) polls its sockets in a
+    // loop instead of sleeping in epoll once `spin` has passed, and CompletionQueue::wait
+    // polls the queue (in kManual moving the packets itself) instead of sleeping. The
+    // endpoint socket also asks for SO_BUSY_POLL (udp.busy_poll_us, 50 µs unless set),
+    // which helps on a NAPI NIC only. It saves a wake-up per message (the scheduler's and,
+    // in a VM, the hypervisor's) at the price of a core per progress thread and per waiting
+    // thread, busy or not: on a machine with fewer idle cores than spinners it is slower
+    // than sleeping (docs/results.md, "busy-poll").
+    bool busy_poll = false;
+    // answer_first: in manual progress, a pass's ACKs wait for the application's answer
+    // to the completions that pass delivered, and leave after it (DriverConfig::
+    // answer_first): a request-response application that answers at once saves the ACK's
+    // system call on every exchange (mroce perf --lat sets it; docs/results.md). An
+    // application that does not call progress() soon after its completions delays its
+    // ACKs by as much. No effect with a progress thread.
+    bool answer_first = false;
+    // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
+    // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
+    // (the default): no tracing.
+    StageTrace* stage_trace = nullptr;
     // When the Device is destroyed, send CLOSE on every connection: the peers' outstanding
     // work, their posted receives included, flushes at once. false leaves the peers to
     // find out as from a host that vanished: their pending requests fail after the

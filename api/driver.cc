@@ -161,6 +161,7 @@ void Driver::flush_tx() {
     }
     stats_.datagrams_out += *r;
     tx_next_ += *r;
+    if (*r && cfg_.trace) cfg_.trace->stamp(Stage::kSent, static_cast<uint32_t>(*r));
     if (tx_next_ < tx_count_) ++stats_.tx_retries;
 }
 
@@ -181,28 +182,37 @@ void Driver::account_time(Time now) {
 bool Driver::pass_inner() {
     ++stats_.passes;
     bool did = false;
-    if (tx_next_ < tx_count_) {
+    // answer_first: a held batch goes out after what the engine produces in this pass.
+    const bool held = held_;
+    held_ = false;
+    if (!held && tx_next_ < tx_count_) {
         const size_t before = tx_next_;
         flush_tx();
         did = tx_next_ != before;
     }
     size_t nrx = 0;
-    if (auto r = dp_.recv_batch(rx_)) {
-        nrx = *r;
-    } else {
-        ++stats_.datapath_errors;
+    // A pass that sends a held batch sends the answer first: what arrived meanwhile (the
+    // peer's ACK of our previous message, usually) waits for the next pass.
+    if (!held) {
+        if (auto r = dp_.recv_batch(rx_)) {
+            nrx = *r;
+            if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));
+        } else {
+            ++stats_.datapath_errors;
+        }
     }
     const bool posted = work_pending_.exchange(false);
     const Time now = dp_.now();
     account_time(now);
     const bool due = to_ns(now) >= next_deadline_ns_.load();
-    const bool can_poll = tx_next_ >= tx_count_;
+    const bool can_poll = held || tx_next_ >= tx_count_;
     if (nrx > 0 || posted || due) want_poll_ = true;
-    if (nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
+    if (!held && nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
         if (did) ++stats_.busy_passes;
         return did;
     }
     uint64_t events = 0;
+    uint64_t completions = 0;
     {
         std::lock_guard<std::mutex> g(engine_mu_);
         // Handshakes first pass the per-pass bound: a pass's engine work, and the RETRYs it
@@ -215,6 +225,7 @@ bool Driver::pass_inner() {
             }
             engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
         }
+        if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kEngineRx, static_cast<uint32_t>(nrx));
         // A full receive batch means more input is waiting, and it may be the ACKs that
         // answer the due timers (after this thread was descheduled, say): drain it first,
         // for a bounded number of passes, instead of declaring packets lost that arrived.
@@ -232,7 +243,8 @@ bool Driver::pass_inner() {
             }
         }
         if (want_poll_ && can_poll) {
-            tx_count_ = tx_next_ = 0;
+            const size_t first_new = held ? tx_count_ : 0;
+            if (!held) tx_count_ = tx_next_ = 0;
             while (tx_count_ < kBatch) {
                 const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_,
                                                 datagram_size_);
@@ -242,26 +254,40 @@ bool Driver::pass_inner() {
                 p.data = slot.first(n);
                 ++tx_count_;
             }
+            // The answer first, then the held datagrams (group_by_port keeps this order
+            // between sockets).
+            if (held)
+                std::rotate(tx_.begin() + static_cast<ptrdiff_t>(tx_next_),
+                            tx_.begin() + static_cast<ptrdiff_t>(first_new),
+                            tx_.begin() + static_cast<ptrdiff_t>(tx_count_));
             // A full batch means the engine may have more; otherwise it is drained until
             // the next input (a datagram, a timer or posted work).
             want_poll_ = tx_count_ == kBatch;
+            if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
         }
         // A pacing deadline is due until poll_transmit sends the paced packet, so the
         // deadline is checked after polling: still due with room left in the batch means
         // the engine would have the driver spin.
         if (timed_out && engine_.next_deadline() <= now && !want_poll_) ++stats_.stuck_deadlines;
         while (auto e = engine_.poll_event()) {
+            completions += e->kind == core::EventKind::kCompletion;
             sink_(*e);
             ++events;
         }
+        if (events && cfg_.trace) cfg_.trace->stamp(Stage::kCompleted, static_cast<uint32_t>(events));
         next_deadline_ns_.store(to_ns(engine_.next_deadline()));
     }
     stats_.datagrams_in += nrx;
     stats_.events += events;
     if (nrx > 0 || events > 0) did = true;
     if (tx_next_ < tx_count_) {
-        group_by_port();
-        flush_tx();
+        if (cfg_.answer_first && completions > 0 && !held && tx_count_ - tx_next_ <= kAnswerFirstMax) {
+            held_ = true;  // the next pass sends them, after the application's answer
+            ++stats_.held_for_answer;
+        } else {
+            group_by_port();
+            flush_tx();
+        }
         did = true;
     }
     if (did) ++stats_.busy_passes;
@@ -337,6 +363,7 @@ void Driver::wait(Duration max) {
         n = ::epoll_wait(epoll_fd_, evs, 3, static_cast<int>(ms));
     }
     sleeping_.store(false);
+    if (n > 0 && cfg_.trace) cfg_.trace->stamp(Stage::kWoke, static_cast<uint32_t>(n));
     bool posted = false;
     bool timer = false;
     for (int i = 0; i < n; ++i) {

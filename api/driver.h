@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/stage_trace.h"
 #include "core/engine.h"
 #include "datapath/datapath.h"
 #include "util/result.h"
@@ -41,6 +42,18 @@ struct DriverConfig {
     // connections' packets wait behind it (issue 17, finding 8; docs/security.md). The
     // rest of each batch (up to kBatch) carries on. kBatch or more: no bound.
     uint32_t max_handshakes_per_pass = 16;
+    // Where the passes stamp their stages (api/stage_trace.h); nullptr: no tracing, at the
+    // cost of one branch per stage. Not owned; it outlives the driver.
+    StageTrace* trace = nullptr;
+    // answer_first: for a driver that the application itself runs (manual progress), the
+    // datagrams of a pass that delivered completions wait for the next run_once, which
+    // sends whatever the engine produced meanwhile first: the application's answer to
+    // those completions then leaves before their ACK instead of after it (issue 19: the
+    // ACK's system call was a third of a loopback round trip). Only a small batch (at most
+    // kAnswerFirstMax datagrams, an ACK's worth) waits, only once, and wait() sleeps at
+    // most kBackPressureRetry while it does. A progress thread gains nothing by it: the
+    // application answers on its own thread meanwhile.
+    bool answer_first = false;
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().
@@ -59,6 +72,7 @@ struct DriverStats {
     uint64_t wakeups_posted = 0;  // sleeps ended early by posted work (eventfd)
     uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
+    uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
     uint64_t stuck_deadlines = 0; // the engine's deadline was still due after on_timeout
                                   // and poll_transmit
@@ -84,6 +98,8 @@ public:
     // built, routed and (at the receiver) dequeued about twice as many skbs per byte. It
     // also holds a GRO super-packet whole (up to 15 such datagrams).
     static constexpr size_t kBatch = 120;
+    // The most datagrams DriverConfig::answer_first keeps for the next pass.
+    static constexpr size_t kAnswerFirstMax = 4;
 
     // create builds a driver over `engine` (guarded by `engine_mu`) and `datapath`; all
     // three must outlive it. It does not start the thread. Errors: kIo (eventfd or epoll
@@ -161,6 +177,7 @@ private:
     mutable std::mutex mu_;
     bool closed_ = false;
     bool want_poll_ = true;  // the engine may have datagrams to send
+    bool held_ = false;      // tx_ holds a batch for the next pass (answer_first)
     size_t datagram_size_ = 0;
     std::vector<std::byte> tx_arena_;  // kBatch slots of datagram_size_ (receive buffers
                                        // belong to the datapath)

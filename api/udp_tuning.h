@@ -64,6 +64,11 @@ inline core::EndpointConfig udp_endpoint_defaults() {
     return c;
 }
 
+// SO_BUSY_POLL a busy-polling device (DeviceConfig::busy_poll) asks for on its socket, in
+// µs, unless UdpOptions::busy_poll_us says otherwise: the kernel's suggested value
+// (Documentation/networking/napi.rst), about one wire round trip of a NIC with NAPI.
+inline constexpr int kBusyPollSocketUs = 50;
+
 // The delayed-ACK bound fit_udp_acks uses: far below the smallest probe timeout ([LOSS-4],
 // 200 µs), so a delayed ACK never looks like a lost one, and long enough that a path
 // receiving a few Gbit/s gathers several packets per ACK.

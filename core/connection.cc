@@ -448,6 +448,19 @@ void Connection::run_timers(Time now) {
         fail(Status::kPeerDead, now);
 }
 
+void Connection::settle_deadline() {
+    // [STREAM-5]: the delivery timers are a heap with lazy deletion: a message that
+    // completed leaves its entry behind. Those at the top would set the deadline, so they
+    // go now (stream_timer_expired skips the same ones when they fall due).
+    while (!delivery_timers_.empty()) {
+        const Timed& t = delivery_timers_.top();
+        const TxMessage* m = live_tx(ep_.stream_mut(t.stream), t.msg_seq);
+        if (m && m->delivery_deadline == t.at) break;
+        delivery_timers_.pop();
+    }
+    cached_deadline_ = exact_deadline();
+}
+
 Time Connection::exact_deadline() const {
     Time d = kNever;
     if (state_ == ConnState::kConnecting) d = hello_deadline_;

@@ -144,9 +144,15 @@ public:
     }
 
     void on_timeout(Time now);
-    // next_deadline is a lower bound of the earliest timer: exact after on_timeout, and
-    // only ever moved earlier by note_deadline in between. An early call to on_timeout is
-    // harmless (nothing is due yet) and makes it exact again.
+    // settle_deadline makes next_deadline exact again after input that may have ended
+    // timers (an ACK: the PTO of a path with nothing left in flight, the delivery timers
+    // of messages it completed), so that the engine is not woken for a timer that has
+    // nothing left to do (issue 19). One pass over the paths; the Endpoint calls it once
+    // per ACK, not per DATA packet.
+    void settle_deadline();
+    // next_deadline is a lower bound of the earliest timer: exact after on_timeout and
+    // settle_deadline, and only ever moved earlier by note_deadline in between. An early
+    // call to on_timeout is harmless (nothing is due yet) and makes it exact again.
     Time next_deadline() const {
         MROCE_SLOW_DCHECK(cached_deadline_ <= exact_deadline());
         return cached_deadline_;

@@ -616,6 +616,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
                 return count_decode_error(e);
             rx_ack_.common = common;
             c->on_ack(rx_ack_, now);
+            c->settle_deadline();  // the ACK may have ended timers (issue 19)
             break;
         }
         case wire::PacketType::kNack: {
@@ -687,8 +688,14 @@ void Endpoint::on_timeout(Time now) {
 
 Time Endpoint::next_deadline() const {
     flush_deadlines();
-    // Stale heap entries may be earlier than the real deadline; an early on_timeout is
-    // harmless and pops them.
+    // Stale heap entries (a connection's deadline moved) at the top would wake the driver
+    // for nothing (issue 19: a timer cancelled by an ACK); they go now, as on_timeout would
+    // skip them.
+    while (!timers_.empty()) {
+        const Connection* c = const_cast<Endpoint*>(this)->conn_mut(timers_.top().conn);
+        if (c && c->armed_deadline == timers_.top().at) break;
+        timers_.pop();
+    }
     Time conn = timers_.empty() ? kNever : timers_.top().at;
     // [CONN-24], [STREAM-15]: the next quiet period to end, so memory is freed on time.
     if (!retiring_conns_.empty()) conn = std::min(conn, retiring_conns_.front().at);

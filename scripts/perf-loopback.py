@@ -26,8 +26,15 @@ With --check-ab, each repetition runs 64 KiB bandwidth of WRITE, SEND and READ w
 prints the paired ratio (the numbers behind docs/results.md "Cost of perf --check"). WRITE
 runs -n 15000 (its check needs a slot per message, at most 1 GiB), the others -D.
 
+With --busy-poll-ab, each repetition runs only 8-byte WRITE latency (-n 20000), MetaRoCE
+and --raw, each with --busy-poll (both sides spin) and without (poll 50 us, then sleep),
+the four in an order that rotates per repetition, and prints their medians, the paired
+ratios to --raw of the same mode, and the CPU seconds both processes used per round trip.
+--hog adds one CPU-bound process (no CPU affinity) for the whole run: the loaded 2-core
+machine of issue 19, where three runnable threads share two cores.
+
 usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4] [--verbs DIR]
-                                [--integrity-ab] [--check-ab]
+                                [--integrity-ab] [--check-ab] [--busy-poll-ab [--hog]]
 """
 import argparse
 import json
@@ -204,6 +211,63 @@ def check_ab(a, d):
     return 0
 
 
+def busy_poll_ab(a):
+    """8-byte WRITE latency, MetaRoCE and --raw, with and without --busy-poll, rotated."""
+    base = ["--lat", "-s", "8", "-n", "20000"]
+    runs = [("mroce", base), ("mroce busy-poll", base + ["--busy-poll"]),
+            ("raw", base + ["--raw"]), ("raw busy-poll", base + ["--raw", "--busy-poll"])]
+    keys = ("t_typical", "percentile_99", "percentile_99.9")
+    lat = {name: {k: [] for k in keys} for name, _ in runs}
+    cpu = {name: [] for name, _ in runs}
+    failed = {name: 0 for name, _ in runs}
+    hog = None
+    if a.hog:
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for rep in range(a.reps):
+            print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
+            k = rep % len(runs)
+            for name, args in runs[k:] + runs[:k]:
+                try:
+                    r = perf(a.mroce, args)
+                except RuntimeError as e:  # a starved spinner's peer may be declared dead
+                    failed[name] += 1
+                    print(f"{name:>16}: FAILED: {e}", flush=True)
+                    continue
+                for key in keys:
+                    lat[name][key].append(r[key])
+                trips = r["n_iterations"] + 16  # the warm-up round trips ran too
+                cpu[name].append((r["cpu_client_s"] + r["cpu_server_s"]) / trips * 1e6)
+                c = r.get("counters", {})
+                timeouts = sum(p["timeouts"] for p in c.get("paths", []))
+                timeouts += sum(p["timeouts"] for p in r.get("server_counters", {}).get("paths", []))
+                extra = f"; path timeouts {timeouts}, retx {c.get('retransmits', 0)}" if c else ""
+                print(f"{name:>16}: p50 {r['t_typical']:.2f} us, p99 {r['percentile_99']:.2f} us, "
+                      f"p99.9 {r['percentile_99.9']:.2f} us; CPU {cpu[name][-1]:.1f} us per round "
+                      f"trip (both processes){extra}", flush=True)
+    finally:
+        if hog:
+            hog.kill()
+            hog.wait()
+    print(f"\nmedians of {a.reps}{' (with one CPU hog)' if a.hog else ''}; ratio: median of the "
+          f"per-repetition ratios to --raw in the same mode")
+    for name, _ in runs:
+        raw = "raw busy-poll" if "busy-poll" in name else "raw"
+        cols = []
+        for key, label in zip(keys, ("p50", "p99", "p99.9")):
+            if not lat[name][key]:
+                continue
+            v = statistics.median(lat[name][key])
+            ratio = ""
+            if name.startswith("mroce") and len(lat[name][key]) == len(lat[raw][key]):
+                pairs = [m / r for m, r in zip(lat[name][key], lat[raw][key]) if r]
+                ratio = f" ({statistics.median(pairs):.2f}x)"
+            cols.append(f"{label} {v:.2f}{ratio}")
+        print(f"{name:>16}: {', '.join(cols)} us; CPU {statistics.median(cpu[name]):.1f} us/round trip"
+              + (f"; {failed[name]} of {a.reps} runs failed" if failed[name] else ""))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mroce", default="build/mroce")
@@ -212,6 +276,9 @@ def main():
     ap.add_argument("--verbs", metavar="DIR", help="also run perftest on libibverbs.so.1 in DIR")
     ap.add_argument("--integrity-ab", action="store_true",
                     help="only 64 KiB WRITE bandwidth with and without the integrity trailer")
+    ap.add_argument("--busy-poll-ab", action="store_true",
+                    help="only 8-byte WRITE latency, mroce and --raw, with and without --busy-poll")
+    ap.add_argument("--hog", action="store_true", help="with --busy-poll-ab: one CPU hog alongside")
     ap.add_argument("--check-ab", action="store_true",
                     help="only 64 KiB WRITE, SEND and READ bandwidth with and without --check")
     a = ap.parse_args()
@@ -220,6 +287,8 @@ def main():
         return integrity_ab(a, d)
     if a.check_ab:
         return check_ab(a, d)
+    if a.busy_poll_ab:
+        return busy_poll_ab(a)
     bw_runs = [
         ("mroce 64K", ["-s", "65536"] + d),
         ("mroce 64K w256K", ["-s", "65536", "--window-kib", "256"] + d),

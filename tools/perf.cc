@@ -56,6 +56,8 @@ Json options_json(const Options& o) {
     j["line_rate_gbps"] = o.line_rate_gbps;
     j["report_gbits"] = o.report_gbits;
     j["offload"] = o.offload;
+    j["busy_poll"] = o.busy_poll;
+    j["stages"] = o.stages;
     return j;
 }
 
@@ -156,6 +158,8 @@ std::string adopt_options(const Json& j, Options& o) {
     o.line_rate_gbps = r.number("line_rate_gbps", 0.0);
     o.report_gbits = r.boolean("report_gbits", false);
     o.offload = r.boolean("offload", true);
+    o.busy_poll = r.boolean("busy_poll", false);
+    o.stages = r.boolean("stages", false);
     if (!r.error().empty()) return r.error();
     if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
     if (auto why = check_cc_options(o); !why.empty()) return "the client's " + why;
@@ -529,6 +533,12 @@ void register_perf(CLI::App& app) {
                     "print a row every SECONDS while running, as iperf3 (client; also in --json "
                     "\"intervals\")")
         ->check(CLI::Range(0.01, 86400.0));
+    cmd->add_flag("--busy-poll", o->busy_poll,
+                  "both sides spin on their sockets while waiting (lower latency, a core each; "
+                  "default: poll briefly, then sleep)");
+    cmd->add_flag("--stages", o->stages,
+                  "latency: time each stage of both sides (post, engine, send, receive, "
+                  "completion) into the JSON, for scripts/latency-stages.py");
     cmd->add_option("--metrics", o->metrics,
                     "serve Prometheus /metrics on ADDR:PORT while running (this side)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.

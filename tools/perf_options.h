@@ -68,6 +68,14 @@ struct Options {
     // --metrics ADDR:PORT: serve Prometheus /metrics from this side's device (this side
     // only, not sent to the peer; docs/observability.md).
     std::string metrics;
+    // --busy-poll: both sides spin on their sockets while they wait for the peer (lower
+    // latency, a core each); otherwise a waiting side polls for kSpin and then sleeps on
+    // the device's wake fds (issue 19).
+    bool busy_poll = false;
+    // --stages: both sides stamp each stage of their work (api/stage_trace.h) and the
+    // client's JSON carries the stamps of the latency run ("stages", "server_stages") for
+    // scripts/latency-stages.py.
+    bool stages = false;
 
     // The sizes to run, in order.
     std::vector<uint32_t> sizes() const;

@@ -70,6 +70,7 @@ public:
         datapath::UdpOptions opt;
         opt.gso = opt.gro = o_.offload;
         opt.recv_buffer_bytes = kRecvBufferBytes;
+        if (o_.busy_poll) opt.busy_poll_us = api::kBusyPollSocketUs;  // as the Device's
         for (size_t c = 0; c < o_.dscp_map.size() && c < opt.dscp_by_class.size(); ++c)
             opt.dscp_by_class[c] = static_cast<uint8_t>(o_.dscp_map[c]);
         // --plane-ifs: path p leaves on plane p mod P, as MetaRoCE's paths do ([PATH-1]).
@@ -155,7 +156,7 @@ public:
             bool slept = false;
             if (n > 0) {
                 quiet_since = now;
-            } else if (o_.mode == Mode::kBandwidth && now - quiet_since > kSpin) {
+            } else if ((o_.mode == Mode::kBandwidth || !o_.busy_poll) && now - quiet_since > kSpin) {
                 sleep_until_readable();
                 slept = true;
             }
@@ -340,9 +341,17 @@ private:
                 return std::nullopt;
             }
             bool replied = false;
+            auto quiet_since = t;
             for (uint64_t loop = 0;; ++loop) {
-                (void)receive(&error);
+                const size_t n = receive(&error);
                 if (!error.empty()) return std::nullopt;
+                if (!o_.busy_poll) {  // as the server: poll for kSpin, then sleep (issue 19)
+                    const auto now = Clock::now();
+                    if (n > 0)
+                        quiet_since = now;
+                    else if (now - quiet_since > kSpin)
+                        sleep_until_readable();
+                }
                 if (messages_ > before && rx_msg_ == msg) {
                     replied = true;
                     break;

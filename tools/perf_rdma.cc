@@ -53,6 +53,20 @@ constexpr uint32_t kServeOobCheckEvery = 256;
 // --raw's server uses the same rule.
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
+// Latency runs follow the same rule unless --busy-poll: then both sides spin throughout
+// (issue 19; docs/results.md "busy-poll").
+// --stages keeps this many stamps per side: about the last 1,500 round trips of a WRITE
+// ping-pong (about 11 stamps per side each). The server's go back in its "done" message,
+// which must stay below the control channel's 1 MiB (about 35 bytes of JSON a stamp).
+constexpr size_t kStageStamps = size_t{1} << 14;
+
+// stages_json: the stamps as [[stage, ns, count], ...] (api/stage_trace.h).
+Json stages_json(const api::StageTrace& t) {
+    Json a = Json::array();
+    for (const api::StageStamp& s : t.entries())
+        a.push_back(Json::array({std::string(api::stage_name(s.stage)), s.ns, s.count}));
+    return a;
+}
 
 std::string text(Error e) { return std::string(mroce::to_string(e)); }
 
@@ -157,6 +171,13 @@ public:
         cfg.udp.recv_buffer_bytes = kRecvBufferBytes;
         cfg.udp.plane_devices = o_.plane_ifs;
         cfg.metrics = o_.metrics;
+        cfg.busy_poll = o_.busy_poll;
+        // A ping-pong answers every completion at once: its ACK may wait for the answer.
+        cfg.answer_first = o_.mode == Mode::kLatency;
+        if (o_.stages) {
+            trace_ = std::make_unique<api::StageTrace>(kStageStamps);
+            cfg.stage_trace = trace_.get();
+        }
         auto dev = api::Device::open(cfg, &error);
         if (!dev) return false;
         dev_ = std::move(dev).value();
@@ -308,6 +329,7 @@ public:
         if (server.contains("driver")) r["server_driver"] = server["driver"];
         if (server.contains("endpoint")) r["server_endpoint"] = server["endpoint"];
         if (server.contains("check")) r["server_check"] = server["check"];
+        if (server.contains("stages")) r["server_stages"] = server["stages"];
         return r;
     }
 
@@ -327,6 +349,7 @@ public:
     }
 
     std::optional<Json> serve(uint32_t size, std::string& error) override {
+        if (trace_) trace_->clear();
         auto before = report();
         const auto stats_before = dev_->stats();
         uint64_t received = 0;
@@ -336,7 +359,7 @@ public:
             const bool busy = dev_->progress();
             size_t n = cq_->poll(comps);
             bool slept = false;
-            if (o_.mode == Mode::kBandwidth) {
+            if (o_.mode == Mode::kBandwidth || !o_.busy_poll) {
                 const auto now = Clock::now();
                 if (busy || n > 0) {
                     last_busy = now;
@@ -374,6 +397,7 @@ public:
         }
         Json j;
         j["received_messages"] = received;
+        if (trace_ && o_.mode == Mode::kLatency) j["stages"] = stages_json(*trace_);
         if (o_.check) j["check"] = tally_.to_json();
         j["counters"] = counters_json(before, report());
         const auto stats_after = dev_->stats();
@@ -538,6 +562,7 @@ private:
         uint64_t sends_outstanding = 0;
         const bool one_sided = o_.verb == Verb::kRead || o_.verb == Verb::kAtomic;
         IntervalRows rows(o_, size);
+        if (trace_) trace_->clear();
         for (uint64_t it = 0; it < iters; ++it) {
             if (timed && it >= kWarmup && Clock::now() >= stop_at) break;
             const auto t = Clock::now();
@@ -550,9 +575,17 @@ private:
             }
             ++sends_outstanding;
             bool replied = false;
+            auto last_busy = t;
             for (uint64_t loop = 0; !replied; ++loop) {
-                dev_->progress();
-                const size_t n = cq_->poll(comps);
+                const bool busy = dev_->progress();
+                size_t n = cq_->poll(comps);
+                if (!o_.busy_poll) {  // the serve loop's rule: poll for kSpin, then sleep
+                    const auto now = Clock::now();
+                    if (busy || n > 0)
+                        last_busy = now;
+                    else if (now - last_busy > kSpin)
+                        n = cq_->wait(comps, kIdleSleep);
+                }
                 for (size_t i = 0; i < n; ++i) {
                     const api::Completion& c = comps[i];
                     if (!succeeded(c, error)) return std::nullopt;
@@ -593,6 +626,7 @@ private:
             if (!drain_sends(comps, sends_outstanding, error)) return std::nullopt;
         }
         Json r = lat_result(size, std::move(samples));
+        if (trace_) r["stages"] = stages_json(*trace_);
         if (rows.enabled())
             r["intervals"] =
                 rows.finish(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
@@ -637,6 +671,7 @@ private:
     const Options& o_;
     Oob& oob_;
     bool server_;
+    std::unique_ptr<api::StageTrace> trace_;  // --stages
     std::unique_ptr<api::Device> dev_;
     std::vector<std::byte> buf_;
     std::unique_ptr<api::ProtectionDomain> pd_;

@@ -169,6 +169,8 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     socklen_t glen = sizeof(granted);
     if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &glen) == 0 && granted > 0)
         dp->recv_buffer_bytes_ = static_cast<size_t>(granted) / 2;
+    if (options.busy_poll_us > 0)
+        dp->busy_poll_ = set_int(fd, SOL_SOCKET, SO_BUSY_POLL, options.busy_poll_us) == 0;
     const bool wildcard = is_unspecified(local);
     if (set_dont_fragment(fd, dp->family_) != 0)
         return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);

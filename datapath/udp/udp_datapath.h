@@ -71,6 +71,12 @@ struct UdpOptions {
     // (priority = DSCP >> 3) turn back into 802.1Q priority c. CS6 and CS7 are network
     // control on many fabrics: remap classes 6 and 7 there. open() refuses values > 63.
     std::array<uint8_t, 8> dscp_by_class = kDefaultDscpByClass;
+    // SO_BUSY_POLL on the endpoint socket, in µs: a receive that finds the socket empty
+    // polls the NIC's queue for up to this long before it returns (a busy-polling caller,
+    // api::DeviceConfig::busy_poll). It helps only on a NIC with NAPI (not loopback) and
+    // needs CAP_NET_ADMIN above net.core.busy_read; refused, it is left off
+    // (busy_poll_enabled()). 0: off.
+    int busy_poll_us = 0;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -154,6 +160,8 @@ public:
     // options and accepted by the kernel; GSO turns itself off if the kernel refuses it).
     bool gso_enabled() const { return gso_; }
     bool gro_enabled() const { return gro_; }
+    // busy_poll_enabled: SO_BUSY_POLL was asked for (UdpOptions::busy_poll_us) and granted.
+    bool busy_poll_enabled() const { return busy_poll_; }
     // recv_buffer_bytes is the endpoint socket's receive buffer as granted: what SO_RCVBUF
     // reads back, halved (the kernel doubles the request for its bookkeeping).
     size_t recv_buffer_bytes() const { return recv_buffer_bytes_; }
@@ -199,6 +207,7 @@ private:
     std::string last_error_;
     bool gso_ = false;
     bool gro_ = false;
+    bool busy_poll_ = false;
     size_t rx_slot_bytes_ = 0;  // size of one receive slot in the bounce buffer
     size_t recv_buffer_bytes_ = 0;
 

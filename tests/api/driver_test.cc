@@ -237,5 +237,81 @@ TEST(Driver, AHelloFloodCostsAPassAtMostTheBound) {
     EXPECT_EQ((*d)->stats().handshakes_shed, api::Driver::kBatch - 1 - defaults.max_handshakes_per_pass);
 }
 
+// AnsweringEngine: every datagram it is fed completes a receive (one event) and queues an
+// ACK ('A'); answer() queues the application's answer ('D').
+class AnsweringEngine final : public core::Engine {
+public:
+    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {
+        out_.push_back(std::byte{'A'});
+        events_.push_back(core::Event{});  // kCompletion
+    }
+    void on_timeout(Time) override {}
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time) override {
+        if (out_.empty()) return 0;
+        meta = PacketMeta{};
+        meta.src.port = out_.front() == std::byte{'A'} ? 50001 : 50002;  // paths' ports
+        buf[0] = out_.front();
+        out_.erase(out_.begin());
+        return 1;
+    }
+    Time next_deadline() const override { return kNever; }
+    std::optional<core::Event> poll_event() override {
+        if (events_.empty()) return std::nullopt;
+        core::Event e = events_.front();
+        events_.erase(events_.begin());
+        return e;
+    }
+    size_t max_datagram_size() const override { return 64; }
+    void answer() { out_.push_back(std::byte{'D'}); }
+
+private:
+    std::vector<std::byte> out_;
+    std::vector<core::Event> events_;
+};
+
+// DriverConfig::answer_first (manual progress, issue 19): the ACK of a pass that delivered
+// a completion waits for the next pass, which sends the application's answer to that
+// completion first; a pass without one holds nothing; a batch is held only once.
+TEST(Driver, AnswerFirstSendsTheAnswerBeforeTheAck) {
+    for (const bool answer_first : {true, false}) {
+        SCOPED_TRACE(answer_first ? "answer_first" : "default");
+        AnsweringEngine engine;
+        InboxDatapath dp;
+        dp.inbox.push_back({std::byte{'P'}});  // the peer's ping
+        std::mutex mu;
+        api::DriverConfig cfg;
+        cfg.answer_first = answer_first;
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        ASSERT_TRUE(d.ok());
+        api::Driver& driver = **d;
+        ASSERT_TRUE(driver.run_once());  // the ping: a completion and its ACK
+        EXPECT_EQ(dp.sent.size(), answer_first ? 0u : 1u);
+        {
+            std::lock_guard<std::mutex> g(mu);
+            engine.answer();  // the application answers the completion
+        }
+        driver.notify();
+        ASSERT_TRUE(driver.run_once());
+        ASSERT_EQ(dp.sent.size(), 2u);
+        if (answer_first) {
+            EXPECT_EQ(dp.sent[0][0], std::byte{'D'});
+            EXPECT_EQ(dp.sent[1][0], std::byte{'A'});
+            EXPECT_EQ(driver.stats().held_for_answer, 1u);
+        } else {
+            EXPECT_EQ(dp.sent[0][0], std::byte{'A'});
+            EXPECT_EQ(dp.sent[1][0], std::byte{'D'});
+        }
+        // A held batch goes out on the next pass even when nothing is answered.
+        dp.inbox.push_back({std::byte{'P'}});
+        ASSERT_TRUE(driver.run_once());
+        if (answer_first) {
+            EXPECT_EQ(dp.sent.size(), 2u);
+            ASSERT_TRUE(driver.run_once());
+        }
+        ASSERT_EQ(dp.sent.size(), 3u);
+        EXPECT_EQ(dp.sent[2][0], std::byte{'A'});
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test

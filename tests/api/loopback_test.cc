@@ -720,3 +720,44 @@ TEST(Api, IdleThreadModeDeviceSleeps) {
 
 }  // namespace
 }  // namespace mroce::test
+
+namespace mroce::test {
+namespace {
+
+// DeviceConfig::busy_poll (issue 19): the progress threads never sleep in epoll, and a
+// CompletionQueue::wait returns the completion without sleeping either; ping-pongs of
+// WRITE_WITH_IMM complete as with the default. A device without it sleeps when idle
+// (IdleThreadModeDeviceSleeps), so the zero below is the option's doing.
+TEST(Api, BusyPollDeviceNeverSleeps) {
+    auto cfg = device_config(ProgressMode::kThread, test_seed() + 21);
+    cfg.busy_poll = true;
+    auto a = open_side(cfg, 64);
+    cfg.seed = test_seed() + 22;
+    auto b = open_side(cfg, 64);
+    ASSERT_TRUE(a.qp && b.qp);
+    ASSERT_EQ(a.qp->connect(b.dev->local_address(), b.qp->number()), Error::kOk);
+    ASSERT_EQ(b.qp->connect(a.dev->local_address(), a.qp->number()), Error::kOk);
+    api::SendWr w;
+    w.opcode = WorkOpcode::kWriteImm;
+    w.length = 8;
+    w.lkey = a.mr->lkey();
+    for (uint32_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(b.qp->post_recv({i, 0, 0, 0}), Error::kOk);
+        w.wr_id = i;
+        w.local_addr = a.addr(0);
+        w.remote_addr = b.addr(8);
+        w.rkey = b.mr->rkey();
+        ASSERT_EQ(a.qp->post_send(w), Error::kOk);
+        Completion c[1];
+        ASSERT_EQ(b.recv_cq->wait(c, kTimeout), 1u) << "message " << i;
+        EXPECT_EQ(c[0].status, Status::kSuccess);
+        EXPECT_EQ(c[0].wr_id, i);
+        ASSERT_EQ(a.send_cq->wait(c, kTimeout), 1u) << "message " << i;
+        EXPECT_EQ(c[0].status, Status::kSuccess);
+    }
+    EXPECT_EQ(a.dev->stats().driver.sleeps, 0u);
+    EXPECT_EQ(b.dev->stats().driver.sleeps, 0u);
+}
+
+}  // namespace
+}  // namespace mroce::test
