@@ -59,6 +59,14 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     return produce_data(buf, meta, now);
 }
 
+// send_delayed_acks: [ACK-11] lets an ACK leave before max_ack_delay; with
+// ack_with_reverse_data the delayed ones go with the DATA this connection sends now
+// (queued, they leave in the same transmit batch).
+void Connection::send_delayed_acks() {
+    for (uint16_t i = 0; i < rx_paths_.size(); ++i)
+        if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
+}
+
 uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
     const uint64_t off = uint64_t{seg} * segment_size_;
     return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.msg_len - off));
@@ -263,10 +271,11 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.common = peer_header(wire::PacketType::kData);
     h.opcode = m.opcode;
     const bool last = seg + 1 == m.nseg;
-    // [ACK-12]: the last segment of a message (of the last one queued, when configured so)
-    // and retransmissions ask for an immediate ACK.
-    const bool ack_now =
-        retx || (last && (cfg_.ack_now_every_message || (ready_streams_.empty() && retx_.empty())));
+    // [ACK-12]: the last segment of a message (of the last one queued, when configured so;
+    // none with ack_with_reverse_data) and retransmissions ask for an immediate ACK.
+    const bool pause = !cfg_.ack_with_reverse_data && ready_streams_.empty() && retx_.empty();
+    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
+    if (cfg_.ack_with_reverse_data) send_delayed_acks();
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));
