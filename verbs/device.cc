@@ -206,6 +206,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.close_connections = false;
     // verbs: a queue pair keeps its number through RESET and back ([STREAM-13]).
     cfg.keep_qp_number_on_reset = true;
+    // ACKs ride with the peer's answer, so an application waiting in ibv_poll_cq receives
+    // the answer itself, with no progress thread to wake (MROCE_ACK_WITH_DATA).
+    cfg.endpoint.ack_with_reverse_data = s.ack_with_data;
     std::string why;
     auto dev = api::Device::open(cfg, &why);
     if (!dev) {
