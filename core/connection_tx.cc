@@ -271,9 +271,13 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.common = peer_header(wire::PacketType::kData);
     h.opcode = m.opcode;
     const bool last = seg + 1 == m.nseg;
-    // [ACK-12]: the last segment of a message (of the last one queued, when configured so;
-    // none with ack_with_reverse_data) and retransmissions ask for an immediate ACK.
-    const bool pause = !cfg_.ack_with_reverse_data && ready_streams_.empty() && retx_.empty();
+    // [ACK-12]: the last segment of a message (of the last one queued, when configured so)
+    // and retransmissions ask for an immediate ACK. With ack_with_reverse_data only a
+    // message that consumes a receive still does at a pause: its receiver's application
+    // sees it complete and may destroy the queue pair at once, and a delayed ACK would then
+    // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
+    const bool pause = ready_streams_.empty() && retx_.empty() &&
+                       (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
     const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
     if (cfg_.ack_with_reverse_data) send_delayed_acks();
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
