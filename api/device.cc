@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -383,9 +384,11 @@ QueuePair::~QueuePair() {
     auto it = state_->qps.find(number_);
     if (it == state_->qps.end()) return;
     const bool live = it->second.stream_live;
+    const bool held = it->second.held;
     state_->qps.erase(it);  // first: the flush completions below go nowhere
     // The stream ends at once, busy or not: nothing of it runs or writes again.
     if (!state_->closed && live) (void)state_->endpoint->destroy_stream(number_, state_->now());
+    if (!state_->closed && held) state_->endpoint->release_held_stream(number_);
 }
 
 uint32_t QueuePair::number() const {
@@ -412,14 +415,23 @@ bool QueuePair::connected() const {
 }
 
 Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
-    {
-        std::lock_guard<std::mutex> g(state_->engine_mu);
+    for (;;) {
+        std::unique_lock<std::mutex> g(state_->engine_mu);
         if (state_->closed) {
             if (why) *why = "modify: the device is closed";
             return Error::kWrongState;
         }
+        // A held number comes back after its quiet period ([STREAM-13]): wait it out
+        // without the engine lock, so the progress thread keeps serving other queue pairs.
+        if (const Duration wait = detail::held_wait(*state_, number_, attr, mask);
+            wait > Duration::zero()) {
+            g.unlock();
+            std::this_thread::sleep_for(wait);
+            continue;
+        }
         if (Error e = detail::modify_qp(*state_, number_, attr, mask, why); e != Error::kOk)
             return e;
+        break;
     }
     state_->driver->notify();
     return Error::kOk;

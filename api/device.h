@@ -116,6 +116,12 @@ struct DeviceConfig {
     // dead-peer timeout and their posted receives stay, as verbs applications expect of a
     // peer whose process ended (the Verbs library sets it).
     bool close_connections = true;
+    // When true, a queue pair keeps its number when it returns to RESET, as verbs
+    // requires (the Verbs library sets it): RESET (and ERR) flush its outstanding work
+    // with kFlushed and hold the number, and the next RESET -> INIT waits, up to the
+    // [STREAM-15] quiet period after the reset, until no packet of the old incarnation
+    // can be about ([STREAM-13]). False gives it a fresh number at once instead.
+    bool keep_qp_number_on_reset = false;
     // close_linger bounds how long destruction waits, after sending those CLOSEs, for each
     // peer to confirm its close with a CLOSE of its own ([CONN-29]), sending the CLOSE again
     // meanwhile (after min_pto, then twice as long each time, within [CONN-28]'s 8), as a
@@ -450,6 +456,7 @@ public:
     // number is this queue pair's number, to give to the peer out of band; it is the
     // stream id the peer's packets carry. It changes when the queue pair returns to RESET
     // from any other state (spec [STREAM-13]): exchange it again before reconnecting.
+    // With DeviceConfig::keep_qp_number_on_reset it never changes.
     uint32_t number() const;
 
     // modify moves the queue pair through RESET -> INIT -> RTR -> RTS, to ERR from any
@@ -460,7 +467,9 @@ public:
     // when given, receives a one-line reason. Effects: RTR binds the stream to
     // (peer, dest_qp_num) and INIT/RTR/RTS hand the per-QP settings to the engine (spec
     // [STREAM-12]); ERR flushes every outstanding work request (kFlushed); RESET discards
-    // them unreported and gives the queue pair a fresh stream and number ([STREAM-13]).
+    // them unreported and gives the queue pair a fresh stream and number ([STREAM-13]),
+    // or, with DeviceConfig::keep_qp_number_on_reset, flushes them and keeps the number
+    // (RESET -> INIT then blocks until the old incarnation's quiet period is over).
     // Errors: kInvalidArgument (transition, mask or value), kWrongState (device closed),
     // kExhausted (caps), kNotFound.
     Error modify(const QpAttr& attr, uint32_t mask, std::string* why = nullptr);

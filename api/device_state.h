@@ -42,6 +42,7 @@ struct QpRecord {
     uint32_t pd = 0;
     QpAttr attr;               // attr.state is the state the application last set
     bool stream_live = true;   // the engine stream exists (false in ERR: it was destroyed)
+    bool held = false;         // the number is held in the engine (Endpoint::hold_stream)
     uint32_t srq = 0;          // the engine SRQ its receives come from, or 0
     std::shared_ptr<CqState> send_cq, recv_cq;
 };
@@ -188,6 +189,10 @@ void flush_posted(DeviceState& st, QpRecord& r, uint32_t number, uint64_t wr_id,
 // `number` (which a RESET changes). Engine lock held; see QueuePair::modify.
 Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t mask,
                 std::string* why);
+// held_wait: how long modify_qp must wait before this transition can be made (RESET ->
+// INIT of a queue pair whose number is held, DeviceConfig::keep_qp_number_on_reset);
+// zero when it can go now. Engine lock held.
+Duration held_wait(DeviceState& st, uint32_t number, const QpAttr& attr, uint32_t mask);
 
 }  // namespace detail
 }  // namespace mroce::api

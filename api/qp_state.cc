@@ -198,6 +198,67 @@ void flush_posted(DeviceState& st, QpRecord& r, uint32_t number, uint64_t wr_id,
     (opcode == WorkOpcode::kRecv ? r.recv_cq : r.send_cq)->push(c);
 }
 
+namespace {
+
+// end_incarnation: ERR or RESET of a queue pair that keeps its number
+// (DeviceConfig::keep_qp_number_on_reset). Its stream ends as at ERR, every outstanding
+// work request and posted receive completing with kFlushed on its CQs, and the engine
+// holds the number for the next incarnation ([STREAM-13]).
+Error end_incarnation(DeviceState& st, QpRecord& r, uint32_t number, QpState to) {
+    if (r.stream_live) {
+        (void)st.endpoint->hold_stream(number, st.now());
+        r.stream_live = false;
+        r.held = true;
+        st.drain_events();
+    }
+    if (to == QpState::kReset) {
+        QpRecord next;
+        next.pd = r.pd;
+        next.srq = r.srq;
+        next.send_cq = r.send_cq;
+        next.recv_cq = r.recv_cq;
+        next.stream_live = false;
+        next.held = r.held;
+        next.attr.max_rd_atomic = next.attr.max_dest_rd_atomic = 0;
+        r = std::move(next);
+    }
+    r.attr.state = to;
+    return Error::kOk;
+}
+
+// begin_incarnation: RESET -> INIT of a queue pair whose number is held makes its fresh
+// stream under that number (QueuePair::modify waited out the quiet period: held_wait).
+Error begin_incarnation(DeviceState& st, QpRecord& r, uint32_t number, std::string* why) {
+    core::Endpoint& ep = *st.endpoint;
+    auto fresh = ep.reserve_held_stream(r.pd, number, st.now());
+    if (!fresh) {
+        if (why) *why = "modify_qp: the queue pair's number is still in its quiet period";
+        return fresh.error();
+    }
+    if (r.srq) {
+        if (Error e = ep.use_srq(number, r.srq); e != Error::kOk) {
+            (void)ep.hold_stream(number, st.now());
+            if (why) *why = "modify_qp: cannot attach the fresh stream to its SRQ";
+            return e;
+        }
+    }
+    r.held = false;
+    r.stream_live = true;
+    return Error::kOk;
+}
+
+}  // namespace
+
+Duration held_wait(DeviceState& st, uint32_t number, const QpAttr& attr, uint32_t mask) {
+    auto it = st.qps.find(number);
+    if (it == st.qps.end() || !it->second.held || it->second.attr.state != QpState::kReset ||
+        !(mask & kState) || attr.state != QpState::kInit)
+        return Duration::zero();
+    const std::optional<Time> ready = st.endpoint->held_stream_ready(number);
+    const Time now = st.now();
+    return ready && *ready > now ? *ready - now : Duration::zero();
+}
+
 Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t mask,
                 std::string* why) {
     auto it = st.qps.find(number);
@@ -231,6 +292,13 @@ Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t 
 
     core::Endpoint& ep = *st.endpoint;
     const Time now = st.now();
+    if (st.cfg.keep_qp_number_on_reset) {
+        if (to == QpState::kReset && from == QpState::kReset) return Error::kOk;
+        if (to == QpState::kReset || to == QpState::kError) return end_incarnation(st, r, number, to);
+        if (from == QpState::kReset && r.held) {
+            if (Error e = begin_incarnation(st, r, number, why); e != Error::kOk) return e;
+        }
+    }
     if (to == QpState::kReset) {
         if (from == QpState::kReset) return Error::kOk;
         // [STREAM-13]: a fresh stream (a new number) for the next incarnation; the old one

@@ -61,6 +61,15 @@ struct EndpointConfig {
     // (false). A datapath that coalesces ACKs with a large ack_every sets false, or every
     // message end would cost an ACK datagram (api/udp_tuning.h).
     bool ack_now_every_message = true;
+    // spec §6 [ACK-12], [ACK-11]: with ack_now_every_message false, true makes the last
+    // message before a pause leave without ACK_NOW unless it consumes a receive (SEND,
+    // SEND_IMM, WRITE_IMM), and makes a receiver send its delayed ACKs as soon as it sends
+    // DATA of its own on the connection. In a request/response
+    // exchange the ACK then rides with the response, and neither side's progress thread
+    // has to be woken for a lone ACK while the application waits in the library (the Verbs
+    // library sets it: ib_write_lat, docs/results.md). A message that no DATA answers
+    // completes after max_ack_delay instead of a round trip.
+    bool ack_with_reverse_data = false;
 
     // spec §7 loss recovery and path health.
     Duration initial_rtt = 100us;       // [LOSS-4] before the first sample

@@ -202,6 +202,7 @@ private:
     uint16_t other_return_path(uint16_t avoid);
 
     // connection_tx.cc
+    void send_delayed_acks();  // ack_with_reverse_data: queue every delayed ACK now
     size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                         std::span<std::byte> buf, PacketMeta& meta, Time now);

@@ -59,6 +59,14 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     return produce_data(buf, meta, now);
 }
 
+// send_delayed_acks: [ACK-11] lets an ACK leave before max_ack_delay; with
+// ack_with_reverse_data the delayed ones go with the DATA this connection sends now
+// (queued, they leave in the same transmit batch).
+void Connection::send_delayed_acks() {
+    for (uint16_t i = 0; i < rx_paths_.size(); ++i)
+        if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
+}
+
 uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
     const uint64_t off = uint64_t{seg} * segment_size_;
     return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.msg_len - off));
@@ -264,9 +272,14 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.opcode = m.opcode;
     const bool last = seg + 1 == m.nseg;
     // [ACK-12]: the last segment of a message (of the last one queued, when configured so)
-    // and retransmissions ask for an immediate ACK.
-    const bool ack_now =
-        retx || (last && (cfg_.ack_now_every_message || (ready_streams_.empty() && retx_.empty())));
+    // and retransmissions ask for an immediate ACK. With ack_with_reverse_data only a
+    // message that consumes a receive still does at a pause: its receiver's application
+    // sees it complete and may destroy the queue pair at once, and a delayed ACK would then
+    // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
+    const bool pause = ready_streams_.empty() && retx_.empty() &&
+                       (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
+    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
+    if (cfg_.ack_with_reverse_data) send_delayed_acks();
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));

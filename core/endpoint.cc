@@ -426,6 +426,48 @@ Error Endpoint::destroy_stream(uint32_t stream_id, Time now) {
     return Error::kOk;
 }
 
+Error Endpoint::hold_stream(uint32_t stream_id, Time now) {
+    if (Error e = destroy_stream(stream_id, now); e != Error::kOk) return e;
+    // destroy_stream queued the slot for reuse under a new generation; it stays out of
+    // the free list instead, for this id alone ([STREAM-13]).
+    Retired r = retiring_streams_.back();
+    retiring_streams_.pop_back();
+    held_streams_.push_back(r);
+    return Error::kOk;
+}
+
+std::optional<Time> Endpoint::held_stream_ready(uint32_t id) const {
+    for (const Retired& r : held_streams_)
+        if (r.id == id) return r.at;
+    return std::nullopt;
+}
+
+Result<uint32_t> Endpoint::reserve_held_stream(uint32_t pd, uint32_t id, Time now) {
+    saw(now);
+    auto it = std::find_if(held_streams_.begin(), held_streams_.end(),
+                           [id](const Retired& r) { return r.id == id; });
+    if (it == held_streams_.end()) return Error::kNotFound;
+    if (!memory_.pd_exists(pd)) return Error::kInvalidArgument;
+    // [STREAM-15]'s quiet period: every packet and timer of the old incarnation is gone.
+    if (it->at > now_) return Error::kWrongState;
+    held_streams_.erase(it);
+    auto s = std::make_unique<Stream>();
+    s->id = id;
+    s->pd = pd;
+    s->limits = default_stream_limits();
+    streams_[(id & kStreamSlotMask) - 1] = std::move(s);
+    return id;
+}
+
+void Endpoint::release_held_stream(uint32_t id) {
+    auto it = std::find_if(held_streams_.begin(), held_streams_.end(),
+                           [id](const Retired& r) { return r.id == id; });
+    if (it == held_streams_.end()) return;
+    // Out of `at` order in the deque: it is reclaimed no earlier than its time, maybe later.
+    retiring_streams_.push_back(*it);
+    held_streams_.erase(it);
+}
+
 Error Endpoint::close_connection(uint32_t conn, Time now) {
     Connection* c = conn_mut(conn);
     if (!c) return Error::kNotFound;

@@ -109,6 +109,20 @@ public:
     // Errors: kNotFound.
     Error destroy_stream(uint32_t stream, Time now);
 
+    // A queue pair that keeps its number through RESET (verbs semantics, [STREAM-13]):
+    // hold_stream destroys the stream as destroy_stream does but holds its id, which no
+    // other stream gets; reserve_held_stream makes a fresh stream (unbound, default
+    // limits, sequences as [STREAM-2] says) under that same id once the quiet period of
+    // [STREAM-15], measured from hold_stream, has passed, so no packet or timer of the old
+    // incarnation can be about; held_stream_ready says when; release_held_stream gives up
+    // the id (its slot then waits out the rest of its quiet period as any other).
+    // Errors: hold: kNotFound; reserve: kNotFound (not held), kInvalidArgument (pd),
+    // kWrongState (quiet period not over; the stream is not made).
+    Error hold_stream(uint32_t stream, Time now);
+    std::optional<Time> held_stream_ready(uint32_t id) const;
+    Result<uint32_t> reserve_held_stream(uint32_t pd, uint32_t id, Time now);
+    void release_held_stream(uint32_t id);
+
     // close_connection sends CLOSE and flushes every outstanding work request.
     Error close_connection(uint32_t conn, Time now);
     // close_unconfirmed: the connection sent a CLOSE that no CLOSE of the peer has answered
@@ -269,6 +283,7 @@ private:
         uint32_t id;  // the slot's last id
     };
     std::deque<Retired> retiring_conns_, retiring_streams_;
+    std::vector<Retired> held_streams_;  // hold_stream: ids kept for their queue pair
     std::deque<uint32_t> free_conns_, free_streams_;  // last ids of free slots, oldest first
     Time now_{};  // the latest time given to any call (see saw)
     std::vector<std::unique_ptr<Srq>> srqs_;        // index = id - 1; ids never reused

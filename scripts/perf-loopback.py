@@ -33,8 +33,15 @@ ratios to --raw of the same mode, and the CPU seconds both processes used per ro
 --hog adds one CPU-bound process (no CPU affinity) for the whole run: the loaded 2-core
 machine of issue 19, where three runnable threads share two cores.
 
+With --verbs DIR --verbs-ab 'NAME[:VAR=VALUE,...];...', each repetition runs only mroce
+perf's 64 KiB WRITE bandwidth and 8-byte latency and, for each variant (MROCE_* settings of
+both perftest processes; a NAME ending in /free runs them unpinned), ib_write_bw and
+ib_write_lat, in an order that rotates per repetition, and prints the paired ratios (the
+numbers behind docs/results.md "The Verbs library", "ACKs that ride with the answer").
+
 usage: scripts/perf-loopback.py [--mroce build/mroce] [--reps 3] [--seconds 4] [--verbs DIR]
                                 [--integrity-ab] [--check-ab] [--busy-poll-ab [--hog]]
+                                [--verbs-ab VARIANTS]
 """
 import argparse
 import json
@@ -97,21 +104,24 @@ def listening(port):
     return False
 
 
-def perftest(libdir, tool, args):
+def perftest(libdir, tool, args, extra_env=None, pinned=True):
     """One perftest pair on the library in `libdir`; returns the numbers of the client's
     result row: bw tools {"gbps"}, lat tools {"t_typical", "percentile_99",
-    "percentile_99.9"} (perftest's latency is half the round trip, as mroce perf's)."""
+    "percentile_99.9"} (perftest's latency is half the round trip, as mroce perf's).
+    extra_env: settings for both processes (MROCE_*); pinned=False leaves the placement of
+    the two processes (and their progress threads) to the scheduler."""
     port = free_port()
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir))
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir), **(extra_env or {}))
     common = ["-F", "-p", str(port)] + args
-    server = subprocess.Popen(["taskset", "-c", "1", tool] + common, env=env,
+    pin = (lambda cpu: ["taskset", "-c", cpu]) if pinned else (lambda cpu: [])
+    server = subprocess.Popen(pin("1") + [tool] + common, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(500):
             if listening(port):
                 break
             subprocess.run(["sleep", "0.01"])
-        out = subprocess.run(["taskset", "-c", "0", tool] + common + ["127.0.0.1"], env=env,
+        out = subprocess.run(pin("0") + [tool] + common + ["127.0.0.1"], env=env,
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)}: {out.stderr.strip()}")
@@ -265,6 +275,67 @@ def busy_poll_ab(a):
             cols.append(f"{label} {v:.2f}{ratio}")
         print(f"{name:>16}: {', '.join(cols)} us; CPU {statistics.median(cpu[name]):.1f} us/round trip"
               + (f"; {failed[name]} of {a.reps} runs failed" if failed[name] else ""))
+
+def verbs_ab(a, d):
+    """--verbs-ab: ib_write_bw 64 KiB and ib_write_lat 8 B on the library under each
+    variant (NAME or NAME:VAR=VALUE,VAR=VALUE, the settings of both processes; a NAME
+    ending in "/free" runs unpinned), next to mroce perf's rows of the same shape, in an
+    order that rotates per repetition; medians and the paired ratios to mroce perf."""
+    variants = []
+    for v in a.verbs_ab.split(";"):
+        name, _, env = v.partition(":")
+        variants.append((name, dict(kv.split("=", 1) for kv in env.split(",") if kv)))
+    rows = ["mroce"] + [n for n, _ in variants]
+    bw = {n: [] for n in rows}
+    lat = {n: {"t_typical": [], "percentile_99": [], "percentile_99.9": []} for n in rows}
+    for rep in range(a.reps):
+        print(f"--- repetition {rep + 1}/{a.reps}", flush=True)
+        k = rep % len(rows)
+        for name in rows[k:] + rows[:k]:
+            try:
+                if name == "mroce":
+                    g = perf(a.mroce, ["-s", "65536"] + d)["goodput_gbps"]
+                    r = perf(a.mroce, ["--lat", "-s", "8", "-n", "20000"])
+                else:
+                    env = dict(variants)[name]
+                    pinned = not name.endswith("/free")
+                    g = perftest(a.verbs, "ib_write_bw", ["-s", "65536", "-D", str(int(a.seconds)),
+                                                          "--report_gbits"], env, pinned)["gbps"]
+                    r = perftest(a.verbs, "ib_write_lat", ["-s", "8", "-n", "20000"], env, pinned)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                # Reported and left out of this repetition's pairs, not retried: a failure
+                # is a result too.
+                print(f"{name:>16}: FAILED: {e}", flush=True)
+                bw[name].append(None)
+                for key in lat[name]:
+                    lat[name][key].append(None)
+                continue
+            bw[name].append(g)
+            for key in lat[name]:
+                lat[name][key].append(r[key])
+            print(f"{name:>16}: {g:6.2f} Gbit/s; lat p50 {r['t_typical']:.2f} us, p99 "
+                  f"{r['percentile_99']:.2f} us, p99.9 {r['percentile_99.9']:.2f} us", flush=True)
+    print(f"\nmedians of {a.reps}; ratios paired per repetition with mroce perf "
+          "(bandwidth: variant / mroce; latency p50: variant / mroce):")
+    def ok(xs):
+        return [x for x in xs if x is not None]
+
+    for name in rows:
+        bw_pairs = [v / m for v, m in zip(bw[name], bw["mroce"]) if m and v is not None]
+        lat_pairs = [v / m for v, m in zip(lat[name]["t_typical"], lat["mroce"]["t_typical"])
+                     if m and v is not None]
+        if not ok(bw[name]) or not bw_pairs:
+            print(f"{name:>16}: no complete repetition")
+            continue
+        bw[name], lat[name] = ok(bw[name]), {k: ok(v) for k, v in lat[name].items()}
+        print(f"{name:>16}: {statistics.median(bw[name]):6.2f} Gbit/s "
+              f"({100 * statistics.median(bw_pairs):.0f}%; runs "
+              f"{', '.join(f'{x:.2f}' for x in bw[name])}); p50 "
+              f"{statistics.median(lat[name]['t_typical']):.2f} us "
+              f"({100 * statistics.median(lat_pairs):.0f}%; runs "
+              f"{', '.join(f'{x:.2f}' for x in lat[name]['t_typical'])}), p99 "
+              f"{statistics.median(lat[name]['percentile_99']):.2f} us, p99.9 "
+              f"{statistics.median(lat[name]['percentile_99.9']):.2f} us")
     return 0
 
 
@@ -281,8 +352,16 @@ def main():
     ap.add_argument("--hog", action="store_true", help="with --busy-poll-ab: one CPU hog alongside")
     ap.add_argument("--check-ab", action="store_true",
                     help="only 64 KiB WRITE, SEND and READ bandwidth with and without --check")
+    ap.add_argument("--verbs-ab", metavar="VARIANTS",
+                    help="with --verbs: only ib_write_bw/ib_write_lat under each variant, "
+                         "'NAME[:VAR=VALUE,...];...' (NAME ending in /free: unpinned), "
+                         "next to mroce perf")
     a = ap.parse_args()
     d = ["-D", str(a.seconds), "--report_gbits"]
+    if a.verbs_ab:
+        if not a.verbs:
+            ap.error("--verbs-ab needs --verbs DIR")
+        return verbs_ab(a, d)
     if a.integrity_ab:
         return integrity_ab(a, d)
     if a.check_ab:

@@ -204,6 +204,11 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.spin = std::chrono::microseconds(s.spin_us);
     // A peer whose process ends does not flush our receives on a NIC: no CLOSE either.
     cfg.close_connections = false;
+    // verbs: a queue pair keeps its number through RESET and back ([STREAM-13]).
+    cfg.keep_qp_number_on_reset = true;
+    // ACKs ride with the peer's answer, so an application waiting in ibv_poll_cq receives
+    // the answer itself, with no progress thread to wake (MROCE_ACK_WITH_DATA).
+    cfg.endpoint.ack_with_reverse_data = s.ack_with_data;
     std::string why;
     auto dev = api::Device::open(cfg, &why);
     if (!dev) {

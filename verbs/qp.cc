@@ -331,8 +331,8 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* a, int mask) {
         qp->ah_valid = 1;
     }
     if (m & IBV_QP_STATE) ibqp->state = a->qp_state;
-    // RESET gives the queue pair a fresh number (spec [STREAM-13]).
-    ibqp->qp_num = qp->qp->number();
+    // The number stays through RESET (DeviceConfig::keep_qp_number_on_reset, set in
+    // verbs/device.cc; spec [STREAM-13]).
     return 0;
 }
 

@@ -35,6 +35,8 @@ struct Settings {
     // MROCE_LINGER_MS: how long closing a context (or the process exiting) waits for its
     // outstanding work and its last ACKs (api::Device::linger).
     Duration linger = std::chrono::milliseconds(500);
+    // MROCE_ACK_WITH_DATA: core::EndpointConfig::ack_with_reverse_data.
+    bool ack_with_data = true;
 };
 // read_settings parses the environment. On a bad value it returns false and `error` names
 // the variable and the problem in one line.

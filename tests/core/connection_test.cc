@@ -1102,6 +1102,57 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
     }
 }
 
+// [ACK-12], [ACK-11] with ack_with_reverse_data: the last message before a pause asks for
+// no immediate ACK, so a lone WRITE completes only after max_ack_delay; when the receiver
+// sends DATA of its own meanwhile, its delayed ACK leaves with it and the WRITE completes
+// about a round trip after that.
+TEST(Connection, DelayedAckRidesWithReverseData) {
+    core::EndpointConfig cfg;
+    cfg.ack_now_every_message = false;
+    cfg.ack_with_reverse_data = true;
+    // Far above the 2 us links, so which rule acknowledged is plain, and below min_pto
+    // (200 us), so a delayed ACK is not taken for a loss and probed for.
+    cfg.max_ack_delay = 100us;
+    Pair p(25, small_net(), cfg, cfg);
+    size_t ack_now = 0;
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        auto d = wire::decode_data(without_trailer(pkt.bytes));
+        if (d) ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
+    });
+    WriteFlow f(p, 1, 1000);
+    const Time t0 = p.now();
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 20ms));
+    EXPECT_GE(p.now() - t0, cfg.max_ack_delay) << "a lone WRITE was acknowledged at once";
+    EXPECT_EQ(ack_now, 0u);
+
+    // B answers with a WRITE of its own once A's has landed: the ACK goes with it.
+    std::vector<std::byte> bsrc(1000, std::byte{0x5a}), adst(1000, std::byte{0});
+    const auto kbs = *p.b->register_memory(f.pb, bsrc.data(), bsrc.size(), core::access::kLocalWrite);
+    const auto kad = *p.a->register_memory(f.pa, adst.data(), adst.size(),
+                                           core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint64_t placed = p.b->stream_bytes_placed(f.sb);
+    const Time t1 = p.now();
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > placed; }, 20ms));
+    core::SendWr w;
+    w.wr_id = 77;
+    w.opcode = core::WorkOpcode::kWrite;
+    w.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
+    w.length = static_cast<uint32_t>(bsrc.size());
+    w.lkey = kbs.lkey;
+    w.remote_addr = reinterpret_cast<uint64_t>(adst.data());
+    w.rkey = kad.rkey;
+    ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
+    p.host_b().kick();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 2; }, 20ms));
+    EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 2u);
+    EXPECT_EQ(f.dst, f.src);
+    ASSERT_TRUE(run(p, [&] { return adst == bsrc; }, 20ms));
+}
+
 // [PROBE-2] a probe is answered twice, on two different return paths (source ports), so
 // one dead return route cannot make a healthy forward path look dead as well.
 TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {

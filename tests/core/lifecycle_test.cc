@@ -261,6 +261,57 @@ TEST(Lifecycle, DataForAReusedStreamSlotNeverReachesTheNewStream) {
     for (std::byte x : mb) ASSERT_EQ(x, kSentinel);
 }
 
+// [STREAM-13] for a queue pair that keeps its number (verbs): hold_stream ends the stream
+// as destroy_stream does, but its id goes to no other stream; reserve_held_stream gives
+// the same id back only after the quiet period, once; release_held_stream returns the
+// slot to the ordinary reuse under a new generation.
+TEST(Lifecycle, AHeldStreamIdComesBackToItsQueuePairOnlyAfterTheQuietPeriod) {
+    const uint64_t seed = test_seed(16);
+    SCOPED_TRACE(seed_note(seed));
+    Pair p(seed, net(0), small_caps(), {});
+    const uint32_t pd = p.a->alloc_pd();
+    auto s = p.a->reserve_stream(pd);
+    ASSERT_TRUE(s.ok());
+    ASSERT_EQ(p.a->hold_stream(*s, p.now()), Error::kOk);
+    EXPECT_EQ(p.a->stream(*s), nullptr);
+    EXPECT_TRUE(p.a->retired_stream(*s));
+    ASSERT_TRUE(p.a->held_stream_ready(*s).has_value());
+    EXPECT_EQ(*p.a->held_stream_ready(*s), p.now() + kQuiet);
+    EXPECT_EQ(p.a->reserve_held_stream(pd, *s, p.now()).error(), Error::kWrongState);
+    // The held slot counts against max_streams (4) and is not handed out, before or after
+    // its quiet period.
+    std::vector<uint32_t> others;
+    for (int i = 0; i < 3; ++i) {
+        auto o = p.a->reserve_stream(pd);
+        ASSERT_TRUE(o.ok());
+        EXPECT_NE(*o & core::Endpoint::kStreamSlotMask, *s & core::Endpoint::kStreamSlotMask);
+        others.push_back(*o);
+    }
+    EXPECT_EQ(p.a->reserve_stream(pd).error(), Error::kExhausted);
+    // Nothing runs in the simulation meanwhile, so the times are given explicitly.
+    const Time ready = p.now() + kQuiet;
+    EXPECT_EQ(p.a->reserve_held_stream(pd, *s, ready - 1ns).error(), Error::kWrongState);
+    p.a->on_timeout(ready);
+    EXPECT_EQ(p.a->reserve_stream(pd).error(), Error::kExhausted);
+    auto again = p.a->reserve_held_stream(pd, *s, ready);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *s);
+    ASSERT_NE(p.a->stream(*s), nullptr);
+    EXPECT_FALSE(p.a->retired_stream(*s));
+    EXPECT_FALSE(p.a->held_stream_ready(*s).has_value());
+    EXPECT_EQ(p.a->reserve_held_stream(pd, *s, p.now()).error(), Error::kNotFound);
+    // Held and released: the slot is reused as any other, under a new id.
+    ASSERT_EQ(p.a->hold_stream(*s, ready), Error::kOk);
+    p.a->release_held_stream(*s);
+    EXPECT_FALSE(p.a->held_stream_ready(*s).has_value());
+    EXPECT_EQ(p.a->reserve_stream(pd).error(), Error::kExhausted);
+    p.a->on_timeout(ready + kQuiet);
+    auto reused = p.a->reserve_stream(pd);
+    ASSERT_TRUE(reused.ok());
+    EXPECT_EQ(*reused & core::Endpoint::kStreamSlotMask, *s & core::Endpoint::kStreamSlotMask);
+    EXPECT_NE(*reused, *s);
+}
+
 // [CONN-24], [STREAM-15], [ERR-5]: the quiet period is 2 x peer_dead_timeout by default
 // and never shorter than peer_dead_timeout; max_streams fits the id's 20 slot bits.
 TEST(Lifecycle, QuietPeriodAndCapsAreValidated) {
