@@ -148,7 +148,7 @@ public:
     // timers (an ACK: the PTO of a path with nothing left in flight, the delivery timers
     // of messages it completed), so that the engine is not woken for a timer that has
     // nothing left to do (issue 19). One pass over the paths; the Endpoint calls it once
-    // per ACK, not per DATA packet.
+    // per batch of input that held ACKs (when it flushes deadlines), not per packet.
     void settle_deadline();
     // next_deadline is a lower bound of the earliest timer: exact after on_timeout and
     // settle_deadline, and only ever moved earlier by note_deadline in between. An early
@@ -166,6 +166,7 @@ public:
     // so the hot path needs no hash lookups.
     bool in_ready = false;
     bool deadline_dirty = false;
+    bool settle_pending = false;  // an ACK arrived: settle_deadline at the next flush
     Time armed_deadline = kNever;
 
 private:

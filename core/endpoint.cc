@@ -658,7 +658,15 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
                 return count_decode_error(e);
             rx_ack_.common = common;
             c->on_ack(rx_ack_, now);
-            c->settle_deadline();  // the ACK may have ended timers (issue 19)
+            // The ACK may have ended timers (issue 19): the connection's deadline is made
+            // exact once, when the deadlines are next flushed, not after every ACK of a batch.
+            if (!c->settle_pending) {
+                c->settle_pending = true;
+                if (!c->deadline_dirty) {
+                    c->deadline_dirty = true;
+                    dirty_.push_back(c->id());
+                }
+            }
             break;
         }
         case wire::PacketType::kNack: {
@@ -703,6 +711,10 @@ void Endpoint::flush_deadlines() const {
         if (!cp) continue;
         Connection& c = *cp;
         c.deadline_dirty = false;
+        if (c.settle_pending) {
+            c.settle_pending = false;
+            c.settle_deadline();
+        }
         const Time d = c.next_deadline();
         if (d != c.armed_deadline) {
             c.armed_deadline = d;
