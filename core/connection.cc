@@ -244,6 +244,11 @@ void Connection::attach_stream(Stream& s) {
 }
 
 void Connection::detach_stream(Stream& s) {
+    // [ACK-14]: a report still waiting for its ACK must not die with the stream. The
+    // application may destroy a stream (a queue pair) as soon as its last message completes,
+    // from another thread than the one that writes the ACK; the peer would then never learn
+    // that its last message arrived and would fail it after its delivery probes.
+    if (s.stream_ack_pending) final_reports_.push_back(wire::StreamAck{s.id, s.delivered_seq});
     fail_stream(s, Status::kFlushed);
     streams_.erase(std::remove(streams_.begin(), streams_.end(), s.id), streams_.end());
     auto it = by_remote_.find(s.remote_id);

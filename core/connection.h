@@ -482,6 +482,9 @@ private:
     static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
     ReturnRoutes return_routes_;             // [PATH-12] echoes owed and awaited
+    // [ACK-14]: the last reports of streams destroyed before an ACK carried them; at most
+    // one per destroyed stream, sent in the next ACK.
+    std::vector<wire::StreamAck> final_reports_;
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA

@@ -482,7 +482,12 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     a.rate_hint_mbps = cfg_.rate_hint ? ep_.fair_share_.hint_mbps(slot()) : 0;  // [CC-11]
     a.probe_psn = rp.probe_reply ? rp.probe_psn : 0;
     a.stream_count = 0;
-    // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along.
+    // [ACK-14]: streams whose delivery moved (or that saw a stale duplicate) ride along,
+    // the destroyed ones' last reports first.
+    while (!final_reports_.empty() && a.stream_count < wire::kMaxAckStreams) {
+        a.streams[a.stream_count++] = final_reports_.back();
+        final_reports_.pop_back();
+    }
     while (!stream_acks_.empty() && a.stream_count < wire::kMaxAckStreams) {
         Stream* s = ep_.stream_mut(stream_acks_.front());
         stream_acks_.pop_front();
