@@ -141,6 +141,42 @@ uint64_t load64(const std::byte* p) {
 }
 void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
+// [ACK-14] a receiver that destroys its stream as soon as the last message completes,
+// before the delayed ACK that reports the delivery has left (a Verbs program destroying its
+// queue pair): the report still leaves with that ACK, and the sender's message completes.
+// The sender keeps a second stream busy, so the last segment does not ask for ACK_NOW
+// ([ACK-12]), and the receiver acknowledges every 64 packets or after 1 ms.
+TEST(RdmaOps, DestroyedStreamStillReportsItsLastDelivery) {
+    core::EndpointConfig ca, cb;
+    ca.ack_now_every_message = false;
+    cb.ack_every = 64;
+    cb.max_ack_delay = 1ms;
+    Fixture f(3, 0.0, ca, cb, 4 << 20);
+    const auto [sa, sb] = f.stream(1);
+    const auto [busy_a, busy_b] = f.stream(2);
+    (void)busy_b;
+    core::RecvWr rw;
+    rw.wr_id = 77;
+    ASSERT_EQ(f.p.b->post_recv(sb, rw, f.p.now()), Error::kOk);
+    bool destroyed = false;
+    f.p.host_b().set_event_callback([&](const core::Event& e) {
+        Fixture::on(f.b, e);
+        if (e.kind == core::EventKind::kCompletion && e.completion.stream == sb && !destroyed) {
+            destroyed = true;
+            EXPECT_EQ(f.p.b->destroy_stream(sb, f.p.now()), Error::kOk);
+        }
+    });
+    f.post(busy_a, f.write(1, 0, 1 << 20, 3 << 20));  // keeps the sender's queue busy
+    core::SendWr wr = f.write(2, 0, 0, 512);
+    wr.opcode = WorkOpcode::kWriteImm;
+    wr.imm = 5;
+    f.post(sa, wr);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2; }, 200ms))
+        << f.a.done.size() << " of 2 completions";
+    EXPECT_TRUE(destroyed);
+    EXPECT_EQ(f.a.count(Status::kSuccess), 2u);
+}
+
 // [PLACE-15] [PLACE-16] [PLACE-19]: READs of many sizes, over loss, duplication and
 // reordering, land whole in the requester's buffer and complete once, in post order.
 TEST(RdmaOps, ReadsLandWholeOverLossyPaths) {
