@@ -425,10 +425,7 @@ void Connection::on_return_echo(uint16_t echoed, Time now) {
     return_routes_.echo_arrived(echoed, now);
     if (cfg_.return_fail_rounds == 0) return;
     const uint16_t r = return_routes_.next_to_examine();
-    TxPath& path = tx_paths_[r];
-    if (path.state != PathState::kActive || path.in_flight_pkts != 0 ||
-        return_routes_.unechoed_rounds(r) < cfg_.return_fail_rounds)
-        return;
+    if (return_routes_.unechoed_rounds(r) < cfg_.return_fail_rounds) return;
     const Duration limit = return_routes_.echo_timeout(cfg_.min_pto, 2 * cfg_.initial_rtt);
     if (now - return_routes_.unechoed_since(r) <= limit) return;
     fail_return_path(r, now);

@@ -18,13 +18,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-sim::NetworkConfig small_net() {
-    sim::NetworkConfig nc;
-    nc.routes = 8;
-    nc.link.rate_bps = 10'000'000'000;
-    nc.link.delay = 2us;
-    nc.host.line_rate_bps = 10'000'000'000;
-    return nc;
+// b_connection: B's connection to A once Established; nullptr before.
+const core::Connection* b_connection(Pair& p) {
+    const core::Connection* c = p.b->connection(p.b->connection_to(p.host_a().address()));
+    return c && c->state() == core::ConnState::kEstablished ? c : nullptr;
 }
 
 // One WRITE stream A->B of `messages` messages of `len` bytes, with bookkeeping.
@@ -96,7 +93,7 @@ bool run(Pair& p, const std::function<bool()>& done, std::chrono::milliseconds l
 // while Connecting goes out once established.
 TEST(Connection, LostHelloIsRetransmitted) {
     core::EndpointConfig cfg;
-    Pair p(11, small_net(), cfg, cfg);
+    Pair p(11, ten_gbit_net(), cfg, cfg);
     for (uint32_t r = 0; r < 8; ++r)
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
             sim::TimeWindow{sim::SimTime{}, sim::SimTime{} + 2500us};
@@ -111,7 +108,7 @@ TEST(Connection, LostHelloIsRetransmitted) {
 // [CONN-7] [CONN-16] [CONN-10] both sides open at once: one connection each, data both ways.
 TEST(Connection, SimultaneousOpen) {
     core::EndpointConfig cfg;
-    Pair p(12, small_net(), cfg, cfg);
+    Pair p(12, ten_gbit_net(), cfg, cfg);
     std::vector<std::byte> a_buf(4096, std::byte{1}), b_buf(4096, std::byte{2});
     std::vector<std::byte> a_dst(4096), b_dst(4096);
     const Time t = p.now();
@@ -152,7 +149,7 @@ TEST(Connection, SimultaneousOpen) {
 // [CONN-4] [ERR-7] a packet with a wrong token is counted and dropped without effect.
 TEST(Connection, WrongTokenIsDropped) {
     core::EndpointConfig cfg;
-    Pair p(13, small_net(), cfg, cfg);
+    Pair p(13, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -185,7 +182,7 @@ TEST(Connection, WrongTokenIsDropped) {
 TEST(Connection, DeadRouteFailsPathAndRerolls) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
-    Pair p(14, small_net(), cfg, cfg);
+    Pair p(14, ten_gbit_net(), cfg, cfg);
     for (uint32_t r : {2u, 5u})
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
             sim::TimeWindow{sim::SimTime{} + 300us, sim::kSimForever};
@@ -206,13 +203,13 @@ TEST(Connection, DeadRouteFailsPathAndRerolls) {
 TEST(Connection, LateProbeReplyOfThePreviousRouteDoesNotRecoverThePath) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
-    Pair p(15, small_net(), cfg, cfg);
+    Pair p(15, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
     // Every route from A to B goes dark: with data outstanding, path 0 fails, and its
     // probes, unanswered, re-roll it again and again within its generation.
-    for (uint32_t r = 0; r < small_net().routes; ++r)
+    for (uint32_t r = 0; r < ten_gbit_net().routes; ++r)
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
             sim::TimeWindow{p.sim.now(), sim::kSimForever};
     const core::Connection& ca = f.conn_a();
@@ -247,7 +244,7 @@ CutResult cut_one_route(bool detect_overtaken) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
     cfg.detect_overtaken = detect_overtaken;
-    Pair p(14, small_net(), cfg, cfg);
+    Pair p(14, ten_gbit_net(), cfg, cfg);
     const auto cut = sim::SimTime{} + 2ms;
     for (uint32_t r : {2u, 5u})
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
@@ -292,7 +289,7 @@ core::PathStats silent_network(Duration tolerance) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
     cfg.stall_tolerance = tolerance;
-    Pair p(17, small_net(), cfg, cfg);
+    Pair p(17, ten_gbit_net(), cfg, cfg);
     const auto from = sim::SimTime{} + 2ms;
     const sim::TimeWindow silence{from, from + 3ms};
     for (uint32_t r = 0; r < 8; ++r) {
@@ -343,7 +340,7 @@ Cancelled silent_return(bool silence, std::chrono::microseconds offset) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
     cfg.stall_tolerance = Duration::zero();
-    Pair p(18, small_net(), cfg, cfg);
+    Pair p(18, ten_gbit_net(), cfg, cfg);
     const auto from = sim::SimTime{} + 2ms + offset;
     if (silence)
         for (uint32_t r = 0; r < 8; ++r)
@@ -394,23 +391,19 @@ ReturnCut cut_return_route(uint64_t seed, uint32_t fail_rounds) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
     cfg.return_fail_rounds = fail_rounds;
-    Pair p(seed, small_net(), cfg, cfg);
+    Pair p(seed, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 40, 256 * 1024);
     f.post_all();
     // Once B's connection exists, the route its path 0 hashes to dies (B -> A only).
-    const auto b_conn = [&]() -> const core::Connection* {
-        const core::Connection* c = p.b->connection(p.b->connection_to(p.host_a().address()));
-        return c && c->state() == core::ConnState::kEstablished ? c : nullptr;
-    };
-    EXPECT_TRUE(run(p, [&] { return b_conn() != nullptr; }, 10ms));
-    const uint32_t route = p.net.route_of(p.host_b(), p.host_a(), b_conn()->tx_path(0).src_port,
+    EXPECT_TRUE(run(p, [&] { return b_connection(p) != nullptr; }, 10ms));
+    const uint32_t route = p.net.route_of(p.host_b(), p.host_a(), b_connection(p)->tx_path(0).src_port,
                                           p.host_a().address().port);
     p.net.link(p.host_b(), p.host_a(), route).config().blackhole =
         sim::TimeWindow{p.sim.now() + 50us, sim::kSimForever};
     EXPECT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms)) << "seed " << seed;
     EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
     EXPECT_EQ(f.dst, f.src);
-    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    const core::Connection& cb = *b_connection(p);
     ReturnCut r;
     for (uint16_t i = 0; i < cb.num_paths(); ++i) r.acks_sent += cb.path_stats(i).acks_sent;
     r.acks_received = f.path_sum(&core::PathStats::acks_received);
@@ -458,17 +451,14 @@ AllReturnsCut cut_every_return_route(uint64_t seed, uint32_t fail_rounds) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
     cfg.return_fail_rounds = fail_rounds;
-    Pair p(seed, small_net(), cfg, cfg);
+    Pair p(seed, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 40, 256 * 1024);
     f.post_all();
-    const auto b_conn = [&]() -> const core::Connection* {
-        const core::Connection* c = p.b->connection(p.b->connection_to(p.host_a().address()));
-        return c && c->state() == core::ConnState::kEstablished ? c : nullptr;
-    };
-    EXPECT_TRUE(run(p, [&] { return b_conn() != nullptr; }, 10ms));
+    EXPECT_TRUE(run(p, [&] { return b_connection(p) != nullptr; }, 10ms));
+    const core::Connection* b_conn = b_connection(p);
     std::set<uint32_t> used;
-    for (uint16_t i = 0; i < b_conn()->num_paths(); ++i)
-        used.insert(p.net.route_of(p.host_b(), p.host_a(), b_conn()->tx_path(i).src_port,
+    for (uint16_t i = 0; i < b_conn->num_paths(); ++i)
+        used.insert(p.net.route_of(p.host_b(), p.host_a(), b_conn->tx_path(i).src_port,
                                    p.host_a().address().port));
     EXPECT_LT(used.size(), 8u) << "seed " << seed << ": no route left to re-roll onto";
     const Time start = p.now();
@@ -482,7 +472,7 @@ AllReturnsCut cut_every_return_route(uint64_t seed, uint32_t fail_rounds) {
         EXPECT_EQ(f.completions(core::Status::kSuccess), 40u);
         EXPECT_EQ(f.dst, f.src);
     }
-    out.return_failures = b_conn()->stats().return_route_failures;
+    out.return_failures = b_conn->stats().return_route_failures;
     return out;
 }
 
@@ -511,7 +501,7 @@ TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
         for (const double loss : {0.0, 0.01, 0.3}) {
             core::EndpointConfig cfg;
             cfg.max_payload = 1024;
-            sim::NetworkConfig nc = small_net();
+            sim::NetworkConfig nc = ten_gbit_net();
             nc.link.loss_probability = loss;
             Pair p(seed, nc, cfg, cfg);
             WriteFlow ab(p, 30, 128 * 1024);
@@ -558,7 +548,7 @@ TEST(Connection, DeadPeerFailsEveryWorkRequest) {
     core::EndpointConfig cfg;
     cfg.peer_dead_timeout = 20ms;
     cfg.max_payload = 1024;
-    Pair p(16, small_net(), cfg, cfg);
+    Pair p(16, ten_gbit_net(), cfg, cfg);
     for (uint32_t r = 0; r < 8; ++r)
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
             sim::TimeWindow{sim::SimTime{} + 200us, sim::kSimForever};
@@ -576,7 +566,7 @@ TEST(Connection, DeadPeerFailsEveryWorkRequest) {
 // [CONN-8] [CONN-21] CLOSE tears the connection down on both sides.
 TEST(Connection, CloseFlushesBothSides) {
     core::EndpointConfig cfg;
-    Pair p(17, small_net(), cfg, cfg);
+    Pair p(17, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -638,7 +628,7 @@ class DropFirstReport final : public EngineTap {
 // round trip after the probe timeout, without a delivery probe ([STREAM-5]).
 TEST(Connection, LostDeliveryReportIsRepairedByTheProbeReply) {
     core::EndpointConfig cfg;
-    Pair p(43, small_net(), cfg, cfg);
+    Pair p(43, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 1024);  // one segment, one ACK
     // Established first, so the time below is that of the message alone.
     ASSERT_TRUE(run(p, [&] { return f.conn_a().state() == core::ConnState::kEstablished; }, 50ms));
@@ -664,7 +654,7 @@ TEST(Connection, LostDeliveryReportIsRepairedByTheProbeReply) {
 // peer_dead_timeout ([ERR-2]) with kPeerDead.
 TEST(Connection, LostCloseIsSentAgainWhenThePeerSends) {
     core::EndpointConfig cfg;
-    Pair p(41, small_net(), cfg, cfg);
+    Pair p(41, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -727,7 +717,7 @@ class CloseReasons final : public EngineTap {
 std::optional<Duration> lost_close_to_idle_peer(bool linger, std::vector<uint32_t>& b_reasons,
                                                 bool& confirmed, uint32_t& a_closes) {
     core::EndpointConfig cfg;
-    Pair p(44, small_net(), cfg, cfg);
+    Pair p(44, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     if (!run(p, [&] { return f.all_completions() == 1; }, 50ms)) return std::nullopt;
@@ -789,7 +779,7 @@ TEST(Connection, LingerDeliversALostCloseToAnIdlePeer) {
 // with one CONFIRM, and no CONFIRM is answered.
 TEST(Connection, SimultaneousClosesAreConfirmedOnce) {
     core::EndpointConfig cfg;
-    Pair p(45, small_net(), cfg, cfg);
+    Pair p(45, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -819,7 +809,7 @@ TEST(Connection, SimultaneousClosesAreConfirmedOnce) {
 // many packets the peer (which holds the token) sends.
 TEST(Connection, RepeatedClosesAreRateLimitedAndCapped) {
     core::EndpointConfig cfg;
-    Pair p(42, small_net(), cfg, cfg);
+    Pair p(42, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -855,7 +845,7 @@ TEST(Connection, RepeatedClosesAreRateLimitedAndCapped) {
 // [PLACE-4] [ERR-3] [ERR-8] a WRITE with a bad rkey fails with a remote access error.
 TEST(Connection, BadRkeyGivesRemoteAccessError) {
     core::EndpointConfig cfg;
-    Pair p(18, small_net(), cfg, cfg);
+    Pair p(18, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 4096);
     f.post_all(f.kb.rkey ^ 0x10);
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -867,7 +857,7 @@ TEST(Connection, BadRkeyGivesRemoteAccessError) {
 // until one is posted; it then consumes that receive, completed once with its immediate.
 TEST(Connection, SendWaitsForReceive) {
     core::EndpointConfig cfg;
-    Pair p(19, small_net(), cfg, cfg);
+    Pair p(19, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 0, 8192);
     core::SendWr wr;
     wr.wr_id = 77;
@@ -899,7 +889,7 @@ TEST(Connection, SendWaitsForReceive) {
 // [DATA-3] [PLACE-8] a zero-length SEND is one empty packet and still consumes a receive.
 TEST(Connection, ZeroLengthSend) {
     core::EndpointConfig cfg;
-    Pair p(20, small_net(), cfg, cfg);
+    Pair p(20, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 0, 64);
     std::vector<core::Event> b_events;
     p.host_b().set_event_callback([&](const core::Event& e) {
@@ -922,7 +912,7 @@ TEST(Connection, ZeroLengthSend) {
 // the peer binds it; a stream that never appears fails with kRemoteInvalid, never a hang.
 TEST(Connection, UnboundPeerStreamIsRetriedThenFails) {
     core::EndpointConfig cfg;
-    Pair p(22, small_net(), cfg, cfg);
+    Pair p(22, ten_gbit_net(), cfg, cfg);
     std::vector<std::byte> src(8192, std::byte{7}), dst(8192);
     const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
     auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
@@ -970,7 +960,7 @@ TEST(Connection, TwoMessagesCannotClaimOneReceive) {
     core::EndpointConfig cfg;
     cfg.max_payload = 256;
     cfg.forced_isn = 1000;  // msg_isn = 993, as Connection derives it in tests
-    Pair p(23, small_net(), cfg, cfg);
+    Pair p(23, ten_gbit_net(), cfg, cfg);
     WriteFlow f(p, 1, 64);  // one WRITE: establishes the connection, uses path 0 only
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
@@ -1020,7 +1010,7 @@ TEST(Connection, TwoMessagesCannotClaimOneReceive) {
 TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
-    Pair p(24, small_net(), cfg, cfg);
+    Pair p(24, ten_gbit_net(), cfg, cfg);
     const uint32_t len = 2 << 20;
     std::vector<std::byte> src(len), dst(len), wdst(len);
     for (uint32_t i = 0; i < len; ++i) src[i] = pattern_byte(3, 0, i);
@@ -1079,7 +1069,7 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         SCOPED_TRACE(every ? "ack_now_every_message" : "ack_now at a pause only");
         core::EndpointConfig cfg;
         cfg.ack_now_every_message = every;
-        Pair p(23, small_net(), cfg, cfg);
+        Pair p(23, ten_gbit_net(), cfg, cfg);
         size_t last = 0, ack_now = 0, retx = 0;
         p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
             if (&rx != &p.host_b()) return;
@@ -1113,7 +1103,7 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
     // Far above the 2 us links, so which rule acknowledged is plain, and below min_pto
     // (200 us), so a delayed ACK is not taken for a loss and probed for.
     cfg.max_ack_delay = 100us;
-    Pair p(25, small_net(), cfg, cfg);
+    Pair p(25, ten_gbit_net(), cfg, cfg);
     size_t ack_now = 0;
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_b()) return;
@@ -1158,7 +1148,7 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
 TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
     core::EndpointConfig cfg;
     cfg.max_payload = 1024;
-    Pair p(24, small_net(), cfg, cfg);
+    Pair p(24, ten_gbit_net(), cfg, cfg);
     // Silence A -> B for a while: A's paths time out and probe, and the probes that land
     // once the routes are back are answered.
     for (uint32_t r = 0; r < 8; ++r)
@@ -1190,7 +1180,7 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
 // come back from the call.
 TEST(Connection, RemoteStreamBindsOnce) {
     core::EndpointConfig cfg;
-    Pair p(21, small_net(), cfg, cfg);
+    Pair p(21, ten_gbit_net(), cfg, cfg);
     const uint32_t pd = p.a->alloc_pd();
     ASSERT_TRUE(p.a->create_stream(pd, p.host_b().address(), 5, p.now()).ok());
     EXPECT_EQ(p.a->create_stream(pd, p.host_b().address(), 5, p.now()).error(),

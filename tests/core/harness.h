@@ -39,6 +39,16 @@ inline std::vector<uint64_t> seeds_from_env(uint64_t default_count, uint64_t bas
     return v;
 }
 
+// ten_gbit_net: 8 routes of 10 Gbit/s and 2 us per pair of hosts, no impairment.
+inline sim::NetworkConfig ten_gbit_net() {
+    sim::NetworkConfig nc;
+    nc.routes = 8;
+    nc.link.rate_bps = 10'000'000'000;
+    nc.link.delay = std::chrono::microseconds(2);
+    nc.host.line_rate_bps = 10'000'000'000;
+    return nc;
+}
+
 struct Pair {
     explicit Pair(uint64_t seed, const sim::NetworkConfig& net_cfg,
                   const core::EndpointConfig& cfg_a, const core::EndpointConfig& cfg_b)

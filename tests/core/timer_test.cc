@@ -35,20 +35,11 @@ core::EndpointConfig udp_like() {
     return c;
 }
 
-sim::NetworkConfig quiet_net() {
-    sim::NetworkConfig nc;
-    nc.routes = 8;
-    nc.link.rate_bps = 10'000'000'000;
-    nc.link.delay = 2us;
-    nc.host.line_rate_bps = 10'000'000'000;
-    return nc;
-}
-
 // PingPong: A and B each WRITE_WITH_IMM 8 bytes into the other's buffer; each answers the
 // other's message as its receive completes, as `mroce perf --lat` does.
 struct PingPong {
     explicit PingPong(uint64_t seed)
-        : pair(seed, quiet_net(), udp_like(), udp_like()), tap_a(*pair.a), tap_b(*pair.b) {
+        : pair(seed, ten_gbit_net(), udp_like(), udp_like()), tap_a(*pair.a), tap_b(*pair.b) {
         pair.host_a().attach(&tap_a);
         pair.host_b().attach(&tap_b);
         const Time t = pair.now();
