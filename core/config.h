@@ -1,6 +1,7 @@
 // core/config.h — every tunable of an endpoint, with the spec's defaults.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -72,14 +73,19 @@ struct EndpointConfig {
     bool ack_with_reverse_data = false;
 
     // spec §7 loss recovery and path health.
+    // [LOSS-15] how late this host's datapath may fire a timer or process an arrival
+    // (200 µs: UDP on an OS-scheduled host). The defaults of min_pto, stall_tolerance and
+    // handshake_timeout below are the ones it derives; a datapath with another granularity
+    // sets them all with with_timer_granularity().
+    Duration timer_granularity = 200us;
     Duration initial_rtt = 100us;       // [LOSS-4] before the first sample
-    Duration min_pto = 200us;           // [LOSS-4] floor of the probe timeout
+    Duration min_pto = 200us;           // [LOSS-4] floor of the probe timeout: G
     Duration max_pto = 200ms;           // cap of the backed-off probe timeout
     Duration min_reorder_window = 2us;  // [LOSS-2] floor of the reorder window
     uint32_t reorder_window_shift = 3;  // [LOSS-2] reorder window = srtt >> shift
     uint32_t path_fail_timeouts = 3;    // [PATH-3] consecutive timeouts that fail a path
     // [PATH-11] a path whose oldest unanswered packet was overtaken by packets sent this
-    // much later (srtt >> overtake_shift, at least min_pto) on other paths times out at once.
+    // much later (srtt >> overtake_shift, plus max_ack_delay, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
     uint32_t overtake_shift = 0;
     // [PATH-12] a path with nothing in flight whose last this-many ACK rounds the peer has
@@ -88,12 +94,12 @@ struct EndpointConfig {
     uint32_t return_fail_rounds = 16;
     // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
     // the last ACK on any path is younger than this (a quiet peer, not a dead route).
-    Duration stall_tolerance = 50ms;
+    Duration stall_tolerance = 50ms;    // 250 × G
     uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
 
     // spec §4 handshake.
-    Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission
+    Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, 2 initial_rtt)
     uint32_t handshake_retries = 8;
 
     // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)
@@ -160,6 +166,7 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";
     if (c.overtake_shift > 16) return "overtake_shift must be 0..16";
     if (c.retry_limit < 1 || c.retry_limit > 1000) return "retry_limit must be 1..1000";
+    if (c.timer_granularity <= Duration::zero()) return "timer_granularity must be positive";
     if (c.min_pto <= Duration::zero() || c.max_pto < c.min_pto)
         return "min_pto must be positive and no larger than max_pto";
     if (c.initial_rtt <= Duration::zero()) return "initial_rtt must be positive";
@@ -179,6 +186,17 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.max_rd_atomic < 1 || c.max_dest_rd_atomic < 1)
         return "max_rd_atomic and max_dest_rd_atomic must be at least 1";
     return "";
+}
+
+// with_timer_granularity sets the timer floors [LOSS-15] derives from a datapath's timer
+// granularity g: min_pto = g, stall_tolerance = 250 g, handshake_timeout =
+// max(5 g, 2 initial_rtt). Call it before setting any of the three explicitly.
+inline EndpointConfig with_timer_granularity(EndpointConfig c, Duration g) {
+    c.timer_granularity = g;
+    c.min_pto = g;
+    c.stall_tolerance = 250 * g;
+    c.handshake_timeout = std::max(5 * g, 2 * c.initial_rtt);
+    return c;
 }
 
 // quiet_period is the effective [CONN-24] / [STREAM-15] quiet period of a config.

@@ -23,6 +23,7 @@
 #include "cc/send_rate.h"
 #include "core/config.h"
 #include "core/path.h"
+#include "core/path_health.h"
 #include "core/return_routes.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -357,9 +358,11 @@ private:
         // [PATH-11]: another path answered a packet sent more than the margin after this
         // path's oldest unanswered one.
         if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
+        // The peer may hold this path's ACK for max_ack_delay ([ACK-11]) while it answers
+        // another path at once, so only an overtaking by more than that proves a loss.
         const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
         const Duration margin =
-            std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift});
+            std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift} + cfg_.max_ack_delay);
         return newest_answered_sent_ - p.overdue_since > margin;
     }
     Duration reorder_window(const TxPath& path) const;
@@ -477,6 +480,8 @@ private:
     }
     static constexpr uint16_t kNoAckRound = 0xffff;
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
+    // [PATH-13]: replies queued for the copies of one probing step, at most a pair per copy.
+    static constexpr uint8_t kMaxReplyCopies = kProbeReplyCopies * path_health::kMaxProbesPerStep;
     static constexpr uint8_t kRepeatsForLostReplies = 2;  // [PATH-12] item 6
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
     static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
@@ -495,9 +500,13 @@ private:
         if (t < cached_deadline_) cached_deadline_ = t;
     }
     Time exact_deadline() const;
+    // request_probe: one probing step on path p; a lossy path sends several copies of its
+    // PROBE at once so that random loss alone rarely leaves a step unanswered ([PATH-13]).
     void request_probe(TxPath& p) {
         if (!p.probe_pending) ++probes_pending_;
         p.probe_pending = true;
+        p.probe_copies = static_cast<uint8_t>(path_health::probes_per_step(p.loss_score));
+        p.probe_ts = 0;  // stamped when the first copy leaves
     }
     // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
     // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).

@@ -14,9 +14,11 @@ uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 }  // namespace
 
 Duration Connection::pto(const TxPath& path) const {
-    // [LOSS-4]: PTO = srtt + 4 * rttvar + max_ack_delay, at least min_pto, doubled per
-    // consecutive timeout, at most max_pto.
-    Duration base = path.has_rtt ? path.srtt + 4 * path.rttvar + cfg_.max_ack_delay
+    // [LOSS-4]: PTO = srtt + max(4 * rttvar, srtt) + max_ack_delay, at least min_pto,
+    // doubled per consecutive timeout, at most max_pto. The variance term is at least srtt:
+    // a queue can double a path's RTT faster than rttvar follows, and with floors at the
+    // timer granularity ([LOSS-15]) nothing else would absorb the jump.
+    Duration base = path.has_rtt ? path.srtt + std::max(4 * path.rttvar, path.srtt) + cfg_.max_ack_delay
                                  : 2 * cfg_.initial_rtt;
     base = std::max(base, cfg_.min_pto);
     const uint32_t shift = std::min<uint32_t>(path.backoff, 16);

@@ -522,13 +522,14 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         // [PROBE-2]: the reply goes twice, on two return routes (two planes when there are
         // several): the peer probes because this path's ACKs stopped, and one dead return
         // route must not make a healthy forward path look dead too.
-        if (rp.probe_copies == kProbeReplyCopies) {
+        // (Copies of one probing step add a pair each, [PATH-13]: pairs are sent in turn.)
+        if (rp.probe_copies % kProbeReplyCopies == 0) {
             rp.probe_first_path = out;
         } else {
             out = other_return_path(rp.probe_first_path);
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
-        rp.reply_paths[kProbeReplyCopies - rp.probe_copies] = out;
+        rp.reply_paths[(kProbeReplyCopies - rp.probe_copies % kProbeReplyCopies) % kProbeReplyCopies] = out;
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
         else
@@ -558,19 +559,26 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     // acknowledged in our reply to it: that reply died on its way back, both copies.
     // Random loss takes both copies of one reply now and then (p^2); twice in a row (p^4)
     // is what a dead return route does.
-    const bool repeated = rp.probe_answered_whole && p.next_psn == rp.answered_next_psn &&
-                          p.psn_floor == rp.answered_floor && seq_lt(p.psn_floor, p.next_psn);
-    rp.probe_repeats = repeated ? static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255)) : 0;
-    if (rp.probe_repeats >= kRepeatsForLostReplies) reply_lost(rp, now);
+    // A copy of the PROBE last answered (the same step: one timestamp, [PATH-13]) is answered
+    // again but is no repeat, and leaves the count of repeats as it was.
+    const bool unchanged = p.next_psn == rp.answered_next_psn && p.psn_floor == rp.answered_floor;
+    const bool copy = unchanged && p.timestamp == rp.answered_ts;
+    if (!copy) {
+        const bool repeated = rp.probe_answered_whole && unchanged && seq_lt(p.psn_floor, p.next_psn);
+        rp.probe_repeats = repeated ? static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255)) : 0;
+        if (rp.probe_repeats >= kRepeatsForLostReplies) reply_lost(rp, now);
+    }
     rp.probe_answered_whole = seq_ge(rp.window.cum(), p.next_psn - 1);
     rp.answered_next_psn = p.next_psn;
     rp.answered_floor = p.psn_floor;
-    rp.reply_paths = {RxPath::kNoPath, RxPath::kNoPath};
+    rp.answered_ts = p.timestamp;
+    if (!copy) rp.reply_paths = {RxPath::kNoPath, RxPath::kNoPath};
     rp.last_ts = p.timestamp;
     rp.last_rx_time = now;
     // [PROBE-2]: a PROBE is answered at once with an ACK that echoes its next_psn.
+    const bool more = copy && rp.probe_reply && rp.probe_copies <= kMaxReplyCopies - kProbeReplyCopies;
+    rp.probe_copies = more ? static_cast<uint8_t>(rp.probe_copies + kProbeReplyCopies) : kProbeReplyCopies;
     rp.probe_reply = true;
-    rp.probe_copies = kProbeReplyCopies;
     rp.probe_psn = p.next_psn;
     queue_ack(p.path_id);
 }

@@ -103,15 +103,24 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
     const uint16_t n = num_paths();
     uint16_t p = rr_path_;  // < n
+    TxPath* passed_over = nullptr;
+    uint16_t after_passed = 0;
     for (uint16_t i = 0; i < n; ++i) {
         TxPath& path = tx_paths_[p];
         if (++p == n) p = 0;  // p is now the path after this one
-        if (path_can_send(path, bytes)) {
-            rr_path_ = p;
-            return &path;
+        if (!path_can_send(path, bytes)) continue;
+        // [PATH-13]: a lossy path gives up a share of its turns in proportion to its loss,
+        // unless no other path can take the segment.
+        if (!passed_over && path_health::skip_for_loss(path.skip_debt, path.loss_score)) {
+            passed_over = &path;
+            after_passed = p;
+            continue;
         }
+        rr_path_ = p;
+        return &path;
     }
-    return nullptr;
+    if (passed_over) rr_path_ = after_passed;
+    return passed_over;
 }
 
 // [LOSS-6]: a retransmission goes to the usable path with the lowest recent loss score,
@@ -348,15 +357,21 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
 }
 
 size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {
-    p.probe_pending = false;
-    --probes_pending_;
+    // [PATH-13]: every copy of one step carries the first copy's timestamp, so the peer
+    // does not take the copies for PROBEs repeated after a lost reply ([PATH-12]).
+    if (p.probe_ts == 0) p.probe_ts = ts32(now) | 1;
+    if (p.probe_copies <= 1) {
+        p.probe_pending = false;
+        --probes_pending_;
+    }
+    p.probe_copies = static_cast<uint8_t>(p.probe_copies > 0 ? p.probe_copies - 1 : 0);
     wire::ProbePacket pr;
     pr.common = peer_header(wire::PacketType::kProbe);
     pr.path_id = p.id;
     pr.path_gen = p.gen;
     pr.next_psn = p.next_psn;
     pr.psn_floor = psn_floor(p);
-    pr.timestamp = ts32(now);
+    pr.timestamp = p.probe_ts;
     auto n = wire::encode_probe(pr, buf);
     if (!n) return 0;
     set_meta(p, meta);  // a probe travels the path it tests

@@ -62,10 +62,13 @@ struct TxPath {
     Time overdue_since = kNever;
     bool overtaken = false;        // pto_deadline was brought forward by [PATH-11]
     bool probe_pending = false;    // a PROBE should go out now
+    uint8_t probe_copies = 0;      // [PATH-13]: PROBEs of this step still to send
+    uint32_t probe_ts = 0;         // [PATH-13]: the timestamp every copy of this step carries
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
     uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
                                    // replies answered another route
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
+    uint32_t skip_debt = 0;        // [PATH-13]: turns owed to other paths for loss, Q16
 
     TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }
     const TxRecord& rec(uint32_t psn) const { return ring[psn & (ring.size() - 1)]; }
@@ -92,6 +95,7 @@ struct RxPath {
     bool probe_answered_whole = false;
     uint8_t probe_repeats = 0;  // consecutive unchanged PROBEs after a whole answer
     uint32_t answered_next_psn = 0;
+    uint32_t answered_ts = 0;   // [PATH-13]: copies of one probing step share a timestamp
     uint32_t answered_floor = 0;
     std::array<uint16_t, 2> reply_paths{kNoPath, kNoPath};
     static constexpr uint16_t kNoPath = 0xffff;

@@ -79,10 +79,13 @@ public:
     }
 
     // echo_arrived: the peer echoed our path `path` (checked < own paths by the caller).
-    // An echo of the only round awaited on the path times the echo delay.
+    // The echo delay is timed from the oldest round awaited: the echo may answer a later
+    // round, so the sample errs long, never short. Timing only echoes of a lone round
+    // let the estimate lag a queue that builds (rounds pile up exactly then), and clean
+    // routes through queues of milliseconds were failed.
     void echo_arrived(uint16_t path, Time now) {
         Wait& w = waits_[path];
-        if (w.rounds == 1) sample_delay(now - w.since);
+        if (w.rounds > 0) sample_delay(now - w.since);
         w = Wait{};
     }
 

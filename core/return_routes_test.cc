@@ -71,15 +71,20 @@ TEST(ReturnRoutes, CountsRoundsSinceTheLastEchoAndTimesTheEchoDelay) {
     r.round_sent(1, at_us(12));
     EXPECT_EQ(r.unechoed_rounds(1), 2u);
     EXPECT_EQ(r.unechoed_since(1), at_us(10));
-    r.echo_arrived(1, at_us(30));  // two rounds: which was echoed is unknown, no sample
+    // Two rounds: which was echoed is unknown, so the sample is timed from the oldest
+    // (20 us, never shorter than the true delay).
+    r.echo_arrived(1, at_us(30));
     EXPECT_EQ(r.unechoed_rounds(1), 0u);
     EXPECT_EQ(r.unechoed_since(1), kNever);
-    EXPECT_EQ(r.echo_timeout(floor, before), before);
+    // First sample: srtt 20, rttvar 10: 2 x (20 + 4 x 10) = 120 us.
+    EXPECT_EQ(r.echo_timeout(floor, before), 120us);
+    EXPECT_EQ(r.echo_timeout(150us, before), 150us);  // the floor holds
+    r.echo_arrived(1, at_us(35));  // nothing awaited: no sample
+    EXPECT_EQ(r.echo_timeout(floor, before), 120us);
     r.round_sent(1, at_us(40));
-    r.echo_arrived(1, at_us(50));  // one round: a 10 us sample
-    // First sample: srtt 10, rttvar 5: 2 x (10 + 4 x 5) = 60 us.
-    EXPECT_EQ(r.echo_timeout(floor, before), 60us);
-    EXPECT_EQ(r.echo_timeout(100us, before), 100us);  // the floor holds
+    r.echo_arrived(1, at_us(60));  // one round: a 20 us sample, no error
+    // srtt 20, rttvar (3 x 10 + 0) / 4 = 7.5: 2 x (20 + 30) = 100 us.
+    EXPECT_EQ(r.echo_timeout(floor, before), 100us);
 }
 
 TEST(ReturnRoutes, ExaminesEveryPathInTurn) {

@@ -322,6 +322,25 @@ void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
     if (const std::string err = check_topology_config(t); !err.empty()) fail(s.ctx().where(nullptr) + "topology: " + err);
 }
 
+// longest_rtt_ps: the base RTT of the fabric's longest path, 2 x 6 hops of propagation
+// (a fat tree's). With per-cable delays the longest path runs between the two hosts with
+// the slowest cables (4 inner hops + those two).
+uint64_t longest_rtt_ps(const TopologyConfig& t) {
+    uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(t.cable.delay));
+    if (!t.cable_delays.empty()) {
+        const uint32_t hosts = host_count(t);
+        int64_t d1 = 0, d2 = 0;  // the two largest host-cable delays of distinct hosts
+        for (uint32_t h = 0; h < hosts; ++h) {
+            const int64_t d = to_ps(max_host_cable_delay(t, h));
+            if (d > d1) d2 = d1, d1 = d;
+            else if (d > d2) d2 = d;
+        }
+        const int64_t inner = 4 * to_ps(t.cable.delay);
+        rtt_ps = static_cast<uint64_t>(2 * (inner + d1 + d2));
+    }
+    return rtt_ps;
+}
+
 void read_mroce(Section s, RunSpec& r) {
     core::EndpointConfig& c = r.mroce.endpoint;
     c.num_paths = static_cast<uint16_t>(s.u32("paths", c.num_paths, 1, 65535));
@@ -333,16 +352,28 @@ void read_mroce(Section s, RunSpec& r) {
     c.return_fail_rounds = s.u32("return_fail_rounds", c.return_fail_rounds, 0, 1 << 20);  // [PATH-12]
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
-    // The core's timer floors are set for hosts whose scheduling adds milliseconds of
-    // jitter; a simulated fabric has microsecond RTTs, so scenarios may lower them.
+    // [LOSS-15]: the core's timer floors follow the datapath's timer granularity. A
+    // simulated host fires its timers on time, like a NIC: 1 µs by default, from which
+    // min_pto, stall_tolerance and handshake_timeout are derived unless set below.
     const auto us = [](SimDuration d) { return std::chrono::duration_cast<Duration>(d); };
-    c.min_pto = us(s.duration_us("min_pto_us", std::chrono::duration_cast<SimDuration>(c.min_pto), 1, 1e7));
-    c.initial_rtt =
-        us(s.duration_us("initial_rtt_us", std::chrono::duration_cast<SimDuration>(c.initial_rtt), 1, 1e7));
+    const auto sim = [](Duration d) { return std::chrono::duration_cast<SimDuration>(d); };
+    // The RTT assumed before a sample is configured for the fabric, as an operator would:
+    // four times the base RTT of its longest path (at least 1 µs), room for the queues a
+    // first round trip meets (with twice, bench-a2a64 probed 4x as often and lost 100 packets).
+    // (A graph's longest path from host 0 may have more than the fat tree's 6 hops.)
+    int64_t longest_ps = static_cast<int64_t>(longest_rtt_ps(r.topology));
+    if (r.topology.kind == TopologyKind::kGraph)
+        for (const GraphPath& gp : graph_paths(r.topology.graph, 0))
+            longest_ps = std::max<int64_t>(longest_ps, 2 * gp.hops * to_ps(r.topology.cable.delay));
+    const SimDuration longest_rtt{std::max<int64_t>(longest_ps, 1'000'000)};
+    c.initial_rtt = us(s.duration_us("initial_rtt_us", 4 * longest_rtt, 0.01, 1e7));
+    c = core::with_timer_granularity(
+        c, us(s.duration_us("timer_granularity_us", std::chrono::microseconds(1), 0.001, 1e6)));
+    c.min_pto = us(s.duration_us("min_pto_us", sim(c.min_pto), 1, 1e7));
+    c.handshake_timeout = us(s.duration_us("handshake_timeout_us", sim(c.handshake_timeout), 1, 1e7));
     // [LOSS-13]: how long every route may be silent before a timeout escalates (a
     // descheduled peer on a real host; a simulated host is never descheduled).
-    c.stall_tolerance = us(s.duration_us("stall_tolerance_us",
-                                         std::chrono::duration_cast<SimDuration>(c.stall_tolerance), 0, 1e8));
+    c.stall_tolerance = us(s.duration_us("stall_tolerance_us", sim(c.stall_tolerance), 0, 1e8));
     // spec §9: the controller, the receiver's hint and the pacer, all on by default.
     c.congestion_control = s.choice("congestion_control", "aimd", {"aimd", "fixed"}) == "aimd"
                                ? core::EndpointConfig::Cc::kAimd
@@ -381,23 +412,9 @@ void read_mroce(Section s, RunSpec& r) {
     c.port_rate_bps = r.topology.cable.rate_bps;  // [CC-12]: line rate x planes
     if (r.mroce.window_auto) {
         // One bandwidth-delay product per connection over all paths (the host's rate on
-        // every plane times the base RTT of the longest path, 2 x 6 hops of propagation in
-        // a fat tree), plus one packet per path. With per-cable delays the longest path
-        // runs between the two hosts with the slowest cables (4 inner hops + those two), so
-        // the longest path is not starved (shorter ones get more than they need). Without
-        // overrides d1 = d2 = delay: the same window as before.
-        uint64_t rtt_ps = 2 * 6 * static_cast<uint64_t>(to_ps(r.topology.cable.delay));
-        if (!r.topology.cable_delays.empty()) {
-            const uint32_t hosts = host_count(r.topology);
-            int64_t d1 = 0, d2 = 0;  // the two largest host-cable delays of distinct hosts
-            for (uint32_t h = 0; h < hosts; ++h) {
-                const int64_t d = to_ps(max_host_cable_delay(r.topology, h));
-                if (d > d1) d2 = d1, d1 = d;
-                else if (d > d2) d2 = d;
-            }
-            const int64_t inner = 4 * to_ps(r.topology.cable.delay);
-            rtt_ps = static_cast<uint64_t>(2 * (inner + d1 + d2));
-        }
+        // every plane times the base RTT of the longest path), plus one packet per path, so
+        // the longest path is not starved (shorter ones get more than they need).
+        const uint64_t rtt_ps = longest_rtt_ps(r.topology);
         // In double: rate x planes x RTT in ps overflows 64 bits at realistic values.
         const auto bdp = static_cast<uint64_t>(static_cast<double>(r.topology.cable.rate_bps) * r.topology.planes /
                                                8 * static_cast<double>(rtt_ps) / 1e12);

@@ -542,6 +542,91 @@ TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
     }
 }
 
+// [LOSS-15] a tail loss costs a PTO whose floor is the datapath's timer granularity: on a
+// fabric with microsecond RTTs, a host that fires timers on time (G = 1 µs) recovers in a
+// few RTTs; the UDP default (G = 200 µs) waits out the 200 µs floor.
+Duration tail_loss_recovery(uint64_t seed, const core::EndpointConfig& cfg) {
+    Pair p(seed, ten_gbit_net(), cfg, cfg);
+    WriteFlow f(p, 1, 1024);
+    f.post_all();  // the handshake and RTT samples on every path it touches
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    for (int i = 0; i < 8; ++i) {  // a sample on every path
+        f.post_all();
+        EXPECT_TRUE(run(p, [&] { return f.all_completions() == size_t(2 + i); }, 50ms));
+    }
+    // The next DATA is the tail: every route A -> B drops what it carries in the next 4 µs
+    // (2 µs cables: the window covers the packet wherever the link judges it).
+    const sim::SimTime t0 = p.sim.now();
+    for (uint32_t r = 0; r < 8; ++r)
+        p.net.link(p.host_a(), p.host_b(), r).config().blackhole = sim::TimeWindow{t0, t0 + 4us};
+    f.post_all();
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 10; }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 10u);
+    EXPECT_EQ(f.dst, f.src);
+    EXPECT_GE(f.conn_a().stats().retransmits, 1u);  // the tail was lost and resent
+    return std::chrono::duration_cast<Duration>(p.sim.now() - t0);
+}
+
+TEST(Config, TimerFloorsFollowTheGranularity) {
+    // The defaults are the ones G = 200 µs derives.
+    const core::EndpointConfig d;
+    const core::EndpointConfig g200 = core::with_timer_granularity(d, 200us);
+    EXPECT_EQ(d.timer_granularity, 200us);
+    EXPECT_EQ(g200.min_pto, d.min_pto);
+    EXPECT_EQ(g200.stall_tolerance, d.stall_tolerance);
+    EXPECT_EQ(g200.handshake_timeout, d.handshake_timeout);
+    const core::EndpointConfig g1 = core::with_timer_granularity(d, 1us);
+    EXPECT_EQ(g1.min_pto, 1us);
+    EXPECT_EQ(g1.stall_tolerance, 250us);
+    EXPECT_EQ(g1.handshake_timeout, 2 * d.initial_rtt);  // 5 µs would be below the first RTT
+    EXPECT_EQ(core::config_error(g1), "");
+    core::EndpointConfig bad = d;
+    bad.timer_granularity = Duration::zero();
+    EXPECT_EQ(core::config_error(bad), "timer_granularity must be positive");
+
+    for (const uint64_t seed : seeds_from_env(3, 80)) {
+        const Duration fast = tail_loss_recovery(seed, g1);
+        const Duration slow = tail_loss_recovery(seed, d);
+        std::printf("seed %llu: tail loss recovered in %.1f us with G = 1 us, %.1f us with G = 200 us\n",
+                    static_cast<unsigned long long>(seed), to_ns(fast) / 1e3, to_ns(slow) / 1e3);
+        EXPECT_LT(fast, 100us) << "seed " << seed;  // RTT about 5 µs: a PTO of a few RTTs
+        EXPECT_GE(slow, 200us) << "seed " << seed;  // the floor
+    }
+}
+
+// [PATH-13] one of two routes loses 30 % of the sender's packets; the other is clean. The
+// paths that hash onto the lossy route keep delivering, so none fails, and they carry less
+// new data than the clean ones, in proportion to their loss.
+TEST(Connection, LossyPathCarriesLessAndIsNotFailed) {
+    for (const uint64_t seed : seeds_from_env(3, 60)) {
+        core::EndpointConfig cfg;
+        cfg.max_payload = 1024;
+        sim::NetworkConfig nc = ten_gbit_net();
+        nc.routes = 2;
+        Pair p(seed, nc, cfg, cfg);
+        p.net.link(p.host_a(), p.host_b(), 0).config().loss_probability = 0.3;
+        WriteFlow f(p, 40, 128 * 1024);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 40; }, 500ms)) << "seed " << seed;
+        EXPECT_EQ(f.dst, f.src);
+        const core::Connection& c = f.conn_a();
+        EXPECT_EQ(c.stats().path_failures, 0u) << "seed " << seed;
+        double lossy_new = 0, clean_new = 0;
+        uint32_t lossy = 0, clean = 0;
+        for (uint16_t i = 0; i < c.num_paths(); ++i) {
+            const core::PathStats& ps = c.path_stats(i);
+            const double fresh = static_cast<double>(ps.packets_sent - ps.retransmits_sent);
+            if (ps.lost_by_sack + ps.lost_by_timeout > 0) lossy_new += fresh, ++lossy;
+            else clean_new += fresh, ++clean;
+        }
+        std::printf("seed %llu: %u lossy paths, %.0f new packets each; %u clean, %.0f each\n",
+                    static_cast<unsigned long long>(seed), lossy, lossy ? lossy_new / lossy : 0.0, clean,
+                    clean ? clean_new / clean : 0.0);
+        if (lossy == 0 || clean == 0) continue;  // every path hashed onto one route
+        EXPECT_LT(lossy_new / lossy, 0.85 * (clean_new / clean)) << "seed " << seed;
+    }
+}
+
 // [ERR-2] [ERR-1] [ERR-4] a peer that vanishes surfaces as typed error completions, never
 // a hang.
 TEST(Connection, DeadPeerFailsEveryWorkRequest) {
@@ -1154,15 +1239,21 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
     for (uint32_t r = 0; r < 8; ++r)
         p.net.link(p.host_a(), p.host_b(), r).config().blackhole =
             sim::TimeWindow{sim::SimTime{} + 50us, sim::SimTime{} + 3ms};
-    // (path, generation, probe_psn, the probe's timestamp) -> the replies' source ports
-    std::map<std::tuple<uint16_t, uint8_t, uint32_t, uint32_t>, std::set<uint16_t>> replies;
-    size_t reply_packets = 0;
+    // (path, generation, probe_psn, the probe's timestamp) -> the replies' source ports and
+    // count. The copies of one probing step share a timestamp ([PATH-13]); each copy is
+    // answered with a pair.
+    struct Replies {
+        std::set<uint16_t> ports;
+        size_t packets = 0;
+    };
+    std::map<std::tuple<uint16_t, uint8_t, uint32_t, uint32_t>, Replies> replies;
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_a()) return;
         auto a = wire::decode_ack(without_trailer(pkt.bytes));
         if (!a || !(a->flags & wire::ack_flag::kProbeReply)) return;
-        ++reply_packets;
-        replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}].insert(pkt.meta.src.port);
+        Replies& r = replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}];
+        r.ports.insert(pkt.meta.src.port);
+        ++r.packets;
     });
     WriteFlow f(p, 20, 64 * 1024);
     f.post_all();
@@ -1170,10 +1261,12 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
     EXPECT_EQ(f.completions(core::Status::kSuccess), 20u);
     EXPECT_EQ(f.dst, f.src);
     ASSERT_GT(replies.size(), 0u) << "no probe was answered";
-    EXPECT_EQ(reply_packets, 2 * replies.size());
-    for (const auto& [probe, ports] : replies)
-        EXPECT_EQ(ports.size(), 2u) << "path " << std::get<0>(probe) << " probe_psn "
-                                    << std::get<2>(probe) << ": both replies on one route";
+    for (const auto& [probe, r] : replies) {
+        EXPECT_EQ(r.packets % 2, 0u) << "path " << std::get<0>(probe) << ": a reply without its pair";
+        EXPECT_LE(r.packets, 2u * core::path_health::kMaxProbesPerStep);
+        EXPECT_GE(r.ports.size(), 2u) << "path " << std::get<0>(probe) << " probe_psn "
+                                      << std::get<2>(probe) << ": both replies on one route";
+    }
 }
 
 // [STREAM-1] [ERR-6] a peer stream id binds to one local stream per connection; errors

@@ -1,0 +1,52 @@
+// core/path_health.h — what a path's measured loss changes in how it is probed and used
+// (spec [PATH-13]). Random loss must make a path carry less, not make it look dead: these
+// are pure functions of the path's loss score ([LOSS-6]), kept apart from the connection so
+// the rule can be read and tested on its own.
+#pragma once
+
+#include <cstdint>
+
+namespace mroce::core::path_health {
+
+// [LOSS-6]: +1024 per loss declared, -score/64 per in-flight packet acknowledged. At a
+// steady loss rate l the two balance where score = 65536 l / (1 - l), so
+// score / (score + 65536) estimates l.
+inline constexpr uint64_t kScoreScale = 65536;
+inline constexpr uint32_t kOne = 1u << 16;  // 1.0 in the Q16 fractions below
+
+// loss_q16: the estimated loss rate of a path, in 1/65536.
+constexpr uint32_t loss_q16(uint32_t score) {
+    return static_cast<uint32_t>((uint64_t{score} << 16) / (score + kScoreScale));
+}
+
+inline constexpr uint32_t kMaxProbesPerStep = 8;
+
+// probes_per_step: how many PROBEs one step of the timeout ladder sends ([PATH-13]): the
+// fewest m (1..8) for which all m round trips failing, q^m, is at most 1/64, where
+// q = 1 - (1 - L)(1 - L^2) is the chance that a PROBE or both copies of its reply
+// ([PROBE-2]) are lost. Two such steps in a row fail a live path at most once in 4096.
+constexpr uint32_t probes_per_step(uint32_t score) {
+    if (score == 0) return 1;
+    const uint64_t l = loss_q16(score);
+    const uint64_t l2 = (l * l) >> 16;
+    const uint64_t q = kOne - (((kOne - l) * (kOne - l2)) >> 16);  // Q16
+    uint64_t all_lost = kOne;                                       // q^m, Q16
+    for (uint32_t m = 1; m <= kMaxProbesPerStep; ++m) {
+        all_lost = (all_lost * q) >> 16;
+        if (all_lost * 64 <= kOne) return m;
+    }
+    return kMaxProbesPerStep;
+}
+
+// skip_for_loss: new data passes over a path a fraction L of the times its turn comes
+// ([PATH-13], [PATH-10]), so a path carries new data in proportion to 1 - L. `debt`
+// accumulates L per turn (Q16); each whole unit is one skipped turn.
+constexpr bool skip_for_loss(uint32_t& debt, uint32_t score) {
+    if (score == 0) return false;
+    debt += loss_q16(score);
+    if (debt < kOne) return false;
+    debt -= kOne;
+    return true;
+}
+
+}  // namespace mroce::core::path_health
