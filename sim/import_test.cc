@@ -231,6 +231,13 @@ TEST(Import, HtsimTopologyQueueSizes) {
         base + "Queue_Up 90000\nQueue_Down 90000\n" + top + "Queue_Down 90000\n", "q.topo", err);
     ASSERT_TRUE(h) << err;
     EXPECT_EQ(h->queue_bytes, 90000u);
+    // Tier 1 of 2 has no uplinks: its Queue_Up and Radix_Up change nothing, as in htsim.
+    const auto top_up = parse_htsim_topology(base + "Queue_Up 90000\nQueue_Down 90000\n" + top +
+                                                 "Queue_Down 90000\nQueue_Up 5\nRadix_Up 3\n",
+                                             "q.topo", err);
+    ASSERT_TRUE(top_up) << err;
+    EXPECT_EQ(top_up->queue_bytes, 90000u);
+    EXPECT_EQ(top_up->graph.links.size(), h->graph.links.size());
     EXPECT_FALSE(parse_htsim_topology(
         base + "Queue_Up 90000\nQueue_Down 90000\n" + top + "Queue_Down 1000\n", "q.topo", err));
     EXPECT_EQ(
