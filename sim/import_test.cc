@@ -218,6 +218,20 @@ TEST(Import, HtsimTopologyBuildsInTheSimulator) {
             EXPECT_EQ(t.switch_at(s).port(p).rate_bps(), 100'000'000'000u);
     }
     EXPECT_EQ(t.cable(t.host_cable(3, 1)).a_to_b->config().delay, std::chrono::nanoseconds(1050));
+    // ECMP towards host 7 (pod 1) from pod 0: ToR node 8 over its 2 aggregation switches,
+    // aggregation node 12 over its 2 cores x bundles of 2, core node 16 down its bundle of 2
+    // to pod 1's aggregation switch 14; within a ToR, the host's one port.
+    auto sw = [&](uint32_t node) -> const Switch& {
+        for (size_t i = 0; i < t.switch_count(); ++i)
+            if (t.switch_at(i).name() == "topo/p0/sw" + std::to_string(node)) return t.switch_at(i);
+        ADD_FAILURE() << "no switch for node " << node;
+        return t.switch_at(0);
+    };
+    EXPECT_EQ(sw(8).next_hops(7).size(), 2u);
+    EXPECT_EQ(sw(8).next_hops(1).size(), 1u);
+    EXPECT_EQ(sw(12).next_hops(7).size(), 4u);
+    EXPECT_EQ(sw(16).next_hops(7).size(), 2u);
+    EXPECT_EQ(sw(14).next_hops(7).size(), 1u);  // down to ToR 11
 }
 
 TEST(Import, HtsimTopologyQueueSizes) {
