@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "sim/event_queue.h"
+#include "sim/test_seed.h"
+#include "util/rng.h"
 
 namespace mroce::sim {
 namespace {
@@ -374,6 +378,140 @@ TEST(Import, HtsimMatrixOnAnHtsimTopologyNamesEveryNode) {
     EXPECT_FALSE(
         parse_htsim_cm("Nodes 8\nConnections 1\n0->9 start 0 size 1\n", "m.cm", nodes, err));
     EXPECT_EQ(err, "m.cm:3: dst node 9 is a switch, not a host");
+}
+
+// Mutated htsim files (a value replaced, a line dropped or repeated) either build a graph
+// the simulator accepts, with Nodes hosts of one link each, or are refused in one line
+// naming the file: never a crash, an exception or a graph the builder would reject.
+TEST(Import, HtsimTopologyMutationsBuildOrFailInOneLine) {
+    const uint64_t seed = testing::test_seed(18);
+    SCOPED_TRACE(testing::seed_note(seed));
+    Rng rng(seed);
+    const std::vector<std::string> values = {"0",  "1",   "2",    "3", "4",  "8",   "16",
+                                             "32", "100", "4096", "x", "-1", "3.5", "99999999999"};
+    int built = 0, refused = 0;
+    for (int i = 0; i < 3000; ++i) {
+        std::vector<std::string> lines;
+        std::istringstream in(rng.uniform(2) ? kLeafSpineTiny : kThreeTier);
+        for (std::string l; std::getline(in, l);) lines.push_back(l);
+        for (uint64_t m = 0, n = 1 + rng.uniform(3); m < n && !lines.empty(); ++m) {
+            const size_t at = rng.uniform(lines.size());
+            const size_t space = lines[at].find(' ');
+            switch (rng.uniform(3)) {
+                case 0:
+                    if (space != std::string::npos)
+                        lines[at] =
+                            lines[at].substr(0, space + 1) + values[rng.uniform(values.size())];
+                    break;
+                case 1:
+                    lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(at));
+                    break;
+                default:
+                    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at),
+                                 lines[rng.uniform(lines.size())]);
+            }
+        }
+        std::string text;
+        uint64_t nodes = 0;
+        for (const std::string& l : lines) {
+            text += l + "\n";
+            if (nodes == 0 && l.rfind("Nodes ", 0) == 0)
+                nodes = std::strtoull(l.c_str() + 6, nullptr, 10);
+        }
+        std::string err;
+        const auto h = parse_htsim_topology(text, "t.topo", err);
+        if (!h) {
+            ++refused;
+            EXPECT_EQ(err.rfind("t.topo", 0), 0u) << err;
+            EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+            continue;
+        }
+        ++built;
+        TopologyConfig c;
+        c.kind = TopologyKind::kGraph;
+        c.graph = h->graph;
+        c.cable.rate_bps = h->graph.links.at(0).rate_bps;
+        EXPECT_EQ(check_topology_config(c), "") << text;
+        EXPECT_EQ(h->graph.host_nodes.size(), nodes) << text;
+        EXPECT_EQ(graph_paths(h->graph, 0).back().hops > 0, true) << text;  // connected
+    }
+    std::printf("htsim mutations: %d built, %d refused\n", built, refused);
+    EXPECT_GT(built, 100);
+    EXPECT_GT(refused, 100);
+}
+
+// Random consistent shapes, written as htsim files: P pods of T ToRs with R hosts each and A
+// aggregation switches (bundles of B1 from each ToR), tier 0 oversubscribed O0; with 3
+// tiers, tier 1 oversubscribed O1 and cores reached in bundles of B2. The graph has
+// htsim's counts: every ToR R hosts and A x B1 uplinks, every aggregation switch T x B1
+// downlinks (and its uplinks on 3 tiers), every core one bundle per pod.
+TEST(Import, HtsimTopologyRandomShapesHaveHtsimsCounts) {
+    const uint64_t seed = testing::test_seed(1800);
+    SCOPED_TRACE(testing::seed_note(seed));
+    Rng rng(seed);
+    for (int i = 0; i < 300; ++i) {
+        const bool three = rng.uniform(2) == 1;
+        const uint64_t pods = three ? rng.uniform_range(1, 4) : 1, tors = rng.uniform_range(1, 4);
+        const uint64_t aggs = rng.uniform_range(1, 3), b1 = rng.uniform_range(1, 2);
+        const uint64_t o0 = rng.uniform_range(1, 2), radix_up0 = aggs * b1, hosts = radix_up0 * o0;
+        // 3 tiers: an aggregation switch has T x B1 downlinks and T x B1 / O1 uplinks, in
+        // bundles of B2 (O1 and B2 drawn among the divisors that keep them whole).
+        std::vector<uint64_t> o1s, b2s;
+        for (uint64_t d = 1; d <= tors * b1; ++d)
+            if (tors * b1 % d == 0) o1s.push_back(d);
+        const uint64_t o1 = o1s[rng.uniform(o1s.size())], radix_up1 = tors * b1 / o1;
+        for (uint64_t d = 1; d <= radix_up1; ++d)
+            if (radix_up1 % d == 0) b2s.push_back(d);
+        const uint64_t b2 = b2s[rng.uniform(b2s.size())], cores = three ? radix_up1 * aggs / b2 : 0;
+        const uint64_t nodes = pods * tors * hosts, latency = rng.uniform_range(1, 3000);
+        if (nodes < 2) continue;  // htsim needs two hosts
+        std::string text = "Nodes " + std::to_string(nodes) + "\nTiers " + (three ? "3" : "2") +
+                           "\nPodsize " + std::to_string(tors * hosts) + "\n";
+        text += "Tier 0\nDownlink_speed_Gbps 400\nDownlink_Latency_ns " + std::to_string(latency) +
+                "\nRadix_Down " + std::to_string(hosts) + "\nRadix_Up " +
+                std::to_string(radix_up0) + "\nOversubscribed " + std::to_string(o0) + "\n";
+        text += "Tier 1\nDownlink_speed_Gbps 400\nDownlink_Latency_ns 1000\nRadix_Down " +
+                std::to_string(tors * b1) + "\nBundle " + std::to_string(b1) + "\n";
+        if (three)
+            text += "Radix_Up " + std::to_string(radix_up1) + "\nOversubscribed " +
+                    std::to_string(o1) +
+                    "\nTier 2\nDownlink_speed_Gbps 400\nDownlink_Latency_ns 1000\nRadix_Down " +
+                    std::to_string(pods * b2) + "\nBundle " + std::to_string(b2) + "\n";
+        SCOPED_TRACE(text);
+        std::string err;
+        const auto h = parse_htsim_topology(text, "r.topo", err);
+        ASSERT_TRUE(h) << err;
+        const GraphSpec& g = h->graph;
+        ASSERT_EQ(g.host_nodes.size(), nodes);
+        ASSERT_EQ(g.nodes, nodes + pods * tors + pods * aggs + cores);
+        std::vector<uint64_t> down(g.nodes, 0), up(g.nodes, 0);
+        for (const GraphLink& l : g.links) {
+            ++up[l.a];  // a is the lower end
+            ++down[l.b];
+            EXPECT_EQ(l.rate_bps, 400'000'000'000u);
+            EXPECT_EQ(l.delay, std::chrono::nanoseconds(l.a < nodes ? latency : 1000));
+        }
+        for (uint64_t n = 0; n < g.nodes; ++n) {
+            if (n < nodes) {
+                EXPECT_EQ(up[n], 1u) << "host " << n;
+            } else if (g.tiers[n] == 0) {
+                EXPECT_EQ(down[n], hosts) << "ToR " << n;
+                EXPECT_EQ(up[n], radix_up0) << "ToR " << n;
+            } else if (g.tiers[n] == 1) {
+                EXPECT_EQ(down[n], tors * b1) << "aggregation " << n;
+                EXPECT_EQ(up[n], three ? radix_up1 : 0) << "aggregation " << n;
+            } else {
+                EXPECT_EQ(down[n], pods * b2) << "core " << n;
+            }
+        }
+        TopologyConfig c;
+        c.kind = TopologyKind::kGraph;
+        c.graph = g;
+        c.cable.rate_bps = 400'000'000'000;
+        ASSERT_EQ(check_topology_config(c), "");
+        const std::vector<GraphPath> from0 = graph_paths(g, 0);
+        for (size_t dst = 1; dst < from0.size(); ++dst) EXPECT_GT(from0[dst].hops, 0u) << dst;
+    }
 }
 
 }  // namespace
