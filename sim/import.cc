@@ -8,72 +8,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/import_lines.h"
+
 namespace mroce::sim {
 namespace {
 
-struct ImportError {
-    std::string message;
-};
-
-// Lines walks a text's lines, keeping the 1-based number of the current one.
-class Lines {
-  public:
-    Lines(const std::string& text, const std::string& name) : in_(text), name_(name) {}
-    // next stores the next line's whitespace-separated tokens (blank lines skipped when
-    // skip_blank); returns false at the end.
-    bool next(std::vector<std::string>& tokens, bool skip_blank = true) {
-        std::string line;
-        while (std::getline(in_, line)) {
-            ++line_;
-            tokens.clear();
-            std::istringstream ls(line);
-            for (std::string t; ls >> t;) tokens.push_back(t);
-            if (!tokens.empty() || !skip_blank) return true;
-        }
-        return false;
-    }
-    uint32_t line() const { return line_; }
-    [[noreturn]] void fail(const std::string& what) const {
-        throw ImportError{name_ + ":" + std::to_string(line_) + ": " + what};
-    }
-    [[noreturn]] void fail_at_end(const std::string& what) const {
-        throw ImportError{name_ + ": " + what};
-    }
-
-    uint64_t unsigned_at(const std::string& t, const char* what, uint64_t lo, uint64_t hi) const {
-        uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-        if (ec != std::errc() || end != t.data() + t.size())
-            fail(std::string(what) + " '" + t + "' is not an unsigned integer");
-        if (v < lo || v > hi)
-            fail(std::string(what) + " " + t + " is outside " + std::to_string(lo) + ".." +
-                 std::to_string(hi));
-        return v;
-    }
-    double real_at(const std::string& t, const char* what) const {
-        double v = 0;
-        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-        if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v))
-            fail(std::string(what) + " '" + t + "' is not a number");
-        return v;
-    }
-    // host_at maps a node id token to its host index, or fails naming the problem.
-    uint32_t host_at(const std::string& t, const char* what, const NodeMap& nodes) const {
-        const uint64_t node = unsigned_at(t, what, 0, UINT32_MAX);
-        if (node >= nodes.host_of_node.size())
-            fail(std::string(what) + " node " + t + ": the topology has " +
-                 std::to_string(nodes.host_of_node.size()) + " nodes");
-        const uint32_t h = nodes.host_of_node[node];
-        if (h == NodeMap::kNotAHost)
-            fail(std::string(what) + " node " + t + " is a switch, not a host");
-        return h;
-    }
-
-  private:
-    std::istringstream in_;
-    std::string name_;
-    uint32_t line_ = 0;
-};
+using import_detail::ImportError;
+using import_detail::Lines;
 
 // A flow's bytes: what check_workload accepts.
 uint64_t flow_bytes(const Lines& in, const std::string& t) {
@@ -135,6 +76,8 @@ NodeMap NodeMap::of(const TopologyConfig& t, uint32_t hosts) {
         m.host_of_node.assign(t.graph.nodes, kNotAHost);
         for (uint32_t h = 0; h < t.graph.host_nodes.size(); ++h)
             m.host_of_node[t.graph.host_nodes[h]] = h;
+        if (t.graph.format == "htsim")
+            m.htsim_nodes = static_cast<uint32_t>(t.graph.host_nodes.size());
     } else {
         for (uint32_t h = 0; h < hosts; ++h) m.host_of_node.push_back(h);
     }
@@ -214,6 +157,9 @@ std::optional<Workload> parse_htsim_cm(const std::string& text, const std::strin
                     in.fail("expected `Nodes N`, `Connections M` or a connection `src->dst ...`");
                 if (t[0] == "Nodes") {
                     declared_nodes = in.unsigned_at(t[1], "Nodes", 1, UINT32_MAX);
+                    if (nodes.htsim_nodes && *declared_nodes != nodes.htsim_nodes)
+                        in.fail("Nodes " + t[1] + ", but the htsim topology has " +
+                                std::to_string(nodes.htsim_nodes) + " (htsim refuses a mismatch)");
                     if (*declared_nodes > nodes.host_of_node.size())
                         in.fail("Nodes " + t[1] + ", but the topology has " +
                                 std::to_string(nodes.host_of_node.size()) + " hosts");

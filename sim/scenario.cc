@@ -215,32 +215,45 @@ std::string path_near(const std::string& file, const std::string& base_dir) {
 
 void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
     TopologyConfig& t = r.topology;
-    const std::string kind = s.choice("kind", "single_switch", {"single_switch", "leaf_spine", "fat_tree", "hpcc"});
+    const std::string kind =
+        s.choice("kind", "single_switch", {"single_switch", "leaf_spine", "fat_tree", "hpcc", "htsim"});
     t.kind = kind == "single_switch" ? TopologyKind::kSingleSwitch
              : kind == "leaf_spine"  ? TopologyKind::kLeafSpine
              : kind == "fat_tree"    ? TopologyKind::kFatTree
                                      : TopologyKind::kGraph;
-    // kind = "hpcc": HPCC's topology file (sim/import.h) gives the graph, its hosts' line
-    // rate and every link's rate, delay and loss; rate_gbps and delay_us do not apply.
+    // kind = "hpcc" or "htsim": the simulator's topology file (sim/import.h) gives the
+    // graph, its hosts' line rate and every link's rate and delay (HPCC's, its loss too;
+    // htsim's, the switch buffers if it sets them), so the keys that shape or time the
+    // built-in kinds do not apply.
     const std::string file = s.string("file", "");
+    std::optional<uint64_t> file_buffer_bytes;
     if (t.kind == TopologyKind::kGraph) {
-        if (file.empty()) s.bad(nullptr, "file", "is required by kind = \"hpcc\"");
-        if (s.node("rate_gbps") || s.node("delay_us"))
-            s.bad(s.node("rate_gbps") ? s.node("rate_gbps") : s.node("delay_us"),
-                  s.node("rate_gbps") ? "rate_gbps" : "delay_us", "does not apply to kind = \"hpcc\" (the file gives every link's)");
+        if (file.empty()) s.bad(nullptr, "file", "is required by kind = \"" + kind + "\"");
+        for (const char* key : {"rate_gbps", "delay_us", "cable_delays", "hosts", "leaves", "spines", "hosts_per_leaf",
+                                "oversubscription", "k"})
+            if (const toml::node* n = s.node(key))
+                s.bad(n, key, "does not apply to kind = \"" + kind + "\" (the file gives the network)");
         std::string err;
         const std::string path = path_near(file, base_dir);
         const auto text = read_file(path, err);
-        auto g = text ? parse_hpcc_topology(*text, path, err) : std::nullopt;
-        if (!g) fail(err);
-        t.graph = std::move(*g);
+        if (!text) fail(err);
+        if (kind == "hpcc") {
+            auto g = parse_hpcc_topology(*text, path, err);
+            if (!g) fail(err);
+            t.graph = std::move(*g);
+        } else {
+            auto h = parse_htsim_topology(*text, path, err);
+            if (!h) fail(err);
+            t.graph = std::move(h->graph);
+            file_buffer_bytes = h->queue_bytes;
+        }
         t.cable.delay = SimDuration{0};
         for (const GraphLink& l : t.graph.links) {
             t.cable.delay = std::max(t.cable.delay, l.delay);
             if (!t.graph.is_switch[l.a] || !t.graph.is_switch[l.b]) t.cable.rate_bps = l.rate_bps;
         }
     } else if (!file.empty()) {
-        s.bad(s.node("file"), "file", "applies only to kind = \"hpcc\"");
+        s.bad(s.node("file"), "file", "applies only to kind = \"hpcc\" or \"htsim\"");
     }
     t.hosts = s.u32("hosts", 4, 2, 65536);
     t.leaves = s.u32("leaves", 2, 1, 4096);
@@ -253,8 +266,6 @@ void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
         t.cable.rate_bps = static_cast<uint64_t>(s.real("rate_gbps", 100, 0.001, 100000) * 1e9);
         t.cable.delay = s.duration_us("delay_us", std::chrono::microseconds(1), 0, 1e6);
     }
-    if (t.kind == TopologyKind::kGraph && s.node("cable_delays"))
-        s.bad(s.node("cable_delays"), "cable_delays", "does not apply to kind = \"hpcc\" (the file gives every link's delay)");
     if (const toml::array* delays = s.array("cable_delays")) {
         // [[topology.cable_delays]]: { host, plane (default: every plane), delay_us }.
         const uint32_t hosts = host_count(t);
@@ -275,7 +286,9 @@ void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
     }
     t.switches.traffic_classes = static_cast<uint8_t>(s.u32("traffic_classes", 1, 1, kMaxTrafficClasses));
     BufferConfig& b = t.switches.buffer;
-    b.port_bytes = s.u64("buffer_bytes", b.port_bytes, 1, int64_t{1} << 40);
+    if (file_buffer_bytes && s.node("buffer_bytes"))
+        s.bad(s.node("buffer_bytes"), "buffer_bytes", "does not apply: the file sets every port's (Queue_Up, Queue_Down)");
+    b.port_bytes = s.u64("buffer_bytes", file_buffer_bytes.value_or(b.port_bytes), 1, int64_t{1} << 40);
     b.shared = s.boolean("shared_buffer", false);
     b.shared_bytes = s.u64("shared_buffer_bytes", b.shared_bytes, 1, int64_t{1} << 40);
     b.alpha = s.real("alpha", 1.0, 0.001, 1000);

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 namespace mroce::sim {
@@ -130,7 +134,7 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
     const std::vector<Case> cases = {
         {std::string(kBase) + "colour = 3\n", "s.toml:14: unknown key 'workload.colour'"},
         {"[topology]\nleaves = \"two\"\n", "s.toml:2: 'topology.leaves' must be an integer"},
-        {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree|hpcc, not 'torus'"},
+        {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree|hpcc|htsim, not 'torus'"},
         {"[fabric]\nloss = 1.5\n", "s.toml:2: 'fabric.loss' must be in [0, 1]"},
         {"[topology.ecn]\nmode = \"red\"\nkmn_bytes = 5\n", "s.toml:3: unknown key 'topology.ecn.kmn_bytes'"},
         {"[[faults]]\nkind = \"plane_down\"\nplane = 3\n", "'faults[0].plane' must be in 0..0"},
@@ -162,6 +166,57 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
     EXPECT_EQ(err, "--set 'nokey': expected key=value");
     EXPECT_FALSE(parse(kBase, err, {"topology.planes=0"}));
     EXPECT_NE(err.find("'topology.planes' must be in 1..16"), std::string::npos) << err;
+}
+
+TEST(Scenario, HtsimTopologyFileGivesTheNetwork) {
+    // A scenario beside its topology file (a fresh directory, so paths resolve as for a file).
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("mroce-htsim-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string topo =
+        "Nodes 4\nTiers 2\nPodsize 4\nTier 0\nDownlink_speed_Gbps 25\nRadix_Down 2\n"
+        "Radix_Up 2\nDownlink_Latency_ns 500\n";
+    const std::string top =
+        "Tier 1\nDownlink_speed_Gbps 25\nRadix_Down 2\nDownlink_Latency_ns 700\n";
+    std::ofstream(dir / "plain.topo") << topo << top;
+    std::ofstream(dir / "queues.topo") << topo << "Queue_Up 50000\nQueue_Down 50000\n"
+                                       << top << "Queue_Down 50000\n";
+    const std::string name = (dir / "s.toml").string();
+    auto parse_in_dir = [&](const std::string& text, std::string& err) {
+        return parse_scenario(text, name, {}, std::nullopt, err);
+    };
+    std::string err;
+    auto s = parse_in_dir(
+        "[topology]\nkind = \"htsim\"\nfile = \"plain.topo\"\nbuffer_bytes = 70000\n", err);
+    ASSERT_TRUE(s) << err;
+    const TopologyConfig& t = s->runs[0].topology;
+    EXPECT_EQ(t.kind, TopologyKind::kGraph);
+    EXPECT_EQ(t.graph.host_nodes.size(), 4u);
+    EXPECT_EQ(t.cable.rate_bps, 25'000'000'000u);             // the hosts' line rate
+    EXPECT_EQ(t.cable.delay, std::chrono::nanoseconds(700));  // the longest link
+    EXPECT_EQ(t.switches.buffer.port_bytes, 70000u);
+    s = parse_in_dir("[topology]\nkind = \"htsim\"\nfile = \"queues.topo\"\n", err);
+    ASSERT_TRUE(s) << err;
+    EXPECT_EQ(s->runs[0].topology.switches.buffer.port_bytes, 50000u);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"[topology]\nkind = \"htsim\"\n", "'topology.file' is required by kind = \"htsim\""},
+        {"[topology]\nkind = \"htsim\"\nfile = \"plain.topo\"\nk = 8\n",
+         ":4: 'topology.k' does not apply to kind = \"htsim\" (the file gives the network)"},
+        {"[topology]\nkind = \"htsim\"\nfile = \"plain.topo\"\nrate_gbps = 100\n",
+         ":4: 'topology.rate_gbps' does not apply to kind = \"htsim\""},
+        {"[topology]\nkind = \"htsim\"\nfile = \"queues.topo\"\nbuffer_bytes = 1000\n",
+         ":4: 'topology.buffer_bytes' does not apply: the file sets every port's (Queue_Up, "
+         "Queue_Down)"},
+        {"[topology]\nkind = \"htsim\"\nfile = \"none.topo\"\n", "none.topo: cannot open"},
+        {"[topology]\nkind = \"fat_tree\"\nfile = \"plain.topo\"\n",
+         "'topology.file' applies only to kind = \"hpcc\" or \"htsim\""},
+    };
+    for (const auto& [text, want] : cases) {
+        EXPECT_FALSE(parse_in_dir(text, err)) << text;
+        EXPECT_NE(err.find(want), std::string::npos) << err;
+        EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

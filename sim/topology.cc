@@ -62,6 +62,7 @@ std::string check_topology_config(const TopologyConfig& c) {
             for (uint32_t n : g.host_nodes)
                 if (n >= g.nodes || g.is_switch[n] || host_links[n] != 1) return "graph: every host needs exactly one link";
             if (g.host_nodes.size() < 2) return "graph: fewer than 2 hosts";
+            if (!g.tiers.empty() && g.tiers.size() != g.nodes) return "graph: tiers must have one entry per node";
             hosts = g.host_nodes.size();
             break;
         }
@@ -218,8 +219,8 @@ void Topology::build_plane(uint32_t plane) {
             break;
         }
         case TopologyKind::kGraph: {
-            // Switches in node order (named by their node id, "sw<id>"); a ToR (tier 0) is
-            // one with a host on it. Each link becomes a cable with its own rate (the
+            // Switches in node order (named by their node id, "sw<id>"), each of the tier the
+            // graph gives, else a ToR (tier 0) if a host is on it and tier 1 if not. Each link becomes a cable with its own rate (the
             // ports at both ends), delay and loss (the wires).
             const GraphSpec& g = config_.graph;
             std::vector<uint32_t> host_of(g.nodes, UINT32_MAX), switch_of(g.nodes, UINT32_MAX);
@@ -230,7 +231,8 @@ void Topology::build_plane(uint32_t plane) {
                 if (!g.is_switch[l.b]) tor[l.a] = true;
             }
             for (uint32_t n = 0; n < g.nodes; ++n)
-                if (g.is_switch[n]) switch_of[n] = add_switch(tor[n] ? 0 : 1, plane, "sw", n);
+                if (g.is_switch[n])
+                    switch_of[n] = add_switch(g.tiers.empty() ? (tor[n] ? 0 : 1) : g.tiers[n], plane, "sw", n);
             for (const GraphLink& l : g.links) {
                 if (!g.is_switch[l.a] || !g.is_switch[l.b]) {
                     const bool a_host = !g.is_switch[l.a];

@@ -47,6 +47,10 @@ struct GraphSpec {
     std::vector<bool> is_switch;       // by node id
     std::vector<GraphLink> links;
     std::vector<uint32_t> host_nodes;  // node id of host i (the non-switch nodes, in order)
+    // Each switch's tier by node id (0 ToR, 1 aggregation/spine, 2 core), when the file
+    // says; empty: a switch with a host on it is tier 0 and any other tier 1.
+    std::vector<uint8_t> tiers;
+    std::string format;  // the importer's ("hpcc", "htsim"), for checks across its files
 };
 
 // GraphPath: what an idle fabric offers between two hosts of a graph over its shortest

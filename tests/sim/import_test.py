@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`mroce sim` on other simulators' input files (sim/import.h, docs/sim.md "Importers"):
-scenarios/hpcc-import.toml (HPCC's topology and flow files) and scenarios/htsim-cm.toml
-(an htsim connection matrix) run, and every flow of the file comes out in fct.txt and
+scenarios/hpcc-import.toml (HPCC's topology and flow files), scenarios/htsim-cm.toml
+(an htsim connection matrix) and scenarios/htsim-topo.toml (htsim's topology file and a
+matrix) run, and every flow of the file comes out in fct.txt and
 fct_hpcc.txt with its endpoints, size and start time, read here from the files by a parser
 of this test's own. Broken files stop `mroce sim` with one line naming file:line.
 
@@ -133,6 +134,53 @@ def test_htsim():
     print("ok: htsim-cm")
 
 
+def htsim_topology_hosts(path):
+    """Nodes of an htsim topology file (its header's `Nodes N`, any case)."""
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 2 and w[0].lower() == "nodes":
+                return int(w[1])
+    return None
+
+
+def test_htsim_topology():
+    """htsim's own leaf_spine_tiny.topo with a connection matrix: 32 hosts on 4 ToRs, each
+    with 2 uplinks at 100 Gbit/s (4:1). Every flow completes; the ideal FCTs show 100 Gbit/s
+    links of 1 us; a ToR's 8 outgoing flows share its 2 uplinks, so the permutation takes at
+    least 8 x 256 KiB over 200 Gbit/s (a non-oversubscribed build would take a quarter)."""
+    scenario = os.path.join(SCENARIOS, "htsim-topo.toml")
+    hosts = htsim_topology_hosts(os.path.join(SCENARIOS, "data", "htsim-leaf-spine.topo"))
+    flows = htsim_flows(os.path.join(SCENARIOS, "data", "htsim-leaf-spine.cm"))
+    check(hosts == 32 and len(flows) == 40, "the example's files changed: update this test")
+    with tempfile.TemporaryDirectory() as out:
+        s = run_sim(scenario, out)
+        check(len(s["runs"]) == 2, f"htsim-topo: {len(s['runs'])} runs")
+        for r in s["runs"]:
+            m, d = r["metrics"], os.path.join(out, r["dir"])
+            check(m["flows"] == len(flows) and m["completed_flows"] == len(flows),
+                  f"{r['label']}: {m['completed_flows']}/{m['flows']} flows for the file's {len(flows)}")
+            lines = read_lines(os.path.join(d, "fct.txt"))
+            want = Counter((our_ip(a), our_ip(b), size, start // 1000) for a, b, size, start in flows)
+            got = Counter((x[0], x[1], int(x[4]), int(x[5])) for x in lines)
+            check(got == want, f"{r['label']}: fct.txt differs from the .cm file: {want - got} / {got - want}")
+            # Every host of the file's Nodes sends and receives (the shift permutation).
+            check({x[0] for x in lines} == {our_ip(h) for h in range(hosts)},
+                  f"{r['label']}: senders are not the topology's {hosts} hosts")
+            # Across racks: 4 cables of 1 us, 3 store-and-forward hops of one packet and
+            # 256 KiB (+ headers) at 100 Gbit/s: 4 + 3 x 0.33 + 21.0..21.4 us.
+            perm = [x for x in lines if int(x[4]) == 262144]
+            for x in perm:
+                ideal = int(x[7])
+                check(25900 < ideal < 26500, f"{r['label']}: ideal fct of 256 KiB across racks {ideal} ns")
+            # Oversubscription: 8 x 256 KiB leave each ToR over 2 x 100 Gbit/s.
+            last = max(int(x[5]) + int(x[6]) for x in perm)
+            floor = 8 * 262144 * 8 / 200e9 * 1e9
+            check(last >= floor, f"{r['label']}: the permutation ended at {last} ns, before {floor:.0f} ns: "
+                                 f"the ToRs have more than 2 uplinks")
+    print("ok: htsim-topo")
+
+
 def test_errors():
     """A broken file: exit 1 and one line on stderr naming file:line and the problem."""
     cases = [
@@ -154,6 +202,14 @@ def test_errors():
          "htsim-permutation.cm:8: dst node 16: the topology has 16 nodes"),
         ("htsim-cm.toml", "htsim-permutation.cm", lambda t: t.replace("Connections 12", "Connections 11"),
          "htsim-permutation.cm:16: more connections than the header's Connections 11"),
+        ("htsim-topo.toml", "htsim-leaf-spine.topo", lambda t: t.replace("Radix_Up 2", "Radix_Up 4"),
+         "htsim-leaf-spine.topo:12: Radix_Down of tier 0 / Radix_Up (8 / 4, rounded down) is not its Oversubscribed 4"),
+        ("htsim-topo.toml", "htsim-leaf-spine.topo", lambda t: t.replace("Oversubscribed 4", "Oversubscribed 4\nECN 1"),
+         "htsim-leaf-spine.topo:16: unknown key 'ECN'"),
+        ("htsim-topo.toml", "htsim-leaf-spine.cm", lambda t: t.replace("Nodes 32", "Nodes 16"),
+         "htsim-leaf-spine.cm:4: Nodes 16, but the htsim topology has 32"),
+        ("htsim-topo.toml", "htsim-leaf-spine.cm", lambda t: t.replace("7->15", "7->33"),
+         "htsim-leaf-spine.cm:13: dst node 33 is a switch, not a host"),
     ]
     for scenario, data, edit, expect in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -180,6 +236,7 @@ def test_errors():
 def main():
     test_hpcc()
     test_htsim()
+    test_htsim_topology()
     test_errors()
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
