@@ -225,10 +225,11 @@ private:
             results.push_back(std::move(*r));
         }
         print_rule();
-        for (const Json& r : results) {
-            if (results.size() > 1) fmt::print(" #bytes {}:\n", r.value("MsgSize", 0u));
-            print_counters(r);
-        }
+        // One size: its counters under the table. A sweep (-a) prints the table only, as
+        // perftest does, and one line that says whether anything was lost; each size's
+        // counters are in the JSON (--json / --out_json).
+        if (results.size() == 1) print_counters(results.front());
+        else print_sweep_summary(results);
         if (!server_) {
             (void)oob_->send({{"type", "bye"}});
             if (!o_.json_path.empty() && !write_json(results)) return fail(error_);

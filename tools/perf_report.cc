@@ -277,6 +277,22 @@ void print_row(const Options& o, const Json& r) {
     }
 }
 
+void print_sweep_summary(const std::vector<Json>& results) {
+    uint64_t retx = 0, spurious = 0, lost = 0;
+    for (const Json& r : results) {
+        lost += get_u64(r, "lost_datagrams");
+        auto it = r.find("counters");
+        if (it == r.end() || !it->is_object()) continue;
+        retx += get_u64(*it, "retransmits");
+        spurious += get_u64(*it, "spurious_retransmits");
+    }
+    if (results.front().contains("lost_datagrams"))
+        fmt::print(" over {} sizes: {} datagrams lost (raw UDP); per size: --json FILE\n", results.size(), lost);
+    else
+        fmt::print(" over {} sizes: {} retransmits, {} spurious; per size and path: --json FILE\n",
+                   results.size(), retx, spurious);
+}
+
 void print_counters(const Json& r) {
     if (r.contains("lost_datagrams"))
         fmt::print(" raw UDP: {} datagrams sent, {} received, {} lost (no retransmission)\n",

@@ -62,6 +62,9 @@ void print_row(const Options& o, const Json& result);
 // print_counters prints retransmits, ECN marks and the per-path table of one result (its
 // "counters" object, if any) after the table.
 void print_counters(const Json& result);
+// print_sweep_summary prints one line for a sweep over sizes (-a): retransmissions,
+// spurious ones and datagrams lost, summed over every size.
+void print_sweep_summary(const std::vector<Json>& results);
 // print_rule prints perftest's 87-dash line.
 void print_rule();
 

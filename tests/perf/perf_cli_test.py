@@ -202,6 +202,11 @@ def case_all_sizes():
     sizes = [2 ** k for k in range(1, 24)]
     check_tables(client, "RDMA_Write BW Test", BW_HEAD, sizes)
     check_tables(server, "RDMA_Write BW Test", BW_HEAD, sizes)
+    # -a prints the table only, as perftest does, and one summary line; no per-size or
+    # per-path counter blocks after it.
+    for out in (client, server):
+        check("retransmits:" not in out and " #bytes 2:" not in out, "per-size counters after an -a table")
+        check(f"over {len(sizes)} sizes:" in out, "no summary line after the -a table")
     # The same shape as one size (check_shape in run_ok): one row per size, in order, each
     # with the keys a single size's row has.
     results = doc["results"]
