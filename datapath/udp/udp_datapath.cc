@@ -1,5 +1,6 @@
 // datapath/udp/udp_datapath.cc — see udp_datapath.h.
 #include "datapath/udp/udp_datapath.h"
+#include "datapath/udp/steering.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -192,8 +193,25 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         if (dev.empty() || dev.size() >= IF_NAMESIZE || ::if_nametoindex(dev.c_str()) == 0)
             return report("udp: plane device '" + dev + "' is not an interface here",
                           Error::kInvalidArgument);
+    if (options.reuseport && set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0)
+        return report("udp: setsockopt SO_REUSEPORT: " + error_text(errno), Error::kIo);
     sockaddr_storage ss;
-    const socklen_t len = to_sockaddr(local, dp->family_, ss);
+    socklen_t len = to_sockaddr(local, dp->family_, ss);
+    if (len != 0 && options.reuseport && local.port == 0) {
+        // The kernel's ephemeral port search treats a port that another SO_REUSEPORT group
+        // of this user holds as free: a group member bound to port 0 could join a stranger's
+        // group. So the port comes from a plain socket's bind, which no group shares, and
+        // the group takes it over as soon as that socket is closed.
+        const int probe = ::socket(dp->family_, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (probe < 0) return report("udp: socket: " + error_text(errno), Error::kIo);
+        sockaddr_storage ps = ss;
+        socklen_t plen = len;
+        const bool ok = ::bind(probe, reinterpret_cast<sockaddr*>(&ps), plen) == 0 &&
+                        ::getsockname(probe, reinterpret_cast<sockaddr*>(&ps), &plen) == 0;
+        ::close(probe);
+        if (!ok) return report("udp: bind " + local.to_string() + ": " + error_text(errno), Error::kIo);
+        len = to_sockaddr(local.with_port(from_sockaddr(ps).port), dp->family_, ss);
+    }
     if (len == 0) return report("udp: cannot bind " + local.to_string(), Error::kInvalidArgument);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0)
         return report("udp: bind " + local.to_string() + ": " + error_text(errno), Error::kIo);
@@ -218,6 +236,10 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         return report("udp: epoll_ctl: " + error_text(errno), Error::kIo);
     dp->next_drain_ = dp->now() + options.drain_interval;
     return dp;
+}
+
+Error UdpDatapath::attach_steering(uint32_t shards, std::string* error) {
+    return datapath::attach_steering(endpoint_.fd, shards, error);
 }
 
 Time UdpDatapath::now() const {

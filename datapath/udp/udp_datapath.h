@@ -77,6 +77,10 @@ struct UdpOptions {
     // needs CAP_NET_ADMIN above net.core.busy_read; refused, it is left off
     // (busy_poll_enabled()). 0: off.
     int busy_poll_us = 0;
+    // reuseport: the endpoint socket joins a SO_REUSEPORT group on its address: one shard
+    // of a sharded device (docs/design.md §12); the group's steering program
+    // (datapath/udp/steering.h, attach_steering) picks which member gets each datagram.
+    bool reuseport = false;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -169,6 +173,10 @@ public:
     // (UdpOptions::max_path_sockets as bounded by open()); open_path_sockets how many are.
     size_t path_socket_limit() const { return path_socket_limit_; }
     size_t open_path_sockets() const;
+    // attach_steering installs the shard steering program on this datapath's
+    // SO_REUSEPORT group (UdpOptions::reuseport) of `shards` members, bound in shard order
+    // (datapath/udp/steering.h). Errors: as datapath::attach_steering.
+    Error attach_steering(uint32_t shards, std::string* error = nullptr);
     // last_error is the message of the most recent counted failure ("" if none).
     const std::string& last_error() const { return last_error_; }
 
