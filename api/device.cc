@@ -162,7 +162,13 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         st->other_shards.push_back(std::move(more).value());
     }
     if (cfg.threads > 1) {
-        if (const Error e = st->dp->attach_steering(cfg.threads, error); e != Error::kOk)
+        // Then each shard's handshake socket, in shard order too: HELLOs queue apart from
+        // established traffic (UdpDatapath::open_handshake_socket).
+        for (uint32_t i = 0; i < cfg.threads; ++i) {
+            DeviceState& sh = st->shard(i);
+            if (const Error e = sh.dp->open_handshake_socket(error); e != Error::kOk) return e;
+        }
+        if (const Error e = st->dp->attach_steering(cfg.threads, true, error); e != Error::kOk)
             return e;
     }
     for (uint32_t i = 0; i < st->num_shards(); ++i) {

@@ -42,7 +42,7 @@ uint32_t shard_id_bits(uint32_t shards) {
     return bits;
 }
 
-Error attach_steering(int fd, uint32_t shards, std::string* error) {
+Error attach_steering(int fd, uint32_t shards, bool handshake_sockets, std::string* error) {
     if (shards == 0 || shards > kMaxShards) return Error::kInvalidArgument;
     const uint32_t bits = shard_id_bits(shards);
     const auto net = static_cast<uint32_t>(SKF_NET_OFF);
@@ -51,9 +51,11 @@ Error attach_steering(int fd, uint32_t shards, std::string* error) {
     // With one shard every id maps to socket 0 (a shift by 32 is not allowed).
     const sock_filter by_id = bits == 0 ? sock_filter BPF_STMT(BPF_RET | BPF_K, 0)
                                         : sock_filter BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 32 - bits);
-    const std::array<sock_filter, 21> prog{{
+    // Handshakes to the second member of their shard, when there is one.
+    const uint32_t handshake_base = handshake_sockets ? shards : 0;
+    const std::array<sock_filter, 22> prog{{
         /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kVersionOffset),
-        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kVersion2, 0, 18),  // else 20: shard 0
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kVersion2, 0, 19),  // else 21: shard 0
         /* 2 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kTypeOffset),
         /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kTypeHello, 3, 0),  // HELLO: 7
         /* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kConnIdOffset),
@@ -72,8 +74,9 @@ Error attach_steering(int fd, uint32_t shards, std::string* error) {
         /* 16 */ BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, kHashMultiplier),
         /* 17 */ BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16),
         /* 18 */ BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, shards),
-        /* 19 */ BPF_STMT(BPF_RET | BPF_A, 0),
-        /* 20 */ BPF_STMT(BPF_RET | BPF_K, 0),
+        /* 19 */ BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, handshake_base),
+        /* 20 */ BPF_STMT(BPF_RET | BPF_A, 0),
+        /* 21 */ BPF_STMT(BPF_RET | BPF_K, handshake_base),
     }};
     sock_fprog fprog{static_cast<unsigned short>(prog.size()), const_cast<sock_filter*>(prog.data())};
     if (::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog, sizeof(fprog)) != 0) {

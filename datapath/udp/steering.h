@@ -7,7 +7,7 @@
 // the shard that made it (core EndpointConfig::conn_id_shard_bits), and, for a HELLO (id
 // 0, type 4), the sender's endpoint address: its IP source address and the HELLO's
 // endpoint_port (payload bytes 36..37, spec §3.5), hashed as steering_shard does.
-// Version-1 packets and anything too short go to shard 0.
+// Version-1 packets go to shard 0, and so does anything too short to read.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,12 @@ uint32_t shard_id_bits(uint32_t shards);
 
 // attach_steering installs the program on `fd`, a socket of the SO_REUSEPORT group whose
 // members were bound in shard order (the kernel numbers them in the order they joined).
+// With handshake_sockets, the group has a second member per shard, bound after all the
+// first ones and in shard order too, and handshakes (HELLO, version 1) go to member
+// shards + shard instead (UdpDatapath::open_handshake_socket).
 // Errors: kInvalidArgument (shards 0 or over kMaxShards), kIo (setsockopt; `error` says
 // why).
-Error attach_steering(int fd, uint32_t shards, std::string* error = nullptr);
+Error attach_steering(int fd, uint32_t shards, bool handshake_sockets,
+                      std::string* error = nullptr);
 
 }  // namespace mroce::datapath

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,10 +23,11 @@ namespace {
 
 using datapath::UdpDatapath;
 
-// Shards: n datapaths in one SO_REUSEPORT group on 127.0.0.1 with the program attached.
+// Shards: n datapaths in one SO_REUSEPORT group on 127.0.0.1 with the program attached
+// (with handshake sockets when `handshakes`).
 struct Shards {
     std::vector<std::unique_ptr<UdpDatapath>> dps;
-    explicit Shards(uint32_t n) {
+    explicit Shards(uint32_t n, bool handshakes = false) {
         datapath::UdpOptions o;
         o.reuseport = true;
         o.gro = false;
@@ -39,14 +41,20 @@ struct Shards {
             dps.push_back(std::move(dp).value());
         }
         std::string err;
-        EXPECT_EQ(dps.front()->attach_steering(n, &err), Error::kOk) << err;
+        if (handshakes) {
+            for (auto& dp : dps) EXPECT_EQ(dp->open_handshake_socket(&err), Error::kOk) << err;
+        }
+        EXPECT_EQ(dps.front()->attach_steering(n, handshakes, &err), Error::kOk) << err;
     }
-    // which: the shard whose socket received one datagram, or -1.
-    int which() {
+    // which: the shard whose socket received one datagram, or -1; *handshake says whether
+    // it came through that shard's handshake socket.
+    int which(bool* handshake = nullptr) {
         std::array<datapath::RxPacket, 4> rx;
         for (int tries = 0; tries < 2000; ++tries) {
             for (size_t i = 0; i < dps.size(); ++i) {
+                const uint64_t before = dps[i]->stats().handshakes_received;
                 auto r = dps[i]->recv_batch(rx);
+                if (handshake) *handshake = dps[i]->stats().handshakes_received != before;
                 if (r && *r > 0) return static_cast<int>(i);
             }
             std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -125,6 +133,67 @@ TEST(Steering, VersionOneAndRuntsGoToShardZero) {
     EXPECT_EQ(s.which(), 0);
     send_from(to, {2});  // too short for the type: the program stops, index 0
     EXPECT_EQ(s.which(), 0);
+}
+
+TEST(Steering, HandshakesQueueOnTheirShardsSecondSocket) {
+    Shards s(2, true);
+    ASSERT_EQ(s.dps.size(), 2u);
+    const Address to = s.dps[0]->local_address();
+    for (uint16_t port = 41000; port < 41016; ++port) {
+        bool handshake = false;
+        send_from(to, packet(2, kHello, 0, port));
+        EXPECT_EQ(s.which(&handshake), static_cast<int>(datapath::steering_shard(loopback(port), 2)));
+        EXPECT_TRUE(handshake) << "endpoint port " << port;
+        send_from(to, packet(2, kData, (port & 1u) << 31 | 0x00010001u, 0));
+        EXPECT_EQ(s.which(&handshake), static_cast<int>(port & 1u));
+        EXPECT_FALSE(handshake);
+    }
+    bool handshake = false;
+    send_from(to, packet(1, kHello, 0, 7));
+    EXPECT_EQ(s.which(&handshake), 0);
+    EXPECT_TRUE(handshake);
+}
+
+// A flood of HELLOs fills the handshake socket, not the endpoint socket: every DATA sent
+// after it is still received.
+TEST(Steering, AHelloFloodDoesNotCrowdOutData) {
+    Shards s(2, true);
+    ASSERT_EQ(s.dps.size(), 2u);
+    const Address to = s.dps[0]->local_address();
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(to.ipv4_host_order());
+    a.sin_port = htons(to.port);
+    // Enough HELLOs to overflow any receive buffer several times over, all to one shard.
+    const auto hello = packet(2, kHello, 0, 40000);
+    const int shard = static_cast<int>(datapath::steering_shard(loopback(40000), 2));
+    for (int i = 0; i < 200000; ++i)
+        (void)::sendto(fd, hello.data(), hello.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    constexpr int kData = 200;
+    const uint32_t id = static_cast<uint32_t>(shard) << 31 | 0x00010001u;
+    const auto data = packet(2, 1, id, 0);
+    for (int i = 0; i < kData; ++i)
+        ASSERT_EQ(::sendto(fd, data.data(), data.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
+                  static_cast<ssize_t>(data.size()));
+    ::close(fd);
+    std::array<datapath::RxPacket, 32> rx;
+    int data_seen = 0, hellos_seen = 0;
+    for (int idle = 0; idle < 200;) {
+        auto r = s.dps[shard]->recv_batch(rx);
+        ASSERT_TRUE(r.ok());
+        if (*r == 0) {
+            ++idle;
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+            continue;
+        }
+        for (size_t i = 0; i < *r; ++i) (rx[i].data[1] == std::byte{kHello} ? hellos_seen : data_seen)++;
+    }
+    std::printf("HELLOs received %d of 200000 (the rest dropped by the kernel), DATA %d of %d\n",
+                hellos_seen, data_seen, kData);
+    EXPECT_EQ(data_seen, kData);
+    EXPECT_LT(hellos_seen, 200000);  // the flood did overflow its socket
 }
 
 TEST(Steering, ShardIdBits) {
