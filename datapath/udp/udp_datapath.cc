@@ -572,7 +572,8 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     }
     // With a handshake socket (open_handshake_socket), every kHandshakeEvery-th call keeps
     // kHandshakeBatch slots for it whatever the endpoint socket holds; other calls read it
-    // only into the room the endpoint socket left.
+    // only when the endpoint socket had nothing: while established traffic flows, a flood
+    // gets at most kHandshakeBatch per kHandshakeEvery calls.
     const bool handshake_turn =
         handshake_fd_ >= 0 && ++handshake_tick_ % kHandshakeEvery == 0 && n > kHandshakeBatch;
     const size_t endpoint_slots = handshake_turn ? n - kHandshakeBatch : n;
@@ -589,7 +590,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         r = 0;
     }
     if (r > 0) ++stats_.recv_calls;
-    if (handshake_fd_ >= 0 && (handshake_turn || static_cast<size_t>(r) < endpoint_slots)) {
+    if (handshake_fd_ >= 0 && (handshake_turn || r == 0)) {
         const size_t room = std::min(kHandshakeBatch, n - static_cast<size_t>(r));
         int h;
         do h = ::recvmmsg(handshake_fd_, sc.msgs.data() + r, static_cast<unsigned>(room),

@@ -182,8 +182,8 @@ public:
     // (UdpOptions::reuseport) for the datagrams the steering program marks as handshakes
     // (HELLO, version 1; steering.h): a flood of them fills that socket's buffer, not the
     // endpoint socket's, so the kernel does not drop established traffic for them.
-    // recv_batch reads at most kHandshakeBatch of them per call, after the endpoint socket
-    // (when it left room, and every kHandshakeEvery-th call in any case). A sharded
+    // recv_batch reads at most kHandshakeBatch of them per call, after the endpoint socket:
+    // when that one had nothing, and every kHandshakeEvery-th call in any case. A sharded
     // device opens one per shard once every shard's endpoint socket is bound (the group
     // numbers members in the order they joined). Errors: kWrongState (no reuseport, or
     // already open), kIo (socket, bind; `error` says why).
