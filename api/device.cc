@@ -9,12 +9,15 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 
+#include <array>
+#include <bit>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -294,13 +297,32 @@ void Device::set_event_notify(void (*fn)(void*, const Event&), void* arg) {
     }
 }
 
+namespace {
+// add_counters adds each counter of `b` to `a`: DriverStats, UdpStats and EndpointStats are
+// plain structs of uint64_t counters (STYLE §8). kFields is checked against the size, so a
+// field added to one of them stops the build here until it is counted (and is a uint64_t).
+template <size_t kFields, class T>
+void add_counters(T& a, const T& b) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) == kFields * sizeof(uint64_t));
+    auto x = std::bit_cast<std::array<uint64_t, kFields>>(a);
+    const auto y = std::bit_cast<std::array<uint64_t, kFields>>(b);
+    for (size_t i = 0; i < kFields; ++i) x[i] += y[i];
+    a = std::bit_cast<T>(x);
+}
+}  // namespace
+
 DeviceStats Device::stats() const {
     DeviceStats s = detail::shard_stats(*state_);
-    if (state_->num_shards() > 1) {
-        for (uint32_t i = 0; i < state_->num_shards(); ++i) {
-            const DeviceStats one = i == 0 ? s : detail::shard_stats(state_->shard(i));
-            s.shards.push_back({one.driver, one.udp, one.endpoint});
-        }
+    if (state_->num_shards() == 1) return s;
+    s.shards.push_back({s.driver, s.udp, s.endpoint});
+    for (uint32_t i = 1; i < state_->num_shards(); ++i) {
+        const DeviceStats one = detail::shard_stats(state_->shard(i));
+        s.shards.push_back({one.driver, one.udp, one.endpoint});
+        add_counters<17>(s.driver, one.driver);
+        add_counters<21>(s.udp, one.udp);
+        add_counters<21>(s.endpoint, one.endpoint);
+        s.completions_unrouted += one.completions_unrouted;
+        s.events_dropped += one.events_dropped;
     }
     return s;
 }

@@ -161,8 +161,9 @@ struct DeviceStats {
     uint64_t events_dropped = 0;        // connection/path events beyond kMaxEvents: dropped
     bool gso_enabled = false;           // the datapath sends with UDP GSO
     bool gro_enabled = false;           // the datapath receives with UDP GRO
-    // With DeviceConfig::threads > 1 the fields above are shard 0's, and `shards` holds
-    // every shard's (shard 0 first); empty with one thread.
+    // With DeviceConfig::threads > 1 the counters above are the sums over the shards
+    // (gso_enabled and gro_enabled are shard 0's), and `shards` holds each shard's, shard 0
+    // first; empty with one thread.
     struct Shard {
         DriverStats driver;
         datapath::UdpStats udp;

@@ -208,6 +208,11 @@ TEST_F(Shards, TwoThreadsCarryIndependentConnectionsConcurrently) {
     // packets, and found its peer's connection.
     const api::DeviceStats st = server->stats();
     ASSERT_EQ(st.shards.size(), kThreads);
+    // The device's counters are the shards' sums.
+    EXPECT_EQ(st.driver.datagrams_in, st.shards[0].driver.datagrams_in + st.shards[1].driver.datagrams_in);
+    EXPECT_EQ(st.udp.packets_received, st.shards[0].udp.packets_received + st.shards[1].udp.packets_received);
+    EXPECT_EQ(st.endpoint.datagrams_received,
+              st.shards[0].endpoint.datagrams_received + st.shards[1].endpoint.datagrams_received);
     for (uint32_t s = 0; s < kThreads; ++s) {
         std::printf("shard %u: datagrams in %llu out %llu, busy %.1f ms, unknown connection %llu\n",
                     s, static_cast<unsigned long long>(st.shards[s].driver.datagrams_in),
