@@ -556,6 +556,31 @@ Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t
     return to;
 }
 
+Error reset_to_shard_zero(DeviceState& device, uint32_t from, uint32_t& number) {
+    DeviceState& home = device.shard(from);
+    std::scoped_lock g(device.engine_mu, home.engine_mu);
+    if (device.closed || home.closed) return Error::kWrongState;
+    auto it = home.qps.find(number);
+    if (it == home.qps.end()) return Error::kNotFound;
+    // [STREAM-13]: a fresh number from shard 0 for the next incarnation.
+    auto fresh = device.endpoint->reserve_stream(it->second.pd);
+    if (!fresh) return fresh.error();
+    QpRecord next;
+    next.pd = it->second.pd;
+    next.send_cq = it->second.send_cq;
+    next.recv_cq = it->second.recv_cq;
+    next.attr.max_rd_atomic = next.attr.max_dest_rd_atomic = 0;
+    const bool live = it->second.stream_live;
+    home.qps.erase(it);  // first: the old stream's work is discarded unreported
+    if (live) (void)home.endpoint->destroy_stream(number, home.now());
+    home.drain_events();
+    // The old number, held in shard 0 since the move, waits out its quiet period there.
+    device.endpoint->release_held_stream(number);
+    number = *fresh;
+    device.qps.emplace(number, std::move(next));
+    return Error::kOk;
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
@@ -614,8 +639,17 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
         // A sharded device (docs/design.md §12): RTR places the queue pair in its peer's
         // shard first. A peer modify_qp will refuse is left for it to refuse.
         if (attr.state == QpState::kReset && shard_.load() != 0) {
-            if (why) *why = "modify_qp: RESET after RTR is not supported with threads > 1 yet";
-            return Error::kInvalidArgument;
+            if (mask & ~qp_attr::kState) {
+                if (why) *why = "modify_qp: a move to RESET takes no attributes";
+                return Error::kInvalidArgument;
+            }
+            const Error e = detail::reset_to_shard_zero(*state_, shard_.load(), number_);
+            if (e != Error::kOk) {
+                if (why) *why = "modify_qp: cannot reset the queue pair";
+                return e;
+            }
+            shard_.store(0);
+            return Error::kOk;
         }
         if (attr.state == QpState::kRtr && (mask & qp_attr::kPeer) && attr.peer.port != 0) {
             auto at = detail::move_to_peer_shard(*state_, shard_.load(), number_, attr.peer);

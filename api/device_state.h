@@ -183,6 +183,11 @@ DeviceStats shard_stats(DeviceState& st);
 // Errors: kNotFound, kWrongState (not in INIT), as Endpoint::adopt_stream.
 Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t number,
                                     const Address& peer);
+// reset_to_shard_zero: RESET of a queue pair that RTR moved out of shard 0 (`from`):
+// its stream there ends with its work discarded unreported, and it starts again in
+// shard 0 in RESET under a fresh number ([STREAM-13]), which replaces `number`. Takes
+// both engine locks. Errors: kWrongState (device closed), kNotFound, kExhausted.
+Error reset_to_shard_zero(DeviceState& device, uint32_t from, uint32_t& number);
 // start_observability opens the stat socket and the metrics listener the config asks for.
 // Errors: kIo with *error naming the socket or address.
 Error start_observability(DeviceState& st, std::string* error);

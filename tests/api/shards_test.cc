@@ -4,6 +4,7 @@
 // and both carry verified data at once. Run it under ThreadSanitizer (the tsan preset)
 // for the claim that shards share nothing on the packet path. Plumbing over loopback:
 // time bounds only guard against hangs (STYLE §6).
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -293,6 +294,47 @@ TEST_F(Shards, MemoryRegionsAreTheSameInEveryShard) {
     auto third = pd->create_qp(*cq, *cq);
     ASSERT_TRUE(third.ok());
     EXPECT_NE((*third)->number(), moved_number);
+}
+
+// RESET of a queue pair that RTR moved to shard 1 brings it back to shard 0 under a fresh
+// number ([STREAM-13]); connected again, it carries data again.
+TEST_F(Shards, ResetAfterRtrStartsAgainUnderAFreshNumber) {
+    std::string why;
+    auto dev = api::Device::open(config(2, seed_ * 16 + 11), &why);
+    ASSERT_TRUE(dev.ok()) << why;
+    auto& server = *dev;
+    auto pd = server->alloc_pd();
+    std::vector<std::byte> target(4096, std::byte{0});
+    auto mr = pd->register_memory(target.data(), target.size(), access::kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    auto cq = server->create_cq();
+    auto qp = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(qp.ok());
+    Client client = open_client(1, 2, 0);
+    ASSERT_TRUE(client.qp);
+    const uint32_t first = (*qp)->number();
+    ASSERT_EQ((*qp)->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
+    ASSERT_EQ(client.qp->connect(server->local_address(), first), Error::kOk);
+    EXPECT_EQ(post_write(client, (*mr)->addr(), (*mr)->rkey(), 1024), api::Status::kSuccess);
+
+    api::QpAttr reset;
+    reset.state = api::QpState::kReset;
+    std::string reason;
+    ASSERT_EQ((*qp)->modify(reset, api::qp_attr::kState, &reason), Error::kOk) << reason;
+    EXPECT_EQ((*qp)->state(), api::QpState::kReset);
+    const uint32_t second = (*qp)->number();
+    EXPECT_NE(second, first);
+
+    // A fresh queue pair on the client side for the new incarnation.
+    auto again = client.pd->create_qp(*client.cq, *client.cq);
+    ASSERT_TRUE(again.ok());
+    client.qp = std::move(again).value();
+    ASSERT_EQ((*qp)->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
+    ASSERT_EQ(client.qp->connect(server->local_address(), second), Error::kOk);
+    std::fill(target.begin(), target.end(), std::byte{0});
+    EXPECT_EQ(post_write(client, (*mr)->addr(), (*mr)->rkey(), 2048), api::Status::kSuccess);
+    for (size_t i = 0; i < 2048; ++i) ASSERT_EQ(target[i], pattern(0, i)) << i;
+    EXPECT_EQ((*qp)->state(), api::QpState::kRts);
 }
 
 TEST_F(Shards, MemoryKeysAndProtectionDomainsAgreeAcrossShards) {
