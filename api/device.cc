@@ -1,9 +1,12 @@
 // api/device.cc — Device, ProtectionDomain, MemoryRegion, CompletionQueue and QueuePair
-// over one core::Endpoint, one UdpDatapath and one Driver.
+// over one core::Endpoint, one UdpDatapath and one Driver per shard (one shard unless
+// DeviceConfig::threads says more; docs/design.md §12).
 //
 // Locks, always taken in this order: the driver lock (inside Driver), the engine lock
 // (DeviceState::engine_mu: the Endpoint and the queue pair table), then leaf locks (a CQ's
-// mutex, events_mu). Posting takes only the engine lock; polling a CQ only its own.
+// mutex, events_mu). Posting takes only the engine lock of the queue pair's shard; polling
+// a CQ only its own. Two shards' engine locks are held at once only to move or reset a
+// queue pair, both taken together (std::scoped_lock); registration takes each in turn.
 #include "api/device.h"
 
 #include <arpa/inet.h>
