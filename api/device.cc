@@ -2,7 +2,8 @@
 // over one core::Endpoint, one UdpDatapath and one Driver per shard (one shard unless
 // DeviceConfig::threads says more; docs/design.md §12).
 //
-// Locks, always taken in this order: the driver lock (inside Driver), the engine lock
+// Locks, always taken in this order: DeviceState::mirror_mu (registrations only), the
+// driver lock (inside Driver), the engine lock
 // (DeviceState::engine_mu: the Endpoint and the queue pair table), then leaf locks (a CQ's
 // mutex, events_mu). Posting takes only the engine lock of the queue pair's shard; polling
 // a CQ only its own. Two shards' engine locks are held at once only to move or reset a
@@ -209,6 +210,7 @@ ProgressMode Device::mode() const { return state_->cfg.progress; }
 
 std::unique_ptr<ProtectionDomain> Device::alloc_pd() {
     // Every shard has every protection domain; ids are sequential, so they agree.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
     uint32_t pd = 0;
     for (uint32_t i = 0; i < state_->num_shards(); ++i) {
         DeviceState& sh = state_->shard(i);
@@ -376,7 +378,9 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::register_memory(void* ad
     if (!addr && length > 0) return Error::kInvalidArgument;
     // Every shard has every region (a peer's WRITE may reach any of them), under the same
     // keys: the shards' memory tables draw their tags from one secret, in the same order of
-    // registrations (docs/design.md §12). Each shard's lock in turn, never two at once.
+    // registrations (docs/design.md §12), which mirror_mu keeps in one order for all of
+    // them. Each shard's lock in turn, never two at once.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
     Result<core::MemoryKeys> keys = Error::kInvalidArgument;
     for (uint32_t i = 0; i < state_->num_shards(); ++i) {
         DeviceState& sh = state_->shard(i);
@@ -393,6 +397,7 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::register_memory(void* ad
 
 MemoryRegion::~MemoryRegion() {
     // [PLACE-25]: once this returns no shard lets a peer reach the region.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
     for (uint32_t i = 0; i < state_->num_shards(); ++i) {
         DeviceState& sh = state_->shard(i);
         std::lock_guard<std::mutex> g(sh.engine_mu);

@@ -60,6 +60,10 @@ struct DeviceState {
     std::vector<std::shared_ptr<DeviceState>> other_shards;  // shards 1..N-1 (shard 0 only)
     uint32_t num_shards() const { return 1 + static_cast<uint32_t>(other_shards.size()); }
     DeviceState& shard(uint32_t i) { return i == 0 ? *this : *other_shards[i - 1]; }
+    // mirror_mu (shard 0's) serialises what is mirrored in every shard (protection domains,
+    // memory regions), so that each shard sees the same registrations in the same order
+    // and gives them the same keys. Taken before any engine lock; never on the packet path.
+    std::mutex mirror_mu;
 
     // The engine lock guards everything down to `connections`.
     std::mutex engine_mu;

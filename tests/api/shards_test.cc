@@ -355,6 +355,35 @@ TEST_F(Shards, MemoryKeysAndProtectionDomainsAgreeAcrossShards) {
     EXPECT_EQ((*dev)->stats().shards.size(), 3u);
 }
 
+// Registrations from several application threads at once still give every shard the
+// same keys (DeviceState::mirror_mu keeps one order): a key that differed between shards
+// would stop the process at the mirror check, or leave a peer's WRITE refused.
+TEST_F(Shards, ConcurrentRegistrationsKeepTheMirrors) {
+    std::string why;
+    auto dev = api::Device::open(config(3, seed_ * 16 + 13), &why);
+    ASSERT_TRUE(dev.ok()) << why;
+    auto pd = (*dev)->alloc_pd();
+    std::vector<std::byte> mem(4096);
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    std::atomic<int> ready{0};
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&] {
+            ++ready;
+            while (ready.load() < 4) std::this_thread::yield();  // all at once
+            std::vector<std::unique_ptr<api::MemoryRegion>> live;
+            for (int i = 0; i < 5000; ++i) {
+                auto mr = pd->register_memory(mem.data(), mem.size(), access::kRemoteWrite);
+                if (!mr.ok()) ++failures;
+                if (mr.ok()) live.push_back(std::move(mr).value());
+                if (live.size() == 8) live.clear();  // deregistered: slots churn
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+}
+
 TEST_F(Shards, RefusesWhatItCannotShardYet) {
     auto cfg = config(2, seed_);
     cfg.progress = api::ProgressMode::kManual;
