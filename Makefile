@@ -1,6 +1,6 @@
 # Entry points for people and CI. The build itself is CMake (CMakePresets.json); this file
 # only strings the steps together. Everything runs with -j2.
-.PHONY: deps build run test fuzz lint clean
+.PHONY: deps build run test tsan fuzz lint clean
 .NOTPARALLEL:  # steps run in order; each build step already uses -j2
 
 # The ASan pass sweeps 40 seeds and checks leaks where ptrace allows it (scripts/lsan-probe.sh).
@@ -25,6 +25,15 @@ test: build
 	cmake --preset asan
 	export $(ASAN_ENV) && cmake --build build-asan -j2 && \
 	ctest --test-dir build-asan -L 'unit|sim|fuzz' --output-on-failure -j2
+	$(MAKE) tsan
+
+# The multi-threaded device (docs/design.md §12) under ThreadSanitizer: its shards must
+# share nothing on the packet path. Only the tests that exercise it are built.
+tsan: deps
+	cmake --preset tsan
+	cmake --build build-tsan -j2 --target api_shards_test
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^(Shards|Steering)\.' \
+	    --output-on-failure -j2
 
 fuzz: deps
 	cmake --preset fuzz

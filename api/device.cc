@@ -1,26 +1,34 @@
 // api/device.cc — Device, ProtectionDomain, MemoryRegion, CompletionQueue and QueuePair
-// over one core::Endpoint, one UdpDatapath and one Driver.
+// over one core::Endpoint, one UdpDatapath and one Driver per shard (one shard unless
+// DeviceConfig::threads says more; docs/design.md §12).
 //
-// Locks, always taken in this order: the driver lock (inside Driver), the engine lock
+// Locks, always taken in this order: DeviceState::mirror_mu (registrations only), the
+// driver lock (inside Driver), the engine lock
 // (DeviceState::engine_mu: the Endpoint and the queue pair table), then leaf locks (a CQ's
-// mutex, events_mu). Posting takes only the engine lock; polling a CQ only its own.
+// mutex, events_mu). Posting takes only the engine lock of the queue pair's shard; polling
+// a CQ only its own. Two shards' engine locks are held at once only to move or reset a
+// queue pair, both taken together (std::scoped_lock); registration takes each in turn.
 #include "api/device.h"
 
 #include <arpa/inet.h>
 #include <sys/random.h>
 
+#include <array>
+#include <bit>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "api/device_state.h"
 #include "api/udp_tuning.h"
 #include "core/endpoint.h"
+#include "datapath/udp/steering.h"
 
 namespace mroce::api {
 namespace {
@@ -51,9 +59,75 @@ using detail::QpRecord;
 
 Device::Device(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
 
+namespace {
+
+// open_shard makes one engine on one datapath bound to `at`, with its driver (not started):
+// the whole device when cfg.threads is 1, one shard of it otherwise (docs/design.md §12).
+// Every shard has the same secret (so the same memory keys), its own seed (its own source
+// ports and connection ids) and its shard number in its connection ids.
+Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const Address& at,
+                                                uint32_t index, uint64_t seed,
+                                                const CryptoSeed& secret, std::string* error) {
+    const size_t planes = cfg.udp.plane_devices.size();
+    auto st = std::make_shared<DeviceState>();
+    st->cfg = cfg;
+    st->shard_index = index;
+    datapath::UdpOptions udp = cfg.udp;
+    if (cfg.busy_poll && udp.busy_poll_us == 0) udp.busy_poll_us = kBusyPollSocketUs;
+    udp.reuseport = cfg.threads > 1;
+    auto dp = datapath::UdpDatapath::open(at, udp, error);
+    if (!dp) return dp.error();
+    st->dp = std::move(dp).value();
+    st->local = st->dp->local_address();
+
+    core::EndpointConfig ecfg = cfg.endpoint;
+    ecfg.port = st->local.port;
+    if (planes > 0) ecfg.num_local_ports = static_cast<uint16_t>(planes);
+    if (cfg.fit_window_to_datapath)
+        ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
+    if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
+    if (cfg.threads > 1) {
+        ecfg.conn_id_shard_bits = datapath::shard_id_bits(cfg.threads);
+        ecfg.conn_id_shard = index;
+    }
+    st->cfg.endpoint = ecfg;  // the settings in effect, as Device::config() reports them
+    st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed, secret);
+    st->endpoint->set_trace_sink(&st->observer);
+
+    DeviceState* raw = st.get();
+    DriverConfig dcfg;
+    // busy_poll: the progress thread's spin never ends, so it never sleeps.
+    dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
+    dcfg.trace = cfg.stage_trace;
+    // Only in manual progress does the application run the passes itself.
+    dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
+    if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
+    auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
+                                 [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
+    if (!driver) return driver.error();
+    st->driver = std::move(driver).value();
+    return st;
+}
+
+// sharding_error: why cfg.threads cannot be served, or "" (DeviceConfig::threads).
+std::string sharding_error(const DeviceConfig& cfg) {
+    if (cfg.threads < 1 || cfg.threads > datapath::kMaxShards)
+        return "threads must be 1.." + std::to_string(datapath::kMaxShards);
+    if (cfg.threads == 1) return "";
+    if (cfg.progress != ProgressMode::kThread) return "threads > 1 needs ProgressMode::kThread";
+    if (cfg.keep_qp_number_on_reset) return "threads > 1 cannot keep_qp_number_on_reset yet";
+    return "";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::string* error) {
     // The endpoint requires a valid config (core/config.h).
     if (const std::string why = core::config_error(cfg.endpoint); !why.empty()) {
+        if (error) *error = "device: " + why;
+        return Error::kInvalidArgument;
+    }
+    if (const std::string why = sharding_error(cfg); !why.empty()) {
         if (error) *error = "device: " + why;
         return Error::kInvalidArgument;
     }
@@ -70,15 +144,6 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         if (error) *error = "device: more than 65535 plane devices";
         return Error::kInvalidArgument;
     }
-    auto st = std::make_shared<DeviceState>();
-    st->cfg = cfg;
-    datapath::UdpOptions udp = cfg.udp;
-    if (cfg.busy_poll && udp.busy_poll_us == 0) udp.busy_poll_us = kBusyPollSocketUs;
-    auto dp = datapath::UdpDatapath::open(cfg.local, udp, error);
-    if (!dp) return dp.error();
-    st->dp = std::move(dp).value();
-    st->local = st->dp->local_address();
-
     // [CONN-5]: the secrets (tokens, the cookie key, memory-key tags) come from 32 bytes of
     // the OS's randomness; a configured seed (tests) derives them instead, to replay a run.
     uint64_t seed = 0;
@@ -91,31 +156,33 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         if (error) *error = "device: getrandom failed";
         return Error::kIo;
     }
-    core::EndpointConfig ecfg = cfg.endpoint;
-    ecfg.port = st->local.port;
-    if (planes > 0) ecfg.num_local_ports = static_cast<uint16_t>(planes);
-    if (cfg.fit_window_to_datapath)
-        ecfg.window_bytes_per_path = udp_window_per_path(ecfg, st->dp->recv_buffer_bytes());
-    if (cfg.fit_acks_to_datapath) fit_udp_acks(ecfg);
-    st->cfg.endpoint = ecfg;  // the settings in effect, as Device::config() reports them
-    st->endpoint = std::make_unique<core::Endpoint>(ecfg, st->local, seed, secret);
-    st->endpoint->set_trace_sink(&st->observer);
-
-    DeviceState* raw = st.get();
-    DriverConfig dcfg;
-    // busy_poll: the progress thread's spin never ends, so it never sleeps.
-    dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
-    dcfg.trace = cfg.stage_trace;
-    // Only in manual progress does the application run the passes itself.
-    dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
-    auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
-                                 [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
-    if (!driver) return driver.error();
-    st->driver = std::move(driver).value();
-    if (cfg.progress == ProgressMode::kThread) {
-        const Error e = st->driver->start_thread();
-        if (e != Error::kOk) {
+    auto first = open_shard(cfg, cfg.local, 0, seed, secret, error);
+    if (!first) return first.error();
+    std::shared_ptr<DeviceState> st = std::move(first).value();
+    // The other shards join shard 0's port (SO_REUSEPORT), in shard order: the kernel
+    // numbers the group's sockets in the order they joined, which the steering program's
+    // answers index.
+    for (uint32_t i = 1; i < cfg.threads; ++i) {
+        constexpr uint64_t kShardSeedStep = 0x9E3779B97F4A7C15ULL;  // distinct ports per shard
+        auto more = open_shard(cfg, st->local, i, seed + i * kShardSeedStep, secret, error);
+        if (!more) return more.error();
+        st->other_shards.push_back(std::move(more).value());
+    }
+    if (cfg.threads > 1) {
+        // Then each shard's handshake socket, in shard order too: HELLOs queue apart from
+        // established traffic (UdpDatapath::open_handshake_socket).
+        for (uint32_t i = 0; i < cfg.threads; ++i) {
+            DeviceState& sh = st->shard(i);
+            if (const Error e = sh.dp->open_handshake_socket(error); e != Error::kOk) return e;
+        }
+        if (const Error e = st->dp->attach_steering(cfg.threads, true, error); e != Error::kOk)
+            return e;
+    }
+    for (uint32_t i = 0; i < st->num_shards(); ++i) {
+        if (cfg.progress != ProgressMode::kThread) break;
+        if (const Error e = st->shard(i).driver->start_thread(); e != Error::kOk) {
             if (error) *error = "device: cannot start the progress thread";
+            st->shutdown();
             return e;
         }
     }
@@ -142,9 +209,17 @@ const DeviceConfig& Device::config() const { return state_->cfg; }
 ProgressMode Device::mode() const { return state_->cfg.progress; }
 
 std::unique_ptr<ProtectionDomain> Device::alloc_pd() {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    return std::unique_ptr<ProtectionDomain>(
-        new ProtectionDomain(state_, state_->endpoint->alloc_pd()));
+    // Every shard has every protection domain; ids are sequential, so they agree.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
+    uint32_t pd = 0;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        DeviceState& sh = state_->shard(i);
+        std::lock_guard<std::mutex> g(sh.engine_mu);
+        const uint32_t id = sh.endpoint->alloc_pd();
+        if (i == 0) pd = id;
+        MROCE_DCHECK(id == pd);
+    }
+    return std::unique_ptr<ProtectionDomain>(new ProtectionDomain(state_, pd));
 }
 
 std::unique_ptr<CompletionQueue> Device::create_cq() {
@@ -152,22 +227,46 @@ std::unique_ptr<CompletionQueue> Device::create_cq() {
         new CompletionQueue(state_, std::make_shared<CqState>()));
 }
 
-bool Device::progress() { return state_->driver->run_once(); }
+bool Device::progress() {
+    bool did = false;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) did |= state_->shard(i).driver->run_once();
+    return did;
+}
 
-bool Device::try_progress() { return state_->driver->try_run_once(); }
+bool Device::try_progress() {
+    bool did = false;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i)
+        did |= state_->shard(i).driver->try_run_once();
+    return did;
+}
 
 size_t Device::poll_events(std::span<Event> out) {
-    std::lock_guard<std::mutex> g(state_->events_mu);
+    // Shard by shard: each shard's events keep their order, as one engine's did.
     size_t n = 0;
-    while (n < out.size() && !state_->events.empty()) {
-        out[n++] = state_->events.front();
-        state_->events.pop_front();
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        DeviceState& sh = state_->shard(i);
+        std::lock_guard<std::mutex> g(sh.events_mu);
+        while (n < out.size() && !sh.events.empty()) {
+            out[n++] = sh.events.front();
+            sh.events.pop_front();
+        }
     }
     return n;
 }
 
 bool Device::linger(Duration max) {
-    DeviceState& st = *state_;
+    const auto start = std::chrono::steady_clock::now();
+    bool finished = true;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        const Duration used = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+        finished &= detail::linger_shard(state_->shard(i), std::max(Duration::zero(), max - used));
+    }
+    return finished;
+}
+
+namespace detail {
+// linger_shard: Device::linger for one shard.
+bool linger_shard(DeviceState& st, Duration max) {
     const Time start = st.now();
     const Duration quiet = 2 * st.cfg.endpoint.max_ack_delay;
     uint64_t seen_in = ~uint64_t{0};
@@ -192,36 +291,75 @@ bool Device::linger(Duration max) {
     }
 }
 
+}  // namespace detail
+
 void Device::set_event_notify(void (*fn)(void*, const Event&), void* arg) {
-    std::lock_guard<std::mutex> g(state_->events_mu);
-    state_->event_fn = fn;
-    state_->event_arg = fn ? arg : nullptr;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        DeviceState& sh = state_->shard(i);
+        std::lock_guard<std::mutex> g(sh.events_mu);
+        sh.event_fn = fn;
+        sh.event_arg = fn ? arg : nullptr;
+    }
 }
 
+namespace {
+// add_counters adds each counter of `b` to `a`: DriverStats, UdpStats and EndpointStats are
+// plain structs of uint64_t counters (STYLE §8). kFields is checked against the size, so a
+// field added to one of them stops the build here until it is counted (and is a uint64_t).
+template <size_t kFields, class T>
+void add_counters(T& a, const T& b) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) == kFields * sizeof(uint64_t));
+    auto x = std::bit_cast<std::array<uint64_t, kFields>>(a);
+    const auto y = std::bit_cast<std::array<uint64_t, kFields>>(b);
+    for (size_t i = 0; i < kFields; ++i) x[i] += y[i];
+    a = std::bit_cast<T>(x);
+}
+}  // namespace
+
 DeviceStats Device::stats() const {
-    DeviceStats s;
-    s.driver = state_->driver->stats();
-    s.udp = state_->final_udp_stats;
-    state_->driver->with_datapath([&](datapath::Datapath&) {
-        s.udp = state_->dp->stats();
-        s.gso_enabled = state_->dp->gso_enabled();
-        s.gro_enabled = state_->dp->gro_enabled();
-    });
-    {
-        std::lock_guard<std::mutex> g(state_->engine_mu);
-        s.completions_unrouted = state_->completions_unrouted;
-        if (state_->endpoint) s.endpoint = state_->endpoint->stats();
+    DeviceStats s = detail::shard_stats(*state_);
+    if (state_->num_shards() == 1) return s;
+    s.shards.push_back({s.driver, s.udp, s.endpoint});
+    for (uint32_t i = 1; i < state_->num_shards(); ++i) {
+        const DeviceStats one = detail::shard_stats(state_->shard(i));
+        s.shards.push_back({one.driver, one.udp, one.endpoint});
+        add_counters<17>(s.driver, one.driver);
+        add_counters<21>(s.udp, one.udp);
+        add_counters<21>(s.endpoint, one.endpoint);
+        s.completions_unrouted += one.completions_unrouted;
+        s.events_dropped += one.events_dropped;
     }
-    std::lock_guard<std::mutex> g(state_->events_mu);
-    s.events_dropped = state_->events_dropped;
     return s;
 }
 
+namespace detail {
+// shard_stats: Device::stats of one shard.
+DeviceStats shard_stats(DeviceState& st) {
+    DeviceStats s;
+    s.driver = st.driver->stats();
+    s.udp = st.final_udp_stats;
+    st.driver->with_datapath([&](datapath::Datapath&) {
+        s.udp = st.dp->stats();
+        s.gso_enabled = st.dp->gso_enabled();
+        s.gro_enabled = st.dp->gro_enabled();
+    });
+    {
+        std::lock_guard<std::mutex> g(st.engine_mu);
+        s.completions_unrouted = st.completions_unrouted;
+        if (st.endpoint) s.endpoint = st.endpoint->stats();
+    }
+    std::lock_guard<std::mutex> g(st.events_mu);
+    s.events_dropped = st.events_dropped;
+    return s;
+}
+
+}  // namespace detail
+
 Result<ConnectionReport> Device::connection_report(const Address& peer) const {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    if (state_->closed || !state_->endpoint) return Error::kWrongState;
-    const core::Connection* c =
-        state_->endpoint->connection(state_->endpoint->connection_to(peer));
+    DeviceState& sh = state_->shard(datapath::steering_shard(peer, state_->num_shards()));
+    std::lock_guard<std::mutex> g(sh.engine_mu);
+    if (sh.closed || !sh.endpoint) return Error::kWrongState;
+    const core::Connection* c = sh.endpoint->connection(sh.endpoint->connection_to(peer));
     if (!c) return Error::kNotFound;
     ConnectionReport r;
     r.connection = c->stats();
@@ -238,19 +376,38 @@ ProtectionDomain::~ProtectionDomain() = default;
 Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::register_memory(void* addr, size_t length,
                                                                         uint32_t access_flags) {
     if (!addr && length > 0) return Error::kInvalidArgument;
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    auto keys = state_->endpoint->register_memory(pd_, addr, length, access_flags);
+    // Every shard has every region (a peer's WRITE may reach any of them), under the same
+    // keys: the shards' memory tables draw their tags from one secret, in the same order of
+    // registrations (docs/design.md §12), which mirror_mu keeps in one order for all of
+    // them. Each shard's lock in turn, never two at once.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
+    Result<core::MemoryKeys> keys = Error::kInvalidArgument;
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        DeviceState& sh = state_->shard(i);
+        std::lock_guard<std::mutex> g(sh.engine_mu);
+        auto k = sh.endpoint->register_memory(pd_, addr, length, access_flags);
+        if (i == 0) keys = k;
+        if (!k) return k.error();  // only shard 0 can refuse: the tables are mirrors
+        MROCE_DCHECK(k->lkey == keys->lkey);
+    }
     if (!keys) return keys.error();
     return std::unique_ptr<MemoryRegion>(new MemoryRegion(
         state_, *keys, static_cast<std::byte*>(addr), length, access_flags));
 }
 
 MemoryRegion::~MemoryRegion() {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    (void)state_->endpoint->deregister_memory(keys_.lkey);
+    // [PLACE-25]: once this returns no shard lets a peer reach the region.
+    std::lock_guard<std::mutex> mirror(state_->mirror_mu);
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) {
+        DeviceState& sh = state_->shard(i);
+        std::lock_guard<std::mutex> g(sh.engine_mu);
+        (void)sh.endpoint->deregister_memory(keys_.lkey);
+    }
 }
 
 Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq() {
+    // A shared receive queue would be one shard's, and its queue pairs any shard's.
+    if (state_->num_shards() > 1) return Error::kInvalidArgument;
     std::lock_guard<std::mutex> g(state_->engine_mu);
     if (state_->closed) return Error::kWrongState;
     auto id = state_->endpoint->create_srq(pd_);
@@ -376,33 +533,104 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
     return n;
 }
 
+namespace detail {
+
+Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t number,
+                                    const Address& peer) {
+    const uint32_t to = datapath::steering_shard(peer, device.num_shards());
+    if (to == from) return to;
+    DeviceState& a = device.shard(from);
+    DeviceState& b = device.shard(to);
+    std::scoped_lock g(a.engine_mu, b.engine_mu);
+    if (a.closed || b.closed) return Error::kWrongState;
+    auto it = a.qps.find(number);
+    if (it == a.qps.end()) return Error::kNotFound;
+    // Only INIT -> RTR moves; modify_qp refuses anything else, where it is.
+    if (effective_state(a, number, it->second) != QpState::kInit) return from;
+    if (Error e = b.endpoint->adopt_stream(it->second.pd, number); e != Error::kOk) return e;
+    QpRecord r = std::move(it->second);
+    a.qps.erase(it);  // first: the flushes of the stream left behind go nowhere
+    // Shard 0 numbered the queue pair and keeps the number taken until it is destroyed;
+    // an adopted stream left behind (a second move) just ends.
+    if (from == 0)
+        (void)a.endpoint->hold_stream(number, a.now());
+    else
+        (void)a.endpoint->destroy_stream(number, a.now());
+    a.drain_events();
+    for (const RecvWr& wr : r.early_recvs)
+        if (b.endpoint->post_recv(number, wr, b.now()) != Error::kOk)
+            flush_posted(b, r, number, wr.wr_id, WorkOpcode::kRecv);  // checked once already
+    b.qps.emplace(number, std::move(r));
+    return to;
+}
+
+Error reset_to_shard_zero(DeviceState& device, uint32_t from, uint32_t& number) {
+    DeviceState& home = device.shard(from);
+    std::scoped_lock g(device.engine_mu, home.engine_mu);
+    if (device.closed || home.closed) return Error::kWrongState;
+    auto it = home.qps.find(number);
+    if (it == home.qps.end()) return Error::kNotFound;
+    // [STREAM-13]: a fresh number from shard 0 for the next incarnation.
+    auto fresh = device.endpoint->reserve_stream(it->second.pd);
+    if (!fresh) return fresh.error();
+    QpRecord next;
+    next.pd = it->second.pd;
+    next.send_cq = it->second.send_cq;
+    next.recv_cq = it->second.recv_cq;
+    next.attr.max_rd_atomic = next.attr.max_dest_rd_atomic = 0;
+    const bool live = it->second.stream_live;
+    home.qps.erase(it);  // first: the old stream's work is discarded unreported
+    if (live) (void)home.endpoint->destroy_stream(number, home.now());
+    home.drain_events();
+    // The old number, held in shard 0 since the move, waits out its quiet period there.
+    device.endpoint->release_held_stream(number);
+    number = *fresh;
+    device.qps.emplace(number, std::move(next));
+    return Error::kOk;
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------
 // QueuePair: the state machine is in api/qp_state.cc; this is its use.
 
+detail::DeviceState& QueuePair::home() const { return state_->shard(shard_.load()); }
+
 QueuePair::~QueuePair() {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    auto it = state_->qps.find(number_);
-    if (it == state_->qps.end()) return;
-    const bool live = it->second.stream_live;
-    const bool held = it->second.held;
-    state_->qps.erase(it);  // first: the flush completions below go nowhere
-    // The stream ends at once, busy or not: nothing of it runs or writes again.
-    if (!state_->closed && live) (void)state_->endpoint->destroy_stream(number_, state_->now());
-    if (!state_->closed && held) state_->endpoint->release_held_stream(number_);
+    DeviceState& st = home();
+    {
+        std::lock_guard<std::mutex> g(st.engine_mu);
+        auto it = st.qps.find(number_);
+        if (it == st.qps.end()) return;
+        const bool live = it->second.stream_live;
+        const bool held = it->second.held;
+        st.qps.erase(it);  // first: the flush completions below go nowhere
+        // The stream ends at once, busy or not: nothing of it runs or writes again.
+        if (!st.closed && live) (void)st.endpoint->destroy_stream(number_, st.now());
+        if (!st.closed && held) st.endpoint->release_held_stream(number_);
+    }
+    if (&st != state_.get()) {
+        // Moved to its peer's shard: shard 0 held the number meanwhile; it now waits out
+        // its quiet period there as any destroyed stream's ([STREAM-15]).
+        std::lock_guard<std::mutex> g(state_->engine_mu);
+        if (!state_->closed) state_->endpoint->release_held_stream(number_);
+    }
 }
 
 uint32_t QueuePair::number() const {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
+    DeviceState& st = home();
+    std::lock_guard<std::mutex> g(st.engine_mu);
     return number_;
 }
 
 QpAttr QueuePair::query() const {
-    std::lock_guard<std::mutex> g(state_->engine_mu);
-    auto it = state_->qps.find(number_);
-    if (it == state_->qps.end()) return QpAttr{};
+    DeviceState& st = home();
+    std::lock_guard<std::mutex> g(st.engine_mu);
+    auto it = st.qps.find(number_);
+    if (it == st.qps.end()) return QpAttr{};
     QpAttr a = it->second.attr;
-    a.state = detail::effective_state(*state_, number_, it->second);
-    const auto& cfg = state_->cfg.endpoint;
+    a.state = detail::effective_state(st, number_, it->second);
+    const auto& cfg = st.cfg.endpoint;
     a.cap.max_send_wr = a.cap.max_recv_wr = cfg.max_outstanding_wrs;
     a.cap.max_send_sge = a.cap.max_recv_sge = core::kMaxSge;
     a.cap.max_inline_data = cfg.max_inline_data;
@@ -415,25 +643,51 @@ bool QueuePair::connected() const {
 }
 
 Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
+    if (state_->num_shards() > 1 && (mask & qp_attr::kState)) {
+        // A sharded device (docs/design.md §12): RTR places the queue pair in its peer's
+        // shard first. A peer modify_qp will refuse is left for it to refuse.
+        if (attr.state == QpState::kReset && shard_.load() != 0) {
+            if (mask & ~qp_attr::kState) {
+                if (why) *why = "modify_qp: a move to RESET takes no attributes";
+                return Error::kInvalidArgument;
+            }
+            const Error e = detail::reset_to_shard_zero(*state_, shard_.load(), number_);
+            if (e != Error::kOk) {
+                if (why) *why = "modify_qp: cannot reset the queue pair";
+                return e;
+            }
+            shard_.store(0);
+            return Error::kOk;
+        }
+        if (attr.state == QpState::kRtr && (mask & qp_attr::kPeer) && attr.peer.port != 0) {
+            auto at = detail::move_to_peer_shard(*state_, shard_.load(), number_, attr.peer);
+            if (!at) {
+                if (why) *why = "modify_qp: cannot move the queue pair to its peer's shard";
+                return at.error();
+            }
+            shard_.store(*at);
+        }
+    }
     for (;;) {
-        std::unique_lock<std::mutex> g(state_->engine_mu);
-        if (state_->closed) {
+        DeviceState& st = home();
+        std::unique_lock<std::mutex> g(st.engine_mu);
+        if (st.closed) {
             if (why) *why = "modify: the device is closed";
             return Error::kWrongState;
         }
         // A held number comes back after its quiet period ([STREAM-13]): wait it out
         // without the engine lock, so the progress thread keeps serving other queue pairs.
-        if (const Duration wait = detail::held_wait(*state_, number_, attr, mask);
+        if (const Duration wait = detail::held_wait(st, number_, attr, mask);
             wait > Duration::zero()) {
             g.unlock();
             std::this_thread::sleep_for(wait);
             continue;
         }
-        if (Error e = detail::modify_qp(*state_, number_, attr, mask, why); e != Error::kOk)
+        if (Error e = detail::modify_qp(st, number_, attr, mask, why); e != Error::kOk)
             return e;
         break;
     }
-    state_->driver->notify();
+    home().driver->notify();
     return Error::kOk;
 }
 
@@ -459,9 +713,9 @@ Error QueuePair::connect(const Address& peer, uint32_t remote_number, uint8_t sl
 }
 
 Error QueuePair::post_send(const SendWr& wr) {
+    DeviceState& st = home();
     {
-        std::lock_guard<std::mutex> g(state_->engine_mu);
-        DeviceState& st = *state_;
+        std::lock_guard<std::mutex> g(st.engine_mu);
         auto it = st.qps.find(number_);
         if (st.closed || it == st.qps.end()) return Error::kWrongState;
         const QpState s = detail::effective_state(st, number_, it->second);
@@ -474,14 +728,14 @@ Error QueuePair::post_send(const SendWr& wr) {
         if (e != Error::kOk) return e;
         if (st.cfg.stage_trace) st.cfg.stage_trace->stamp(Stage::kPost);
     }
-    state_->driver->notify();
+    st.driver->notify();
     return Error::kOk;
 }
 
 Error QueuePair::post_recv(const RecvWr& wr) {
+    DeviceState& st = home();
     {
-        std::lock_guard<std::mutex> g(state_->engine_mu);
-        DeviceState& st = *state_;
+        std::lock_guard<std::mutex> g(st.engine_mu);
         auto it = st.qps.find(number_);
         if (st.closed || it == st.qps.end()) return Error::kWrongState;
         const QpState s = detail::effective_state(st, number_, it->second);
@@ -492,8 +746,11 @@ Error QueuePair::post_recv(const RecvWr& wr) {
         if (s == QpState::kReset) return Error::kWrongState;
         const Error e = st.endpoint->post_recv(number_, wr, st.now());
         if (e != Error::kOk) return e;
+        // Before RTR a sharded device does not know the queue pair's shard yet: the
+        // receive is checked and queued here, and queued again where RTR takes it.
+        if (st.num_shards() > 1 && s == QpState::kInit) it->second.early_recvs.push_back(wr);
     }
-    state_->driver->notify();
+    st.driver->notify();
     return Error::kOk;
 }
 

@@ -24,6 +24,7 @@
 // but ends every peer's access (WRITE, READ, atomic) to it at once.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -87,6 +88,13 @@ struct DeviceConfig {
     // Seeds every random choice of the engine; by default drawn from getrandom(2).
     std::optional<uint64_t> seed;
     ProgressMode progress = ProgressMode::kThread;
+    // threads: how many shards, each with its own engine, sockets and progress thread,
+    // share the device's work (docs/design.md §12; issue 19). Connections are placed by
+    // a hash of the peer's address, so peers see one address whatever the count, and a
+    // connection uses one thread. 1 (the default): one engine, as always. Above 1 (at
+    // most datapath::kMaxShards): progress must be kThread, and keep_qp_number_on_reset
+    // and shared receive queues are refused (kInvalidArgument).
+    uint32_t threads = 1;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
     // busy_poll: for latency-sensitive applications (issue 19), the device never sleeps
@@ -152,6 +160,15 @@ struct DeviceStats {
     uint64_t events_dropped = 0;        // connection/path events beyond kMaxEvents: dropped
     bool gso_enabled = false;           // the datapath sends with UDP GSO
     bool gro_enabled = false;           // the datapath receives with UDP GRO
+    // With DeviceConfig::threads > 1 the counters above are the sums over the shards
+    // (gso_enabled and gro_enabled are shard 0's), and `shards` holds each shard's, shard 0
+    // first; empty with one thread.
+    struct Shard {
+        DriverStats driver;
+        datapath::UdpStats udp;
+        core::EndpointStats endpoint;
+    };
+    std::vector<Shard> shards;
 };
 
 // ConnectionReport: the engine's counters of one connection and of each of its paths
@@ -512,7 +529,11 @@ private:
               std::shared_ptr<detail::SrqHandle> srq)
         : state_(std::move(state)), pd_(pd), number_(number), send_cq_(std::move(send_cq)),
           recv_cq_(std::move(recv_cq)), srq_(std::move(srq)) {}
-    std::shared_ptr<detail::DeviceState> state_;
+    // home: the shard whose engine holds the queue pair's stream (shard 0 until RTR
+    // moves it to its peer's shard; docs/design.md §12).
+    detail::DeviceState& home() const;
+    std::shared_ptr<detail::DeviceState> state_;  // shard 0 (the device)
+    std::atomic<uint32_t> shard_{0};              // home()'s index; set under both locks
     uint32_t pd_;
     uint32_t number_;  // guarded by the engine lock: RESET changes it
     std::shared_ptr<detail::CqState> send_cq_, recv_cq_;

@@ -44,12 +44,26 @@ struct QpRecord {
     bool stream_live = true;   // the engine stream exists (false in ERR: it was destroyed)
     bool held = false;         // the number is held in the engine (Endpoint::hold_stream)
     uint32_t srq = 0;          // the engine SRQ its receives come from, or 0
+    // A sharded device (docs/design.md §12): receives posted in INIT, before RTR tells
+    // which shard the queue pair goes to; they are posted again in that shard.
+    std::vector<RecvWr> early_recvs;
     std::shared_ptr<CqState> send_cq, recv_cq;
 };
 
 struct DeviceState {
     DeviceConfig cfg;
     Address local;
+    // Sharding (DeviceConfig::threads, docs/design.md §12). Every shard is a DeviceState
+    // of its own (engine, lock, datapath, driver, queue pair table); shard 0 is the
+    // device, which every API object points at, and owns the others.
+    uint32_t shard_index = 0;
+    std::vector<std::shared_ptr<DeviceState>> other_shards;  // shards 1..N-1 (shard 0 only)
+    uint32_t num_shards() const { return 1 + static_cast<uint32_t>(other_shards.size()); }
+    DeviceState& shard(uint32_t i) { return i == 0 ? *this : *other_shards[i - 1]; }
+    // mirror_mu (shard 0's) serialises what is mirrored in every shard (protection domains,
+    // memory regions), so that each shard sees the same registrations in the same order
+    // and gives them the same keys. Taken before any engine lock; never on the packet path.
+    std::mutex mirror_mu;
 
     // The engine lock guards everything down to `connections`.
     std::mutex engine_mu;
@@ -134,9 +148,12 @@ struct DeviceState {
         }
     }
 
-    // shutdown: stop progress, close every connection, send the CLOSEs, close sockets.
+    // shutdown: stop progress, close every connection, send the CLOSEs, close sockets;
+    // the other shards first, each as a device of its own.
     void shutdown() {
         stat_server.reset();  // no snapshot runs once this returns
+        for (auto& other : other_shards) other->driver->stop_thread();
+        for (auto& other : other_shards) other->shutdown();
         driver->stop_thread();
         {
             std::lock_guard<std::mutex> g(engine_mu);
@@ -159,6 +176,22 @@ struct DeviceState {
 // lock, the driver's and datapath's counters, the observer's events after events_after.
 // Any thread except with the engine lock held.
 obs::Snapshot snapshot(DeviceState& st, uint64_t events_after);
+// linger_shard is Device::linger for one shard, shard_stats Device::stats (without
+// `shards`) of one (api/device.cc).
+bool linger_shard(DeviceState& st, Duration max);
+DeviceStats shard_stats(DeviceState& st);
+// move_to_peer_shard: the INIT -> RTR of a queue pair of a sharded device towards `peer`
+// moves it from shard `from` to the peer's shard, if that is another (docs/design.md §12):
+// its record and early receives go there, the stream is adopted under its number and
+// shard 0 holds the number. Returns the shard it is in. Takes both engine locks.
+// Errors: kNotFound, kWrongState (not in INIT), as Endpoint::adopt_stream.
+Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t number,
+                                    const Address& peer);
+// reset_to_shard_zero: RESET of a queue pair that RTR moved out of shard 0 (`from`):
+// its stream there ends with its work discarded unreported, and it starts again in
+// shard 0 in RESET under a fresh number ([STREAM-13]), which replaces `number`. Takes
+// both engine locks. Errors: kWrongState (device closed), kNotFound, kExhausted.
+Error reset_to_shard_zero(DeviceState& device, uint32_t from, uint32_t& number);
 // start_observability opens the stat socket and the metrics listener the config asks for.
 // Errors: kIo with *error naming the socket or address.
 Error start_observability(DeviceState& st, std::string* error);

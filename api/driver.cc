@@ -387,7 +387,7 @@ void Driver::thread_main() {
     // Timers as short as the delayed-ACK bound (10 µs) need a fine sleep: the default
     // timer slack of 50 µs would stretch every timed sleep.
     (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    (void)::pthread_setname_np(::pthread_self(), "mroce-progress");
+    (void)::pthread_setname_np(::pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
     Time last_busy = dp_.now();
     while (!stop_.load(std::memory_order_relaxed)) {
         if (run_once()) {

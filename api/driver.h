@@ -34,6 +34,9 @@ struct DriverConfig {
     // sleeps. Polling saves the wake-up of an idle CPU (tens of µs in a VM); it costs a core
     // for that long after every burst. 0: sleep at once.
     Duration spin = std::chrono::microseconds(50);
+    // The progress thread's name (at most 15 characters), as top and /proc show it: a
+    // sharded device names each shard's thread (docs/design.md §12).
+    std::string thread_name = "mroce-progress";
     // Most handshake datagrams (core::Engine::is_handshake: HELLOs, older-version packets)
     // one pass hands to the engine; the batch's others are dropped and counted
     // (DriverStats::handshakes_shed), as a full socket buffer would drop them, and their

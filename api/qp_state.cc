@@ -355,6 +355,7 @@ Error modify_qp(DeviceState& st, uint32_t& number, const QpAttr& attr, uint32_t 
             return e;
         }
         if (const uint32_t conn = ep.connection_to(next.peer)) st.connections.insert(conn);
+        r.early_recvs.clear();  // a sharded device's copies (QueuePair::post_recv): in place
     }
     // RESET -> INIT sets no timers yet, so the RTS defaults of QpAttr apply until RTS.
     QpAttr for_limits = next;

@@ -124,6 +124,14 @@ struct EndpointConfig {
     // Resource caps (spec §10 [ERR-5]).
     uint32_t max_connections = 65535;  // at most 65535: the slot is the id's low 16 bits
     uint32_t max_streams = 1u << 20;   // at most 2^20: the slot is the id's low 20 bits
+    // Sharded endpoints (api/ DeviceConfig::threads, docs/design.md §12): the top
+    // conn_id_shard_bits (0..4) of every connection id's random half ([CONN-11]) are
+    // conn_id_shard, so the kernel can steer a packet to its shard by the id it carries.
+    // Also forks this endpoint's secret generator by the shard after the memory table has
+    // drawn its seed: shards built from one secret then mirror memory keys but not tokens.
+    // 0 bits: ids fully random, nothing forked.
+    uint32_t conn_id_shard_bits = 0;
+    uint32_t conn_id_shard = 0;
     // [CONN-24], [STREAM-15]: a Failed or Closed connection's slot, and a destroyed
     // stream's slot, are given back this long after the end. 0 means the default,
     // 2 × peer_dead_timeout; otherwise at least peer_dead_timeout.
@@ -181,6 +189,8 @@ inline std::string config_error(const EndpointConfig& c) {
         return "max_connections must be 1..65535";
     if (c.max_streams < 1 || c.max_outstanding_wrs < 1) return "resource caps must be at least 1";
     if (c.max_streams > (1u << 20)) return "max_streams must be at most 2^20";
+    if (c.conn_id_shard_bits > 4 || c.conn_id_shard >= (1u << c.conn_id_shard_bits))
+        return "conn_id_shard_bits must be 0..4 and conn_id_shard below 2^bits";
     if (c.quiet_period != Duration::zero() && c.quiet_period < c.peer_dead_timeout)
         return "quiet_period must be 0 (2 x peer_dead_timeout) or at least peer_dead_timeout";
     if (c.max_rd_atomic < 1 || c.max_dest_rd_atomic < 1)

@@ -43,6 +43,14 @@ Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t see
       memory_(CryptoRng(child_seed(secrets_)), cfg.memory_key_tag_bits),
       fair_share_(fair_share_config(cfg)) {
     MROCE_DCHECK(config_error(cfg).empty());
+    // A shard (conn_id_shard_bits): the cookie key and the memory table came from the
+    // common secret (cookies and memory keys are the same in every shard); what follows
+    // (connection tokens) comes from a generator keyed by the secret and the shard.
+    if (cfg.conn_id_shard_bits > 0) {
+        CryptoSeed s = child_seed(secrets_);
+        s[0] ^= static_cast<uint8_t>(cfg.conn_id_shard + 1);
+        secrets_ = CryptoRng(s);
+    }
 }
 
 Endpoint::~Endpoint() = default;
@@ -89,9 +97,13 @@ Connection* Endpoint::new_connection(const Address& peer, Time now) {
     // spec §4 [CONN-11]: connection ids are non-zero and unique on this endpoint; the
     // high half is random, and differs from the slot's previous connection's ([CONN-24]),
     // so a late packet of that one misses this one by id as well as by token.
+    // A shard's ids carry the shard in their top bits (conn_id_shard_bits), and the rest
+    // of the half stays random and non-zero.
+    const uint32_t free_bits = 16 - cfg_.conn_id_shard_bits;
+    const uint32_t tag = cfg_.conn_id_shard << free_bits;
     uint32_t high = 0;
     do {
-        high = 1 + static_cast<uint32_t>(rng_.uniform(0xFFFF));
+        high = tag | (1 + static_cast<uint32_t>(rng_.uniform((1u << free_bits) - 1)));
     } while (high == prev_high);
     const uint32_t id = high << 16 | (slot + 1);
     auto c = std::make_unique<Connection>(*this, id, peer, secrets_.next_nonzero_u64(),
@@ -158,6 +170,20 @@ Result<uint32_t> Endpoint::reserve_stream(uint32_t pd) {
     s->limits = default_stream_limits();
     streams_[(id & kStreamSlotMask) - 1] = std::move(s);
     return id;
+}
+
+Error Endpoint::adopt_stream(uint32_t pd, uint32_t id) {
+    if (!memory_.pd_exists(pd)) return Error::kInvalidArgument;
+    const uint32_t slot = (id & kStreamSlotMask) - 1;
+    if ((id & kStreamSlotMask) == 0 || slot >= cfg_.max_streams) return Error::kInvalidArgument;
+    if (slot >= streams_.size()) streams_.resize(slot + 1);
+    if (streams_[slot]) return Error::kWrongState;
+    auto s = std::make_unique<Stream>();
+    s->id = id;
+    s->pd = pd;
+    s->limits = default_stream_limits();
+    streams_[slot] = std::move(s);
+    return Error::kOk;
 }
 
 StreamLimits Endpoint::default_stream_limits() const {

@@ -68,6 +68,13 @@ public:
     // Errors: reserve: kInvalidArgument (pd), kExhausted; bind: kNotFound (stream),
     // kWrongState (already bound), kInvalidArgument / kExhausted as create_stream.
     Result<uint32_t> reserve_stream(uint32_t pd);
+    // adopt_stream makes an unbound stream in `pd` under an id another endpoint gave out:
+    // a sharded device (docs/design.md §12) numbers its queue pairs in one shard and
+    // moves each to its peer's shard at RTR. That other endpoint keeps the id taken and
+    // gives the slot a new generation after [STREAM-15]'s quiet period, so an endpoint
+    // that adopts never calls reserve_stream itself. Errors: kInvalidArgument (pd, id 0,
+    // slot beyond max_streams), kWrongState (the slot holds a live stream).
+    Error adopt_stream(uint32_t pd, uint32_t id);
     Error bind_stream(uint32_t stream, const Address& peer, uint32_t remote_stream, Time now);
 
     // post_send queues a SEND/SEND_IMM/WRITE/WRITE_IMM/READ/atomic on a stream. The local

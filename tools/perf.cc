@@ -540,6 +540,10 @@ void register_perf(CLI::App& app) {
     cmd->add_flag("--stages", o->stages,
                   "latency: time each stage of both sides (post, engine, send, receive, "
                   "completion) into the JSON, for scripts/latency-stages.py");
+    cmd->add_option("--threads", o->threads,
+                    "this side's device runs N shards, a progress thread each (connections "
+                    "placed by a hash of the peer; this side only)")
+        ->check(CLI::Range(1, 16));
     cmd->add_option("--metrics", o->metrics,
                     "serve Prometheus /metrics on ADDR:PORT while running (this side)");
     // CLI11 writes into these when it parses, so the callback keeps them alive.

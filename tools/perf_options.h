@@ -76,6 +76,10 @@ struct Options {
     // client's JSON carries the stamps of the latency run ("stages", "server_stages") for
     // scripts/latency-stages.py.
     bool stages = false;
+    // --threads N: this side's device runs N shards, each with its own progress thread
+    // (api::DeviceConfig::threads, docs/design.md §12); this side only, not sent to the
+    // peer. 1: one engine driven by the tool's own thread (manual progress), as before.
+    uint32_t threads = 1;
 
     // The sizes to run, in order.
     std::vector<uint32_t> sizes() const;

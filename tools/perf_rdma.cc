@@ -152,6 +152,9 @@ public:
         api::DeviceConfig cfg;
         cfg.local = oob_.local_ip().with_port(0);
         cfg.progress = api::ProgressMode::kManual;
+        // --threads: the shards' own threads move the packets (a sharded device needs them).
+        cfg.threads = o_.threads;
+        if (o_.threads > 1) cfg.progress = api::ProgressMode::kThread;
         cfg.endpoint.num_paths = static_cast<uint16_t>(o_.paths);
         if (o_.window_kib) {
             cfg.endpoint.window_bytes_per_path = uint64_t{o_.window_kib} << 10;
@@ -293,7 +296,11 @@ public:
         return offload_name(s.gso_enabled, s.gro_enabled, o_.offload);
     }
 
-    void idle() override { dev_->progress(); }
+    // pump makes a pass of the device in manual progress; with --threads its own threads
+    // do, and this thread only waits on its CQ.
+    bool pump() { return o_.threads > 1 ? false : dev_->progress(); }
+
+    void idle() override { pump(); }
 
     std::optional<Json> run(uint32_t size, std::string& error) override {
         auto before = report();
@@ -356,7 +363,7 @@ public:
         std::vector<api::Completion> comps(64);
         auto last_busy = Clock::now();
         for (uint64_t loop = 0;; ++loop) {
-            const bool busy = dev_->progress();
+            const bool busy = pump();
             size_t n = cq_->poll(comps);
             bool slept = false;
             if (o_.mode == Mode::kBandwidth || !o_.busy_poll) {
@@ -514,7 +521,7 @@ private:
                 }
                 posting = more;
             }
-            const bool busy = dev_->progress();
+            const bool busy = pump();
             size_t n = cq_->poll(comps);
             if (busy || n > 0) {
                 last_busy = now;
@@ -569,7 +576,7 @@ private:
             if (!post_one(0, size, error)) return std::nullopt;
             if (exhausted_) {  // requester completions not drained yet: drain, then retry
                 --it;
-                dev_->progress();
+                pump();
                 (void)drain_sends(comps, sends_outstanding, error);
                 continue;
             }
@@ -577,7 +584,7 @@ private:
             bool replied = false;
             auto last_busy = t;
             for (uint64_t loop = 0; !replied; ++loop) {
-                const bool busy = dev_->progress();
+                const bool busy = pump();
                 size_t n = cq_->poll(comps);
                 if (!o_.busy_poll) {  // the serve loop's rule: poll for kSpin, then sleep
                     const auto now = Clock::now();
@@ -622,7 +629,7 @@ private:
         // Leave no requester completion behind for the next size.
         const auto deadline = Clock::now() + kStall;
         while (sends_outstanding > 0 && Clock::now() < deadline) {
-            dev_->progress();
+            pump();
             if (!drain_sends(comps, sends_outstanding, error)) return std::nullopt;
         }
         Json r = lat_result(size, std::move(samples));
@@ -824,7 +831,7 @@ private:
             bool all = true;
             for (size_t q = 0; q < qps_.size(); ++q) all = all && received(q) >= sent[q];
             if (all || Clock::now() > deadline) break;
-            dev_->progress();
+            pump();
             const size_t n = cq_->poll(comps);
             for (size_t i = 0; i < n; ++i) {
                 if (!succeeded(comps[i], error)) return false;

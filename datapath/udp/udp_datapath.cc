@@ -1,5 +1,6 @@
 // datapath/udp/udp_datapath.cc — see udp_datapath.h.
 #include "datapath/udp/udp_datapath.h"
+#include "datapath/udp/steering.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -87,6 +88,26 @@ int set_dont_fragment(int fd, int family) {
     return set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
 }
 
+// set_receive_options: what a receiving socket reports with each datagram (the TOS byte;
+// the local address when bound to the wildcard). Returns "" or the failure's message.
+std::string set_receive_options(int fd, int family, bool wildcard) {
+    if (family == AF_INET) {
+        if (set_int(fd, IPPROTO_IP, IP_RECVTOS, 1) != 0)
+            return "udp: setsockopt IP_RECVTOS: " + error_text(errno);
+        if (wildcard) (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
+        return "";
+    }
+    (void)set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+    if (set_int(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) != 0)
+        return "udp: setsockopt IPV6_RECVTCLASS: " + error_text(errno);
+    (void)set_int(fd, IPPROTO_IP, IP_RECVTOS, 1);  // IPv4 peers on a dual-stack socket
+    if (wildcard) {
+        (void)set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+        (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
+    }
+    return "";
+}
+
 }  // namespace
 
 // Scratch holds the arrays of the batched system calls and the receive bounce buffer, all
@@ -117,6 +138,7 @@ UdpDatapath::~UdpDatapath() {
     for (auto& [port, s] : paths_)
         if (s.fd >= 0) ::close(s.fd);
     if (endpoint_.fd >= 0) ::close(endpoint_.fd);
+    if (handshake_fd_ >= 0) ::close(handshake_fd_);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
@@ -174,26 +196,31 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     const bool wildcard = is_unspecified(local);
     if (set_dont_fragment(fd, dp->family_) != 0)
         return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);
-    if (dp->family_ == AF_INET) {
-        if (set_int(fd, IPPROTO_IP, IP_RECVTOS, 1) != 0)
-            return report("udp: setsockopt IP_RECVTOS: " + error_text(errno), Error::kIo);
-        if (wildcard) (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
-    } else {
-        (void)set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
-        if (set_int(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) != 0)
-            return report("udp: setsockopt IPV6_RECVTCLASS: " + error_text(errno), Error::kIo);
-        (void)set_int(fd, IPPROTO_IP, IP_RECVTOS, 1);  // IPv4 peers on a dual-stack socket
-        if (wildcard) {
-            (void)set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
-            (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
-        }
-    }
+    if (std::string why = set_receive_options(fd, dp->family_, wildcard); !why.empty())
+        return report(why, Error::kIo);
     for (const std::string& dev : options.plane_devices)
         if (dev.empty() || dev.size() >= IF_NAMESIZE || ::if_nametoindex(dev.c_str()) == 0)
             return report("udp: plane device '" + dev + "' is not an interface here",
                           Error::kInvalidArgument);
+    if (options.reuseport && set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0)
+        return report("udp: setsockopt SO_REUSEPORT: " + error_text(errno), Error::kIo);
     sockaddr_storage ss;
-    const socklen_t len = to_sockaddr(local, dp->family_, ss);
+    socklen_t len = to_sockaddr(local, dp->family_, ss);
+    if (len != 0 && options.reuseport && local.port == 0) {
+        // The kernel's ephemeral port search treats a port that another SO_REUSEPORT group
+        // of this user holds as free: a group member bound to port 0 could join a stranger's
+        // group. So the port comes from a plain socket's bind, which no group shares, and
+        // the group takes it over as soon as that socket is closed.
+        const int probe = ::socket(dp->family_, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (probe < 0) return report("udp: socket: " + error_text(errno), Error::kIo);
+        sockaddr_storage ps = ss;
+        socklen_t plen = len;
+        const bool ok = ::bind(probe, reinterpret_cast<sockaddr*>(&ps), plen) == 0 &&
+                        ::getsockname(probe, reinterpret_cast<sockaddr*>(&ps), &plen) == 0;
+        ::close(probe);
+        if (!ok) return report("udp: bind " + local.to_string() + ": " + error_text(errno), Error::kIo);
+        len = to_sockaddr(local.with_port(from_sockaddr(ps).port), dp->family_, ss);
+    }
     if (len == 0) return report("udp: cannot bind " + local.to_string(), Error::kInvalidArgument);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0)
         return report("udp: bind " + local.to_string() + ": " + error_text(errno), Error::kIo);
@@ -218,6 +245,42 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         return report("udp: epoll_ctl: " + error_text(errno), Error::kIo);
     dp->next_drain_ = dp->now() + options.drain_interval;
     return dp;
+}
+
+Error UdpDatapath::attach_steering(uint32_t shards, bool handshake_sockets, std::string* error) {
+    return datapath::attach_steering(endpoint_.fd, shards, handshake_sockets, error);
+}
+
+Error UdpDatapath::open_handshake_socket(std::string* error) {
+    if (!opt_.reuseport || handshake_fd_ >= 0) return Error::kWrongState;
+    auto report = [&](const std::string& what) {
+        if (error) *error = what + ": " + error_text(errno);
+        return Error::kIo;
+    };
+    const int fd = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return report("udp: socket");
+    // Handshakes are small: a buffer of a few thousand bounds what a flood queues.
+    constexpr int kHandshakeBufferBytes = 1 << 20;
+    (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, kHandshakeBufferBytes);
+    sockaddr_storage ss;
+    const socklen_t len = to_sockaddr(local_, family_, ss);
+    if (const std::string why = set_receive_options(fd, family_, is_unspecified(local_));
+        !why.empty() || set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+        const Error e = report("udp: handshake socket on " + local_.to_string());
+        ::close(fd);
+        return e;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        const Error e = report("udp: epoll_ctl");
+        ::close(fd);
+        return e;
+    }
+    handshake_fd_ = fd;
+    return Error::kOk;
 }
 
 Time UdpDatapath::now() const {
@@ -507,16 +570,39 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         h.msg_control = sc.control[k].data();
         h.msg_controllen = kControlBytes;
     }
+    // With a handshake socket (open_handshake_socket), every kHandshakeEvery-th call keeps
+    // kHandshakeBatch slots for it whatever the endpoint socket holds; other calls read it
+    // only when the endpoint socket had nothing: while established traffic flows, a flood
+    // gets at most kHandshakeBatch per kHandshakeEvery calls.
+    const bool handshake_turn =
+        handshake_fd_ >= 0 && ++handshake_tick_ % kHandshakeEvery == 0 && n > kHandshakeBatch;
+    const size_t endpoint_slots = handshake_turn ? n - kHandshakeBatch : n;
     int r;
-    do r = ::recvmmsg(endpoint_.fd, sc.msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+    do r = ::recvmmsg(endpoint_.fd, sc.msgs.data(), static_cast<unsigned>(endpoint_slots),
+                      MSG_DONTWAIT, nullptr);
     while (r < 0 && errno == EINTR);
     if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
-        ++stats_.receive_errors;
-        fail("udp: recvmmsg on " + local_.to_string() + ": " + error_text(errno));
-        return Error::kIo;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            ++stats_.receive_errors;
+            fail("udp: recvmmsg on " + local_.to_string() + ": " + error_text(errno));
+            return Error::kIo;
+        }
+        r = 0;
     }
-    ++stats_.recv_calls;
+    if (r > 0) ++stats_.recv_calls;
+    if (handshake_fd_ >= 0 && (handshake_turn || r == 0)) {
+        const size_t room = std::min(kHandshakeBatch, n - static_cast<size_t>(r));
+        int h;
+        do h = ::recvmmsg(handshake_fd_, sc.msgs.data() + r, static_cast<unsigned>(room),
+                          MSG_DONTWAIT, nullptr);
+        while (h < 0 && errno == EINTR);
+        if (h > 0) {
+            ++stats_.recv_calls;
+            stats_.handshakes_received += static_cast<uint64_t>(h);
+            r += h;
+        }
+    }
+    if (r == 0) return size_t{0};
     for (int k = 0; k < r; ++k) {
         msghdr& h = sc.msgs[k].msg_hdr;
         Scratch::RxInfo& info = sc.rx[k];

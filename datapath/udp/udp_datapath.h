@@ -77,6 +77,10 @@ struct UdpOptions {
     // needs CAP_NET_ADMIN above net.core.busy_read; refused, it is left off
     // (busy_poll_enabled()). 0: off.
     int busy_poll_us = 0;
+    // reuseport: the endpoint socket joins a SO_REUSEPORT group on its address: one shard
+    // of a sharded device (docs/design.md §12); the group's steering program
+    // (datapath/udp/steering.h, attach_steering) picks which member gets each datagram.
+    bool reuseport = false;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -102,6 +106,7 @@ struct UdpStats {
     uint64_t gro_receives = 0;         // super-packets received and split (>= 2 datagrams)
     uint64_t send_calls = 0;           // sendmmsg system calls
     uint64_t recv_calls = 0;           // recvmmsg system calls that returned data
+    uint64_t handshakes_received = 0;  // datagrams read from the handshake socket
 };
 
 class UdpDatapath final : public Datapath {
@@ -169,6 +174,22 @@ public:
     // (UdpOptions::max_path_sockets as bounded by open()); open_path_sockets how many are.
     size_t path_socket_limit() const { return path_socket_limit_; }
     size_t open_path_sockets() const;
+    // attach_steering installs the shard steering program on this datapath's
+    // SO_REUSEPORT group (UdpOptions::reuseport) of `shards` members, bound in shard order
+    // (datapath/udp/steering.h). Errors: as datapath::attach_steering.
+    Error attach_steering(uint32_t shards, bool handshake_sockets, std::string* error = nullptr);
+    // open_handshake_socket adds a second member to the SO_REUSEPORT group
+    // (UdpOptions::reuseport) for the datagrams the steering program marks as handshakes
+    // (HELLO, version 1; steering.h): a flood of them fills that socket's buffer, not the
+    // endpoint socket's, so the kernel does not drop established traffic for them.
+    // recv_batch reads at most kHandshakeBatch of them per call, after the endpoint socket:
+    // when that one had nothing, and every kHandshakeEvery-th call in any case. A sharded
+    // device opens one per shard once every shard's endpoint socket is bound (the group
+    // numbers members in the order they joined). Errors: kWrongState (no reuseport, or
+    // already open), kIo (socket, bind; `error` says why).
+    Error open_handshake_socket(std::string* error = nullptr);
+    static constexpr size_t kHandshakeBatch = 8;
+    static constexpr uint32_t kHandshakeEvery = 8;
     // last_error is the message of the most recent counted failure ("" if none).
     const std::string& last_error() const { return last_error_; }
 
@@ -198,6 +219,8 @@ private:
     int family_ = 0;
     int epoll_fd_ = -1;
     Socket endpoint_;
+    int handshake_fd_ = -1;         // open_handshake_socket; -1: none
+    uint32_t handshake_tick_ = 0;   // recv_batch calls, for kHandshakeEvery
     // Per-path sockets by key(): plane << 16 | source port.
     std::unordered_map<uint32_t, Socket> paths_;
     uint64_t use_counter_ = 0;

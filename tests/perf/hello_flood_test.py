@@ -23,6 +23,8 @@ usage: hello_flood_test.py PATH/TO/mroce PATH/TO/hello_flood [--long] [--rate N]
   --line-rate G: the transfers' --line-rate (default: none, as fast as they go).
   --long: 3 rounds of 20 s (the run recorded in docs/results.md).
   --rate 0: the sustained flood as fast as the flooder can send.
+  --server-threads N: the server's device runs N shards (mroce perf --threads N; issue 19):
+  HELLOs queue on each shard's handshake socket, apart from the transfer's packets.
 The flooder's seed is printed; MROCE_SEED replays it.
 """
 import json
@@ -141,7 +143,7 @@ def wait_for_line(path, needle, proc, timeout):
     raise AssertionError(f"no '{needle}' line from the server: " + open(path).read()[-2000:])
 
 
-def run_round(mroce, flooder, seconds, flood, seed, perf_args):
+def run_round(mroce, flooder, seconds, flood, seed, perf_args, server_args=()):
     """One `mroce perf` pair for `seconds`. flood: None; ("rate", N): N HELLOs per second for
     the whole transfer, the new client 0.5 s in; ("burst", N): N HELLOs as fast as the
     flooder can send them, 0.5 s in, with the new client at the same moment. Returns a dict."""
@@ -150,7 +152,8 @@ def run_round(mroce, flooder, seconds, flood, seed, perf_args):
     srv_out, cli_out, cli_json = (os.path.join(tmp, n) for n in ("server.out", "client.out", "c.json"))
     procs = []
     try:
-        server = subprocess.Popen([mroce, "perf", "-p", str(port)], stdout=open(srv_out, "w"),
+        server = subprocess.Popen([mroce, "perf", "-p", str(port)] + list(server_args),
+                                  stdout=open(srv_out, "w"),
                                   stderr=subprocess.STDOUT, preexec_fn=server_limits)
         procs.append(server)
         time.sleep(0.2)
@@ -213,7 +216,7 @@ def main():
         print(__doc__)
         return 2
     mroce, flooder = args[0], args[1]
-    rounds, seconds, rate, line_rate = 3, 1.5, 25000, "0"
+    rounds, seconds, rate, line_rate, threads = 3, 1.5, 25000, "0", 1
     opts = args[2:]
     i = 0
     while i < len(opts):
@@ -221,6 +224,9 @@ def main():
             rounds, seconds = 3, 20.0
         elif opts[i] == "--line-rate" and i + 1 < len(opts):
             line_rate = opts[i + 1]
+            i += 1
+        elif opts[i] == "--server-threads" and i + 1 < len(opts):
+            threads = int(opts[i + 1])
             i += 1
         elif opts[i] in ("--rate", "--rounds", "--seconds") and i + 1 < len(opts):
             v = opts[i + 1]
@@ -238,18 +244,20 @@ def main():
     perf_args = ["--line-rate", line_rate] if line_rate != "0" else []
     seed = int(os.environ.get("MROCE_SEED", str(os.getpid())))
     print(f"[ SEED     ] {seed} (replay: MROCE_SEED={seed})", flush=True)
-    fd_cap = min(1024, max(8, SERVER_NOFILE // 4))  # datapath/udp: a quarter of the soft limit
+    # datapath/udp: a quarter of the soft limit, per datapath (one per shard)
+    fd_cap = threads * min(1024, max(8, SERVER_NOFILE // 4))
+    server_args = ["--threads", str(threads)] if threads > 1 else []
 
     kinds = {"rate": ("rate", rate) if rate > 0 else ("burst", 0), "burst": ("burst", BURST)}
     runs = {"none": [], "rate": [], "burst": []}
     for k in range(rounds):
-        b = run_round(mroce, flooder, seconds, None, seed, perf_args)
+        b = run_round(mroce, flooder, seconds, None, seed, perf_args, server_args)
         runs["none"].append(b)
         print(f"  round {k + 1}: no flood       {b['bw']:9.1f} MB/s   server CPU {b['cpu']:.2f} s, "
               f"fds max {max(b['fds'])}, RSS {b['rss'][0] / 1024:.1f} -> max {max(b['rss']) / 1024:.1f} MB",
               flush=True)
         for name in ("rate", "burst"):
-            f = run_round(mroce, flooder, seconds, kinds[name], seed + k, perf_args)
+            f = run_round(mroce, flooder, seconds, kinds[name], seed + k, perf_args, server_args)
             runs[name].append(f)
             se, sd = f["server_endpoint"], f["server_driver"]
             label = "sustained" if name == "rate" else "burst    "

@@ -95,18 +95,41 @@ CLEAN = [
 
 def clean_runs():
     for extra, who, n in CLEAN:
-        out = run_pair(["--check"] + extra)
-        size = int(extra[extra.index("-s") + 1])
-        for name in ("client", "server"):
-            rc, stdout, stderr = out[name]
-            check(rc == 0, f"{name} exited {rc}: {stderr.strip()}\n{stdout}")
-            check("mismatch" not in stderr, f"{name}: {stderr}")
-        # Both sides print both tallies (each has the other's in the result row).
-        for name in ("client", "server"):
-            stdout = out[name][1]
-            for side in (["client", "server"] if who == "both" else [who]):
-                got = verified(stdout, side).get(size)
-                check(got == n, f"{name}'s output: the {side} verified {got} messages, expected {n}\n{stdout}")
+        check_clean(run_pair(["--check"] + extra), extra, who, n)
+
+
+# A server spread over two threads (mroce perf --threads 2; issue 19, docs/design.md §12),
+# and every other run a client too: the same verification through sharded devices.
+SHARDED = [
+    (["--verb", "write", "-n", "300", "-q", "4", "-s", "65536"], "server", 1200),
+    (["--verb", "send", "-n", "200", "-q", "2", "-s", "9001"], "server", 400),
+    (["--verb", "read", "-n", "300", "-s", "65536"], "client", 300),
+    (["--verb", "atomic", "-n", "300", "-q", "2", "-s", "8"], "client", 600),
+    (["--verb", "send", "--lat", "-n", "100", "-s", "5000"], "both", 116),
+]
+
+
+def sharded_runs():
+    threads = ["--threads", "2"]
+    for i, (extra, who, n) in enumerate(SHARDED):
+        out = run_pair(["--check"] + extra + (threads if i % 2 else []),
+                       server_args=["--check"] + extra + threads)
+        check_clean(out, extra, who, n)
+
+
+def check_clean(out, extra, who, n):
+    """Both sides exited cleanly and `who` verified n messages of the run's size."""
+    size = int(extra[extra.index("-s") + 1])
+    for name in ("client", "server"):
+        rc, stdout, stderr = out[name]
+        check(rc == 0, f"{name} exited {rc}: {stderr.strip()}\n{stdout}")
+        check("mismatch" not in stderr, f"{name}: {stderr}")
+    # Both sides print both tallies (each has the other's in the result row).
+    for name in ("client", "server"):
+        stdout = out[name][1]
+        for side in (["client", "server"] if who == "both" else [who]):
+            got = verified(stdout, side).get(size)
+            check(got == n, f"{name}'s output: the {side} verified {got} messages, expected {n}\n{stdout}")
 
 
 # (extra args, the side whose env corrupts, the side that finds it)
@@ -171,7 +194,7 @@ def agreement():
 def main():
     global MROCE
     MROCE = sys.argv[1]
-    cases = [clean_runs, corruption_detected, agreement]
+    cases = [clean_runs, sharded_runs, corruption_detected, agreement]
     failed = 0
     for case in cases:
         print(f"{case.__name__}:", flush=True)

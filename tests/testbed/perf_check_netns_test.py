@@ -9,6 +9,7 @@ receiving kernel accepts them and only an end-to-end check can notice.
   integrity  the same with --integrity (the CRC32C trailer, spec §4.9): the receiver drops
              every corrupted datagram (bad_integrity > 0), they are retransmitted, and
              --check finds every byte right
+  sharded    integrity again with both devices over two threads (--threads 2, issue 19)
 
 Exits 77 (ctest SKIP_RETURN_CODE) with a one-line reason when the machine cannot run it (not
 root, no network namespaces, no tc eBPF). The testbed is removed on every exit path.
@@ -98,6 +99,22 @@ def case_integrity(testbed, mroce):
     check(verified == 300, f"the server verified {verified} of 300 messages")
 
 
+def case_sharded(testbed, mroce):
+    """integrity, with both devices spread over two threads (mroce perf --threads 2; issue
+    19, docs/design.md §12): steering, shards and retransmission across real interfaces."""
+    before = corrupted(testbed)
+    (crc, cerr, result), (src, serr) = run_pair(testbed, mroce, ["--integrity", "--threads", "2"])
+    flipped = corrupted(testbed) - before
+    check(crc == 0 and src == 0, f"with --threads 2: client {crc} ({cerr.strip()}), server {src} ({serr.strip()})")
+    check(result is not None, "no JSON result")
+    dropped = result.get("server_endpoint", {}).get("bad_integrity", 0) + \
+        result.get("endpoint", {}).get("bad_integrity", 0)
+    verified = result.get("server_check", {}).get("messages", 0)
+    print(f"  the planes flipped {flipped}; the trailer caught {dropped}; the server verified {verified} messages")
+    check(flipped > 0 and dropped > 0, "nothing was corrupted or nothing caught")
+    check(verified == 300, f"the server verified {verified} of 300 messages")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--testbed", required=True)
@@ -116,7 +133,8 @@ def main():
     try:
         testbed.run("up", "--hosts", "2", "--planes", "2")
         testbed.run("corrupt", "all", "2")
-        for name, case in (("detected", case_detected), ("integrity", case_integrity)):
+        for name, case in (("detected", case_detected), ("integrity", case_integrity),
+                           ("sharded", case_sharded)):
             print(f"{name}:")
             case(testbed, args.mroce)
     except Failure as failure:
