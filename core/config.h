@@ -99,7 +99,7 @@ struct EndpointConfig {
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
 
     // spec §4 handshake.
-    Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, 2 initial_rtt)
+    Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, initial_rtt)
     uint32_t handshake_retries = 8;
 
     // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)
@@ -200,12 +200,12 @@ inline std::string config_error(const EndpointConfig& c) {
 
 // with_timer_granularity sets the timer floors [LOSS-15] derives from a datapath's timer
 // granularity g: min_pto = g, stall_tolerance = 250 g, handshake_timeout =
-// max(5 g, 2 initial_rtt). Call it before setting any of the three explicitly.
+// max(5 g, initial_rtt). Call it before setting any of the three explicitly.
 inline EndpointConfig with_timer_granularity(EndpointConfig c, Duration g) {
     c.timer_granularity = g;
     c.min_pto = g;
     c.stall_tolerance = 250 * g;
-    c.handshake_timeout = std::max(5 * g, 2 * c.initial_rtt);
+    c.handshake_timeout = std::max(5 * g, c.initial_rtt);
     return c;
 }
 

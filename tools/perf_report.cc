@@ -240,7 +240,10 @@ void print_banner(const Options& o, bool server, const std::string& offload,
     fmt::print(" Transport       : {}\t\tPaths          : {}\n",
                o.raw ? "UDP (raw)" : "MetaRoCE/UDP", o.paths);
     fmt::print(" Number of qps   : {}\t\tOffload        : {}\n", o.qps, offload);
-    fmt::print(" Connection type : RC\t\tProgress       : manual (one thread)\n");
+    if (o.threads > 1)
+        fmt::print(" Connection type : RC\t\tProgress       : {} threads (shards)\n", o.threads);
+    else
+        fmt::print(" Connection type : RC\t\tProgress       : manual (one thread)\n");
     if (o.mode == Mode::kBandwidth) fmt::print(" TX depth        : {}\n", o.tx_depth);
     fmt::print(" Mtu             : 4096[B]\n");
     fmt::print(" Link type       : Ethernet (UDP)\n");

@@ -578,7 +578,7 @@ TEST(Config, TimerFloorsFollowTheGranularity) {
     const core::EndpointConfig g1 = core::with_timer_granularity(d, 1us);
     EXPECT_EQ(g1.min_pto, 1us);
     EXPECT_EQ(g1.stall_tolerance, 250us);
-    EXPECT_EQ(g1.handshake_timeout, 2 * d.initial_rtt);  // 5 µs would be below the first RTT
+    EXPECT_EQ(g1.handshake_timeout, d.initial_rtt);  // 5 µs would be below the first RTT
     EXPECT_EQ(core::config_error(g1), "");
     core::EndpointConfig bad = d;
     bad.timer_granularity = Duration::zero();
