@@ -177,6 +177,7 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
 
 void Connection::answer_hello(const wire::HelloPacket& h) {
     if (state_ != ConnState::kConnecting || peer_known_) return;
+    peer_speaks_v2_ = true;  // [VER-1]: its own version-2 HELLO says so
     answer_conn_id_ = h.src_conn_id;
     answer_token_ = h.src_token;
     hello_ack_pending_ = true;

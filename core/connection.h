@@ -403,7 +403,7 @@ private:
     bool hello_pending_ = false;
     bool hello_ack_pending_ = false;
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
-    bool peer_speaks_v2_ = false;  // a RETRY came: no version-1 probes ([VER-1])
+    bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY
     Time unproven_deadline_ = kNever;

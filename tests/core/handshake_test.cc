@@ -464,5 +464,47 @@ TEST(Handshake, Version1PeerFailsTheConnectionWithVersionMismatch) {
     EXPECT_EQ(static_cast<uint8_t>(out[0].bytes[0]), wire::kLegacyVersion);
 }
 
+// [VER-1]: a peer whose own version-2 HELLO arrived (both sides opening at once) speaks
+// version 2, so the retries that go unanswered stay in version 2's form: the version-1
+// probe would only be refused, and under heavy loss it cost a third of the retries left.
+TEST(Handshake, PeerThatSentAVersion2HelloGetsNoVersion1Probe) {
+    for (const bool peer_hello : {false, true}) {
+        core::EndpointConfig cfg;
+        const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+        const Address peer = Address::ipv4(0x0A000009, cfg.port);
+        core::Endpoint a(cfg, a_addr, 12);
+        Time now = time_from_ns(1'000'000);
+        ASSERT_TRUE(a.create_stream(a.alloc_pd(), peer, 1, now).ok());
+        if (peer_hello) {
+            wire::HelloPacket h;  // the peer's own HELLO, whose answers we then never see
+            h.common.type = wire::PacketType::kHello;
+            h.src_conn_id = 0x00010001;
+            h.src_token = 0x6666;
+            h.isn = 7;
+            h.msg_isn = 9;
+            h.endpoint_port = peer.port;
+            h.num_paths = 8;
+            h.max_payload = 4096;
+            std::vector<std::byte> buf(wire::kHelloSize);
+            ASSERT_TRUE(wire::encode_hello(h, buf).ok());
+            PacketMeta m;
+            m.src = peer.with_port(50001);
+            m.dst = a_addr;
+            a.on_datagram(buf, m, now);
+        }
+        size_t v1 = 0, v2 = 0;
+        for (int i = 0; i < 40 && v1 + v2 < 6; ++i) {
+            for (const Sent& s : drain(a, now)) {
+                if (s.bytes.size() == wire::kHelloV1Size) ++v1;
+                if (s.bytes.size() == wire::kHelloSize && s.bytes[1] == std::byte{4}) ++v2;
+            }
+            now = std::min(a.next_deadline(), now + 100ms);
+            a.on_timeout(now);
+        }
+        EXPECT_EQ(v1 + v2, 6u) << "peer_hello " << peer_hello;
+        EXPECT_EQ(v1, peer_hello ? 0u : 2u) << "peer_hello " << peer_hello;
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test
