@@ -373,11 +373,11 @@ void read_mroce(Section s, RunSpec& r) {
     // The RTT assumed before a sample is configured for the fabric, as an operator would:
     // four times the base RTT of its longest path (at least 1 µs), room for the queues a
     // first round trip meets (with twice, bench-a2a64 probed 4x as often and lost 100 packets).
-    // (A graph's longest path from host 0 may have more than the fat tree's 6 hops.)
+    // (An imported graph's links carry their own delays: its longest path from host 0.)
     int64_t longest_ps = static_cast<int64_t>(longest_rtt_ps(r.topology));
     if (r.topology.kind == TopologyKind::kGraph)
         for (const GraphPath& gp : graph_paths(r.topology.graph, 0))
-            longest_ps = std::max<int64_t>(longest_ps, 2 * gp.hops * to_ps(r.topology.cable.delay));
+            longest_ps = std::max<int64_t>(longest_ps, 2 * to_ps(gp.delay));
     const SimDuration longest_rtt{std::max<int64_t>(longest_ps, 1'000'000)};
     c.initial_rtt = us(s.duration_us("initial_rtt_us", 4 * longest_rtt, 0.01, 1e7));
     c = core::with_timer_granularity(
