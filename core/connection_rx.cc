@@ -523,13 +523,14 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         // several): the peer probes because this path's ACKs stopped, and one dead return
         // route must not make a healthy forward path look dead too.
         // (Copies of one probing step add a pair each, [PATH-13]: pairs are sent in turn.)
-        if (rp.probe_copies % kProbeReplyCopies == 0) {
+        const bool first_of_pair = rp.probe_copies % kProbeReplyCopies == 0;
+        if (first_of_pair) {
             rp.probe_first_path = out;
         } else {
             out = other_return_path(rp.probe_first_path);
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
-        rp.reply_paths[(kProbeReplyCopies - rp.probe_copies % kProbeReplyCopies) % kProbeReplyCopies] = out;
+        rp.reply_paths[first_of_pair ? 0 : 1] = out;
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
         else

@@ -407,6 +407,20 @@ TEST(Handshake, Version1HelloIsRefusedWithAVersion1Close) {
     EXPECT_EQ(c->reason, static_cast<uint32_t>(wire::CloseReason::kVersionMismatch));
 }
 
+// peer_hello: a HELLO or HELLO_ACK of a peer connection (id 0x00010001) at `port`.
+wire::HelloPacket peer_hello(wire::PacketType type, uint16_t port, uint64_t token) {
+    wire::HelloPacket h;
+    h.common.type = type;
+    h.src_conn_id = 0x00010001;
+    h.src_token = token;
+    h.isn = 7;
+    h.msg_isn = 9;
+    h.endpoint_port = port;
+    h.num_paths = 8;
+    h.max_payload = 4096;
+    return h;
+}
+
 // [VER-1], initiator side: towards a peer that does not answer, every third HELLO goes in
 // version 1's form; a version-1 HELLO_ACK to it fails the connection with
 // kVersionMismatch (not a silent kPeerDead 511 ms later), and the version-1 peer's half is
@@ -435,17 +449,9 @@ TEST(Handshake, Version1PeerFailsTheConnectionWithVersionMismatch) {
     EXPECT_EQ(sizes[1], wire::kHelloSize);
     EXPECT_EQ(sizes[2], wire::kHelloV1Size) << "the second retransmission is the version-1 probe";
     // The old peer answers the probe in version 1.
-    wire::HelloPacket ack;
-    ack.common.type = wire::PacketType::kHelloAck;
+    wire::HelloPacket ack = peer_hello(wire::PacketType::kHelloAck, old_peer.port, 0x5555);
     ack.common.dst_conn_id = probe.src_conn_id;
     ack.common.dst_token = probe.src_token;
-    ack.src_conn_id = 0x00010001;
-    ack.src_token = 0x5555;
-    ack.isn = 7;
-    ack.msg_isn = 9;
-    ack.endpoint_port = old_peer.port;
-    ack.num_paths = 8;
-    ack.max_payload = 4096;
     std::vector<std::byte> v1(wire::kHelloV1Size);
     ASSERT_TRUE(wire::encode_hello_v1(ack, v1).ok());
     PacketMeta m;
@@ -468,23 +474,16 @@ TEST(Handshake, Version1PeerFailsTheConnectionWithVersionMismatch) {
 // version 2, so the retries that go unanswered stay in version 2's form: the version-1
 // probe would only be refused, and under heavy loss it cost a third of the retries left.
 TEST(Handshake, PeerThatSentAVersion2HelloGetsNoVersion1Probe) {
-    for (const bool peer_hello : {false, true}) {
+    for (const bool peer_sent_hello : {false, true}) {
         core::EndpointConfig cfg;
         const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
         const Address peer = Address::ipv4(0x0A000009, cfg.port);
         core::Endpoint a(cfg, a_addr, 12);
         Time now = time_from_ns(1'000'000);
         ASSERT_TRUE(a.create_stream(a.alloc_pd(), peer, 1, now).ok());
-        if (peer_hello) {
-            wire::HelloPacket h;  // the peer's own HELLO, whose answers we then never see
-            h.common.type = wire::PacketType::kHello;
-            h.src_conn_id = 0x00010001;
-            h.src_token = 0x6666;
-            h.isn = 7;
-            h.msg_isn = 9;
-            h.endpoint_port = peer.port;
-            h.num_paths = 8;
-            h.max_payload = 4096;
+        if (peer_sent_hello) {
+            // the peer's own HELLO, whose answers we then never see
+            const wire::HelloPacket h = peer_hello(wire::PacketType::kHello, peer.port, 0x6666);
             std::vector<std::byte> buf(wire::kHelloSize);
             ASSERT_TRUE(wire::encode_hello(h, buf).ok());
             PacketMeta m;
@@ -501,8 +500,8 @@ TEST(Handshake, PeerThatSentAVersion2HelloGetsNoVersion1Probe) {
             now = std::min(a.next_deadline(), now + 100ms);
             a.on_timeout(now);
         }
-        EXPECT_EQ(v1 + v2, 6u) << "peer_hello " << peer_hello;
-        EXPECT_EQ(v1, peer_hello ? 0u : 2u) << "peer_hello " << peer_hello;
+        EXPECT_EQ(v1 + v2, 6u) << "peer_sent_hello " << peer_sent_hello;
+        EXPECT_EQ(v1, peer_sent_hello ? 0u : 2u) << "peer_sent_hello " << peer_sent_hello;
     }
 }
 
