@@ -30,12 +30,25 @@ FairShare::FairShare(const FairShareConfig& cfg)
       capacity_(mul_div(cfg.capacity_bps, cfg.mss, uint64_t{cfg.mss} + cfg.header_bytes)),
       allocation_(capacity_) {}
 
-void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now) {
+void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now,
+                           bool drained) {
     if (sender >= senders_.size()) senders_.resize(sender + 1);
     Sender& s = senders_[sender];
-    if (!s.active) {
+    // [CC-12]: the sender's clock when it sent this DATA, from the one-way delay.
+    const uint32_t sent = static_cast<uint32_t>(to_ns(now)) - owd;
+    if (drained) {
+        if (!s.drained || static_cast<int32_t>(sent - s.drained_ts) >= 0) {
+            s.drained = true;
+            s.drained_ts = sent;
+        }
+    } else if (s.drained && static_cast<int32_t>(sent - s.drained_ts) > 0) {
+        s.drained = false;  // sent after its DRAINED one: it has more to send
+    }
+    if (!s.active && !s.drained) {
         // [CC-15]: a new sender counts from its first packet. Until the next recomputation
-        // it is offered an equal weighted part of the allocation.
+        // it is offered an equal weighted part of the allocation. (A drained one does not:
+        // what arrives from it is the tail of what it sent before it drained, or a
+        // retransmission after; that took the downlink, but it needs no share.)
         s.active = true;
         s.told = 0;
         s.measured = false;
@@ -159,8 +172,8 @@ void FairShare::recompute(Time now) {
         s.bytes = 0;
         s.classes = 0;
         s.owd_sampled = false;
-        if (now - s.last_arrival > idle_timeout(s)) {
-            s.active = false;  // [CC-12]: gone quiet; no longer shares the capacity
+        if (s.drained || now - s.last_arrival > idle_timeout(s)) {
+            s.active = false;  // [CC-12]: drained or gone quiet; no longer shares the capacity
             s.share = 0;
             active_[i] = active_.back();
             active_.pop_back();

@@ -55,8 +55,10 @@ public:
     explicit FairShare(const FairShareConfig& cfg);
 
     // on_arrival: a current-generation DATA of `bytes` payload from `sender` in class `tc`;
-    // owd = receive time − the packet's timestamp, in ns modulo 2^32.
-    void on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now);
+    // owd = receive time − the packet's timestamp, in ns modulo 2^32; `drained` = the DATA
+    // carried DRAINED: its sender had nothing left to send after it ([CC-12]).
+    void on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now,
+                    bool drained = false);
     // forget: the sender's connection ended; its share goes to the others at the next
     // recomputation.
     void forget(uint32_t sender);
@@ -98,6 +100,11 @@ private:
         uint64_t told = 0;         // bit/s, the hint the last ACK to it carried
         Time last_arrival{};
         Duration gap{};            // between its last two packets
+        // [CC-12]: the newest DATA (by the sender's timestamp) carried DRAINED; drained_ts is
+        // that timestamp, so an older packet that arrives later on another path leaves the
+        // sender drained and only a newer one, sent with more to send, undoes it.
+        bool drained = false;
+        uint32_t drained_ts = 0;
     };
     void recompute(Time now);
     void allocate();

@@ -174,6 +174,55 @@ TEST(FairShare, SilentSenderLeavesAndTheOthersArePushed) {
     EXPECT_EQ(f.raised.front(), 0u);
 }
 
+// [CC-12] Drained: a sender whose newest DATA carried DRAINED leaves at the next
+// recomputation, long before its silence would let it go (four packets' time at a 1/4
+// share is 1.3 us here, but at a 1/64 share of a slow receiver it is tens of microseconds:
+// the timeout is stretched below to make the difference plain).
+TEST(FairShare, DrainedSenderLeavesAtTheNextRecomputation) {
+    for (const bool drained : {false, true}) {
+        FairShareConfig c = config();
+        c.capacity_bps = kC / 64;  // 1.56 Gbit/s: a 1/4 share's packet takes 84 us
+        Feed f(c);
+        f.run({kC, kC, kC, kC}, 400us);
+        ASSERT_EQ(f.fs.active_senders(), 4u);
+        // Sender 1's last DATA; the others go on.
+        f.fs.on_arrival(1, 0, kMss, 5000, f.now, drained);
+        f.raised.clear();
+        f.run({c.capacity_bps, 0, c.capacity_bps, c.capacity_bps}, 25us);
+        if (!drained) {
+            EXPECT_EQ(f.fs.active_senders(), 4u) << "silence alone takes four packets' time";
+            continue;
+        }
+        EXPECT_EQ(f.fs.active_senders(), 3u);
+        EXPECT_EQ(f.fs.hint_mbps(1), 0u);
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0)), c.capacity_bps / 3.0, c.capacity_bps / 300.0);
+        EXPECT_FALSE(f.raised.empty()) << "the others' shares rose a third: pushed";
+    }
+}
+
+// [CC-12] The DATA that drained a sender may overtake older ones on another path: those
+// leave it drained and do not make it active again; a DATA sent after the drained one does.
+TEST(FairShare, OnlyANewerDataUndoesDrained) {
+    Feed f;
+    f.run({kC, kC}, 100us);
+    const uint32_t base = 5000;  // the Feed's delay: no queue
+    f.fs.on_arrival(1, 0, kMss, base, f.now, true);  // sender 1's DRAINED DATA
+    f.run({kC, 0}, 30us);
+    ASSERT_EQ(f.fs.active_senders(), 1u);
+    // 30 us later, a DATA it sent 2 us before the drained one, held on a slow path.
+    f.fs.on_arrival(1, 0, kMss, base + 30000 + 2000, f.now, false);
+    EXPECT_EQ(f.fs.active_senders(), 1u) << "an older DATA must not make it active again";
+    // A late duplicate of the drained DATA itself changes nothing either.
+    f.fs.on_arrival(1, 0, kMss, base + 30000, f.now, true);
+    EXPECT_EQ(f.fs.active_senders(), 1u);
+    f.run({kC, 0}, 30us);
+    EXPECT_EQ(f.fs.active_senders(), 1u);
+    // New work: a DATA sent now, without DRAINED.
+    f.fs.on_arrival(1, 0, kMss, base, f.now, false);
+    EXPECT_EQ(f.fs.active_senders(), 2u);
+    EXPECT_GT(f.fs.hint_mbps(1), 0u);
+}
+
 // A sender's clock may sit anywhere modulo 2^32: delays that wrap are still compared right.
 TEST(FairShare, OneWayDelayWrapsModulo32Bits) {
     FairShare fs(config());

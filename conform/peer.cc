@@ -528,7 +528,7 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[CONN-27] RETRY with an all-zero cookie");
             break;
         case PacketType::kData:
-            if (rx.data.flags & 0xF0) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
+            if (rx.data.flags & 0xE0) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
             if (rx.data.flags & wire::data_flag::kReturnEcho) {
                 // [PATH-12]: the echo names one of this peer's paths, on which an ACK arrived.
                 if (rx.data.return_echo >= me_.num_paths)

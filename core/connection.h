@@ -511,6 +511,10 @@ private:
     // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or
     // a delivery timer, expects none, so it must not run the dead-peer clock ([ERR-2]).
     bool outstanding_data() const { return in_flight_total_ > 0 || !retx_.empty(); }
+    // nothing_unsent: every message and answer of this connection's streams has had each of
+    // its segments sent once ([CC-12] DRAINED). Walks the streams: asked only when the ready
+    // list and the retransmission queue are both empty, the end of a backlog.
+    bool nothing_unsent() const;
 
     ConnectionStats stats_;
 };

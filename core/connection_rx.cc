@@ -82,7 +82,8 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         last_rx_path_ = h.path_id;
         const uint8_t tc = s && s->conn == id_ ? s->limits.traffic_class : control_class_;
         const uint32_t owd = static_cast<uint32_t>(to_ns(now)) - h.timestamp;
-        ep_.fair_share_.on_arrival(slot(), tc, h.payload_len, owd, now);
+        ep_.fair_share_.on_arrival(slot(), tc, h.payload_len, owd, now,
+                                   (h.flags & wire::data_flag::kDrained) != 0);
     }
     if (!s || s->conn != id_) {
         // [STREAM-13]: a destroyed (or reset) stream's id is never reused, so its late

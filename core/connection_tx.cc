@@ -67,6 +67,15 @@ void Connection::send_delayed_acks() {
         if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
 }
 
+bool Connection::nothing_unsent() const {
+    for (uint32_t sid : streams_) {
+        const Stream* s = ep_.stream(sid);
+        if (s && !s->failed && (s->send_cursor < s->tx.size() || s->answer_cursor < s->answers.size()))
+            return false;
+    }
+    return true;
+}
+
 uint32_t Connection::segment_bytes(const TxMessage& m, uint32_t seg) const {
     const uint64_t off = uint64_t{seg} * segment_size_;
     return static_cast<uint32_t>(std::min<uint64_t>(segment_size_, m.msg_len - off));
@@ -292,6 +301,8 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));
+    // [CC-12]: nothing left to send after this one; the receiver may let this sender go.
+    if (ready_streams_.empty() && retx_.empty() && nothing_unsent()) h.flags |= wire::data_flag::kDrained;
     if (return_routes_.echo_owed()) {  // [PATH-12]: one of the peer's return paths that works
         h.flags |= wire::data_flag::kReturnEcho;
         h.return_echo = static_cast<uint8_t>(return_routes_.take_echo());

@@ -36,6 +36,7 @@ inline constexpr uint8_t kLast = 0x01;    // the segment that ends the message
 inline constexpr uint8_t kRetx = 0x02;    // a retransmission (for counters and capture)
 inline constexpr uint8_t kAckNow = 0x04;  // receiver acks this path without delay
 inline constexpr uint8_t kReturnEcho = 0x08;  // return_echo names one of the peer's paths [PATH-12]
+inline constexpr uint8_t kDrained = 0x10;     // the sender has nothing left to send [CC-12]
 }  // namespace data_flag
 
 // spec §3.2: DATA header, 72 bytes, then payload_len bytes of payload.

@@ -366,11 +366,11 @@ TEST(Data, FlagBits) {
 TEST(Data, ReservedIsIgnoredOnReceive) {
     auto bytes = join(kWriteImmVector);
     for (size_t off : {2u, 3u}) bytes[off] = std::byte{0xFF};
-    bytes[17] |= std::byte{0xF0};  // flags not defined in version 2
+    bytes[17] |= std::byte{0xE0};  // flags not defined in version 2
     auto p = decode_data(bytes);
     ASSERT_TRUE(p.ok()) << to_string(p.error());
     DataHeader want = write_imm_header();
-    want.flags |= 0xF0;
+    want.flags |= 0xE0;
     EXPECT_EQ(p->hdr, want);
 }
 

@@ -1177,6 +1177,59 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
     }
 }
 
+// [CC-12] DRAINED goes on the one DATA after which the sender has nothing left to send,
+// and not before: stream 1 posts 300 WRITEs against its window of 128 ([STREAM-3]) over
+// 100 us links, so it waits, off the ready list, for a round trip; a WRITE on stream 2
+// sent meanwhile empties the ready list but not the backlog.
+TEST(Connection, DrainedMarksTheEndOfTheBacklogOnly) {
+    core::EndpointConfig cfg;
+    sim::NetworkConfig net = ten_gbit_net();
+    net.link.delay = 100us;
+    Pair p(29, net, cfg, cfg);
+    size_t sent_new = 0, drained_new = 0;
+    uint32_t last_plain_ts = 0, first_drained_ts = 0;
+    bool any_drained = false;
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        auto d = wire::decode_data(without_trailer(pkt.bytes));
+        if (!d || (d->hdr.flags & wire::data_flag::kRetx)) return;
+        ++sent_new;
+        const uint32_t ts = d->hdr.timestamp;  // send order: the paths reorder arrivals
+        if (d->hdr.flags & wire::data_flag::kDrained) {
+            ++drained_new;
+            if (!any_drained || static_cast<int32_t>(ts - first_drained_ts) < 0) first_drained_ts = ts;
+            any_drained = true;
+        } else if (static_cast<int32_t>(ts - last_plain_ts) > 0) {
+            last_plain_ts = ts;
+        }
+    });
+    constexpr uint32_t kMessages = 300;
+    static_assert(kMessages > core::kStreamWindow);
+    WriteFlow f(p, kMessages, 64);
+    const Time t = p.now();
+    const uint32_t sa2 = *p.a->create_stream(f.pa, p.host_b().address(), 2, t);
+    ASSERT_TRUE(p.b->create_stream(f.pb, p.host_a().address(), 2, t).ok());
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return sent_new >= core::kStreamWindow; }, 10ms));
+    ASSERT_LT(f.all_completions(), 1u) << "the window must still be closed";
+    core::SendWr wr;
+    wr.wr_id = 1000;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(f.src.data());
+    wr.length = 64;
+    wr.lkey = f.ka.lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
+    wr.rkey = f.kb.rkey;
+    ASSERT_EQ(p.a->post_send(sa2, wr, p.now()), Error::kOk);
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == kMessages + 1; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), kMessages + 1);
+    EXPECT_EQ(drained_new, 1u) << "one DRAINED per backlog";
+    ASSERT_TRUE(any_drained);
+    EXPECT_GT(static_cast<int32_t>(first_drained_ts - last_plain_ts), 0)
+        << "a DATA was sent after the sender said it had nothing left";
+}
+
 // [ACK-12], [ACK-11] with ack_with_reverse_data: the last message before a pause asks for
 // no immediate ACK, so a lone WRITE completes only after max_ack_delay; when the receiver
 // sends DATA of its own meanwhile, its delayed ACK leaves with it and the WRITE completes

@@ -416,7 +416,8 @@ def crafted_cases():
     add("reserved bits in the common header", common(7, reserved=0x0100) +
         struct.pack("!II", 0, 0), None, {"reserved_nonzero"})
     add("data return_echo without RETURN_ECHO", data(reserved=1), None, {"rule"})
-    add("undefined data flag", data(flags=0x11), None, {"reserved_nonzero"})
+    add("data last, sender drained", data(flags=0x11))  # [CC-12]
+    add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
     add("hello capabilities: a bit no version defines", hello(caps=2), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})

@@ -162,6 +162,7 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.data.flags.retx"] = (h.flags & wire::data_flag::kRetx) != 0;
             f["mroce.data.flags.ack_now"] = (h.flags & wire::data_flag::kAckNow) != 0;
             f["mroce.data.flags.return_echo"] = (h.flags & wire::data_flag::kReturnEcho) != 0;
+            f["mroce.data.flags.drained"] = (h.flags & wire::data_flag::kDrained) != 0;
             f["mroce.data.return_echo"] = h.return_echo;
             f["mroce.path_id"] = h.path_id;
             f["mroce.path_gen"] = h.path_gen;

@@ -155,8 +155,9 @@ local f = {
     data_ack_now = ProtoField.bool("mroce.data.flags.ack_now", "ACK_NOW", 8, nil, 0x04),
     data_return_echo_flag = ProtoField.bool("mroce.data.flags.return_echo", "RETURN_ECHO", 8, nil, 0x08),
     data_return_echo = ProtoField.uint8("mroce.data.return_echo", "Return path echoed", base.DEC),
+    data_drained = ProtoField.bool("mroce.data.flags.drained", "DRAINED", 8, nil, 0x10),
     data_flags_undef = ProtoField.uint8("mroce.data.flags.undefined", "Undefined in v2",
-                                        base.HEX, nil, 0xF0),
+                                        base.HEX, nil, 0xE0),
     data_payload_len = ProtoField.uint16("mroce.data.payload_len", "Payload length", base.DEC),
     data_recv_seq = ProtoField.uint32("mroce.data.recv_seq", "Receive sequence", base.DEC),
     data_msg_len = ProtoField.uint32("mroce.data.msg_len", "Message length", base.DEC),
@@ -369,8 +370,9 @@ local function dissect_data(c, t)
         flags_item:add(f.data_retx, c.tvb(17, 1))
         flags_item:add(f.data_ack_now, c.tvb(17, 1))
         flags_item:add(f.data_return_echo_flag, c.tvb(17, 1))
+        flags_item:add(f.data_drained, c.tvb(17, 1))
         local undef = flags_item:add(f.data_flags_undef, c.tvb(17, 1))
-        if flags >= 16 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
+        if flags >= 32 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
     end
     local path_id = c:add(t, f.path_id, 18, 2)
     local path_gen = c:add(t, f.path_gen, 20, 1)
