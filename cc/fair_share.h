@@ -10,8 +10,9 @@
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
 //            ─► allocation A = C × (1 − (queue − interval/4)/(2·interval)) (the queue
-//               above a target of a quarter interval); CE marks are left to the
-//               senders' AIMD (a mark may come from any queue on the route)
+//               above a target of a quarter interval; a queue growing by ¾ interval per
+//               interval counted as it will be an interval later); CE marks are left
+//               to the senders' AIMD (a mark may come from any queue on the route)
 //            ─► water-filling of A by class weight, capped by each sender's demand
 //            ─► share per sender; the ones now a quarter above what they were last
 //               told are reported (pushed)
@@ -120,7 +121,8 @@ private:
     Time last_update_{};
     Time next_update_ = kNever;
     uint64_t allocation_ = 0;
-    int64_t queue_ns_ = 0;
+    int64_t queue_ns_ = 0;           // the queue delay measured at the last recomputation
+    int64_t previous_queue_ns_ = 0;  // ... and at the one before
     uint32_t last_excess_ = 0;  // the queue the latest arrival showed, ns
     Time last_arrival_{};       // of any sender
     uint64_t bytes_ = 0;       // this interval, all senders

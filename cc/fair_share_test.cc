@@ -105,6 +105,26 @@ TEST(FairShare, StandingQueueLowersTheAllocation) {
     EXPECT_EQ(f.fs.allocation_bps(), kC);
 }
 
+// [CC-14] growth: a queue delay that grew by at least three quarters of an interval since
+// the last recomputation is answered with the growth added once more; a slower growth, or
+// a queue that holds, is answered as measured. (Each run's samples are measured by the
+// recomputation at the start of the next run.)
+TEST(FairShare, FastGrowingQueueIsAnsweredAsItWillBe) {
+    Feed f;  // interval 10 us: target 2.5 us, drain distance 20 us, growth threshold 7.5 us
+    const std::vector<uint64_t> busy{kC / 2, kC / 2};
+    f.run(busy, 50us);
+    f.run(busy, 10us, 8000);
+    f.run(busy, 10us, 8000);  // measures 8 us, 8 us above the last: answered as 16 us
+    EXPECT_EQ(f.fs.queue_delay(), 8us);
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 40 * 13);  // 1 - (16 - 2.5) / 20
+    f.run(busy, 10us, 8000);  // 8 us again: no growth
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 40 * 29);  // 1 - (8 - 2.5) / 20
+    f.run(busy, 10us, 15000);
+    f.run(busy, 10us, 15000);  // grew by 7 us, below 7.5: as measured
+    EXPECT_EQ(f.fs.queue_delay(), 15us);
+    EXPECT_EQ(f.fs.allocation_bps(), kC / 8 * 3);  // 1 - (15 - 2.5) / 20
+}
+
 // [CC-14] the delay of one sender's own route is not the shared queue: the minimum over
 // senders is.
 TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
