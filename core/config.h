@@ -100,7 +100,7 @@ struct EndpointConfig {
 
     // spec §4 handshake.
     Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, initial_rtt)
-    uint32_t handshake_retries = 8;
+    uint32_t handshake_retries = 16;   // [CONN-12] gaps double up to 32 x handshake_timeout
 
     // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)
     uint32_t rnr_delay_us = 100;        // [PLACE-6]

@@ -409,11 +409,12 @@ void Connection::on_timeout(Time now) {
 
 void Connection::run_timers(Time now) {
     if (state_ == ConnState::kConnecting && hello_deadline_ <= now) {
-        // [CONN-12]: HELLO is retransmitted with exponential backoff, then the
-        // connection fails with kPeerDead.
+        // [CONN-12]: HELLO is retransmitted with a backoff that doubles up to 32 x the
+        // timeout and stays there (many tries soon beat a few late ones under heavy loss),
+        // then the connection fails with kPeerDead.
         if (++hello_tries_ > cfg_.handshake_retries) return fail(Status::kPeerDead, now);
         hello_pending_ = true;
-        hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 16u));
+        hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 5u));
         note_deadline(hello_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;

@@ -105,6 +105,53 @@ TEST(Connection, LostHelloIsRetransmitted) {
     EXPECT_EQ(f.dst, f.src);
 }
 
+// HelloSink wraps an engine, notes when each HELLO it sends leaves (either version), and
+// drops it: a peer that never answers.
+class HelloSink final : public EngineTap {
+  public:
+    explicit HelloSink(core::Engine& inner) : EngineTap(inner) {}
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        while (size_t n = inner_.poll_transmit(buf, meta, now)) {
+            // Every third retransmission is in version-1 form ([VER-1]).
+            const auto d = without_trailer(buf.first(n));
+            const auto h = wire::decode_hello(d);
+            const auto h1 = wire::decode_hello_v1(d);
+            const bool hello = (h.ok() && h->common.type == wire::PacketType::kHello) ||
+                               (h1.ok() && h1->common.type == wire::PacketType::kHello);
+            if (!hello) return n;
+            sent.push_back(now);
+        }
+        return 0;
+    }
+    std::vector<Time> sent;
+};
+
+// [CONN-12] unanswered HELLOs: the gaps double from handshake_timeout (T) up to 32 T and stay
+// there; after handshake_retries (16) retransmissions and one more 32 T the connection fails
+// with kPeerDead: 17 HELLOs, the failure 415 T after the first.
+TEST(Connection, UnansweredHellosBackOffToACapThenFail) {
+    core::EndpointConfig cfg;
+    Pair p(31, ten_gbit_net(), cfg, cfg);
+    HelloSink sink(*p.a);
+    p.host_a().attach(&sink);
+    Time failed = kNever;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kConnectionFailed && e.status == core::Status::kPeerDead)
+            failed = p.now();
+    });
+    // Only A opens (B, opening too, would establish A with its own HELLO).
+    ASSERT_TRUE(p.a->create_stream(p.a->alloc_pd(), p.host_b().address(), 1, p.now()).ok());
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return failed != kNever; }, 2s));
+    const Duration t = cfg.handshake_timeout;
+    ASSERT_EQ(sink.sent.size(), 1u + cfg.handshake_retries);
+    for (size_t k = 1; k < sink.sent.size(); ++k) {
+        const int64_t units = k <= 6 ? (int64_t{1} << k) - 1 : 63 + 32 * static_cast<int64_t>(k - 6);
+        EXPECT_EQ(sink.sent[k] - sink.sent[0], units * t) << "retransmission " << k;
+    }
+    EXPECT_EQ(failed - sink.sent[0], 415 * t);
+}
+
 // [CONN-7] [CONN-16] [CONN-10] both sides open at once: one connection each, data both ways.
 TEST(Connection, SimultaneousOpen) {
     core::EndpointConfig cfg;
