@@ -146,6 +146,7 @@ bool Driver::run_once() {
 bool Driver::try_run_once() {
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
     if (!g.owns_lock() || closed_) return false;
+    ++stats_.assisted_passes;
     return pass();
 }
 

@@ -76,6 +76,8 @@ struct DriverStats {
     uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
     uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
+    uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
+                                  // helping (a busy-polling CompletionQueue::wait, ibv_poll_cq)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
     uint64_t stuck_deadlines = 0; // the engine's deadline was still due after on_timeout
                                   // and poll_transmit
