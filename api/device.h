@@ -97,6 +97,11 @@ struct DeviceConfig {
     uint32_t threads = 1;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // The most handshake datagrams (HELLOs) per second each shard's engine answers
+    // (DriverConfig::max_handshakes_per_second; 0: no bound): under a flood, the RETRYs
+    // they cost and the thread's time stay bounded, and the excess waits and is dropped in
+    // the kernel (docs/security.md "HELLO floods").
+    uint32_t max_handshakes_per_second = DriverConfig{}.max_handshakes_per_second;
     // busy_poll: for latency-sensitive applications (issue 19), the device never sleeps
     // while it waits for the network: the progress thread (kThread) polls its sockets in a
     // loop instead of sleeping in epoll once `spin` has passed, and CompletionQueue::wait

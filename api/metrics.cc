@@ -34,9 +34,11 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
     add("driver_timeouts_deferred", "mroce_driver_timeouts_deferred_total",
         "Passes that ran due timers late behind a full receive batch.", d.timeouts_deferred);
     add("driver_handshakes_shed", "mroce_driver_handshakes_shed_total",
-        "Handshake datagrams over the per-pass bound: dropped unread.", d.handshakes_shed);
+        "Handshake datagrams over the per-pass bound or the budget: dropped unread.", d.handshakes_shed);
     add("driver_assisted_passes", "mroce_driver_assisted_passes_total",
         "Passes an application thread made to help the progress thread.", d.assisted_passes);
+    add("driver_handshake_holds", "mroce_driver_handshake_holds_total",
+        "Times the handshake budget was spent and the handshake queue held.", d.handshake_holds);
 }
 
 // shard_snapshot: one engine's snapshot (the whole device's when it has one shard).
