@@ -209,7 +209,8 @@ void expect_stat_shows_every_shard(const api::Device& server, const std::array<C
     // Following the log from the last event seen gives nothing twice.
     const auto later = obs::request(sock, "json " + std::to_string(last_seq));
     ASSERT_TRUE(later);
-    for (const auto& e : nlohmann::json::parse(*later)["events"]) EXPECT_GT(e["seq"].get<uint64_t>(), last_seq);
+    const nlohmann::json next = nlohmann::json::parse(*later);
+    for (const auto& e : next["events"]) EXPECT_GT(e["seq"].get<uint64_t>(), last_seq);
 
     const auto prom = obs::request(sock, "prometheus");
     ASSERT_TRUE(prom);
