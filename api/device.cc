@@ -114,7 +114,6 @@ std::string sharding_error(const DeviceConfig& cfg) {
         return "threads must be 1.." + std::to_string(datapath::kMaxShards);
     if (cfg.threads == 1) return "";
     if (cfg.progress != ProgressMode::kThread) return "threads > 1 needs ProgressMode::kThread";
-    if (cfg.keep_qp_number_on_reset) return "threads > 1 cannot keep_qp_number_on_reset yet";
     return "";
 }
 
@@ -540,7 +539,16 @@ Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t
     if (it == a.qps.end()) return Error::kNotFound;
     // Only INIT -> RTR moves; modify_qp refuses anything else, where it is.
     if (effective_state(a, number, it->second) != QpState::kInit) return from;
-    if (Error e = b.endpoint->adopt_stream(it->second.pd, number); e != Error::kOk) return e;
+    if (to == 0) {
+        // Back to shard 0, which has held the number since the queue pair left it
+        // (keep_qp_number_on_reset: the queue pair kept its number through a RESET in
+        // another shard). Its quiet period there began before the RESET whose quiet period
+        // this queue pair waited out at INIT, so it is over.
+        auto fresh = b.endpoint->reserve_held_stream(it->second.pd, number, b.now());
+        if (!fresh) return fresh.error();
+    } else if (Error e = b.endpoint->adopt_stream(it->second.pd, number); e != Error::kOk) {
+        return e;
+    }
     QpRecord r = std::move(it->second);
     a.qps.erase(it);  // first: the flushes of the stream left behind go nowhere
     r.count_in(from, -1);
@@ -644,7 +652,10 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
     if (state_->num_shards() > 1 && (mask & qp_attr::kState)) {
         // A sharded device (docs/design.md §12): RTR places the queue pair in its peer's
         // shard first. A peer modify_qp will refuse is left for it to refuse.
-        if (attr.state == QpState::kReset && shard_.load() != 0) {
+        // With keep_qp_number_on_reset it stays where it is: its shard holds the number
+        // through the quiet period ([STREAM-13]) as one engine would, and the next RTR
+        // moves it to its next peer's shard.
+        if (attr.state == QpState::kReset && shard_.load() != 0 && !state_->cfg.keep_qp_number_on_reset) {
             if (mask & ~qp_attr::kState) {
                 if (why) *why = "modify_qp: a move to RESET takes no attributes";
                 return Error::kInvalidArgument;

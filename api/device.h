@@ -92,8 +92,8 @@ struct DeviceConfig {
     // share the device's work (docs/design.md §12; issue 19). Connections are placed by
     // a hash of the peer's address, so peers see one address whatever the count, and a
     // connection uses one thread. 1 (the default): one engine, as always. Above 1 (at
-    // most datapath::kMaxShards): progress must be kThread, and keep_qp_number_on_reset
-    // and shared receive queues are refused (kInvalidArgument).
+    // most datapath::kMaxShards): progress must be kThread, and shared receive queues are
+    // refused (kInvalidArgument).
     uint32_t threads = 1;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);

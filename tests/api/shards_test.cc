@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -533,6 +534,75 @@ TEST_F(Shards, BusyPollWaitDrivesTheShardOfItsQueuePairs) {
     EXPECT_GT(st.shards[1].driver.assisted_passes, 0u);
     // Shard 0 has no queue pair of this CQ any more: the wait leaves it to its thread.
     EXPECT_EQ(st.shards[0].driver.assisted_passes, 0u);
+}
+
+// keep_qp_number_on_reset (the Verbs library's setting) on a 2-thread device: a queue pair
+// that RTR moved to shard 1 keeps its number through RESET (it stays in shard 1, which
+// holds the number for its quiet period), connects again to a peer of shard 1, and then,
+// after another RESET, to a peer of shard 0 (back to shard 0, which held the number since
+// the first move); each incarnation carries a WRITE_WITH_IMM under the same number.
+TEST_F(Shards, KeepQpNumberOnResetAcrossShards) {
+    auto cfg = config(2, seed_ * 16 + 9);
+    cfg.keep_qp_number_on_reset = true;
+    cfg.endpoint.peer_dead_timeout = std::chrono::milliseconds(100);
+    cfg.endpoint.quiet_period = std::chrono::milliseconds(100);
+    std::string why;
+    auto server_dev = api::Device::open(cfg, &why);
+    ASSERT_TRUE(server_dev.ok()) << why;
+    auto& server = *server_dev;
+    auto pd = server->alloc_pd();
+    std::vector<std::byte> memory(4096);
+    auto mr = pd->register_memory(memory.data(), memory.size(), access::kLocalWrite | access::kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    auto cq = server->create_cq();
+    auto made = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(made.ok());
+    api::QueuePair& qp = **made;
+    const uint32_t number = qp.number();
+    std::optional<std::chrono::steady_clock::time_point> reset_at;
+    // One incarnation: connect to a fresh client of `shard`, take one WRITE_WITH_IMM, reset.
+    auto incarnation = [&](uint32_t shard, uint32_t index) {
+        Client client = open_client(shard, 2, 5 + index);
+        ASSERT_TRUE(client.qp);
+        ASSERT_EQ(qp.connect(client.dev->local_address(), client.qp->number()), Error::kOk) << index;
+        if (reset_at) {
+            // INIT waited out the number's quiet period since the RESET, in whichever shard
+            // held it ([STREAM-13], [STREAM-15]).
+            const auto waited = std::chrono::steady_clock::now() - *reset_at;
+            std::printf("incarnation %u (shard %u): connected %.1f ms after the reset\n", index, shard,
+                        std::chrono::duration<double, std::milli>(waited).count());
+            EXPECT_GE(waited, cfg.endpoint.quiet_period) << "incarnation " << index;
+        }
+        EXPECT_EQ(qp.number(), number);
+        ASSERT_EQ(client.qp->connect(server->local_address(), number), Error::kOk);
+        api::RecvWr r;
+        r.wr_id = 100 + index;
+        ASSERT_EQ(qp.post_recv(r), Error::kOk);
+        api::SendWr w;
+        w.opcode = api::WorkOpcode::kWriteImm;
+        w.imm = index;
+        w.local_addr = client.mr->addr();
+        w.length = 8;
+        w.lkey = client.mr->lkey();
+        w.remote_addr = (*mr)->addr();
+        w.rkey = (*mr)->rkey();
+        ASSERT_EQ(client.qp->post_send(w), Error::kOk);
+        const Completion k = wait_one(*cq);
+        EXPECT_EQ(k.status, api::Status::kSuccess) << index;
+        EXPECT_EQ(k.imm, index);
+        EXPECT_EQ(k.stream, number);
+        EXPECT_EQ(wait_one(*client.cq).status, api::Status::kSuccess) << index;
+        api::QpAttr reset;
+        reset.state = api::QpState::kReset;
+        ASSERT_EQ(qp.modify(reset, api::qp_attr::kState), Error::kOk);
+        reset_at = std::chrono::steady_clock::now();
+        EXPECT_EQ(qp.number(), number);
+        EXPECT_EQ(qp.state(), api::QpState::kReset);
+    };
+    incarnation(1, 0);
+    incarnation(1, 1);
+    incarnation(0, 2);
+    incarnation(1, 3);
 }
 
 TEST_F(Shards, RefusesWhatItCannotShardYet) {
