@@ -13,15 +13,12 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 
-#include <array>
-#include <bit>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +26,7 @@
 #include "api/udp_tuning.h"
 #include "core/endpoint.h"
 #include "datapath/udp/steering.h"
+#include "util/counters.h"
 
 namespace mroce::api {
 namespace {
@@ -99,6 +97,7 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     // busy_poll: the progress thread's spin never ends, so it never sleeps.
     dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
     dcfg.trace = cfg.stage_trace;
+    dcfg.max_handshakes_per_second = cfg.max_handshakes_per_second;
     // Only in manual progress does the application run the passes itself.
     dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
     if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
@@ -115,7 +114,6 @@ std::string sharding_error(const DeviceConfig& cfg) {
         return "threads must be 1.." + std::to_string(datapath::kMaxShards);
     if (cfg.threads == 1) return "";
     if (cfg.progress != ProgressMode::kThread) return "threads > 1 needs ProgressMode::kThread";
-    if (cfg.keep_qp_number_on_reset) return "threads > 1 cannot keep_qp_number_on_reset yet";
     return "";
 }
 
@@ -177,6 +175,8 @@ Result<std::unique_ptr<Device>> Device::open(const DeviceConfig& cfg, std::strin
         }
         if (const Error e = st->dp->attach_steering(cfg.threads, true, error); e != Error::kOk)
             return e;
+        // One event log for the device (api/metrics.cc): before any engine runs.
+        for (uint32_t i = 0; i < cfg.threads; ++i) st->shard(i).observer.share_sequence(&st->event_seq);
     }
     for (uint32_t i = 0; i < st->num_shards(); ++i) {
         if (cfg.progress != ProgressMode::kThread) break;
@@ -302,20 +302,6 @@ void Device::set_event_notify(void (*fn)(void*, const Event&), void* arg) {
     }
 }
 
-namespace {
-// add_counters adds each counter of `b` to `a`: DriverStats, UdpStats and EndpointStats are
-// plain structs of uint64_t counters (STYLE §8). kFields is checked against the size, so a
-// field added to one of them stops the build here until it is counted (and is a uint64_t).
-template <size_t kFields, class T>
-void add_counters(T& a, const T& b) {
-    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) == kFields * sizeof(uint64_t));
-    auto x = std::bit_cast<std::array<uint64_t, kFields>>(a);
-    const auto y = std::bit_cast<std::array<uint64_t, kFields>>(b);
-    for (size_t i = 0; i < kFields; ++i) x[i] += y[i];
-    a = std::bit_cast<T>(x);
-}
-}  // namespace
-
 DeviceStats Device::stats() const {
     DeviceStats s = detail::shard_stats(*state_);
     if (state_->num_shards() == 1) return s;
@@ -323,7 +309,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<17>(s.driver, one.driver);
+        add_counters<19>(s.driver, one.driver);
         add_counters<21>(s.udp, one.udp);
         add_counters<21>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;
@@ -468,6 +454,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(CompletionQueue& 
     r.attr.max_rd_atomic = 0;
     r.send_cq = send_cq.cq_;
     r.recv_cq = recv_cq.cq_;
+    r.count_in(0, +1);
     return std::unique_ptr<QueuePair>(new QueuePair(state_, pd_, number, send_cq.cq_, recv_cq.cq_,
                                                     srq ? srq->h_ : nullptr));
 }
@@ -498,15 +485,20 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (state_->cfg.busy_poll) {
         // DeviceConfig::busy_poll: no sleep, so no wake-up to wait for. In manual mode this
-        // thread moves the packets; otherwise it helps the progress thread when that one is
-        // not running (try_progress), as an application that busy-polls a CQ would.
+        // thread moves the packets; otherwise it helps the progress threads of the shards
+        // whose queue pairs complete here when they are not running (try_run_once), as an
+        // application that busy-polls a CQ would.
+        const uint32_t shards = state_->num_shards();
         for (;;) {
             if (size_t n = poll(out)) return n;
             if (std::chrono::steady_clock::now() >= deadline) return 0;
-            if (state_->cfg.progress == ProgressMode::kManual)
+            if (state_->cfg.progress == ProgressMode::kManual) {
                 (void)state_->driver->run_once();
-            else
-                (void)state_->driver->try_run_once();
+                continue;
+            }
+            for (uint32_t i = 0; i < shards; ++i)
+                if (shards == 1 || cq_->qps_in_shard[i].load(std::memory_order_relaxed))
+                    (void)state_->shard(i).driver->try_run_once();
         }
     }
     if (state_->cfg.progress == ProgressMode::kManual) {
@@ -547,9 +539,20 @@ Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t
     if (it == a.qps.end()) return Error::kNotFound;
     // Only INIT -> RTR moves; modify_qp refuses anything else, where it is.
     if (effective_state(a, number, it->second) != QpState::kInit) return from;
-    if (Error e = b.endpoint->adopt_stream(it->second.pd, number); e != Error::kOk) return e;
+    if (to == 0) {
+        // Back to shard 0, which has held the number since the queue pair left it
+        // (keep_qp_number_on_reset: the queue pair kept its number through a RESET in
+        // another shard). Its quiet period there began before the RESET whose quiet period
+        // this queue pair waited out at INIT, so it is over.
+        auto fresh = b.endpoint->reserve_held_stream(it->second.pd, number, b.now());
+        if (!fresh) return fresh.error();
+    } else if (Error e = b.endpoint->adopt_stream(it->second.pd, number); e != Error::kOk) {
+        return e;
+    }
     QpRecord r = std::move(it->second);
     a.qps.erase(it);  // first: the flushes of the stream left behind go nowhere
+    r.count_in(from, -1);
+    r.count_in(to, +1);
     // Shard 0 numbered the queue pair and keeps the number taken until it is destroyed;
     // an adopted stream left behind (a second move) just ends.
     if (from == 0)
@@ -579,6 +582,8 @@ Error reset_to_shard_zero(DeviceState& device, uint32_t from, uint32_t& number) 
     next.recv_cq = it->second.recv_cq;
     next.attr.max_rd_atomic = next.attr.max_dest_rd_atomic = 0;
     const bool live = it->second.stream_live;
+    it->second.count_in(from, -1);
+    next.count_in(0, +1);
     home.qps.erase(it);  // first: the old stream's work is discarded unreported
     if (live) (void)home.endpoint->destroy_stream(number, home.now());
     home.drain_events();
@@ -604,6 +609,7 @@ QueuePair::~QueuePair() {
         if (it == st.qps.end()) return;
         const bool live = it->second.stream_live;
         const bool held = it->second.held;
+        it->second.count_in(shard_.load(), -1);
         st.qps.erase(it);  // first: the flush completions below go nowhere
         // The stream ends at once, busy or not: nothing of it runs or writes again.
         if (!st.closed && live) (void)st.endpoint->destroy_stream(number_, st.now());
@@ -646,7 +652,10 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
     if (state_->num_shards() > 1 && (mask & qp_attr::kState)) {
         // A sharded device (docs/design.md §12): RTR places the queue pair in its peer's
         // shard first. A peer modify_qp will refuse is left for it to refuse.
-        if (attr.state == QpState::kReset && shard_.load() != 0) {
+        // With keep_qp_number_on_reset it stays where it is: its shard holds the number
+        // through the quiet period ([STREAM-13]) as one engine would, and the next RTR
+        // moves it to its next peer's shard.
+        if (attr.state == QpState::kReset && shard_.load() != 0 && !state_->cfg.keep_qp_number_on_reset) {
             if (mask & ~qp_attr::kState) {
                 if (why) *why = "modify_qp: a move to RESET takes no attributes";
                 return Error::kInvalidArgument;

@@ -92,11 +92,16 @@ struct DeviceConfig {
     // share the device's work (docs/design.md §12; issue 19). Connections are placed by
     // a hash of the peer's address, so peers see one address whatever the count, and a
     // connection uses one thread. 1 (the default): one engine, as always. Above 1 (at
-    // most datapath::kMaxShards): progress must be kThread, and keep_qp_number_on_reset
-    // and shared receive queues are refused (kInvalidArgument).
+    // most datapath::kMaxShards): progress must be kThread, and shared receive queues are
+    // refused (kInvalidArgument).
     uint32_t threads = 1;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // The most handshake datagrams (HELLOs) per second each shard's engine answers
+    // (DriverConfig::max_handshakes_per_second; 0: no bound): under a flood, the RETRYs
+    // they cost and the thread's time stay bounded, and the excess waits and is dropped in
+    // the kernel (docs/security.md "HELLO floods").
+    uint32_t max_handshakes_per_second = DriverConfig{}.max_handshakes_per_second;
     // busy_poll: for latency-sensitive applications (issue 19), the device never sleeps
     // while it waits for the network: the progress thread (kThread) polls its sockets in a
     // loop instead of sleeping in epoll once `spin` has passed, and CompletionQueue::wait

@@ -2,6 +2,8 @@
 // (api/device.cc), and the queue pair state machine (api/qp_state.cc). Not installed.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -12,6 +14,7 @@
 
 #include "api/device.h"
 #include "core/endpoint.h"
+#include "datapath/udp/steering.h"
 #include "obs/observer.h"
 #include "obs/server.h"
 
@@ -28,6 +31,10 @@ struct CqState {
     // guarantees no call is still running once set_notify returns.
     void (*notify_fn)(void*) = nullptr;
     void* notify_arg = nullptr;
+    // How many queue pairs of each shard complete here (a queue pair whose send and
+    // receive CQ this is counts twice): the shards a busy-polling wait drives
+    // (CompletionQueue::wait). Changed under the queue pair's engine lock, read without.
+    std::array<std::atomic<uint32_t>, datapath::kMaxShards> qps_in_shard{};
 
     void push(const Completion& c) {
         std::lock_guard<std::mutex> g(mu);
@@ -48,6 +55,13 @@ struct QpRecord {
     // which shard the queue pair goes to; they are posted again in that shard.
     std::vector<RecvWr> early_recvs;
     std::shared_ptr<CqState> send_cq, recv_cq;
+
+    // count_in: the queue pair now completes from `shard` (+1) or no longer does (-1), for
+    // its CQs' qps_in_shard. Under the engine lock of that shard.
+    void count_in(uint32_t shard, int delta) const {
+        for (const auto* cq : {&send_cq, &recv_cq})
+            if (*cq) (*cq)->qps_in_shard[shard].fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed);
+    }
 };
 
 struct DeviceState {
@@ -64,6 +78,9 @@ struct DeviceState {
     // memory regions), so that each shard sees the same registrations in the same order
     // and gives them the same keys. Taken before any engine lock; never on the packet path.
     std::mutex mirror_mu;
+    // The next event number of every shard's observer (shard 0's; Observer::share_sequence),
+    // so that `mroce stat --events` follows one log for the device (api/metrics.cc).
+    std::atomic<uint64_t> event_seq{1};
 
     // The engine lock guards everything down to `connections`.
     std::mutex engine_mu;
@@ -173,8 +190,9 @@ struct DeviceState {
 };
 
 // snapshot: the device's state for obs/ (api/metrics.cc): the engine's under the engine
-// lock, the driver's and datapath's counters, the observer's events after events_after.
-// Any thread except with the engine lock held.
+// lock, the driver's and datapath's counters, the observer's events after events_after;
+// of a sharded device, every shard's, each under its own engine lock in turn, merged
+// (obs::merge_shards). Any thread except with an engine lock held.
 obs::Snapshot snapshot(DeviceState& st, uint64_t events_after);
 // linger_shard is Device::linger for one shard, shard_stats Device::stats (without
 // `shards`) of one (api/device.cc).

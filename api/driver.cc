@@ -38,7 +38,13 @@ std::string error_text(int err) {
 
 Driver::Driver(core::Engine& engine, datapath::Datapath& dp, std::mutex& engine_mu, EventSink sink,
                const DriverConfig& cfg)
-    : engine_(engine), dp_(dp), engine_mu_(engine_mu), sink_(std::move(sink)), cfg_(cfg) {}
+    : engine_(engine), dp_(dp), engine_mu_(engine_mu), sink_(std::move(sink)), cfg_(cfg) {
+    if (const uint32_t rate = cfg.max_handshakes_per_second) {
+        hs_interval_ns_ = std::max<int64_t>(1, 1'000'000'000 / rate);
+        const int64_t capacity = std::max<int64_t>({1, cfg.max_handshakes_per_pass, rate / 100});
+        hs_burst_ns_ = (capacity - 1) * hs_interval_ns_;
+    }
+}
 
 Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::Datapath& dp,
                                                std::mutex& engine_mu, EventSink sink,
@@ -146,6 +152,7 @@ bool Driver::run_once() {
 bool Driver::try_run_once() {
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
     if (!g.owns_lock() || closed_) return false;
+    ++stats_.assisted_passes;
     return pass();
 }
 
@@ -179,9 +186,34 @@ void Driver::account_time(Time now) {
     last_pass_ns_ = t;
 }
 
+bool Driver::admit_handshake(Time now) {
+    if (hs_interval_ns_ == 0) return true;
+    const int64_t t = to_ns(now);
+    const int64_t tat = std::max(hs_tat_ns_, t);
+    if (tat - t > hs_burst_ns_) return false;
+    hs_tat_ns_ = tat + hs_interval_ns_;
+    return true;
+}
+
+void Driver::hold_handshakes(Time now) {
+    // Until the bucket admits a pass's bound in a row again.
+    const int64_t refill = std::min<int64_t>(cfg_.max_handshakes_per_pass, hs_burst_ns_ / hs_interval_ns_ + 1);
+    hs_release_ns_ = std::max(to_ns(now), hs_tat_ns_ - hs_burst_ns_ + (refill - 1) * hs_interval_ns_);
+    if (hs_release_ns_ == to_ns(now)) {
+        hs_release_ns_ = -1;
+        return;
+    }
+    dp_.hold_handshakes(true);
+    ++stats_.handshake_holds;
+}
+
 bool Driver::pass_inner() {
     ++stats_.passes;
     bool did = false;
+    if (hs_release_ns_ >= 0 && to_ns(dp_.now()) >= hs_release_ns_) {
+        hs_release_ns_ = -1;
+        dp_.hold_handshakes(false);
+    }
     // answer_first: a held batch goes out after what the engine produces in this pass.
     const bool held = held_;
     held_ = false;
@@ -218,13 +250,17 @@ bool Driver::pass_inner() {
         // Handshakes first pass the per-pass bound: a pass's engine work, and the RETRYs it
         // queues ahead of the connections' own packets, stay bounded whatever arrives.
         uint32_t handshakes = 0;
+        bool over_budget = false;
         for (size_t i = 0; i < nrx; ++i) {
-            if (engine_.is_handshake(rx_[i].data) && ++handshakes > cfg_.max_handshakes_per_pass) {
+            if (engine_.is_handshake(rx_[i].data) &&
+                (++handshakes > cfg_.max_handshakes_per_pass || !admit_handshake(now))) {
+                over_budget |= handshakes <= cfg_.max_handshakes_per_pass;
                 ++stats_.handshakes_shed;
                 continue;
             }
             engine_.on_datagram(rx_[i].data, rx_[i].meta, now);
         }
+        if (over_budget && hs_release_ns_ < 0) hold_handshakes(now);
         if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kEngineRx, static_cast<uint32_t>(nrx));
         // A full receive batch means more input is waiting, and it may be the ACKs that
         // answer the due timers (after this thread was descheduled, say): drain it first,
@@ -334,6 +370,8 @@ void Driver::wait(Duration max) {
         std::lock_guard<std::mutex> g(mu_);
         if (!closed_) {
             if (tx_next_ < tx_count_) timeout = std::min(timeout, kBackPressureRetry);
+            if (hs_release_ns_ >= 0)  // the held handshake queue is let go then
+                timeout = std::min(timeout, Duration{hs_release_ns_ - to_ns(dp_.now())});
             const int64_t deadline = next_deadline_ns_.load();
             if (deadline != to_ns(kNever))
                 timeout = std::min(timeout, Duration{deadline - to_ns(dp_.now())});

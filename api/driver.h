@@ -45,6 +45,16 @@ struct DriverConfig {
     // connections' packets wait behind it (issue 17, finding 8; docs/security.md). The
     // rest of each batch (up to kBatch) carries on. kBatch or more: no bound.
     uint32_t max_handshakes_per_pass = 16;
+    // ... and at most this many per second, on average (a token bucket holding 10 ms of
+    // them, at least max_handshakes_per_pass): the passes of a flood would otherwise each
+    // hand the engine their bound, as fast as the thread can read them, and answer every
+    // one with a RETRY whose send costs the kernel CPU that the established connections
+    // need (issue 19: an idle shard under a full-rate flood did nothing else). Over the
+    // budget, handshakes are shed as above, and the datapath's handshake queue, where it
+    // has one, is held (Datapath::hold_handshakes) until the bucket holds a pass's bound
+    // again: the flood waits in the kernel, which drops its excess, and the thread sleeps.
+    // A genuine client whose HELLO is shed resends it ([CONN-12]). 0: no budget.
+    uint32_t max_handshakes_per_second = 50000;
     // Where the passes stamp their stages (api/stage_trace.h); nullptr: no tracing, at the
     // cost of one branch per stage. Not owned; it outlives the driver.
     StageTrace* trace = nullptr;
@@ -76,6 +86,10 @@ struct DriverStats {
     uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
     uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
+    uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
+                                  // helping (a busy-polling CompletionQueue::wait, ibv_poll_cq)
+    uint64_t handshake_holds = 0; // times the handshake budget was spent and the datapath's
+                                  // handshake queue held (DriverConfig::max_handshakes_per_second)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
     uint64_t stuck_deadlines = 0; // the engine's deadline was still due after on_timeout
                                   // and poll_transmit
@@ -156,6 +170,8 @@ private:
     bool pass();          // driver lock held
     bool pass_inner();    // driver lock held
     void account_time(Time now);  // driver lock held
+    bool admit_handshake(Time now);  // driver lock held: the budget allows one more
+    void hold_handshakes(Time now);  // driver lock held: spent; hold the queue until refilled
     void flush_tx();      // driver lock held
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
@@ -192,6 +208,12 @@ private:
     uint32_t deferred_timeouts_ = 0;  // consecutive passes that put due timers off
     int64_t last_pass_ns_ = -1;       // when the previous pass read the clock
     bool last_pass_busy_ = false;
+    // The handshake budget as a virtual scheduling time (GCRA): the bucket is empty at
+    // hs_tat_ns_, and a handshake is admitted while that is at most hs_burst_ns_ ahead.
+    int64_t hs_interval_ns_ = 0;  // 1 s / max_handshakes_per_second; 0: no budget
+    int64_t hs_burst_ns_ = 0;
+    int64_t hs_tat_ns_ = 0;
+    int64_t hs_release_ns_ = -1;  // while the handshake queue is held: when to let it go
     DriverStats stats_;
 };
 

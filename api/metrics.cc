@@ -34,12 +34,15 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
     add("driver_timeouts_deferred", "mroce_driver_timeouts_deferred_total",
         "Passes that ran due timers late behind a full receive batch.", d.timeouts_deferred);
     add("driver_handshakes_shed", "mroce_driver_handshakes_shed_total",
-        "Handshake datagrams over the per-pass bound: dropped unread.", d.handshakes_shed);
+        "Handshake datagrams over the per-pass bound or the budget: dropped unread.", d.handshakes_shed);
+    add("driver_assisted_passes", "mroce_driver_assisted_passes_total",
+        "Passes an application thread made to help the progress thread.", d.assisted_passes);
+    add("driver_handshake_holds", "mroce_driver_handshake_holds_total",
+        "Times the handshake budget was spent and the handshake queue held.", d.handshake_holds);
 }
 
-}  // namespace
-
-obs::Snapshot snapshot(DeviceState& st, uint64_t events_after) {
+// shard_snapshot: one engine's snapshot (the whole device's when it has one shard).
+obs::Snapshot shard_snapshot(DeviceState& st, uint64_t events_after) {
     const DriverStats d = st.driver->stats();
     datapath::UdpStats u = st.final_udp_stats;
     st.driver->with_datapath([&](datapath::Datapath&) {
@@ -57,6 +60,19 @@ obs::Snapshot snapshot(DeviceState& st, uint64_t events_after) {
     }
     add_driver_counters(s, d, u);
     return s;
+}
+
+}  // namespace
+
+obs::Snapshot snapshot(DeviceState& st, uint64_t events_after) {
+    if (st.num_shards() == 1) return shard_snapshot(st, events_after);
+    // Every event numbered up to here is in its shard's log before that shard is read
+    // (numbered and logged under the shard's engine lock, which the read takes after this).
+    const uint64_t complete_through = st.event_seq.load(std::memory_order_relaxed) - 1;
+    std::vector<obs::Snapshot> shards;
+    shards.reserve(st.num_shards());
+    for (uint32_t i = 0; i < st.num_shards(); ++i) shards.push_back(shard_snapshot(st.shard(i), events_after));
+    return obs::merge_shards(std::move(shards), complete_through);
 }
 
 Error start_observability(DeviceState& st, std::string* error) {

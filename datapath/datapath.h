@@ -41,6 +41,11 @@ public:
     virtual int wake_fd() const = 0;
     // local_address is where peers reach this endpoint (IP and endpoint UDP port).
     virtual Address local_address() const = 0;
+    // hold_handshakes(true): a datapath that queues handshakes apart (the UDP datapath's
+    // handshake socket of a sharded device) leaves that queue unread, and does not wake
+    // for it, until hold_handshakes(false): the driver's handshake budget is spent, and a
+    // flood waits, and overflows, in the kernel (api/driver.h). Others ignore it.
+    virtual void hold_handshakes(bool held) { (void)held; }
 };
 
 }  // namespace mroce::datapath

@@ -27,6 +27,14 @@ constexpr CounterField<ES> kEndpoint[] = {
      "Connection slots given back after their quiet period.", nullptr},
     {"streams_reclaimed", &ES::streams_reclaimed,
      "Stream slots given back after their quiet period.", nullptr},
+    {"retries_sent", &ES::retries_sent, "HELLOs answered with a RETRY (no state kept).", nullptr},
+    {"cookies_accepted", &ES::cookies_accepted, "HELLOs whose echoed cookie proved their address.", nullptr},
+    {"bad_cookie", &ES::bad_cookie, "HELLOs dropped: cookie not ours or not for this HELLO.", nullptr},
+    {"expired_cookie", &ES::expired_cookie, "HELLOs dropped: cookie older than its lifetime.", nullptr},
+    {"replies_dropped", &ES::replies_dropped, "RETRYs and refusals not sent: the reply queue was full.", nullptr},
+    {"unproven_ended", &ES::unproven_ended, "Connections that ended without proving their peer.", nullptr},
+    {"peer_restarts", &ES::peer_restarts, "Peer restarts accepted (with proof).", nullptr},
+    {"version_mismatch", &ES::version_mismatch, "Version-1 HELLOs and HELLO_ACKs refused.", nullptr},
 };
 
 constexpr CounterField<CS> kConnection[] = {

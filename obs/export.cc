@@ -47,14 +47,47 @@ uint64_t sum_connections(const Snapshot& s, uint64_t core::PathStats::*field) {
     return v;
 }
 
+// write_shards: a sharded device's per-shard families, mroce_shard_* with a shard label:
+// every endpoint and driver counter of each shard and its connections, so an operator
+// sees how the work and the handshakes are spread (the unlabelled series are the sums).
+void write_shards(Prom& p, const Snapshot& s, const std::string& ep) {
+    if (s.shards.empty()) return;
+    p.head("mroce_endpoint_shards", "gauge", "Engines (driver threads) of the device.");
+    p.sample("mroce_endpoint_shards", ep, static_cast<double>(s.shards.size()));
+    auto label = [&](const ShardSnapshot& sh) { return fmt::format("{},shard=\"{}\"", ep, sh.index); };
+    for (const auto& f : endpoint_counters()) {
+        const std::string name = fmt::format("mroce_shard_{}_total", f.key);
+        p.head(name, "counter", f.help);
+        for (const auto& sh : s.shards) p.sample(name, label(sh), static_cast<double>(sh.endpoint_stats.*f.field));
+    }
+    p.head("mroce_shard_connections", "gauge", "Connection slots in use in the shard.");
+    for (const auto& sh : s.shards) p.sample("mroce_shard_connections", label(sh), static_cast<double>(sh.connections));
+    p.head("mroce_shard_streams", "gauge", "Stream slots in use in the shard.");
+    for (const auto& sh : s.shards) p.sample("mroce_shard_streams", label(sh), static_cast<double>(sh.streams));
+    for (size_t k = 0; k < s.driver_counters.size(); ++k) {
+        // mroce_udp_rx_packets_total -> mroce_shard_udp_rx_packets_total
+        const std::string name = "mroce_shard_" + std::string(s.driver_counters[k].prometheus).substr(6);
+        p.head(name, "counter", s.driver_counters[k].help);
+        for (const auto& sh : s.shards)
+            if (k < sh.driver_counters.size())
+                p.sample(name, label(sh), static_cast<double>(sh.driver_counters[k].value));
+    }
+}
+
 }  // namespace
 
 std::string to_prometheus(const Snapshot& s) {
     Prom p;
     const std::string ep = fmt::format("endpoint=\"{}\"", s.endpoint);
     const size_t labelled = std::min(s.connections.size(), kMaxLabelledConnections);
+    // A sharded device's connections and paths also name their shard (summing them over
+    // shards is what the endpoint-wide series already do; the label says where one is).
+    const bool sharded = !s.shards.empty();
+    auto shard_label = [&](const ConnectionSnapshot& c) {
+        return sharded ? fmt::format(",shard=\"{}\"", c.shard) : std::string();
+    };
     auto conn_labels = [&](const ConnectionSnapshot& c) {
-        return fmt::format("{},conn=\"{}\",peer=\"{}\"", ep, conn_hex(c.id), c.peer);
+        return fmt::format("{},conn=\"{}\",peer=\"{}\"{}", ep, conn_hex(c.id), c.peer, shard_label(c));
     };
 
     for (const auto& f : endpoint_counters()) {
@@ -101,6 +134,8 @@ std::string to_prometheus(const Snapshot& s) {
         p.sample(name + "_count", ep, static_cast<double>(s.rtt.count()));
     }
 
+    write_shards(p, s, ep);
+
     // Per connection.
     for (const auto& f : connection_counters()) {
         const std::string name = fmt::format("mroce_connection_{}_total", f.key);
@@ -116,7 +151,7 @@ std::string to_prometheus(const Snapshot& s) {
     }
     // Per path.
     auto path_labels = [&](const ConnectionSnapshot& c, const PathSnapshot& ps) {
-        return fmt::format("{},conn=\"{}\",path=\"{}\"", ep, conn_hex(c.id), ps.id);
+        return fmt::format("{},conn=\"{}\",path=\"{}\"{}", ep, conn_hex(c.id), ps.id, shard_label(c));
     };
     for (const auto& f : path_counters()) {
         const std::string name = fmt::format("mroce_path_{}_total", f.key);
@@ -220,6 +255,7 @@ Json to_json(const Snapshot& s) {
         Json jc;
         jc["connection"] = conn_hex(c.id);
         jc["peer"] = c.peer;
+        if (!s.shards.empty()) jc["shard"] = c.shard;
         jc["state"] = state_name(c.state);
         for (const auto& g : connection_gauges())
             if (std::string_view(g.key) != "up") jc[g.key] = g.json(c);
@@ -246,6 +282,24 @@ Json to_json(const Snapshot& s) {
         conns.push_back(jc);
     }
     j["connections"] = conns;
+    if (!s.shards.empty()) {
+        // A sharded device: "counters" and "driver" are the sums; each shard's own here.
+        Json shards = Json::array();
+        for (const auto& sh : s.shards) {
+            Json js;
+            js["shard"] = sh.index;
+            Json sc = Json::object();
+            for (const auto& f : endpoint_counters()) sc[f.key] = sh.endpoint_stats.*f.field;
+            sc["connections"] = sh.connections;
+            sc["streams"] = sh.streams;
+            js["counters"] = sc;
+            Json sd = Json::object();
+            for (const auto& c : sh.driver_counters) sd[c.key] = c.value;
+            js["driver"] = sd;
+            shards.push_back(js);
+        }
+        j["shards"] = shards;
+    }
     Json events = Json::array();
     for (const auto& e : s.events) events.push_back(event_json(e, s));
     j["events"] = events;

@@ -53,8 +53,9 @@ Snapshot sample_snapshot() {
     return s;
 }
 
-TEST(Prometheus, EveryFamilyOnceAndEverySampleParses) {
-    const std::string text = to_prometheus(sample_snapshot());
+// expect_well_formed: one HELP/TYPE per family, counters end in _total, every sample
+// parses and follows its TYPE; returns the number of samples.
+size_t expect_well_formed(const std::string& text) {
     std::istringstream in(text);
     std::string line;
     std::map<std::string, std::string> type_of;
@@ -79,7 +80,8 @@ TEST(Prometheus, EveryFamilyOnceAndEverySampleParses) {
             continue;
         }
         std::smatch m;
-        ASSERT_TRUE(std::regex_match(line, m, sample)) << "not a sample: " << line;
+        EXPECT_TRUE(std::regex_match(line, m, sample)) << "not a sample: " << line;
+        if (m.empty()) continue;
         std::string family = m[1];
         for (const char* suffix : {"_bucket", "_sum", "_count"})
             if (!type_of.count(family) && family.ends_with(suffix))
@@ -87,7 +89,12 @@ TEST(Prometheus, EveryFamilyOnceAndEverySampleParses) {
         EXPECT_TRUE(type_of.count(family)) << "sample before its TYPE: " << line;
         ++samples;
     }
-    EXPECT_GT(samples, 100u);
+    return samples;
+}
+
+TEST(Prometheus, EveryFamilyOnceAndEverySampleParses) {
+    const std::string text = to_prometheus(sample_snapshot());
+    EXPECT_GT(expect_well_formed(text), 100u);
     // The endpoint's own drops are visible (issue 18), and the sums add up.
     EXPECT_NE(text.find("mroce_endpoint_bad_token_total{endpoint=\"127.0.0.1:4797\"} 100000\n"), std::string::npos);
     EXPECT_NE(text.find("mroce_endpoint_truncated_total{endpoint=\"127.0.0.1:4797\"} 5\n"), std::string::npos);
@@ -137,6 +144,65 @@ TEST(Json, CarriesTheCatalogKeysAndValues) {
     EXPECT_EQ(j["events"][0]["path"], 1);
     // Engine time 400 µs, snapshot at engine 1 ms = wall W: the event was at W - 600 µs.
     EXPECT_EQ(j["events"][0]["time_ns"], 1'700'000'000'000'000'000 - 600'000);
+}
+
+// A sharded device's snapshot (api::DeviceConfig::threads): merge_shards sums the shards'
+// counters, lists every shard's connections with its shard, keeps the events numbered
+// before the snapshot began in sequence order, and the exporters label by shard.
+TEST(Shards, MergedSnapshotSumsListsAndLabels) {
+    Snapshot a = sample_snapshot();
+    Snapshot b = sample_snapshot();
+    for (auto& c : b.connections) c.id += 0x100;
+    b.endpoint_stats.retries_sent = 7;
+    core::TraceEvent e = a.events[0].event;
+    a.events = {{1, e}, {4, e}};
+    b.events = {{2, e}, {3, e}, {5, e}};  // 5: numbered after the snapshot began
+    const Snapshot s = merge_shards({a, b}, 4);
+    ASSERT_EQ(s.shards.size(), 2u);
+    EXPECT_EQ(s.endpoint, "127.0.0.1:4797");
+    EXPECT_EQ(s.endpoint_stats.truncated, 10u);
+    EXPECT_EQ(s.endpoint_stats.retries_sent, 7u);
+    EXPECT_EQ(s.shards[1].endpoint_stats.retries_sent, 7u);
+    EXPECT_EQ(s.shards[0].endpoint_stats.retries_sent, 0u);
+    ASSERT_EQ(s.driver_counters.size(), 1u);
+    EXPECT_EQ(s.driver_counters[0].value, 84u);
+    ASSERT_EQ(s.connections.size(), 4u);
+    EXPECT_EQ(s.connections[1].shard, 0u);
+    EXPECT_EQ(s.connections[2].shard, 1u);
+    EXPECT_EQ(s.connections[2].id, 0x10101u);
+    EXPECT_EQ(s.rtt.count(), 80u);
+    std::vector<uint64_t> seqs;
+    for (const auto& le : s.events) seqs.push_back(le.seq);
+    EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4}));
+
+    const std::string text = to_prometheus(s);
+    EXPECT_GT(expect_well_formed(text), 100u);
+    const std::string ep = "endpoint=\"127.0.0.1:4797\"";
+    EXPECT_NE(text.find("mroce_endpoint_truncated_total{" + ep + "} 10\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_retransmits_total{" + ep + "} 14\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_endpoint_shards{" + ep + "} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_shard_retries_sent_total{" + ep + ",shard=\"1\"} 7\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_shard_retries_sent_total{" + ep + ",shard=\"0\"} 0\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_shard_udp_rx_datagrams_total{" + ep + ",shard=\"1\"} 42\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_shard_connections{" + ep + ",shard=\"1\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("mroce_connection_retransmits_total{" + ep +
+                        ",conn=\"0x00010102\",peer=\"127.0.0.1:5000\",shard=\"1\"} 4\n"),
+              std::string::npos);
+    EXPECT_NE(text.find("mroce_path_tx_data_bytes_total{" + ep + ",conn=\"0x00010001\",path=\"1\",shard=\"0\"} 2000\n"),
+              std::string::npos);
+
+    const nlohmann::json j = to_json(s);
+    EXPECT_EQ(j["counters"]["truncated"], 10u);
+    EXPECT_EQ(j["counters"]["connections"], 4u);
+    ASSERT_EQ(j["shards"].size(), 2u);
+    EXPECT_EQ(j["shards"][1]["counters"]["retries_sent"], 7u);
+    EXPECT_EQ(j["shards"][1]["counters"]["connections"], 2u);
+    EXPECT_EQ(j["shards"][0]["driver"]["rx_udp_datagrams"], 42u);
+    EXPECT_EQ(j["connections"][3]["shard"], 1u);
+    EXPECT_EQ(j["events"].size(), 4u);
+    // One engine's JSON has no shard keys.
+    EXPECT_FALSE(to_json(a).contains("shards"));
+    EXPECT_FALSE(to_json(a)["connections"][0].contains("shard"));
 }
 
 // docs/observability.md lists every metric: each catalog key (JSON) and Prometheus name.

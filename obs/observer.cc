@@ -50,7 +50,8 @@ void Observer::log(const core::TraceEvent& e) {
         events_.pop_front();
         ++dropped_;
     }
-    events_.push_back(LoggedEvent{next_seq_++, e});
+    const uint64_t seq = shared_seq_ ? shared_seq_->fetch_add(1, std::memory_order_relaxed) : next_seq_++;
+    events_.push_back(LoggedEvent{seq, e});
 }
 
 const Histogram* Observer::path_rtt(uint32_t connection, uint16_t path) const {
@@ -61,7 +62,7 @@ const Histogram* Observer::path_rtt(uint32_t connection, uint16_t path) const {
 
 std::vector<LoggedEvent> Observer::events_since(uint64_t after) const {
     std::vector<LoggedEvent> out;
-    if (after >= next_seq_ - 1) return out;  // nothing newer (and no overflow of after + 1)
+    if (after >= last_event_seq()) return out;  // nothing newer (and no overflow of after + 1)
     for (auto it = std::lower_bound(events_.begin(), events_.end(), after + 1,
                                     [](const LoggedEvent& e, uint64_t s) { return e.seq < s; });
          it != events_.end(); ++it)

@@ -7,6 +7,7 @@
 // endpoint) and the last kMaxEvents events.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -48,7 +49,13 @@ public:
     const Histogram& overflow_rtt() const { return overflow_; }
     // events_since: the logged events with seq > after, oldest first.
     std::vector<LoggedEvent> events_since(uint64_t after) const;
-    uint64_t last_event_seq() const { return next_seq_ - 1; }
+    uint64_t last_event_seq() const { return events_.empty() ? 0 : events_.back().seq; }
+    // share_sequence: number events from `next` (shared by several observers, each under
+    // its own lock) instead of this observer's own count, so that the logs of a sharded
+    // device's engines merge into one sequence a reader can follow (api/metrics.cc). One
+    // atomic increment per logged event, never per packet. Call before the first event;
+    // `next` outlives the observer.
+    void share_sequence(std::atomic<uint64_t>* next) { shared_seq_ = next; }
     uint64_t events_dropped() const { return dropped_; }
     // forget_except drops the histograms of connections not in `live` (ids), so slots that
     // were reclaimed do not hold memory. Sorted or not.
@@ -66,6 +73,7 @@ private:
     Histogram overflow_;
     std::deque<LoggedEvent> events_;
     uint64_t next_seq_ = 1;
+    std::atomic<uint64_t>* shared_seq_ = nullptr;  // share_sequence; else next_seq_
     uint64_t dropped_ = 0;
 };
 

@@ -1,6 +1,11 @@
 // obs/snapshot.cc — see snapshot.h.
 #include "obs/snapshot.h"
 
+#include <algorithm>
+
+#include "util/check.h"
+#include "util/counters.h"
+
 namespace mroce::obs {
 
 namespace {
@@ -45,6 +50,43 @@ Snapshot Snapshot::take(const core::Endpoint& ep, Observer* obs, Time now, uint6
         s.events = obs->events_since(events_after);
         s.events_dropped = obs->events_dropped();
     }
+    return s;
+}
+
+Snapshot merge_shards(std::vector<Snapshot> shards, uint64_t complete_through) {
+    Snapshot s;
+    if (shards.empty()) return s;
+    s.endpoint = shards[0].endpoint;  // one address for every shard (SO_REUSEPORT)
+    s.engine_now_ns = shards[0].engine_now_ns;
+    s.wall_now_ns = shards[0].wall_now_ns;
+    s.driver_counters = shards[0].driver_counters;
+    for (auto& c : s.driver_counters) c.value = 0;
+    for (uint32_t i = 0; i < shards.size(); ++i) {
+        Snapshot& one = shards[i];
+        ShardSnapshot sh;
+        sh.index = i;
+        sh.endpoint_stats = one.endpoint_stats;
+        sh.streams = one.streams;
+        sh.connections = one.connections.size();
+        sh.driver_counters = one.driver_counters;
+        s.shards.push_back(std::move(sh));
+        add_counters<21>(s.endpoint_stats, one.endpoint_stats);
+        s.streams += one.streams;
+        // Every shard lists the same driver counters in the same order (api/metrics.cc).
+        MROCE_DCHECK(one.driver_counters.size() == s.driver_counters.size());
+        for (size_t k = 0; k < std::min(s.driver_counters.size(), one.driver_counters.size()); ++k)
+            s.driver_counters[k].value += one.driver_counters[k].value;
+        for (ConnectionSnapshot& c : one.connections) {
+            c.shard = i;
+            s.connections.push_back(std::move(c));
+        }
+        s.rtt.merge(one.rtt);
+        for (const LoggedEvent& e : one.events)
+            if (e.seq <= complete_through) s.events.push_back(e);
+        s.events_dropped += one.events_dropped;
+    }
+    std::sort(s.events.begin(), s.events.end(),
+              [](const LoggedEvent& a, const LoggedEvent& b) { return a.seq < b.seq; });
     return s;
 }
 

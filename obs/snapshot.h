@@ -40,6 +40,7 @@ struct PathSnapshot {
 
 struct ConnectionSnapshot {
     uint32_t id = 0;
+    uint32_t shard = 0;              // the engine (shard) of a sharded device that has it
     std::string peer;
     core::ConnState state = core::ConnState::kConnecting;
     uint32_t rate_hint_mbps = 0;     // the latest hint received (0: none)
@@ -59,6 +60,16 @@ struct NamedCounter {
     uint64_t value;
 };
 
+// ShardSnapshot: what one shard of a sharded device (api::DeviceConfig::threads) adds to
+// the device's sums, so an operator sees how the work is spread.
+struct ShardSnapshot {
+    uint32_t index = 0;
+    core::EndpointStats endpoint_stats;
+    uint64_t streams = 0;
+    uint64_t connections = 0;
+    std::vector<NamedCounter> driver_counters;
+};
+
 struct Snapshot {
     std::string endpoint;            // "ip:port"
     int64_t engine_now_ns = 0;       // the engine's clock when taken
@@ -70,6 +81,10 @@ struct Snapshot {
     std::vector<NamedCounter> driver_counters;
     std::vector<LoggedEvent> events;  // since the `events_after` given to take()
     uint64_t events_dropped = 0;
+    // A sharded device's shards, in order (empty for one engine): the fields above are
+    // then their sums (counters, RTT samples), their union (connections, each with its
+    // shard) and their merged event log (merge_shards).
+    std::vector<ShardSnapshot> shards;
 
     // take copies ep's state and, when given, obs's RTT histograms (as summaries) and its
     // events with seq > events_after. Call it under the engine's lock, at engine time now.
@@ -77,6 +92,16 @@ struct Snapshot {
     static Snapshot take(const core::Endpoint& ep, Observer* obs, Time now,
                          uint64_t events_after = 0);
 };
+
+// merge_shards: one snapshot of a device from its shards' (in shard order, each taken
+// with Snapshot::take under its own engine lock, in turn): counters and driver counters
+// summed, connections listed with their shard, RTT histograms merged, and events in
+// sequence order. The shards' observers number events from one shared sequence
+// (Observer::share_sequence); `complete_through` is that sequence's last number handed
+// out before the first shard was read, and only events up to it are kept: a later one
+// may have been logged in a shard already read while an earlier one was not yet in
+// another, and a reader that followed the log past it would miss the earlier one.
+Snapshot merge_shards(std::vector<Snapshot> shards, uint64_t complete_through);
 
 // snapshot_of copies one connection's state and counters (no RTT histograms: those are the
 // Observer's, which Snapshot::take adds) at engine time now. The simulator's cc.csv

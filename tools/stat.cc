@@ -93,6 +93,25 @@ void print_table(const std::string& socket, const Json& info, const Json& s, con
         fmt::print("{}{}", i % 4 == 0 ? "  " : "   ", cells[i]);
         if (i % 4 == 3 || i + 1 == cells.size()) fmt::print("\n");
     }
+    // A sharded device (--threads): how its work is spread, one line per shard.
+    if (s.contains("shards")) {
+        for (const Json& sh : s["shards"]) {
+            const Json* psh = nullptr;
+            if (dt > 0 && prev->snap.contains("shards"))
+                for (const Json& x : prev->snap["shards"])
+                    if (x["shard"] == sh["shard"]) psh = &x;
+            auto cell = [&](const char* group, const char* key) {
+                const uint64_t v = u64(sh[group], key);
+                if (!psh) return fmt::format("{} {}", key, v);
+                const uint64_t was = u64((*psh)[group], key);
+                return fmt::format("{} {} ({:.0f}/s)", key, v, v >= was ? static_cast<double>(v - was) / dt : 0.0);
+            };
+            fmt::print("  shard {}: connections {}  streams {}  {}  {}  {}  {}\n", u64(sh, "shard"),
+                       u64(sh["counters"], "connections"), u64(sh["counters"], "streams"),
+                       cell("counters", "rx_datagrams"), cell("driver", "udp_tx_packets"),
+                       cell("driver", "driver_busy_passes"), cell("driver", "driver_handshakes_shed"));
+        }
+    }
     const Json& rtt = s["rtt"];
     if (u64(rtt, "count"))
         fmt::print("  rtt: {} samples, p50 {} us, p99 {} us, p99.9 {} us, max {} us\n", u64(rtt, "count"),
@@ -103,9 +122,10 @@ void print_table(const std::string& socket, const Json& info, const Json& s, con
             for (const Json& pc : prev->snap["connections"])
                 if (pc["connection"] == conn["connection"]) pconn = &pc;
         const Json& cc = conn["counters"];
-        fmt::print("  conn {} peer {} {}  hint {} Mbit/s  pacing {:.2f} Gbit/s  window rate {:.2f} Gbit/s  "
+        const std::string shard = conn.contains("shard") ? fmt::format(" shard {}", u64(conn, "shard")) : "";
+        fmt::print("  conn {}{} peer {} {}  hint {} Mbit/s  pacing {:.2f} Gbit/s  window rate {:.2f} Gbit/s  "
                    "in flight {} B  retransmits {} (sack {}, timeout {}, path failure {}, rnr {}, read request {})\n",
-                   conn.value("connection", std::string()), conn.value("peer", std::string()),
+                   conn.value("connection", std::string()), shard, conn.value("peer", std::string()),
                    conn.value("state", std::string()), u64(conn, "rate_hint_mbps"),
                    num(conn, "pacing_rate_bps") / 1e9, num(conn, "window_rate_bps") / 1e9, u64(conn, "in_flight_bytes"),
                    u64(cc, "retransmits"), u64(cc, "retransmits_sack"), u64(cc, "retransmits_timeout"),

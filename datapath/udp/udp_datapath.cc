@@ -283,6 +283,17 @@ Error UdpDatapath::open_handshake_socket(std::string* error) {
     return Error::kOk;
 }
 
+void UdpDatapath::hold_handshakes(bool held) {
+    if (handshake_fd_ < 0 || held == handshakes_held_) return;
+    handshakes_held_ = held;
+    // No interest while held: a level-triggered epoll would wake a sleeper for a queue
+    // that recv_batch will not read.
+    epoll_event ev{};
+    ev.events = held ? 0u : static_cast<uint32_t>(EPOLLIN);
+    ev.data.fd = handshake_fd_;
+    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, handshake_fd_, &ev);
+}
+
 Time UdpDatapath::now() const {
     timespec ts;
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -574,8 +585,8 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     // kHandshakeBatch slots for it whatever the endpoint socket holds; other calls read it
     // only when the endpoint socket had nothing: while established traffic flows, a flood
     // gets at most kHandshakeBatch per kHandshakeEvery calls.
-    const bool handshake_turn =
-        handshake_fd_ >= 0 && ++handshake_tick_ % kHandshakeEvery == 0 && n > kHandshakeBatch;
+    const bool handshakes = handshake_fd_ >= 0 && !handshakes_held_;
+    const bool handshake_turn = handshakes && ++handshake_tick_ % kHandshakeEvery == 0 && n > kHandshakeBatch;
     const size_t endpoint_slots = handshake_turn ? n - kHandshakeBatch : n;
     int r;
     do r = ::recvmmsg(endpoint_.fd, sc.msgs.data(), static_cast<unsigned>(endpoint_slots),
@@ -590,7 +601,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         r = 0;
     }
     if (r > 0) ++stats_.recv_calls;
-    if (handshake_fd_ >= 0 && (handshake_turn || r == 0)) {
+    if (handshakes && (handshake_turn || r == 0)) {
         const size_t room = std::min(kHandshakeBatch, n - static_cast<size_t>(r));
         int h;
         do h = ::recvmmsg(handshake_fd_, sc.msgs.data() + r, static_cast<unsigned>(room),

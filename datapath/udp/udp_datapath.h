@@ -188,6 +188,9 @@ public:
     // numbers members in the order they joined). Errors: kWrongState (no reuseport, or
     // already open), kIo (socket, bind; `error` says why).
     Error open_handshake_socket(std::string* error = nullptr);
+    // hold_handshakes: while held, recv_batch leaves the handshake socket unread and the
+    // wake fd ignores it (Datapath::hold_handshakes).
+    void hold_handshakes(bool held) override;
     static constexpr size_t kHandshakeBatch = 8;
     static constexpr uint32_t kHandshakeEvery = 8;
     // last_error is the message of the most recent counted failure ("" if none).
@@ -221,6 +224,7 @@ private:
     Socket endpoint_;
     int handshake_fd_ = -1;         // open_handshake_socket; -1: none
     uint32_t handshake_tick_ = 0;   // recv_batch calls, for kHandshakeEvery
+    bool handshakes_held_ = false;  // hold_handshakes
     // Per-path sockets by key(): plane << 16 | source port.
     std::unordered_map<uint32_t, Socket> paths_;
     uint64_t use_counter_ = 0;

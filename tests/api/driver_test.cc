@@ -3,7 +3,8 @@
 // sleeping caller, whatever its timer slack, without polling in between. The bounds
 // asserted are loose (a loaded machine may deschedule the thread); the measured lateness
 // is printed. And a pass hands the engine at most max_handshakes_per_pass handshake
-// datagrams (issue 17, finding 8; docs/security.md "HELLO floods").
+// datagrams (issue 17, finding 8; docs/security.md "HELLO floods"), and a second at most
+// max_handshakes_per_second of them (issue 19).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -122,12 +123,15 @@ public:
         }
         return n;
     }
-    Time now() const override { return monotonic_now(); }
+    Time now() const override { return clock ? *clock : monotonic_now(); }
     int wake_fd() const override { return -1; }
     Address local_address() const override { return loopback(4791); }
+    void hold_handshakes(bool held) override { holds.push_back(held); }
 
     std::vector<std::vector<std::byte>> inbox;
     std::vector<std::vector<std::byte>> sent;
+    std::optional<Time> clock;  // a fixed clock when set
+    std::vector<bool> holds;    // hold_handshakes calls
 
 private:
     size_t next_ = 0;
@@ -175,6 +179,58 @@ TEST(Driver, HandshakesPerPassAreBounded) {
         EXPECT_EQ(st.datagrams_in, api::Driver::kBatch);
         EXPECT_EQ(st.handshakes_shed, 100 - fed);
     }
+}
+
+// A flood of handshakes over several passes: the engine is handed at most the budget
+// (max_handshakes_per_second; the bucket holds 10 ms of it, here 16, one pass's bound),
+// the datapath's handshake queue is held once it is spent and let go when a pass's bound
+// has accrued again, and a DATA packet behind the flood still reaches the engine.
+TEST(Driver, HandshakesPerSecondAreBudgeted) {
+    CountingEngine engine;
+    InboxDatapath dp;
+    for (size_t i = 0; i < 1000; ++i) dp.inbox.push_back({std::byte{'H'}});
+    dp.inbox.push_back({std::byte{'D'}});
+    const Time t0 = monotonic_now();
+    dp.clock = t0;
+    std::mutex mu;
+    api::DriverConfig cfg;
+    cfg.max_handshakes_per_second = 1000;  // 1 ms each; 16 at once
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d.ok());
+    (*d)->run_once();
+    EXPECT_EQ(engine.handshakes, 16u);  // the full bucket (and the pass's bound)
+    EXPECT_TRUE(dp.holds.empty());
+    (*d)->run_once();                   // the same instant: spent, so the queue is held
+    (*d)->run_once();
+    EXPECT_EQ(engine.handshakes, 16u);
+    EXPECT_EQ(dp.holds, std::vector<bool>{true});
+    dp.clock = t0 + std::chrono::milliseconds(10);  // 10 accrued: fed (from a queue not
+    (*d)->run_once();                               // held), but the hold stays
+    EXPECT_EQ(engine.handshakes, 26u);
+    EXPECT_EQ(dp.holds, std::vector<bool>{true});
+    dp.clock = t0 + std::chrono::milliseconds(16);  // a pass's bound after the hold: let go;
+    (*d)->run_once();                               // 6 more accrued, then held again
+    EXPECT_EQ(engine.handshakes, 32u);
+    EXPECT_EQ(dp.holds, (std::vector<bool>{true, false, true}));
+    while ((*d)->run_once()) {
+    }
+    EXPECT_EQ(engine.handshakes, 32u);
+    EXPECT_EQ(engine.others, 1u);
+    const api::DriverStats st = (*d)->stats();
+    EXPECT_EQ(st.handshakes_shed, 1000u - 32u);
+    EXPECT_EQ(st.handshake_holds, 2u);
+    // Without a budget the per-pass bound alone applies.
+    CountingEngine unbounded;
+    InboxDatapath dp2;
+    for (size_t i = 0; i < 1000; ++i) dp2.inbox.push_back({std::byte{'H'}});
+    dp2.clock = t0;
+    cfg.max_handshakes_per_second = 0;
+    auto d2 = api::Driver::create(unbounded, dp2, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d2.ok());
+    while ((*d2)->run_once()) {
+    }
+    EXPECT_EQ(unbounded.handshakes, 9u * cfg.max_handshakes_per_pass);  // 9 passes of 120
+    EXPECT_TRUE(dp2.holds.empty());
 }
 
 // With the real engine: a pass that receives a full batch of forged HELLOs (every one must

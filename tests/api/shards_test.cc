@@ -4,18 +4,25 @@
 // and both carry verified data at once. Run it under ThreadSanitizer (the tsan preset)
 // for the claim that shards share nothing on the packet path. Plumbing over loopback:
 // time bounds only guard against hangs (STYLE §6).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "api/device.h"
 #include "datapath/udp/steering.h"
+#include "obs/server.h"
 #include "tests/api/test_util.h"
 
 namespace mroce::test {
@@ -143,10 +150,99 @@ void run_client(Client& c, uint32_t index, uint64_t target, uint32_t rkey) {
     EXPECT_EQ(wait_one(*c.cq).status, api::Status::kSuccess);
 }
 
+// prometheus_sample: the value of the sample `name{...labels_part...}`, whose label set
+// contains `labels_part`; -1 when there is none.
+double prometheus_sample(const std::string& text, const std::string& name, const std::string& labels_part) {
+    size_t at = 0;
+    while ((at = text.find(name + "{", at)) != std::string::npos) {
+        const size_t end = text.find('\n', at);
+        const std::string line = text.substr(at, end - at);
+        at = end;
+        const size_t close = line.find("} ");
+        if (close == std::string::npos || line.find(labels_part) > close) continue;
+        return std::stod(line.substr(close + 2));
+    }
+    return -1;
+}
+
+// expect_stat_shows_every_shard: `mroce stat` and /metrics (the stat socket's "json" and
+// "prometheus" answers, the same snapshot /metrics serves) of a 2-shard server with one
+// client connection in each shard show both connections, each with its shard, the
+// shards' traffic summed and per shard, and both connection_up events in one log.
+void expect_stat_shows_every_shard(const api::Device& server, const std::array<Client, 2>& clients) {
+    const std::string sock = server.stat_socket_path();
+    ASSERT_FALSE(sock.empty());
+    const auto answer = obs::request(sock, "json 0");
+    ASSERT_TRUE(answer);
+    const nlohmann::json j = nlohmann::json::parse(*answer);
+    ASSERT_EQ(j["shards"].size(), 2u);
+    ASSERT_EQ(j["connections"].size(), 2u) << j["counters"].dump();
+    uint64_t received = 0;
+    std::array<std::string, 2> conn_ids;
+    for (uint32_t s = 0; s < 2; ++s) {
+        const std::string peer = clients[s].dev->local_address().to_string();
+        const nlohmann::json* conn = nullptr;
+        for (const auto& c : j["connections"])
+            if (c["peer"] == peer) conn = &c;
+        ASSERT_NE(conn, nullptr) << "no connection of client " << s << " (" << peer << ")";
+        EXPECT_EQ((*conn)["shard"], s);
+        EXPECT_EQ((*conn)["counters"]["messages_received"], kMessages + 1) << "shard " << s;
+        conn_ids[s] = (*conn)["connection"];
+        const auto& sh = j["shards"][s];
+        EXPECT_EQ(sh["counters"]["connections"], 1u) << "shard " << s;
+        EXPECT_GE(sh["counters"]["rx_datagrams"], kRegionBytes / 4096) << "shard " << s;
+        received += sh["counters"]["rx_datagrams"].get<uint64_t>();
+    }
+    // The device's counters are its shards' sums.
+    EXPECT_EQ(j["counters"]["rx_datagrams"], received);
+    EXPECT_EQ(j["counters"]["messages_received"], 2 * (kMessages + 1));
+    EXPECT_EQ(j["driver"]["udp_rx_packets"], j["shards"][0]["driver"]["udp_rx_packets"].get<uint64_t>() +
+                                                 j["shards"][1]["driver"]["udp_rx_packets"].get<uint64_t>());
+    // One event log, in one sequence: each connection's connection_up, in order of seq.
+    std::array<bool, 2> up{};
+    uint64_t last_seq = 0;
+    for (const auto& e : j["events"]) {
+        EXPECT_GT(e["seq"].get<uint64_t>(), last_seq);
+        last_seq = e["seq"];
+        for (uint32_t s = 0; s < 2; ++s) up[s] |= e["event"] == "connection_up" && e["connection"] == conn_ids[s];
+    }
+    EXPECT_TRUE(up[0] && up[1]) << j["events"].dump();
+    // Following the log from the last event seen gives nothing twice.
+    const auto later = obs::request(sock, "json " + std::to_string(last_seq));
+    ASSERT_TRUE(later);
+    const nlohmann::json next = nlohmann::json::parse(*later);
+    for (const auto& e : next["events"]) EXPECT_GT(e["seq"].get<uint64_t>(), last_seq);
+
+    const auto prom = obs::request(sock, "prometheus");
+    ASSERT_TRUE(prom);
+    EXPECT_NE(prom->find("\nmroce_endpoint_shards{endpoint=\"" + server.local_address().to_string() + "\"} 2\n"),
+              std::string::npos);
+    for (uint32_t s = 0; s < 2; ++s) {
+        const std::string shard = ",shard=\"" + std::to_string(s) + "\"";
+        EXPECT_EQ(prometheus_sample(*prom, "mroce_connection_messages_received_total",
+                                    "conn=\"" + conn_ids[s] + "\""),
+                  kMessages + 1) << "shard " << s;
+        EXPECT_GE(prometheus_sample(*prom, "mroce_connection_messages_received_total",
+                                    "conn=\"" + conn_ids[s] + "\",peer=\"" +
+                                        clients[s].dev->local_address().to_string() + "\"" + shard),
+                  0) << "shard label of connection " << s;
+        EXPECT_GE(prometheus_sample(*prom, "mroce_shard_rx_datagrams_total", shard), double{kRegionBytes / 4096})
+            << "shard " << s;
+        EXPECT_GE(prometheus_sample(*prom, "mroce_shard_driver_passes_total", shard), 1) << "shard " << s;
+    }
+    EXPECT_EQ(prometheus_sample(*prom, "mroce_messages_received_total", "endpoint="), 2 * (kMessages + 1));
+}
+
 TEST_F(Shards, TwoThreadsCarryIndependentConnectionsConcurrently) {
     constexpr uint32_t kThreads = 2;
     std::string why;
-    auto server_dev = api::Device::open(config(kThreads, seed_ * 16), &why);
+    // The server serves `mroce stat` in a directory of this test's own.
+    char dir[] = "/tmp/mroce-shards-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    ::setenv("MROCE_STAT_DIR", dir, 1);
+    auto server_cfg = config(kThreads, seed_ * 16);
+    server_cfg.stat_socket = true;
+    auto server_dev = api::Device::open(server_cfg, &why);
     ASSERT_TRUE(server_dev.ok()) << why;
     auto& server = *server_dev;
     auto pd = server->alloc_pd();
@@ -226,6 +322,9 @@ TEST_F(Shards, TwoThreadsCarryIndependentConnectionsConcurrently) {
         ASSERT_TRUE(report.ok()) << "shard " << s;
         EXPECT_EQ(report->connection.messages_received, kMessages + 1) << "shard " << s;
     }
+    expect_stat_shows_every_shard(*server, clients);
+    ::unsetenv("MROCE_STAT_DIR");
+    std::filesystem::remove_all(dir);
 }
 
 // post_write: one WRITE of `len` bytes from the client's region to (addr, rkey); returns
@@ -382,6 +481,128 @@ TEST_F(Shards, ConcurrentRegistrationsKeepTheMirrors) {
     }
     for (auto& t : threads) t.join();
     EXPECT_EQ(failures.load(), 0);
+}
+
+// DeviceConfig::busy_poll on a sharded device: a CompletionQueue::wait helps the progress
+// thread of the shard its queue pair is in (shard 1 here), not only shard 0's, and the
+// completions arrive through it.
+TEST_F(Shards, BusyPollWaitDrivesTheShardOfItsQueuePairs) {
+    auto cfg = config(2, seed_ * 16 + 7);
+    cfg.busy_poll = true;
+    std::string why;
+    auto server_dev = api::Device::open(cfg, &why);
+    ASSERT_TRUE(server_dev.ok()) << why;
+    auto& server = *server_dev;
+    auto pd = server->alloc_pd();
+    std::vector<std::byte> memory(4096);
+    auto mr = pd->register_memory(memory.data(), memory.size(), access::kLocalWrite | access::kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    auto cq = server->create_cq();
+    auto qp = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(qp.ok());
+    Client client = open_client(1, 2, 3);
+    ASSERT_TRUE(client.qp);
+    ASSERT_EQ((*qp)->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
+    ASSERT_EQ(client.qp->connect(server->local_address(), (*qp)->number()), Error::kOk);
+
+    std::array<Completion, 1> c{};
+    EXPECT_EQ(cq->wait(c, std::chrono::milliseconds(300)), 0u);  // nothing yet: it polls
+    for (uint32_t i = 0; i < 20; ++i) {
+        api::RecvWr r;
+        r.wr_id = i;
+        ASSERT_EQ((*qp)->post_recv(r), Error::kOk);
+        api::SendWr w;
+        w.wr_id = i;
+        w.opcode = api::WorkOpcode::kWriteImm;
+        w.imm = i;
+        w.local_addr = client.mr->addr();
+        w.length = 8;
+        w.lkey = client.mr->lkey();
+        w.remote_addr = (*mr)->addr();
+        w.rkey = (*mr)->rkey();
+        ASSERT_EQ(client.qp->post_send(w), Error::kOk);
+        const Completion k = wait_one(*cq);
+        ASSERT_EQ(k.status, api::Status::kSuccess);
+        EXPECT_EQ(k.imm, i);
+        EXPECT_EQ(wait_one(*client.cq).status, api::Status::kSuccess);
+    }
+    const api::DeviceStats st = server->stats();
+    ASSERT_EQ(st.shards.size(), 2u);
+    std::printf("assisted passes: shard 0 %llu, shard 1 %llu\n",
+                static_cast<unsigned long long>(st.shards[0].driver.assisted_passes),
+                static_cast<unsigned long long>(st.shards[1].driver.assisted_passes));
+    EXPECT_GT(st.shards[1].driver.assisted_passes, 0u);
+    // Shard 0 has no queue pair of this CQ any more: the wait leaves it to its thread.
+    EXPECT_EQ(st.shards[0].driver.assisted_passes, 0u);
+}
+
+// keep_qp_number_on_reset (the Verbs library's setting) on a 2-thread device: a queue pair
+// that RTR moved to shard 1 keeps its number through RESET (it stays in shard 1, which
+// holds the number for its quiet period), connects again to a peer of shard 1, and then,
+// after another RESET, to a peer of shard 0 (back to shard 0, which held the number since
+// the first move); each incarnation carries a WRITE_WITH_IMM under the same number.
+TEST_F(Shards, KeepQpNumberOnResetAcrossShards) {
+    auto cfg = config(2, seed_ * 16 + 9);
+    cfg.keep_qp_number_on_reset = true;
+    cfg.endpoint.peer_dead_timeout = std::chrono::milliseconds(100);
+    cfg.endpoint.quiet_period = std::chrono::milliseconds(100);
+    std::string why;
+    auto server_dev = api::Device::open(cfg, &why);
+    ASSERT_TRUE(server_dev.ok()) << why;
+    auto& server = *server_dev;
+    auto pd = server->alloc_pd();
+    std::vector<std::byte> memory(4096);
+    auto mr = pd->register_memory(memory.data(), memory.size(), access::kLocalWrite | access::kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    auto cq = server->create_cq();
+    auto made = pd->create_qp(*cq, *cq);
+    ASSERT_TRUE(made.ok());
+    api::QueuePair& qp = **made;
+    const uint32_t number = qp.number();
+    std::optional<std::chrono::steady_clock::time_point> reset_at;
+    // One incarnation: connect to a fresh client of `shard`, take one WRITE_WITH_IMM, reset.
+    auto incarnation = [&](uint32_t shard, uint32_t index) {
+        Client client = open_client(shard, 2, 5 + index);
+        ASSERT_TRUE(client.qp);
+        ASSERT_EQ(qp.connect(client.dev->local_address(), client.qp->number()), Error::kOk) << index;
+        if (reset_at) {
+            // INIT waited out the number's quiet period since the RESET, in whichever shard
+            // held it ([STREAM-13], [STREAM-15]).
+            const auto waited = std::chrono::steady_clock::now() - *reset_at;
+            std::printf("incarnation %u (shard %u): connected %.1f ms after the reset\n", index, shard,
+                        std::chrono::duration<double, std::milli>(waited).count());
+            EXPECT_GE(waited, cfg.endpoint.quiet_period) << "incarnation " << index;
+        }
+        EXPECT_EQ(qp.number(), number);
+        ASSERT_EQ(client.qp->connect(server->local_address(), number), Error::kOk);
+        api::RecvWr r;
+        r.wr_id = 100 + index;
+        ASSERT_EQ(qp.post_recv(r), Error::kOk);
+        api::SendWr w;
+        w.opcode = api::WorkOpcode::kWriteImm;
+        w.imm = index;
+        w.local_addr = client.mr->addr();
+        w.length = 8;
+        w.lkey = client.mr->lkey();
+        w.remote_addr = (*mr)->addr();
+        w.rkey = (*mr)->rkey();
+        ASSERT_EQ(client.qp->post_send(w), Error::kOk);
+        const Completion k = wait_one(*cq);
+        EXPECT_EQ(k.status, api::Status::kSuccess) << index;
+        EXPECT_EQ(k.imm, index);
+        EXPECT_EQ(k.stream, number);
+        EXPECT_EQ(wait_one(*client.cq).status, api::Status::kSuccess) << index;
+        api::QpAttr reset;
+        reset.state = api::QpState::kReset;
+        ASSERT_EQ(qp.modify(reset, api::qp_attr::kState), Error::kOk);
+        reset_at = std::chrono::steady_clock::now();
+        EXPECT_EQ(qp.number(), number);
+        EXPECT_EQ(qp.state(), api::QpState::kReset);
+    };
+    incarnation(1, 0);
+    incarnation(1, 1);
+    incarnation(0, 2);
+    incarnation(1, 3);
 }
 
 TEST_F(Shards, RefusesWhatItCannotShardYet) {

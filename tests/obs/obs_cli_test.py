@@ -10,7 +10,10 @@
 4. `mroce stat --events` prints the connection_up event as a JSON line;
 5. an unmodified Verbs program (ibv_rc_pingpong on the build's libibverbs.so.1) with
    MROCE_METRICS set serves /metrics and is listed by `mroce stat --list` (skipped, with a
-   message, where ibv_rc_pingpong or the Verbs library is missing).
+   message, where ibv_rc_pingpong or the Verbs library is missing);
+6. a sharded server (`mroce perf --threads 2`, docs/design.md §12): `mroce stat --json`
+   lists both shards and the client's connection with the shard that carries it, whose
+   per-shard receive counter is the one that grew; `--prometheus` labels it by shard.
 
 Every process it starts is killed on the way out; the stat directory is the test's own
 (MROCE_STAT_DIR). Plumbing only: values must move, no speed is asserted.
@@ -98,6 +101,34 @@ def verbs_program(procs):
     print(f"5. ibv_rc_pingpong with MROCE_METRICS: tx packets {a:.0f} -> {b:.0f}", flush=True)
 
 
+def sharded_server(procs):
+    oob, mport = free_port(), free_port()
+    server = subprocess.Popen([MROCE, "perf", "-p", str(oob), "--threads", "2", "--metrics", f"127.0.0.1:{mport}"],
+                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(server)
+    time.sleep(0.3)
+    client = subprocess.Popen([MROCE, "perf", "127.0.0.1", "-p", str(oob), "-D", "4"], env=ENV,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(client)
+    time.sleep(1.5)
+    s = json.loads(run("stat", "--json", str(server.pid)))
+    assert [sh["shard"] for sh in s.get("shards", [])] == [0, 1], s.get("shards")
+    conns = [c for c in s["connections"] if c["state"] == "established"]
+    assert len(conns) == 1, s["connections"]
+    shard = conns[0]["shard"]
+    rx = [sh["counters"]["rx_datagrams"] for sh in s["shards"]]
+    assert rx[shard] > 1000 and rx[shard] > 10 * rx[1 - shard], rx
+    assert s["counters"]["rx_datagrams"] == sum(rx), (s["counters"]["rx_datagrams"], rx)
+    m = curl(mport)
+    check_exposition(m)
+    assert metric(m, "mroce_endpoint_shards") == 2
+    assert f'conn="{conns[0]["connection"]}"' in m and f'shard="{shard}"' in m
+    assert metric(m, "mroce_shard_rx_datagrams_total") >= rx[shard]
+    print(f"6. --threads 2: the connection is in shard {shard}; rx datagrams per shard {rx}", flush=True)
+    rc = client.wait(timeout=30)
+    assert rc == 0, f"client exit {rc}: {client.stderr.read()}"
+
+
 def main():
     procs = []
     try:
@@ -177,6 +208,7 @@ def main():
         rc = client.wait(timeout=30)
         assert rc == 0, f"client exit {rc}: {client.stderr.read()}"
         verbs_program(procs)
+        sharded_server(procs)
         print("PASS")
         return 0
     finally:

@@ -196,8 +196,9 @@ def run_round(mroce, flooder, seconds, flood, seed, perf_args, server_args=()):
             fout, ferr = flood.communicate(timeout=seconds + 30)
             check(flood.returncode == 0, f"flooder exited {flood.returncode}: {ferr}")
             out["flood"] = json.loads(fout.strip().splitlines()[-1])
-            check(connect.returncode == 0 and connect.stdout.strip(),
-                  f"the new client did not connect: {connect.stdout} {connect.stderr}")
+            # A client that gave up is reported with the run's figures, and fails the checks
+            # at the end; only one that printed nothing fails here.
+            check(connect.stdout.strip(), f"the new client printed nothing: {connect.stderr}")
             out["connect"] = json.loads(connect.stdout.strip().splitlines()[-1])
         return out
     finally:
@@ -266,7 +267,8 @@ def main():
                   f"{f['rss'][0] / 1024:.1f} -> max {max(f['rss']) / 1024:.1f} MB; RETRYs "
                   f"{se['retries_sent']}, replies dropped {se['replies_dropped']}, handshakes shed "
                   f"{sd['handshakes_shed']}, unproven ended {se['unproven_ended']}; new client up in "
-                  f"{f['connect']['ms']:.1f} ms ({f['connect']['retries_received']} RETRY)", flush=True)
+                  f"{f['connect']['ms']:.1f} ms ({f['connect']['retries_received']} RETRY)"
+                  f"{'' if f['connect']['connected'] else ' FAILED: gave up'}", flush=True)
 
     # Each flooded run against the unflooded run of its own round (run just before it):
     # the machine's load drifts between rounds (other processes share its cores), far
