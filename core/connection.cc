@@ -70,6 +70,7 @@ Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, uint64_t 
         path.next_psn = path.base = isn_;
         path.ring.resize(16);
     }
+    selector_ = make_path_selector(cfg_, cfg_.num_paths);
     (void)now;
 }
 

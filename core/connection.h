@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/path.h"
 #include "core/path_health.h"
+#include "core/path_selector.h"
 #include "core/return_routes.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -210,15 +211,9 @@ private:
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
-    // [PATH-5]: at most kSackBits PSNs between the lowest unresolved PSN and the next one,
-    // so the receiver's 256-bit window always covers what is in flight. Inline: asked for
-    // every path choice and every has_work.
+    // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
     bool path_can_send(const TxPath& p, uint32_t bytes) const {
-        if (p.state != PathState::kActive) return false;
-        const bool room = p.span() < wire::kSackBits ||
-                          p.rec(p.base).state != TxRecord::State::kInFlight;
-        if (!room) return false;
-        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc_->window_bytes(p.id);
+        return PathView::can_send(p, bytes, *cc_);
     }
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
@@ -360,7 +355,7 @@ private:
         if (p.overdue_since == kNever || newest_answered_sent_ <= p.overdue_since) return false;
         // The peer may hold this path's ACK for max_ack_delay ([ACK-11]) while it answers
         // another path at once, so only an overtaking by more than that proves a loss.
-        const Duration rtt = p.has_rtt ? p.srtt : cfg_.initial_rtt;
+        const Duration rtt = p.rtt.srtt_or(cfg_.initial_rtt);
         const Duration margin =
             std::max(cfg_.min_pto, Duration{rtt.count() >> cfg_.overtake_shift} + cfg_.max_ack_delay);
         return newest_answered_sent_ - p.overdue_since > margin;
@@ -425,7 +420,7 @@ private:
     std::vector<TxPath> tx_paths_;
     std::vector<RxPath> rx_paths_;
     std::vector<PathStats> path_stats_;
-    uint16_t rr_path_ = 0;      // round-robin cursor for new data
+    std::unique_ptr<PathSelector> selector_;  // new data's path ([PATH-10])
 
     std::vector<uint32_t> streams_;          // local stream ids on this connection
     uint8_t control_class_ = 0;              // [STREAM-14] highest class of streams_

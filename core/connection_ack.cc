@@ -14,29 +14,19 @@ uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 }  // namespace
 
 Duration Connection::pto(const TxPath& path) const {
-    // [LOSS-4]: PTO = srtt + max(4 * rttvar, srtt) + max_ack_delay, at least min_pto,
-    // doubled per consecutive timeout, at most max_pto. The variance term is at least srtt:
-    // a queue can double a path's RTT faster than rttvar follows, and with floors at the
-    // timer granularity ([LOSS-15]) nothing else would absorb the jump.
-    Duration base = path.has_rtt ? path.srtt + std::max(4 * path.rttvar, path.srtt) + cfg_.max_ack_delay
-                                 : 2 * cfg_.initial_rtt;
-    base = std::max(base, cfg_.min_pto);
-    const uint32_t shift = std::min<uint32_t>(path.backoff, 16);
-    return std::min(base * (int64_t{1} << shift), cfg_.max_pto);
+    return probe_timeout(path.rtt, path.backoff, cfg_);  // [LOSS-4]
 }
 
 Duration Connection::reorder_window(const TxPath& path) const {
-    // [LOSS-2]: a fraction of the path's RTT, never below min_reorder_window.
-    const Duration rtt = path.has_rtt ? path.srtt : cfg_.initial_rtt;
-    return std::max(Duration{rtt.count() >> cfg_.reorder_window_shift}, cfg_.min_reorder_window);
+    return core::reorder_window(path.rtt, cfg_);  // [LOSS-2]
 }
 
 Duration Connection::delivery_timeout() const {
     // The probe goes on a usable path, so a failed or backed-off path must not stretch it.
     Duration worst = cfg_.min_pto;
     for (const TxPath& p : tx_paths_) {
-        if (p.state != PathState::kActive || !p.has_rtt) continue;
-        worst = std::max(worst, p.srtt + 4 * p.rttvar + cfg_.max_ack_delay);
+        if (p.state != PathState::kActive || !p.rtt.has_rtt) continue;
+        worst = std::max(worst, p.rtt.srtt + 4 * p.rtt.rttvar + cfg_.max_ack_delay);
     }
     return std::min(worst, cfg_.max_pto);
 }
@@ -166,15 +156,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             if (sample > 0 && sample < 10'000'000'000LL) {
                 const Duration r{sample};
                 if (ep_.trace_) ep_.trace_->on_rtt_sample(id_, path.id, r, now);
-                if (!path.has_rtt) {
-                    path.srtt = r;
-                    path.rttvar = r / 2;
-                    path.has_rtt = true;
-                } else {
-                    const Duration err = path.srtt > r ? path.srtt - r : r - path.srtt;
-                    path.rttvar = (3 * path.rttvar + err) / 4;
-                    path.srtt = (7 * path.srtt + r) / 8;
-                }
+                path.rtt.on_sample(r);  // [LOSS-4]
             }
             path.backoff = 0;
             if (path.state == PathState::kFailed) {
@@ -201,10 +183,10 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
             path.last_ce = a.ecn_ce_count;
         }
         if (bytes_acked) {
-            cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.srtt, now);
-            rate_.on_acked(path.srtt, now);  // [CC-15]: the first RTT is over
+            cc_->on_ack(path.id, static_cast<uint32_t>(bytes_acked), path.rtt.srtt, now);
+            rate_.on_acked(path.rtt.srtt, now);  // [CC-15]: the first RTT is over
         }
-        rate_.on_hint(a.rate_hint_mbps, path.srtt, now);  // [CC-16]
+        rate_.on_hint(a.rate_hint_mbps, path.rtt.srtt, now);  // [CC-16]
         if (tracer) {
             const uint64_t window = cc_->window_bytes(path.id);
             if (window < window_before)

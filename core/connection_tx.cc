@@ -1,6 +1,6 @@
 // core/connection_tx.cc — what a connection sends next: control first, then
-// retransmissions on the best path, then new data round-robin over streams and paths
-// (spec §5, §7).
+// retransmissions on the best path, then new data round-robin over streams, each segment
+// on the path its selector picks (core/path_selector.h; spec §5, §7).
 #include <algorithm>
 #include <cstring>
 
@@ -110,39 +110,15 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
 }
 
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
-    const uint16_t n = num_paths();
-    uint16_t p = rr_path_;  // < n
-    TxPath* passed_over = nullptr;
-    uint16_t after_passed = 0;
-    for (uint16_t i = 0; i < n; ++i) {
-        TxPath& path = tx_paths_[p];
-        if (++p == n) p = 0;  // p is now the path after this one
-        if (!path_can_send(path, bytes)) continue;
-        // [PATH-13]: a lossy path gives up a share of its turns in proportion to its loss,
-        // unless no other path can take the segment.
-        if (!passed_over && path_health::skip_for_loss(path.skip_debt, path.loss_score)) {
-            passed_over = &path;
-            after_passed = p;
-            continue;
-        }
-        rr_path_ = p;
-        return &path;
-    }
-    if (passed_over) rr_path_ = after_passed;
-    return passed_over;
+    const uint16_t p = selector_->next_path(PathView{tx_paths_, *cc_}, bytes);
+    return p == kNoPathChoice ? nullptr : &tx_paths_[p];
 }
 
 // [LOSS-6]: a retransmission goes to the usable path with the lowest recent loss score,
 // then the lowest smoothed RTT; the path that just lost the packet scores worst.
 TxPath* Connection::pick_retx_path(uint32_t bytes) {
-    TxPath* best = nullptr;
-    for (TxPath& p : tx_paths_) {
-        if (!path_can_send(p, bytes)) continue;
-        if (!best || p.loss_score < best->loss_score ||
-            (p.loss_score == best->loss_score && p.srtt < best->srtt))
-            best = &p;
-    }
-    return best;
+    const uint16_t p = PathSelector::retransmit_path(PathView{tx_paths_, *cc_}, bytes);
+    return p == kNoPathChoice ? nullptr : &tx_paths_[p];
 }
 
 size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rtt.h"
 #include "core/rx_window.h"
 #include "core/stats.h"
 #include "util/time.h"
@@ -49,9 +50,7 @@ struct TxPath {
     uint64_t in_flight_bytes = 0;
 
     // RTT ([LOSS-4]) and timers
-    Duration srtt{0};
-    Duration rttvar{0};
-    bool has_rtt = false;
+    RttEstimate rtt;
     uint32_t backoff = 0;          // consecutive timeouts without an ACK
     Time pto_deadline = kNever;
     Time reorder_deadline = kNever;
@@ -68,7 +67,6 @@ struct TxPath {
     uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
                                    // replies answered another route
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
-    uint32_t skip_debt = 0;        // [PATH-13]: turns owed to other paths for loss, Q16
 
     TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }
     const TxRecord& rec(uint32_t psn) const { return ring[psn & (ring.size() - 1)]; }

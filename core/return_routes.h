@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rtt.h"
 #include "util/time.h"
 
 namespace mroce::core {
@@ -32,7 +33,7 @@ public:
         echo_cursor_ = 0;
         waits_.assign(own_paths, Wait{});
         examine_cursor_ = 0;
-        has_delay_ = false;
+        delay_ = RttEstimate{};
     }
 
     // --- echoes owed (we send DATA, the peer ACKs it) ---
@@ -103,8 +104,8 @@ public:
     // echo_timeout: how long a round may stay unechoed on a healthy route, 2 × (srtt +
     // 4 rttvar) of the echo delay, at least `floor`; `before_sample` until one is timed.
     Duration echo_timeout(Duration floor, Duration before_sample) const {
-        if (!has_delay_) return std::max(floor, before_sample);
-        return std::max(floor, 2 * (delay_ + 4 * delay_var_));
+        if (!delay_.has_rtt) return std::max(floor, before_sample);
+        return std::max(floor, 2 * (delay_.srtt + 4 * delay_.rttvar));
     }
 
 private:
@@ -114,18 +115,8 @@ private:
         Time since = kNever;  // send time of the oldest of them
     };
 
-    // sample_delay: the RFC 6298 estimator, as [LOSS-4] for RTT samples.
-    void sample_delay(Duration d) {
-        if (!has_delay_) {
-            delay_ = d;
-            delay_var_ = d / 2;
-            has_delay_ = true;
-            return;
-        }
-        const Duration err = d > delay_ ? d - delay_ : delay_ - d;
-        delay_var_ = (3 * delay_var_ + err) / 4;
-        delay_ = (7 * delay_ + d) / 8;
-    }
+    // sample_delay: the RFC 6298 estimator of [LOSS-4]'s RTT samples (core/rtt.h).
+    void sample_delay(Duration d) { delay_.on_sample(d); }
 
     uint16_t peer_paths_ = 0;
     std::array<uint64_t, kWords> owed_{};
@@ -133,9 +124,7 @@ private:
     uint16_t echo_cursor_ = 0;
     std::vector<Wait> waits_;
     uint16_t examine_cursor_ = 0;
-    bool has_delay_ = false;
-    Duration delay_{0};
-    Duration delay_var_{0};
+    RttEstimate delay_;  // the echo delay
 };
 
 }  // namespace mroce::core

@@ -108,8 +108,8 @@ ConnectionSnapshot snapshot_of(const core::Connection& c, Time now) {
         ps.src_port = tp.src_port;
         ps.plane = tp.local_port;
         ps.generation = tp.gen;
-        ps.srtt_ns = tp.has_rtt ? to_ns(tp.srtt) : 0;
-        ps.rttvar_ns = tp.has_rtt ? to_ns(tp.rttvar) : 0;
+        ps.srtt_ns = tp.rtt.has_rtt ? to_ns(tp.rtt.srtt) : 0;
+        ps.rttvar_ns = tp.rtt.has_rtt ? to_ns(tp.rtt.rttvar) : 0;
         ps.cwnd_bytes = c.congestion().window_bytes(p);
         ps.in_flight_bytes = tp.in_flight_bytes;
         ps.ecn_alpha = c.congestion().ecn_alpha(p);

@@ -1,0 +1,83 @@
+// core/path_selector.h — which path carries the next segment (spec [PATH-10], [PATH-13],
+// [LOSS-6]). A policy behind a small interface, in the style of htsim's multipath
+// policies: a choice out (next_path). A selector sees a read-only view of the paths
+// (PathView), never the connection, and keeps its own per-path state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cc/congestion.h"
+#include "core/config.h"
+#include "core/path.h"
+#include "wire/ack.h"
+
+namespace mroce::core {
+
+inline constexpr uint16_t kNoPathChoice = 0xffff;
+
+// PathView: what a selector may read of a connection's paths: their state, PSN window,
+// bytes in flight, loss score, RTT and plane, and each one's congestion window. Borrowed
+// for one call; it allocates nothing.
+class PathView {
+public:
+    PathView(std::span<const TxPath> paths, const cc::CongestionControl& cc)
+        : paths_(paths), cc_(cc) {}
+
+    uint16_t size() const { return static_cast<uint16_t>(paths_.size()); }
+    const TxPath& operator[](uint16_t i) const { return paths_[i]; }
+    uint64_t window_bytes(uint16_t i) const { return cc_.window_bytes(i); }
+
+    // can_send: [PATH-10] the path is Active, has room in its PSN window ([PATH-5]: at most
+    // kSackBits PSNs between the lowest unresolved one and the next, so the receiver's
+    // 256-bit window covers what is in flight) and its congestion window allows `bytes`
+    // ([CC-1]; asked only when something is in flight). Inline: asked for every path
+    // choice and every has_work.
+    static bool can_send(const TxPath& p, uint32_t bytes, const cc::CongestionControl& cc) {
+        if (p.state != PathState::kActive) return false;
+        const bool room = p.span() < wire::kSackBits ||
+                          p.rec(p.base).state != TxRecord::State::kInFlight;
+        if (!room) return false;
+        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc.window_bytes(p.id);
+    }
+    bool can_send(uint16_t i, uint32_t bytes) const { return can_send(paths_[i], bytes, cc_); }
+
+private:
+    std::span<const TxPath> paths_;
+    const cc::CongestionControl& cc_;
+};
+
+// PathSelector: the policy for new data. Called on the sending thread of the connection's
+// endpoint only, like the connection itself.
+class PathSelector {
+public:
+    virtual ~PathSelector() = default;
+
+    // next_path: the path the next new segment of `bytes` goes to, or kNoPathChoice when
+    // no path can send it now ([PATH-10]: new data then waits).
+    virtual uint16_t next_path(const PathView& paths, uint32_t bytes) = 0;
+
+    // retransmit_path: [LOSS-6] the path a retransmission of `bytes` goes to, the same for
+    // every policy: among the paths that can send, the lowest loss score, then the lowest
+    // srtt (0 without a sample), then the lowest id. kNoPathChoice when none can send.
+    static uint16_t retransmit_path(const PathView& paths, uint32_t bytes);
+};
+
+// make_path_selector: the connection's policy, for `num_paths` paths.
+std::unique_ptr<PathSelector> make_path_selector(const EndpointConfig& cfg, uint16_t num_paths);
+
+// RoundRobinSelector: [PATH-10] the first path that can send, from a cursor that moves past
+// each path chosen; [PATH-13] a lossy path gives up a share of its turns.
+class RoundRobinSelector final : public PathSelector {
+public:
+    explicit RoundRobinSelector(uint16_t num_paths) : skip_debt_(num_paths, 0) {}
+    uint16_t next_path(const PathView& paths, uint32_t bytes) override;
+
+private:
+    uint16_t cursor_ = 0;              // < number of paths
+    std::vector<uint32_t> skip_debt_;  // [PATH-13]: turns owed to other paths for loss, Q16
+};
+
+}  // namespace mroce::core
