@@ -34,6 +34,10 @@ struct EndpointConfig {
     bool rate_hint = true;
     // spec §9.3 [CC-17]: pace new DATA at min(window rate, hint); false = ack-clocked only.
     bool pacing = true;
+    // spec §5: which path new data goes to: round-robin ([PATH-10], [PATH-13]; the default)
+    // or round-robin over the paths with at least half the most window room ([PATH-14]).
+    enum class PathSelection : uint8_t { kRoundRobin, kRoom };
+    PathSelection path_selection = PathSelection::kRoundRobin;
     // [CC-12]: inbound capacity = port_rate_bps x num_local_ports, unless
     // inbound_capacity_bps is set (non-zero).
     uint64_t port_rate_bps = 100'000'000'000;

@@ -420,7 +420,7 @@ private:
     std::vector<TxPath> tx_paths_;
     std::vector<RxPath> rx_paths_;
     std::vector<PathStats> path_stats_;
-    std::unique_ptr<PathSelector> selector_;  // new data's path ([PATH-10])
+    std::unique_ptr<PathSelector> selector_;  // new data's path ([PATH-10], [PATH-14])
 
     std::vector<uint32_t> streams_;          // local stream ids on this connection
     uint8_t control_class_ = 0;              // [STREAM-14] highest class of streams_

@@ -1,7 +1,9 @@
 // core/path_selector.h — which path carries the next segment (spec [PATH-10], [PATH-13],
-// [LOSS-6]). A policy behind a small interface, in the style of htsim's multipath
-// policies: a choice out (next_path). A selector sees a read-only view of the paths
-// (PathView), never the connection, and keeps its own per-path state.
+// [PATH-14], [LOSS-6]). A policy behind a small interface, in the style of htsim's
+// multipath policies: a choice out (next_path). A selector sees a read-only view of the
+// paths (PathView), never the connection, and keeps its own per-path state. (No feedback
+// hook: the policies measured read everything they need from the view; an ECN- and
+// RTT-weighted one that kept its own marks did worse, docs/results.md.)
 #pragma once
 
 #include <cstdint>
@@ -30,21 +32,35 @@ public:
     const TxPath& operator[](uint16_t i) const { return paths_[i]; }
     uint64_t window_bytes(uint16_t i) const { return cc_.window_bytes(i); }
 
-    // can_send: [PATH-10] the path is Active, has room in its PSN window ([PATH-5]: at most
-    // kSackBits PSNs between the lowest unresolved one and the next, so the receiver's
-    // 256-bit window covers what is in flight) and its congestion window allows `bytes`
-    // ([CC-1]; asked only when something is in flight). Inline: asked for every path
-    // choice and every has_work.
+    // can_send: [PATH-10] the path is Active, has room in its PSN window (open) and its
+    // congestion window allows `bytes` ([CC-1]; asked only when something is in flight).
+    // Inline: asked for every path choice and every has_work.
     static bool can_send(const TxPath& p, uint32_t bytes, const cc::CongestionControl& cc) {
-        if (p.state != PathState::kActive) return false;
-        const bool room = p.span() < wire::kSackBits ||
-                          p.rec(p.base).state != TxRecord::State::kInFlight;
-        if (!room) return false;
+        if (!open(p)) return false;
         return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc.window_bytes(p.id);
     }
     bool can_send(uint16_t i, uint32_t bytes) const { return can_send(paths_[i], bytes, cc_); }
 
+    // send_room: as can_send, but with one window look-up: the room left in path i's
+    // congestion window (0 when it is full), or kCannotSend.
+    static constexpr uint64_t kCannotSend = ~uint64_t{0};
+    uint64_t send_room(uint16_t i, uint32_t bytes) const {
+        const TxPath& p = paths_[i];
+        if (!open(p)) return kCannotSend;
+        const uint64_t window = cc_.window_bytes(i);
+        if (p.in_flight_pkts > 0 && p.in_flight_bytes + bytes > window) return kCannotSend;
+        return window > p.in_flight_bytes ? window - p.in_flight_bytes : 0;
+    }
+
 private:
+    // open: the path is Active and has room in its PSN window ([PATH-5]: at most kSackBits
+    // PSNs between the lowest unresolved one and the next, so the receiver's 256-bit window
+    // covers what is in flight).
+    static bool open(const TxPath& p) {
+        return p.state == PathState::kActive &&
+               (p.span() < wire::kSackBits || p.rec(p.base).state != TxRecord::State::kInFlight);
+    }
+
     std::span<const TxPath> paths_;
     const cc::CongestionControl& cc_;
 };
@@ -65,7 +81,7 @@ public:
     static uint16_t retransmit_path(const PathView& paths, uint32_t bytes);
 };
 
-// make_path_selector: the connection's policy, for `num_paths` paths.
+// make_path_selector: the policy `cfg.path_selection` names, for `num_paths` paths.
 std::unique_ptr<PathSelector> make_path_selector(const EndpointConfig& cfg, uint16_t num_paths);
 
 // RoundRobinSelector: [PATH-10] the first path that can send, from a cursor that moves past
@@ -78,6 +94,21 @@ public:
 private:
     uint16_t cursor_ = 0;              // < number of paths
     std::vector<uint32_t> skip_debt_;  // [PATH-13]: turns owed to other paths for loss, Q16
+};
+
+// RoomSelector: [PATH-14] round-robin as [PATH-10], but only over the paths whose room
+// (congestion window less bytes in flight), weighted by 1 − L for their loss, is at least
+// half the largest: a path whose window an ECN cut or a queue has filled waits a turn
+// instead of queueing more behind it.
+class RoomSelector final : public PathSelector {
+public:
+    explicit RoomSelector(uint16_t num_paths) : weight_(num_paths, 0) {}
+    uint16_t next_path(const PathView& paths, uint32_t bytes) override;
+
+private:
+    uint16_t cursor_ = 0;           // < number of paths
+    uint16_t last_plane_ = 0xffff;  // local_port of the previous choice
+    std::vector<uint64_t> weight_;  // this choice's weights, kept to spare a second can_send
 };
 
 }  // namespace mroce::core

@@ -1,10 +1,10 @@
 // core/path_selector_test.cc — the path policies on hand-built path states: [PATH-10]
-// round-robin, [PATH-13] its loss skips, [LOSS-6] the retransmission's path.
+// round-robin, [PATH-13] its loss skips, [PATH-14] round-robin over the roomy paths,
+// [LOSS-6] the retransmission's path.
 #include "core/path_selector.h"
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <vector>
 
 namespace mroce::core {
@@ -64,7 +64,13 @@ TEST(PathSelector, CanSendNeedsActiveStateAndWindowRoom) {
     EXPECT_FALSE(ps.view().can_send(0, kSeg));
     ps.in_flight(0, 15);
     EXPECT_TRUE(ps.view().can_send(0, kSeg));
+    EXPECT_EQ(ps.view().send_room(0, kSeg), kSeg);  // one segment's room left
+    EXPECT_EQ(ps.view().send_room(1, kSeg), kWindow);
+    ps.in_flight(0, 16);
+    EXPECT_EQ(ps.view().send_room(0, kSeg), PathView::kCannotSend);
+    ps.in_flight(0, 15);
     ps.tx[1].state = PathState::kSuspect;
+    EXPECT_EQ(ps.view().send_room(1, kSeg), PathView::kCannotSend);
     EXPECT_FALSE(ps.view().can_send(1, kSeg));
     ps.tx[1].state = PathState::kFailed;
     EXPECT_FALSE(ps.view().can_send(1, kSeg));
@@ -74,6 +80,7 @@ TEST(PathSelector, CanSendNeedsActiveStateAndWindowRoom) {
     ps.tx[0].next_psn = wire::kSackBits;
     ps.tx[0].rec(0).state = TxRecord::State::kInFlight;
     EXPECT_FALSE(ps.view().can_send(0, kSeg));
+    EXPECT_EQ(ps.view().send_room(0, kSeg), PathView::kCannotSend);
 }
 
 // [PATH-10]: with every path able to send, round-robin takes them in order, each once per
@@ -116,6 +123,75 @@ TEST(PathSelector, RoundRobinLossyPathGivesUpTurnsInProportion) {
     EXPECT_EQ(counts(rr2, alone, 100)[0], 100);
 }
 
+// [PATH-14]: equal paths take turns exactly as round-robin's do, so the planes the paths
+// interleave on ([PATH-1]) share evenly.
+TEST(PathSelector, RoomTakesTurnsAmongEqualPaths) {
+    Paths ps(8, 2);
+    RoomSelector r(8);
+    for (int i = 0; i < 80; ++i) ASSERT_EQ(r.next_path(ps.view(), kSeg), i % 8) << "turn " << i;
+    for (uint16_t p = 0; p < 8; ++p) ps.in_flight(p, 3);  // less room, but equal
+    const std::vector<int> c = counts(r, ps, 800);
+    for (uint16_t p = 0; p < 8; ++p) EXPECT_EQ(c[p], 100) << "path " << p;
+}
+
+TEST(PathSelector, RoomPassesOverPathsWithLessThanHalfTheMostRoom) {
+    Paths ps(4, 1);
+    ps.in_flight(1, 9);  // room 7 segments: below half of 16
+    ps.in_flight(2, 8);  // room 8: exactly half, still taken
+    RoomSelector r(4);
+    EXPECT_EQ(counts(r, ps, 300), (std::vector<int>{100, 0, 100, 100}));
+    // When every path is as full, the threshold follows the best: all take turns again.
+    for (uint16_t p = 0; p < 4; ++p) ps.in_flight(p, 9);
+    EXPECT_EQ(counts(r, ps, 400), (std::vector<int>{100, 100, 100, 100}));
+}
+
+// [PATH-14]: planes alternate, each taking half the turns, and the paths of one plane
+// share its half.
+TEST(PathSelector, RoomAlternatesPlanesAndSharesWithinOne) {
+    Paths ps(4, 2);      // paths 0, 2 on plane 0; 1, 3 on plane 1
+    ps.in_flight(1, 9);  // below half the best: plane 1 has path 3 alone
+    RoomSelector r(4);
+    uint16_t last = kNoPathChoice;
+    for (int i = 0; i < 40; ++i) {
+        const uint16_t p = r.next_path(ps.view(), kSeg);
+        ASSERT_NE(p, kNoPathChoice);
+        if (last != kNoPathChoice) {
+            ASSERT_NE(ps.tx[p].local_port, ps.tx[last].local_port) << "turn " << i;
+        }
+        last = p;
+    }
+    EXPECT_EQ(counts(r, ps, 400), (std::vector<int>{100, 0, 100, 200}));
+    // With one plane unable to send, the other takes every turn.
+    ps.in_flight(3, 16);
+    EXPECT_EQ(counts(r, ps, 10), (std::vector<int>{5, 0, 5, 0}));
+}
+
+TEST(PathSelector, RoomSkipsFailedSuspectAndFullPaths) {
+    Paths ps(4, 1);
+    ps.in_flight(3, 10);
+    ps.tx[0].state = PathState::kFailed;   // empty, but failed
+    ps.tx[1].state = PathState::kSuspect;  // empty, but suspect
+    ps.in_flight(2, 16);                   // full
+    RoomSelector r(4);
+    EXPECT_EQ(counts(r, ps, 10), (std::vector<int>{0, 0, 0, 10}));
+    ps.in_flight(3, 16);
+    EXPECT_EQ(r.next_path(ps.view(), kSeg), kNoPathChoice);
+}
+
+// [PATH-14]: the room of a lossy path counts in proportion to 1 − L ([PATH-13]).
+TEST(PathSelector, RoomWeighsLoss) {
+    Paths ps(3, 1);
+    ps.tx[0].loss_score = 65536 * 3;  // L = 3/4: weight 4 segments against 16
+    RoomSelector r(3);
+    EXPECT_EQ(counts(r, ps, 100), (std::vector<int>{0, 50, 50}));
+    ps.tx[0].loss_score = 65536;      // L = 1/2: weight 8, half the best: taken
+    EXPECT_EQ(counts(r, ps, 99), (std::vector<int>{33, 33, 33}));
+    ps.tx[0].loss_score = 65536 * 3;
+    ps.in_flight(1, 16);
+    ps.in_flight(2, 16);
+    EXPECT_EQ(counts(r, ps, 10), (std::vector<int>{10, 0, 0}));  // lossy, but the only one
+}
+
 // [LOSS-6]: the lowest loss score, then the lowest srtt, then the lowest id; only paths
 // that can send.
 TEST(PathSelector, RetransmissionGoesToTheCleanestFastestPath) {
@@ -133,6 +209,13 @@ TEST(PathSelector, RetransmissionGoesToTheCleanestFastestPath) {
     EXPECT_EQ(PathSelector::retransmit_path(ps.view(), kSeg), 0);  // lossy, but the only one
     ps.in_flight(0, 16);
     EXPECT_EQ(PathSelector::retransmit_path(ps.view(), kSeg), kNoPathChoice);
+}
+
+TEST(PathSelector, ConfigChoosesThePolicy) {
+    EndpointConfig cfg;
+    EXPECT_NE(dynamic_cast<RoundRobinSelector*>(make_path_selector(cfg, 4).get()), nullptr);
+    cfg.path_selection = EndpointConfig::PathSelection::kRoom;
+    EXPECT_NE(dynamic_cast<RoomSelector*>(make_path_selector(cfg, 4).get()), nullptr);
 }
 
 }  // namespace

@@ -393,6 +393,11 @@ void read_mroce(Section s, RunSpec& r) {
                                : core::EndpointConfig::Cc::kFixed;
     c.rate_hint = s.boolean("rate_hint", true);
     c.pacing = s.boolean("pacing", true);
+    // spec §5: new data's path, round-robin ([PATH-10], the default) or round-robin over
+    // the roomy paths ([PATH-14]).
+    c.path_selection = s.choice("path_selection", "round_robin", {"round_robin", "room"}) == "room"
+                           ? core::EndpointConfig::PathSelection::kRoom
+                           : core::EndpointConfig::PathSelection::kRoundRobin;
     // spec §4.9 [INT-1]: every host announces INTEGRITY, so every connection carries the
     // CRC32C trailer; the endpoint's own default otherwise.
     c.integrity_check = s.boolean("integrity", c.integrity_check);

@@ -47,6 +47,7 @@ Json options_json(const Options& o) {
     j["paths"] = o.paths;
     j["window_kib"] = o.window_kib;
     j["cc"] = o.cc;
+    j["path_selection"] = o.path_selection;
     j["rate_hint"] = o.rate_hint;
     j["pacing"] = o.pacing;
     j["integrity"] = o.integrity;
@@ -143,6 +144,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.paths = r.u32("paths", 8);
     o.window_kib = r.u32("window_kib", 0);
     o.cc = r.text("cc", std::string{});
+    o.path_selection = r.text("path_selection", std::string{});
     o.rate_hint = r.boolean("rate_hint", true);
     o.pacing = r.boolean("pacing", true);
     o.integrity = r.boolean("integrity", false);
@@ -162,6 +164,9 @@ std::string adopt_options(const Json& j, Options& o) {
     o.stages = r.boolean("stages", false);
     if (!r.error().empty()) return r.error();
     if (!o.cc.empty() && o.cc != "fixed" && o.cc != "aimd") return "the client asked for an unknown --cc";
+    if (!o.path_selection.empty() && o.path_selection != "round_robin" &&
+        o.path_selection != "room")
+        return "the client asked for an unknown --path-selection";
     if (auto why = check_cc_options(o); !why.empty()) return "the client's " + why;
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30) ||
         o.tx_depth < 1 || o.tx_depth > 65536 || o.duration_s < 0 || o.duration_s > 86400 ||
@@ -490,6 +495,11 @@ void register_perf(CLI::App& app) {
                     "congestion control: fixed (spec [CC-1]) or aimd (ECN AIMD, spec 9.1); "
                     "the window above is AIMD's cap")
         ->check(CLI::IsMember({"fixed", "aimd"}));
+    cmd->add_option("--path-selection", o->path_selection,
+                    "which path new data goes to: round_robin (spec [PATH-10], the default) or "
+                    "room (round-robin over the paths with at least half the most window "
+                    "room, [PATH-14])")
+        ->check(CLI::IsMember({"round_robin", "room"}));
     auto no_hint = std::make_shared<bool>(false);
     cmd->add_flag("--no-hint", *no_hint,
                   "the receiver sends no rate hint (spec 9.2); the sender paces at its window rate");

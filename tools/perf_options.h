@@ -1,11 +1,11 @@
 // tools/perf_options.h — the options of `mroce perf` (tools/perf.cc) and what the two
 // sides agree on. perftest's flags keep perftest's letters and meanings (-s -n -D -q -a -p
 // -t --report_gbits -F); transport options are long flags only (--paths, --verb, --bw,
-// --lat, --raw, --json, --no-offload, --cc, --no-hint, --no-pacing, --integrity, --tc,
-// --dscp-map, --line-rate), so no perftest letter means something else here, with one
-// exception: -i is iperf3's report interval (issue 18), as users of both expect; perftest's
-// -i picks an InfiniBand port, which has no meaning over UDP. perftest's --out_json and
-// --out_json_file name the JSON output as --json does.
+// --lat, --raw, --json, --no-offload, --cc, --path-selection, --no-hint, --no-pacing,
+// --integrity, --tc, --dscp-map, --line-rate), so no perftest letter means something else
+// here, with one exception: -i is iperf3's report interval (issue 18), as users of both
+// expect; perftest's -i picks an InfiniBand port, which has no meaning over UDP. perftest's
+// --out_json and --out_json_file name the JSON output as --json does.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,9 @@ struct Options {
     uint32_t paths = 8;       // --paths
     uint32_t window_kib = 0;  // --window-kib: bytes in flight per path; 0: the engine's
     std::string cc;           // --cc fixed|aimd; empty: the Device's default
+    // --path-selection round_robin|room: new data's path ([PATH-10], [PATH-14]); empty:
+    // the engine's default.
+    std::string path_selection;
     bool rate_hint = true;    // --no-hint: the receiver computes no rate hint ([CC-11])
     bool pacing = true;       // --no-pacing: ack-clocked only ([CC-17])
     bool integrity = false;   // --integrity: announce INTEGRITY ([INT-7]; off by default)

@@ -162,6 +162,10 @@ public:
         }
         if (o_.cc == "aimd") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kAimd;
         if (o_.cc == "fixed") cfg.endpoint.congestion_control = core::EndpointConfig::Cc::kFixed;
+        if (o_.path_selection == "room")
+            cfg.endpoint.path_selection = core::EndpointConfig::PathSelection::kRoom;
+        if (o_.path_selection == "round_robin")
+            cfg.endpoint.path_selection = core::EndpointConfig::PathSelection::kRoundRobin;
         cfg.endpoint.rate_hint = o_.rate_hint;
         cfg.endpoint.pacing = o_.pacing;
         cfg.endpoint.integrity_check = o_.integrity;
