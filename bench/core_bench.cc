@@ -33,10 +33,14 @@ struct BackToBack {
     // integrity: the CRC32C trailer (spec §4.9) on both ends. The benchmarks that predate it
     // run without, so their figures in docs/results.md stay comparable; BM_Integrity pairs
     // the two.
-    explicit BackToBack(uint32_t payload, bool integrity = false) {
+    // selection: the path policy (spec [PATH-10], [PATH-14]); BM_SenderRoom times the second.
+    explicit BackToBack(uint32_t payload, bool integrity = false,
+                        core::EndpointConfig::PathSelection selection =
+                            core::EndpointConfig::PathSelection::kRoundRobin) {
         core::EndpointConfig cfg;
         cfg.max_payload = payload;
         cfg.integrity_check = integrity;
+        cfg.path_selection = selection;
         cfg.window_bytes_per_path = 1u << 30;  // never window-limited: measure the core
         a = std::make_unique<core::Endpoint>(cfg, Address::ipv4(0xC6120001, 4797), 1);
         b = std::make_unique<core::Endpoint>(cfg, Address::ipv4(0xC6120002, 4797), 2);
@@ -200,6 +204,11 @@ void BM_Sender(benchmark::State& state) {  // build + encode + bookkeeping of on
     BackToBack bb(static_cast<uint32_t>(state.range(0)));
     sender_loop(state, bb);
 }
+void BM_SenderRoom(benchmark::State& state) {  // BM_Sender with [PATH-14]'s path choice
+    BackToBack bb(static_cast<uint32_t>(state.range(0)), false,
+                  core::EndpointConfig::PathSelection::kRoom);
+    sender_loop(state, bb);
+}
 void BM_Receiver(benchmark::State& state) {  // decode + place + SACK update of one DATA
     BackToBack bb(static_cast<uint32_t>(state.range(0)));
     receiver_loop(state, bb);
@@ -225,10 +234,12 @@ void BM_Ack(benchmark::State& state) {  // one ACK: built and encoded, decoded a
     state.counters["items"] = static_cast<double>(n_acks);
 }
 BENCHMARK(BM_Sender)->Arg(256)->Arg(4096);
+BENCHMARK(BM_SenderRoom)->Arg(256);
 BENCHMARK(BM_Receiver)->Arg(256)->Arg(4096);
 BENCHMARK(BM_Ack)->Arg(256);
 // Fixed iteration counts (one run each) for the callgrind counts described above.
 BENCHMARK(BM_Sender)->Name("SenderFixed")->Arg(256)->Iterations(2000);
+BENCHMARK(BM_SenderRoom)->Name("SenderRoomFixed")->Arg(256)->Iterations(2000);
 BENCHMARK(BM_Receiver)->Name("ReceiverFixed")->Arg(256)->Iterations(2000);
 BENCHMARK(BM_Ack)->Name("AckFixed")->Arg(256)->Iterations(2000);
 
