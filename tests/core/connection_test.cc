@@ -40,18 +40,21 @@ struct WriteFlow {
         sb = *p.b->create_stream(pb, p.host_a().address(), 1, t);
         p.host_a().set_event_callback([this](const core::Event& e) { events.push_back(e); });
     }
+    // write: a WRITE of the first `len` bytes of src to dst (the whole buffer when 0).
+    core::SendWr write(uint64_t wr_id, uint32_t len = 0, uint32_t rkey_override = 0) const {
+        core::SendWr wr;
+        wr.wr_id = wr_id;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = len ? len : static_cast<uint32_t>(src.size());
+        wr.lkey = ka.lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = rkey_override ? rkey_override : kb.rkey;
+        return wr;
+    }
     void post_all(uint32_t rkey_override = 0) {
-        for (uint32_t i = 0; i < n; ++i) {
-            core::SendWr wr;
-            wr.wr_id = i;
-            wr.opcode = core::WorkOpcode::kWrite;
-            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-            wr.length = static_cast<uint32_t>(src.size());
-            wr.lkey = ka.lkey;
-            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-            wr.rkey = rkey_override ? rkey_override : kb.rkey;
-            EXPECT_EQ(pair.a->post_send(sa, wr, pair.now()), Error::kOk);
-        }
+        for (uint32_t i = 0; i < n; ++i)
+            EXPECT_EQ(pair.a->post_send(sa, write(i, 0, rkey_override), pair.now()), Error::kOk);
         pair.host_a().kick();
     }
     size_t completions(core::Status st) const {
@@ -1259,15 +1262,7 @@ TEST(Connection, DrainedMarksTheEndOfTheBacklogOnly) {
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return sent_new >= core::kStreamWindow; }, 10ms));
     ASSERT_LT(f.all_completions(), 1u) << "the window must still be closed";
-    core::SendWr wr;
-    wr.wr_id = 1000;
-    wr.opcode = core::WorkOpcode::kWrite;
-    wr.local_addr = reinterpret_cast<uint64_t>(f.src.data());
-    wr.length = 64;
-    wr.lkey = f.ka.lkey;
-    wr.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
-    wr.rkey = f.kb.rkey;
-    ASSERT_EQ(p.a->post_send(sa2, wr, p.now()), Error::kOk);
+    ASSERT_EQ(p.a->post_send(sa2, f.write(1000), p.now()), Error::kOk);
     p.host_a().kick();
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == kMessages + 1; }, 100ms));
     EXPECT_EQ(f.completions(core::Status::kSuccess), kMessages + 1);
