@@ -34,21 +34,21 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
                            bool drained) {
     if (sender >= senders_.size()) senders_.resize(sender + 1);
     Sender& s = senders_[sender];
-    // [CC-12]: the sender's clock when it sent this DATA, from the one-way delay.
+    // [CC-12]: the sender's clock when it sent this DATA, from the one-way delay. A DATA
+    // sent after the one that drained it is new activity, flagged or not.
     const uint32_t sent = static_cast<uint32_t>(to_ns(now)) - owd;
-    if (drained) {
-        if (!s.drained || static_cast<int32_t>(sent - s.drained_ts) >= 0) {
-            s.drained = true;
-            s.drained_ts = sent;
-        }
-    } else if (s.drained && static_cast<int32_t>(sent - s.drained_ts) > 0) {
+    const bool newer = !s.drained || static_cast<int32_t>(sent - s.drained_ts) > 0;
+    if (drained && (newer || sent == s.drained_ts)) {
+        s.drained = true;
+        s.drained_ts = sent;
+    } else if (!drained && newer) {
         s.drained = false;  // sent after its DRAINED one: it has more to send
     }
-    if (!s.active && !s.drained) {
+    if (!s.active && newer) {
         // [CC-15]: a new sender counts from its first packet. Until the next recomputation
-        // it is offered an equal weighted part of the allocation. (A drained one does not:
-        // what arrives from it is the tail of what it sent before it drained, or a
-        // retransmission after; that took the downlink, but it needs no share.)
+        // it is offered an equal weighted part of the allocation. (A DATA sent before the
+        // one that drained it does not count: it is the tail of what the sender sent
+        // before it drained; it took the downlink, but it asks for no share.)
         s.active = true;
         s.told = 0;
         s.measured = false;

@@ -102,8 +102,9 @@ private:
         Time last_arrival{};
         Duration gap{};            // between its last two packets
         // [CC-12]: the newest DATA (by the sender's timestamp) carried DRAINED; drained_ts is
-        // that timestamp, so an older packet that arrives later on another path leaves the
-        // sender drained and only a newer one, sent with more to send, undoes it.
+        // that timestamp, so an older packet that arrives later on another path neither
+        // undoes it nor makes the sender active again; a newer one does both (the newer one
+        // may itself carry DRAINED: then it is active until the next recomputation).
         bool drained = false;
         uint32_t drained_ts = 0;
     };

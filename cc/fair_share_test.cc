@@ -243,6 +243,23 @@ TEST(FairShare, OnlyANewerDataUndoesDrained) {
     EXPECT_GT(f.fs.hint_mbps(1), 0u);
 }
 
+// [CC-12] A sender that posts one message at a time drains with each: every DATA it sends
+// carries DRAINED. Each new one makes it active again, so it holds a share while it sends
+// and leaves only between its messages.
+TEST(FairShare, ASenderThatDrainsWithEveryMessageStillHoldsAShare) {
+    Feed f;
+    f.run({kC, kC}, 100us);
+    f.fs.on_arrival(1, 0, kMss, 5000, f.now, true);
+    f.run({kC, 0}, 30us);
+    ASSERT_EQ(f.fs.active_senders(), 1u);
+    for (int i = 0; i < 5; ++i) {
+        f.fs.on_arrival(1, 0, kMss, 5000, f.now, true);  // sent now: newer than the last
+        EXPECT_EQ(f.fs.active_senders(), 2u) << i;
+        EXPECT_GT(f.fs.hint_mbps(1), 0u) << i;
+        f.run({kC, 0}, 2us);
+    }
+}
+
 // A sender's clock may sit anywhere modulo 2^32: delays that wrap are still compared right.
 TEST(FairShare, OneWayDelayWrapsModulo32Bits) {
     FairShare fs(config());
