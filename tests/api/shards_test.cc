@@ -115,6 +115,43 @@ protected:
         return c;
     }
 
+    // open_server: a device of `cfg` with 4 KiB that peers may write and one queue pair
+    // (check `qp` before use: a failed step leaves the later members empty).
+    static Client open_server(const api::DeviceConfig& cfg) {
+        Client s;
+        std::string why;
+        auto dev = api::Device::open(cfg, &why);
+        EXPECT_TRUE(dev.ok()) << why;
+        if (!dev.ok()) return s;
+        s.dev = std::move(dev).value();
+        s.pd = s.dev->alloc_pd();
+        s.memory.resize(4096);
+        auto mr = s.pd->register_memory(s.memory.data(), s.memory.size(),
+                                        access::kLocalWrite | access::kRemoteWrite);
+        EXPECT_TRUE(mr.ok());
+        if (!mr.ok()) return s;
+        s.mr = std::move(mr).value();
+        s.cq = s.dev->create_cq();
+        auto qp = s.pd->create_qp(*s.cq, *s.cq);
+        EXPECT_TRUE(qp.ok());
+        if (qp.ok()) s.qp = std::move(qp).value();
+        return s;
+    }
+
+    // write_imm: 8 bytes of `from`'s region into the start of `to`'s, with `imm`.
+    static api::SendWr write_imm(const Client& from, const Client& to, uint32_t imm) {
+        api::SendWr w;
+        w.wr_id = imm;
+        w.opcode = api::WorkOpcode::kWriteImm;
+        w.imm = imm;
+        w.local_addr = from.mr->addr();
+        w.length = 8;
+        w.lkey = from.mr->lkey();
+        w.remote_addr = to.mr->addr();
+        w.rkey = to.mr->rkey();
+        return w;
+    }
+
     uint64_t seed_ = 0;
 };
 
@@ -489,44 +526,27 @@ TEST_F(Shards, ConcurrentRegistrationsKeepTheMirrors) {
 TEST_F(Shards, BusyPollWaitDrivesTheShardOfItsQueuePairs) {
     auto cfg = config(2, seed_ * 16 + 7);
     cfg.busy_poll = true;
-    std::string why;
-    auto server_dev = api::Device::open(cfg, &why);
-    ASSERT_TRUE(server_dev.ok()) << why;
-    auto& server = *server_dev;
-    auto pd = server->alloc_pd();
-    std::vector<std::byte> memory(4096);
-    auto mr = pd->register_memory(memory.data(), memory.size(), access::kLocalWrite | access::kRemoteWrite);
-    ASSERT_TRUE(mr.ok());
-    auto cq = server->create_cq();
-    auto qp = pd->create_qp(*cq, *cq);
-    ASSERT_TRUE(qp.ok());
+    Client server = open_server(cfg);
+    ASSERT_TRUE(server.qp);
+    api::CompletionQueue& cq = *server.cq;
     Client client = open_client(1, 2, 3);
     ASSERT_TRUE(client.qp);
-    ASSERT_EQ((*qp)->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
-    ASSERT_EQ(client.qp->connect(server->local_address(), (*qp)->number()), Error::kOk);
+    ASSERT_EQ(server.qp->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
+    ASSERT_EQ(client.qp->connect(server.dev->local_address(), server.qp->number()), Error::kOk);
 
     std::array<Completion, 1> c{};
-    EXPECT_EQ(cq->wait(c, std::chrono::milliseconds(300)), 0u);  // nothing yet: it polls
+    EXPECT_EQ(cq.wait(c, std::chrono::milliseconds(300)), 0u);  // nothing yet: it polls
     for (uint32_t i = 0; i < 20; ++i) {
         api::RecvWr r;
         r.wr_id = i;
-        ASSERT_EQ((*qp)->post_recv(r), Error::kOk);
-        api::SendWr w;
-        w.wr_id = i;
-        w.opcode = api::WorkOpcode::kWriteImm;
-        w.imm = i;
-        w.local_addr = client.mr->addr();
-        w.length = 8;
-        w.lkey = client.mr->lkey();
-        w.remote_addr = (*mr)->addr();
-        w.rkey = (*mr)->rkey();
-        ASSERT_EQ(client.qp->post_send(w), Error::kOk);
-        const Completion k = wait_one(*cq);
+        ASSERT_EQ(server.qp->post_recv(r), Error::kOk);
+        ASSERT_EQ(client.qp->post_send(write_imm(client, server, i)), Error::kOk);
+        const Completion k = wait_one(cq);
         ASSERT_EQ(k.status, api::Status::kSuccess);
         EXPECT_EQ(k.imm, i);
         EXPECT_EQ(wait_one(*client.cq).status, api::Status::kSuccess);
     }
-    const api::DeviceStats st = server->stats();
+    const api::DeviceStats st = server.dev->stats();
     ASSERT_EQ(st.shards.size(), 2u);
     std::printf("assisted passes: shard 0 %llu, shard 1 %llu\n",
                 static_cast<unsigned long long>(st.shards[0].driver.assisted_passes),
@@ -546,18 +566,9 @@ TEST_F(Shards, KeepQpNumberOnResetAcrossShards) {
     cfg.keep_qp_number_on_reset = true;
     cfg.endpoint.peer_dead_timeout = std::chrono::milliseconds(100);
     cfg.endpoint.quiet_period = std::chrono::milliseconds(100);
-    std::string why;
-    auto server_dev = api::Device::open(cfg, &why);
-    ASSERT_TRUE(server_dev.ok()) << why;
-    auto& server = *server_dev;
-    auto pd = server->alloc_pd();
-    std::vector<std::byte> memory(4096);
-    auto mr = pd->register_memory(memory.data(), memory.size(), access::kLocalWrite | access::kRemoteWrite);
-    ASSERT_TRUE(mr.ok());
-    auto cq = server->create_cq();
-    auto made = pd->create_qp(*cq, *cq);
-    ASSERT_TRUE(made.ok());
-    api::QueuePair& qp = **made;
+    Client server = open_server(cfg);
+    ASSERT_TRUE(server.qp);
+    api::QueuePair& qp = *server.qp;
     const uint32_t number = qp.number();
     std::optional<std::chrono::steady_clock::time_point> reset_at;
     // One incarnation: connect to a fresh client of `shard`, take one WRITE_WITH_IMM, reset.
@@ -574,20 +585,12 @@ TEST_F(Shards, KeepQpNumberOnResetAcrossShards) {
             EXPECT_GE(waited, cfg.endpoint.quiet_period) << "incarnation " << index;
         }
         EXPECT_EQ(qp.number(), number);
-        ASSERT_EQ(client.qp->connect(server->local_address(), number), Error::kOk);
+        ASSERT_EQ(client.qp->connect(server.dev->local_address(), number), Error::kOk);
         api::RecvWr r;
         r.wr_id = 100 + index;
         ASSERT_EQ(qp.post_recv(r), Error::kOk);
-        api::SendWr w;
-        w.opcode = api::WorkOpcode::kWriteImm;
-        w.imm = index;
-        w.local_addr = client.mr->addr();
-        w.length = 8;
-        w.lkey = client.mr->lkey();
-        w.remote_addr = (*mr)->addr();
-        w.rkey = (*mr)->rkey();
-        ASSERT_EQ(client.qp->post_send(w), Error::kOk);
-        const Completion k = wait_one(*cq);
+        ASSERT_EQ(client.qp->post_send(write_imm(client, server, index)), Error::kOk);
+        const Completion k = wait_one(*server.cq);
         EXPECT_EQ(k.status, api::Status::kSuccess) << index;
         EXPECT_EQ(k.imm, index);
         EXPECT_EQ(k.stream, number);
