@@ -270,15 +270,15 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     // message that consumes a receive still does at a pause: its receiver's application
     // sees it complete and may destroy the queue pair at once, and a delayed ACK would then
     // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
-    const bool pause = ready_streams_.empty() && retx_.empty() &&
-                       (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
+    const bool nothing_queued = ready_streams_.empty() && retx_.empty();
+    const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
     const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
     if (cfg_.ack_with_reverse_data) send_delayed_acks();
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));
     // [CC-12]: nothing left to send after this one; the receiver may let this sender go.
-    if (ready_streams_.empty() && retx_.empty() && nothing_unsent()) h.flags |= wire::data_flag::kDrained;
+    if (nothing_queued && nothing_unsent()) h.flags |= wire::data_flag::kDrained;
     if (return_routes_.echo_owed()) {  // [PATH-12]: one of the peer's return paths that works
         h.flags |= wire::data_flag::kReturnEcho;
         h.return_echo = static_cast<uint8_t>(return_routes_.take_echo());
