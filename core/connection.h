@@ -205,7 +205,11 @@ private:
     uint16_t other_return_path(uint16_t avoid);
 
     // connection_tx.cc
-    void send_delayed_acks();  // ack_with_reverse_data: queue every delayed ACK now
+    // ack_with_reverse_data: queue every delayed ACK now, to leave with the DATA on data_path
+    void send_delayed_acks(uint16_t data_path, Time now);
+    size_t write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    bool acks_delayed() const;     // some path's ACK waits under [ACK-11]'s max_ack_delay
+    size_t next_ack_size() const;  // the size of the next ACK written, without a probe reply
     size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
@@ -481,6 +485,9 @@ private:
     static constexpr uint32_t kCeWindow = 1u << 24;  // [CC-4] a forward step of the CE count
     static constexpr uint32_t kMaxCloseRepeats = 8;   // [CONN-28] CLOSEs sent again, at most
     uint16_t ack_round_path_ = kNoAckRound;  // [ACK-13] return path of this round's ACKs
+    // ack_with_reverse_data: the path chosen for the next new segment while the ACKs that
+    // ride with it went first (produce_data); kNoPathChoice when none.
+    uint16_t kept_data_path_ = kNoPathChoice;
     ReturnRoutes return_routes_;             // [PATH-12] echoes owed and awaited
     // [ACK-14]: the last reports of streams destroyed before an ACK carried them; at most
     // one per destroyed stream, sent in the next ACK.

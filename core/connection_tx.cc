@@ -47,24 +47,53 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
             return *n;
         }
     }
-    while (!ack_queue_.empty()) {
-        const uint16_t p = ack_queue_.front();
-        ack_queue_.pop_front();
-        rx_paths_[p].ack_queued = false;
-        if (size_t n = write_ack(p, buf, meta, now)) return n;
-    }
+    if (size_t n = write_queued_ack(buf, meta, now)) return n;
     if (probes_pending_ > 0)
         for (TxPath& p : tx_paths_)
             if (p.probe_pending) return write_probe(p, buf, meta, now);
     return produce_data(buf, meta, now);
 }
 
+size_t Connection::write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    while (!ack_queue_.empty()) {
+        const uint16_t p = ack_queue_.front();
+        ack_queue_.pop_front();
+        rx_paths_[p].ack_queued = false;
+        if (size_t n = write_ack(p, buf, meta, now)) return n;
+    }
+    return 0;
+}
+
+bool Connection::acks_delayed() const {
+    for (const RxPath& rp : rx_paths_)
+        if (rp.ack_deadline != kNever) return true;
+    return false;
+}
+
+size_t Connection::next_ack_size() const {
+    const size_t entries = std::min<size_t>(final_reports_.size() + stream_acks_.size(), wire::kMaxAckStreams);
+    return wire::kAckFixedSize + entries * wire::kAckStreamEntrySize;
+}
+
 // send_delayed_acks: [ACK-11] lets an ACK leave before max_ack_delay; with
-// ack_with_reverse_data the delayed ones go with the DATA this connection sends now
-// (queued, they leave in the same transmit batch).
-void Connection::send_delayed_acks() {
+// ack_with_reverse_data the delayed ones go with the DATA this connection sends now on
+// `data_path` (queued, they leave in the same transmit batch). A new round of them takes
+// that DATA's path as its return path ([ACK-13]): they then leave from the DATA's source
+// port, after it, in the same system call, and reach the peer together with it. From
+// another port they would leave in a second send, and the ACK, which completes the peer's
+// request, could overtake the answer the peer's application then looks for in its memory
+// (ib_write_lat), which nobody there would be receiving any more.
+void Connection::send_delayed_acks(uint16_t data_path, Time now) {
+    bool any = false;
     for (uint16_t i = 0; i < rx_paths_.size(); ++i)
-        if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
+        if (rx_paths_[i].ack_deadline != kNever) {
+            queue_ack(i);
+            any = true;
+        }
+    if (any && ack_round_path_ == kNoAckRound && tx_paths_[data_path].state != PathState::kFailed) {
+        ack_round_path_ = data_path;
+        return_routes_.round_sent(data_path, now);  // [PATH-12]
+    }
 }
 
 bool Connection::nothing_unsent() const {
@@ -186,8 +215,29 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             s->in_ready_list = false;
             continue;
         }
-        TxPath* p = pick_new_data_path(segment_bytes(*m, m->next_new_seg));
+        const uint32_t bytes = segment_bytes(*m, m->next_new_seg);
+        // A path kept for this segment while its ACKs went first (below) is taken if it
+        // still can send it.
+        const uint16_t kept = kept_data_path_;
+        kept_data_path_ = kNoPathChoice;
+        TxPath* p = kept != kNoPathChoice && PathView::can_send(tx_paths_[kept], bytes, *cc_)
+                        ? &tx_paths_[kept]
+                        : pick_new_data_path(bytes);
         if (!p) return 0;  // it stays at the front
+        // [ACK-12], [ACK-13]: with ack_with_reverse_data the delayed ACKs leave with this
+        // DATA, from its path's source port, the longer of the two first: UDP GSO packs
+        // datagrams of one size followed by one shorter, so the pair then travels as one
+        // super-packet and the peer receives both in one read. A tiny DATA (a ping-pong
+        // of 8-byte WRITEs) is shorter than the ACK, so the ACK goes first; otherwise the
+        // DATA does (send_segment queues the ACKs after it).
+        if (cfg_.ack_with_reverse_data && ack_queue_.empty() &&
+            wire::kDataHeaderSize + bytes < next_ack_size() && acks_delayed()) {
+            send_delayed_acks(p->id, now);
+            if (size_t n = write_queued_ack(buf, meta, now)) {
+                kept_data_path_ = p->id;  // the segment itself leaves on the next call
+                return n;
+            }
+        }
         const uint32_t seg = m->next_new_seg++;
         const bool answer = is_response(m->opcode);
         if (m->next_new_seg == m->nseg) ++(answer ? s->answer_cursor : s->send_cursor);
@@ -273,7 +323,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     const bool nothing_queued = ready_streams_.empty() && retx_.empty();
     const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
     const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
-    if (cfg_.ack_with_reverse_data) send_delayed_acks();
+    if (cfg_.ack_with_reverse_data) send_delayed_acks(path.id, now);
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));

@@ -1323,6 +1323,61 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
     ASSERT_TRUE(run(p, [&] { return adst == bsrc; }, 20ms));
 }
 
+// [ACK-12], [ACK-13] with ack_with_reverse_data: the ACK that waited for the receiver's
+// own DATA leaves from that DATA's source port, next to it, the longer of the two first,
+// so UDP GSO carries the pair as one super-packet and the peer reads both at once: the ACK
+// before an 8-byte WRITE (shorter than an ACK), after a 1000-byte one.
+TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
+    for (const uint32_t answer : {8u, 1000u}) {
+        SCOPED_TRACE("answer of " + std::to_string(answer) + " bytes");
+        core::EndpointConfig cfg;
+        cfg.ack_now_every_message = false;
+        cfg.ack_with_reverse_data = true;
+        cfg.max_ack_delay = 100us;
+        Pair p(26, ten_gbit_net(), cfg, cfg);
+        struct Seen {
+            uint8_t type;
+            uint16_t port;
+            size_t len;
+        };
+        std::vector<Seen> from_b;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+            if (&rx != &p.host_a()) return;
+            const auto d = without_trailer(pkt.bytes);
+            from_b.push_back({static_cast<uint8_t>(d[1]), pkt.meta.src.port, d.size()});
+        });
+        WriteFlow f(p, 1, 8);
+        f.post_all();  // A's WRITE: B delays its ACK
+        ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+        from_b.clear();
+        std::vector<std::byte> bsrc(answer, std::byte{0x5a}), adst(answer, std::byte{0});
+        const auto kbs = *p.b->register_memory(f.pb, bsrc.data(), bsrc.size(), core::access::kLocalWrite);
+        const auto kad = *p.a->register_memory(f.pa, adst.data(), adst.size(),
+                                               core::access::kLocalWrite | core::access::kRemoteWrite);
+        core::SendWr w;
+        w.wr_id = 77;
+        w.opcode = core::WorkOpcode::kWrite;
+        w.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
+        w.length = answer;
+        w.lkey = kbs.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(adst.data());
+        w.rkey = kad.rkey;
+        const Time t1 = p.now();
+        ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
+        p.host_b().kick();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && adst == bsrc; }, 20ms));
+        EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+        ASSERT_GE(from_b.size(), 2u);
+        const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
+        const auto data = static_cast<uint8_t>(wire::PacketType::kData);
+        const bool ack_first = answer == 8;
+        EXPECT_EQ(from_b[0].type, ack_first ? ack : data);
+        EXPECT_EQ(from_b[1].type, ack_first ? data : ack);
+        EXPECT_EQ(from_b[0].port, from_b[1].port) << "the ACK and the DATA left from two ports";
+        EXPECT_GE(from_b[0].len, from_b[1].len) << "the shorter one went first";
+    }
+}
+
 // [PROBE-2] a probe is answered twice, on two different return paths (source ports), so
 // one dead return route cannot make a healthy forward path look dead as well.
 TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
