@@ -100,6 +100,7 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     dcfg.max_handshakes_per_second = cfg.max_handshakes_per_second;
     // Only in manual progress does the application run the passes itself.
     dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
+    if (cfg.progress == ProgressMode::kThread) dcfg.stand_by = cfg.stand_by;
     if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
@@ -233,11 +234,15 @@ bool Device::progress() {
     return did;
 }
 
-bool Device::try_progress() {
+bool Device::try_progress(bool polling) {
     bool did = false;
     for (uint32_t i = 0; i < state_->num_shards(); ++i)
-        did |= state_->shard(i).driver->try_run_once();
+        did |= state_->shard(i).driver->try_run_once(polling);
     return did;
+}
+
+void Device::release_stand_by() {
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) state_->shard(i).driver->release_stand_by();
 }
 
 size_t Device::poll_events(std::span<Event> out) {
@@ -309,7 +314,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<19>(s.driver, one.driver);
+        add_counters<20>(s.driver, one.driver);
         add_counters<21>(s.udp, one.udp);
         add_counters<21>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;
@@ -512,6 +517,8 @@ size_t CompletionQueue::wait(std::span<Completion> out, Duration timeout) {
                 state_->driver->wait(std::chrono::duration_cast<Duration>(deadline - now));
         }
     }
+    // This thread sleeps now: the progress threads must not stand by for it.
+    for (uint32_t i = 0; i < state_->num_shards(); ++i) state_->shard(i).driver->release_stand_by();
     std::unique_lock<std::mutex> g(cq_->mu);
     ++cq_->waiters;
     cq_->cv.wait_until(g, deadline, [&] { return !cq_->queue.empty(); });

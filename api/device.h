@@ -119,6 +119,14 @@ struct DeviceConfig {
     // application that does not call progress() soon after its completions delays its
     // ACKs by as much. No effect with a progress thread.
     bool answer_first = false;
+    // stand_by: with a progress thread, how long after an application thread's pass
+    // (CompletionQueue::wait busy-polling, Device::try_progress) the progress thread leaves
+    // the sockets to that thread and posts do not wake it (DriverConfig::stand_by): a
+    // thread that polls in a loop then makes no wake-up per message. Work posted, and
+    // datagrams arriving, after the application's last pass wait at most this long unless
+    // release_stand_by() is called (CompletionQueue::wait does before it sleeps). 0 (the
+    // default): the progress thread always watches the sockets.
+    Duration stand_by = Duration::zero();
     // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
     // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
     // (the default): no tracing.
@@ -235,7 +243,11 @@ public:
     // it returns false at once. An application that busy-polls a CQ calls it so that it
     // moves packets itself when the progress thread is not scheduled (a small machine),
     // without queueing behind that thread when it is.
-    bool try_progress();
+    // `polling` as for Driver::try_run_once: false from a thread about to block.
+    bool try_progress(bool polling = true);
+    // release_stand_by: the calling application thread stops polling (it is about to
+    // block): the progress threads watch the sockets again at once (DeviceConfig::stand_by).
+    void release_stand_by();
 
     // poll_events moves up to out.size() connection and path events (kConnectionUp,
     // kConnectionFailed, kConnectionClosed, kPathFailed, kPathRecovered), oldest first,

@@ -71,6 +71,15 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
     ev.data.fd = d->timer_fd_;
     if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->timer_fd_, &ev) != 0)
         return report("epoll_ctl timerfd");
+    if (cfg.stand_by > Duration::zero()) {
+        d->quiet_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (d->quiet_epoll_fd_ < 0) return report("epoll_create1");
+        for (const int fd : {d->event_fd_, d->timer_fd_}) {
+            ev.data.fd = fd;
+            if (::epoll_ctl(d->quiet_epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+                return report("epoll_ctl stand-by");
+        }
+    }
     if (dp.wake_fd() >= 0) {
         ev.data.fd = dp.wake_fd();
         if (::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, dp.wake_fd(), &ev) != 0)
@@ -91,6 +100,7 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
 Driver::~Driver() {
     stop_thread();
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    if (quiet_epoll_fd_ >= 0) ::close(quiet_epoll_fd_);
     if (event_fd_ >= 0) ::close(event_fd_);
     if (timer_fd_ >= 0) ::close(timer_fd_);
 }
@@ -126,8 +136,20 @@ void Driver::close() {
 void Driver::notify() {
     // Pairs with wait(): with sequentially consistent order, either the sleeper sees
     // work_pending_ before it sleeps, or we see sleeping_ and wake it.
+    // A progress thread standing by is not woken: the application's next pass takes
+    // the work (DriverConfig::stand_by).
     work_pending_.store(true);
-    if (sleeping_.load()) {
+    if (sleeping_.load() && !standing_by_.load()) {
+        const uint64_t one = 1;
+        (void)!::write(event_fd_, &one, sizeof(one));
+    }
+}
+
+void Driver::release_stand_by() {
+    // Pairs with sleep(): either the sleeper sees the release before it stands by, or we
+    // see it standing by and wake it.
+    assisted_ns_.store(-1);
+    if (standing_by_.load()) {
         const uint64_t one = 1;
         (void)!::write(event_fd_, &one, sizeof(one));
     }
@@ -149,11 +171,14 @@ bool Driver::run_once() {
     return pass();
 }
 
-bool Driver::try_run_once() {
+bool Driver::try_run_once(bool polling) {
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
     if (!g.owns_lock() || closed_) return false;
     ++stats_.assisted_passes;
-    return pass();
+    const bool did = pass();
+    // pass() read the clock into last_pass_ns_: the stand-by runs from this pass.
+    if (polling && quiet_epoll_fd_ >= 0) assisted_ns_.store(last_pass_ns_, std::memory_order_relaxed);
+    return did;
 }
 
 void Driver::flush_tx() {
@@ -363,9 +388,28 @@ void Driver::group_by_port() {
     std::swap(tx_, tx_grouped_);
 }
 
-void Driver::wait(Duration max) {
+void Driver::wait(Duration max) { sleep(max, false); }
+
+bool Driver::app_polling() const {
+    const int64_t assisted = assisted_ns_.load(std::memory_order_relaxed);
+    return assisted >= 0 && to_ns(dp_.now()) - assisted < cfg_.stand_by.count();
+}
+
+void Driver::sleep(Duration max, bool may_stand_by) {
     Duration timeout = std::min(max, kMaxSleep);
-    {
+    // Standing by: an application thread polled lately, so its passes receive, send and
+    // run the timers; sleep without the datapath or the engine's deadline until the
+    // stand-by ends (DriverConfig::stand_by).
+    bool quiet = false;
+    if (may_stand_by && quiet_epoll_fd_ >= 0) {
+        const int64_t assisted = assisted_ns_.load();
+        const int64_t left = assisted < 0 ? 0 : assisted + cfg_.stand_by.count() - to_ns(dp_.now());
+        if (left > 0) {
+            quiet = true;
+            timeout = std::min(timeout, Duration{left});
+        }
+    }
+    if (!quiet) {
         // Once closed, only notify() can end the sleep early: the datapath is gone.
         std::lock_guard<std::mutex> g(mu_);
         if (!closed_) {
@@ -378,9 +422,12 @@ void Driver::wait(Duration max) {
         }
     }
     if (timeout <= Duration::zero()) return;
+    standing_by_.store(quiet);
     sleeping_.store(true);
-    if (work_pending_.load() || stop_.load()) {
+    // Posted work is the polling application's to send while we stand by.
+    if ((!quiet && work_pending_.load()) || stop_.load() || (quiet && assisted_ns_.load() < 0)) {
         sleeping_.store(false);
+        standing_by_.store(false);
         return;
     }
     // The timerfd ends the sleep at the deadline itself (ns resolution, no slack); the
@@ -395,12 +442,14 @@ void Driver::wait(Duration max) {
     const Duration backstop = timed ? timeout + std::chrono::milliseconds(1) : timeout;
     const timespec bts{static_cast<time_t>(backstop.count() / 1'000'000'000),
                        static_cast<long>(backstop.count() % 1'000'000'000)};
-    int n = ::epoll_pwait2(epoll_fd_, evs, 3, &bts, nullptr);
+    const int efd = quiet ? quiet_epoll_fd_ : epoll_fd_;
+    int n = ::epoll_pwait2(efd, evs, 3, &bts, nullptr);
     if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond resolution
         const auto ms = std::chrono::ceil<std::chrono::milliseconds>(backstop).count();
-        n = ::epoll_wait(epoll_fd_, evs, 3, static_cast<int>(ms));
+        n = ::epoll_wait(efd, evs, 3, static_cast<int>(ms));
     }
     sleeping_.store(false);
+    standing_by_.store(false);
     if (n > 0 && cfg_.trace) cfg_.trace->stamp(Stage::kWoke, static_cast<uint32_t>(n));
     bool posted = false;
     bool timer = false;
@@ -417,6 +466,7 @@ void Driver::wait(Duration max) {
     }
     std::lock_guard<std::mutex> g(mu_);
     ++stats_.sleeps;
+    if (quiet) ++stats_.stand_by_sleeps;
     if (posted) ++stats_.wakeups_posted;
     if (timer) ++stats_.wakeups_timer;
 }
@@ -428,12 +478,17 @@ void Driver::thread_main() {
     (void)::pthread_setname_np(::pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
     Time last_busy = dp_.now();
     while (!stop_.load(std::memory_order_relaxed)) {
+        // An application thread polls: its passes do the work (DriverConfig::stand_by).
+        if (app_polling()) {
+            sleep(kMaxSleep, true);
+            continue;
+        }
         if (run_once()) {
             last_busy = dp_.now();
             continue;
         }
         if (dp_.now() - last_busy < cfg_.spin) continue;  // poll: each pass is a recvmmsg
-        wait(kMaxSleep);
+        sleep(kMaxSleep, true);
     }
 }
 

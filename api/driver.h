@@ -67,6 +67,17 @@ struct DriverConfig {
     // most kBackPressureRetry while it does. A progress thread gains nothing by it: the
     // application answers on its own thread meanwhile.
     bool answer_first = false;
+    // stand_by: after an application thread made a pass (try_run_once: ibv_poll_cq, a
+    // busy-polling CompletionQueue::wait), the progress thread leaves the datapath to it
+    // for this long. It sleeps on its timers and on release_stand_by() only, and posted
+    // work does not wake it: the polling thread receives and sends in its own passes.
+    // Otherwise every datagram and every post wakes the progress thread, which on a busy
+    // CPU preempts the very thread that would have done the same work (issue 15: about
+    // two wake-ups and a lock hand-off per round trip of ib_write_lat). The cost: work
+    // posted by a thread that stops polling afterwards, and datagrams that arrive after
+    // the last poll, wait until the stand-by ends, at most this long after that poll,
+    // unless release_stand_by() ends it first. 0: never stand by.
+    Duration stand_by = Duration::zero();
 };
 
 // DriverStats: counters of one driver. Read with Driver::stats().
@@ -88,6 +99,8 @@ struct DriverStats {
     uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
     uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
                                   // helping (a busy-polling CompletionQueue::wait, ibv_poll_cq)
+    uint64_t stand_by_sleeps = 0; // of sleeps, those that left the datapath to an application
+                                  // thread that polls (DriverConfig::stand_by)
     uint64_t handshake_holds = 0; // times the handshake budget was spent and the datapath's
                                   // handshake queue held (DriverConfig::max_handshakes_per_second)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error
@@ -142,8 +155,10 @@ public:
     // is taken before the engine lock.
     bool run_once();
     // try_run_once is run_once unless another thread holds the driver lock (it is in a
-    // pass): then it returns false at once instead of waiting for it.
-    bool try_run_once();
+    // pass): then it returns false at once instead of waiting for it. For an application
+    // thread that polls in a loop; `polling` false: it polls once before it blocks, so the
+    // progress thread must not stand by for it (DriverConfig::stand_by).
+    bool try_run_once(bool polling = true);
     // wait sleeps until the datapath has data, work was posted (notify), the engine's next
     // deadline, or `max`, whichever comes first. Any thread; used by the progress thread
     // and by applications in manual mode. The deadline is kept to the µs whatever the
@@ -154,6 +169,10 @@ public:
     // it for datagrams, and wakes a sleeping wait(). Any thread; call it after releasing
     // the engine lock. Costs a write(2) only when someone is asleep.
     void notify();
+    // release_stand_by tells the driver that no application thread will poll for now (it
+    // is about to block on a completion channel, say): a progress thread standing by
+    // (DriverConfig::stand_by) goes back to watching the datapath at once. Any thread.
+    void release_stand_by();
 
     // close stops the thread and makes every later run_once/wait a no-op, so the datapath
     // may be destroyed afterwards. Any thread but the progress thread.
@@ -175,6 +194,11 @@ private:
     void flush_tx();      // driver lock held
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
+    // app_polling: an application pass ran less than DriverConfig::stand_by ago.
+    bool app_polling() const;
+    // sleep is wait(); the progress thread's (may_stand_by) sleeps without the datapath
+    // while an application thread polls.
+    void sleep(Duration max, bool may_stand_by);
 
     core::Engine& engine_;
     datapath::Datapath& dp_;
@@ -185,9 +209,12 @@ private:
     int event_fd_ = -1;  // written by notify() to wake a sleeper
     int timer_fd_ = -1;  // armed by wait() with the sleep's deadline (no timer slack)
     int epoll_fd_ = -1;  // over event_fd_, timer_fd_ and the datapath's wake fd
+    int quiet_epoll_fd_ = -1;  // over event_fd_ and timer_fd_: the stand-by's sleep
 
     std::atomic<bool> work_pending_{true};
     std::atomic<bool> sleeping_{false};
+    std::atomic<bool> standing_by_{false};  // the sleeper does not watch the datapath
+    std::atomic<int64_t> assisted_ns_{-1};  // when an application pass last ran; -1: released
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
     std::thread thread_;

@@ -105,9 +105,11 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         if (n == want) continue;
         // An empty CQ: move packets from this thread once, in case the progress thread is
         // not running (a busy-polling application on a small machine), then look again.
+        // A CQ not armed for an event is polled in a loop, so the progress thread stands
+        // by for this thread (MROCE_STAND_BY_US); an armed one is polled before a sleep.
         if (total > 0 || progressed) break;
         progressed = true;
-        if (!cq->dev->try_progress()) break;
+        if (!cq->dev->try_progress(!cq->armed.load(std::memory_order_relaxed))) break;
     }
     return total;
 }
@@ -116,6 +118,8 @@ int req_notify_cq(ibv_cq* ibcq, int /*solicited_only: every completion counts*/)
     Cq* cq = outer<Cq>(ibcq);
     if (!cq->channel) return EINVAL;
     cq->armed.store(true);
+    // The application will sleep on the channel: the progress thread must not stand by.
+    cq->dev->release_stand_by();
     return 0;
 }
 
@@ -217,6 +221,7 @@ int ibv_get_cq_event(ibv_comp_channel* ibch, ibv_cq** cq_out, void** cq_context)
         return -1;
     }
     Channel* ch = outer<Channel>(ibch);
+    context_of(ibch->context)->dev->release_stand_by();  // this thread sleeps now
     for (;;) {
         // Blocks, or fails with EAGAIN, as the application set the fd (O_NONBLOCK). A
         // signal ends the wait with EINTR, as rdma-core's read does: programs stop a

@@ -29,7 +29,8 @@ int start_poll(ibv_cq_ex* x, ibv_poll_cq_attr* attr) {
     if (attr && attr->comp_mask) return EINVAL;
     Cq& cq = cq_of(x);
     // As ibv_poll_cq: an empty CQ makes one progress pass from this thread first.
-    if (take(cq) || (cq.dev->try_progress() && take(cq))) return 0;
+    if (take(cq) || (cq.dev->try_progress(!cq.armed.load(std::memory_order_relaxed)) && take(cq)))
+        return 0;
     return ENOENT;
 }
 int next_poll(ibv_cq_ex* x) { return take(cq_of(x)) ? 0 : ENOENT; }

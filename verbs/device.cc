@@ -202,6 +202,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.local = s.local;
     cfg.endpoint.num_paths = s.paths;
     cfg.spin = std::chrono::microseconds(s.spin_us);
+    cfg.stand_by = std::chrono::microseconds(s.stand_by_us);
     // A peer whose process ends does not flush our receives on a NIC: no CLOSE either.
     cfg.close_connections = false;
     // verbs: a queue pair keeps its number through RESET and back ([STREAM-13]).
@@ -266,6 +267,17 @@ int ibv_close_device(ibv_context* context) {
         o.all.erase(ctx);
     }
     (void)ctx->dev->linger(ctx->settings.linger);
+    if (log_level() >= 3) {
+        // How the work was shared between the progress thread and the application's own
+        // passes (ibv_poll_cq), and what woke the thread: for latency questions.
+        const api::DriverStats d = ctx->dev->stats().driver;
+        log(3, "mroce0 closed: passes %llu (by the application %llu), sleeps %llu (standing by "
+               "%llu; woken by posts %llu, by timers %llu), datagrams %llu in %llu out",
+            static_cast<unsigned long long>(d.passes), static_cast<unsigned long long>(d.assisted_passes),
+            static_cast<unsigned long long>(d.sleeps), static_cast<unsigned long long>(d.stand_by_sleeps),
+            static_cast<unsigned long long>(d.wakeups_posted), static_cast<unsigned long long>(d.wakeups_timer),
+            static_cast<unsigned long long>(d.datagrams_in), static_cast<unsigned long long>(d.datagrams_out));
+    }
     ctx->dev->set_event_notify(nullptr, nullptr);
     if (context->cmd_fd >= 0) ::close(context->cmd_fd);
     if (context->async_fd >= 0) ::close(context->async_fd);

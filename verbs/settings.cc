@@ -105,6 +105,7 @@ bool read_settings(Settings& out, std::string& error) {
         {"MROCE_SPIN_US", 0, 1'000'000, "a time in µs"},
         {"MROCE_LINGER_MS", 0, 60'000, "a time in ms"},
         {"MROCE_ACK_WITH_DATA", 0, 1, "0 or 1"},
+        {"MROCE_STAND_BY_US", 0, 1'000'000, "a time in µs"},
     };
     unsigned long values[std::size(numbers)];
     for (size_t i = 0; i < std::size(numbers); ++i) {
@@ -121,6 +122,7 @@ bool read_settings(Settings& out, std::string& error) {
     if (values[2] != ~0ul) s.spin_us = static_cast<uint32_t>(values[2]);
     if (values[3] != ~0ul) s.linger = std::chrono::milliseconds(values[3]);
     if (values[4] != ~0ul) s.ack_with_data = values[4] != 0;
+    if (values[5] != ~0ul) s.stand_by_us = static_cast<uint32_t>(values[5]);
     out = s;
     return true;
 }

@@ -32,6 +32,13 @@ struct Settings {
     // thread woken by a packet preempts an application spinning on memory (ib_write_lat),
     // where a polling one only shares the core with it (p50 78 against 120-290 µs here).
     uint32_t spin_us = 0;
+    // MROCE_STAND_BY_US: api::DeviceConfig::stand_by. While the application polls a CQ in
+    // a loop (ibv_poll_cq, not armed for an event), the progress thread leaves the sockets
+    // to it for this long after each poll, so a ping-pong makes no wake-up per message.
+    // The thread wakes once per stand-by to see whether the polling goes on: at 50 µs
+    // that preempted ib_write_lat often enough to cost its median (5.6-6.6 µs against
+    // 4.8 at 200); longer only delays what arrives after the application stopped polling.
+    uint32_t stand_by_us = 200;
     // MROCE_LINGER_MS: how long closing a context (or the process exiting) waits for its
     // outstanding work and its last ACKs (api::Device::linger).
     Duration linger = std::chrono::milliseconds(500);

@@ -5,12 +5,17 @@
 // is printed. And a pass hands the engine at most max_handshakes_per_pass handshake
 // datagrams (issue 17, finding 8; docs/security.md "HELLO floods"), and a second at most
 // max_handshakes_per_second of them (issue 19).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "api/driver.h"
@@ -366,6 +371,93 @@ TEST(Driver, AnswerFirstSendsTheAnswerBeforeTheAck) {
         }
         ASSERT_EQ(dp.sent.size(), 3u);
         EXPECT_EQ(dp.sent[2][0], std::byte{'A'});
+    }
+}
+
+// WakeDatapath: datagrams pushed by the test from another thread, announced on an eventfd
+// (the datapath's wake fd, as a socket's readability would be).
+class WakeDatapath final : public datapath::Datapath {
+public:
+    WakeDatapath() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+    ~WakeDatapath() override { ::close(fd_); }
+    void push(std::byte b) {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            inbox_.push_back(b);
+        }
+        const uint64_t one = 1;
+        (void)!::write(fd_, &one, sizeof(one));
+    }
+    Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override { return p.size(); }
+    Result<size_t> recv_batch(std::span<datapath::RxPacket> out) override {
+        std::lock_guard<std::mutex> g(mu_);
+        uint64_t v;
+        (void)!::read(fd_, &v, sizeof(v));  // level: readable while the inbox holds some
+        size_t n = 0;
+        while (!inbox_.empty() && n < out.size()) {
+            held_[n] = inbox_.front();
+            inbox_.erase(inbox_.begin());
+            out[n].data = std::span<const std::byte>(&held_[n], 1);
+            out[n].meta = PacketMeta{};
+            ++n;
+        }
+        return n;
+    }
+    Time now() const override { return monotonic_now(); }
+    int wake_fd() const override { return fd_; }
+    Address local_address() const override { return loopback(4791); }
+
+private:
+    int fd_;
+    std::mutex mu_;
+    std::vector<std::byte> inbox_;
+    std::array<std::byte, api::Driver::kBatch> held_{};
+};
+
+// DriverConfig::stand_by (issue 15): after an application thread's pass (try_run_once, as
+// ibv_poll_cq makes), the progress thread leaves the datapath to it: a datagram that
+// arrives is left for the application's next pass, and a post does not wake the thread.
+// release_stand_by() (the application is about to block) hands the datapath back at once.
+// A pass made before a sleep (polling false) does not stand the thread by at all. The
+// stand-by is 5 s, so only a thread that stood by keeps the datagram for the 100 ms
+// waited; the bound on the hand-back is loose (a loaded machine).
+TEST(Driver, AProgressThreadStandsByForAPollingApplication) {
+    for (const bool polling : {true, false}) {
+        SCOPED_TRACE(polling ? "the application polls" : "the application's pass before a sleep");
+        CountingEngine engine;
+        WakeDatapath dp;
+        std::mutex mu;
+        api::DriverConfig cfg;
+        cfg.spin = Duration::zero();
+        cfg.stand_by = std::chrono::seconds(5);
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        ASSERT_TRUE(d.ok());
+        api::Driver& driver = **d;
+        ASSERT_EQ(driver.start_thread(), Error::kOk);
+        auto fed = [&] {
+            std::lock_guard<std::mutex> g(mu);
+            return engine.others;
+        };
+        // The application's pass; the progress thread may be in one of its own, so retry.
+        while (driver.stats().assisted_passes == 0) (void)driver.try_run_once(polling);
+        dp.push(std::byte{'D'});
+        driver.notify();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (polling) {
+            EXPECT_EQ(fed(), 0u) << "the progress thread took the datagram while standing by";
+            driver.release_stand_by();
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (fed() == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_EQ(fed(), 1u) << "nobody received the datagram";
+        driver.stop_thread();
+        const api::DriverStats st = driver.stats();
+        if (polling) {
+            EXPECT_GE(st.stand_by_sleeps, 1u);
+        } else {
+            EXPECT_EQ(st.stand_by_sleeps, 0u);
+        }
     }
 }
 
