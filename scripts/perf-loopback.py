@@ -111,7 +111,8 @@ def perftest(libdir, tool, args, extra_env=None, pinned=True):
     extra_env: settings for both processes (MROCE_*); pinned=False leaves the placement of
     the two processes (and their progress threads) to the scheduler."""
     port = free_port()
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir), **(extra_env or {}))
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir))
+    env.update(extra_env or {})  # a variant may name another build: LD_LIBRARY_PATH=DIR
     common = ["-F", "-p", str(port)] + args
     pin = (lambda cpu: ["taskset", "-c", cpu]) if pinned else (lambda cpu: [])
     server = subprocess.Popen(pin("1") + [tool] + common, env=env,
