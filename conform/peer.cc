@@ -507,9 +507,13 @@ void Peer::check_target_packet(const Rx& rx) {
             ours |= rx.raw.bytes.size() >= 16 && wire::load_be32(b.data() + 4) == id &&
                     wire::load_be64(b.data() + 8) == token;
         if (!ours)
+            // The source, against the target's endpoint: a datagram from elsewhere (another
+            // process's endpoint that used this port before the suite's socket) is not the
+            // target's doing, and the message must tell the two apart.
             violation(fmt::format("[CONN-2] [CONN-4] target sent type {} to connection {:#x} with a "
-                                  "token that is not ours",
-                                  static_cast<int>(rx.type), wire::load_be32(b.data() + 4)));
+                                  "token that is not ours (from {}; the target's endpoint is {})",
+                                  static_cast<int>(rx.type), wire::load_be32(b.data() + 4),
+                                  rx.raw.from.to_string(), target_.to_string()));
     }
     switch (rx.type) {
         case PacketType::kHello:
