@@ -139,6 +139,8 @@ def main():
             with open(a.json, "w") as f:
                 json.dump(doc, f)
     r = doc["results"]
+    if isinstance(r, list):  # mroce perf writes one result per message size
+        r = r[0]
     rows, totals = breakdown(r)
     print(f"{len(totals)} round trips; perf's own figures (one way): p50 {r['t_typical']:.2f} us, "
           f"p99 {r['percentile_99']:.2f} us")
