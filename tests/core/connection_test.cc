@@ -1272,6 +1272,28 @@ TEST(Connection, DrainedMarksTheEndOfTheBacklogOnly) {
         << "a DATA was sent after the sender said it had nothing left";
 }
 
+// Answer: B's WRITE of `len` bytes back into A's memory, as a ping-pong's answer (the
+// ack_with_reverse_data tests). post() registers both buffers and posts it on f.sb.
+struct Answer {
+    explicit Answer(uint32_t len) : src(len, std::byte{0x5a}), dst(len, std::byte{0}) {}
+    void post(Pair& p, const WriteFlow& f) {
+        const auto ks = *p.b->register_memory(f.pb, src.data(), src.size(), core::access::kLocalWrite);
+        const auto kd = *p.a->register_memory(f.pa, dst.data(), dst.size(),
+                                              core::access::kLocalWrite | core::access::kRemoteWrite);
+        core::SendWr w;
+        w.wr_id = 77;
+        w.opcode = core::WorkOpcode::kWrite;
+        w.local_addr = reinterpret_cast<uint64_t>(src.data());
+        w.length = static_cast<uint32_t>(src.size());
+        w.lkey = ks.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        w.rkey = kd.rkey;
+        ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
+        p.host_b().kick();
+    }
+    std::vector<std::byte> src, dst;
+};
+
 // [ACK-12], [ACK-11] with ack_with_reverse_data: the last message before a pause asks for
 // no immediate ACK, so a lone WRITE completes only after max_ack_delay; when the receiver
 // sends DATA of its own meanwhile, its delayed ACK leaves with it and the WRITE completes
@@ -1298,29 +1320,17 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
     EXPECT_EQ(ack_now, 0u);
 
     // B answers with a WRITE of its own once A's has landed: the ACK goes with it.
-    std::vector<std::byte> bsrc(1000, std::byte{0x5a}), adst(1000, std::byte{0});
-    const auto kbs = *p.b->register_memory(f.pb, bsrc.data(), bsrc.size(), core::access::kLocalWrite);
-    const auto kad = *p.a->register_memory(f.pa, adst.data(), adst.size(),
-                                           core::access::kLocalWrite | core::access::kRemoteWrite);
+    Answer answer(1000);
     const uint64_t placed = p.b->stream_bytes_placed(f.sb);
     const Time t1 = p.now();
     f.post_all();
     ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > placed; }, 20ms));
-    core::SendWr w;
-    w.wr_id = 77;
-    w.opcode = core::WorkOpcode::kWrite;
-    w.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
-    w.length = static_cast<uint32_t>(bsrc.size());
-    w.lkey = kbs.lkey;
-    w.remote_addr = reinterpret_cast<uint64_t>(adst.data());
-    w.rkey = kad.rkey;
-    ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
-    p.host_b().kick();
+    answer.post(p, f);
     ASSERT_TRUE(run(p, [&] { return f.all_completions() == 2; }, 20ms));
     EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
     EXPECT_EQ(f.completions(core::Status::kSuccess), 2u);
     EXPECT_EQ(f.dst, f.src);
-    ASSERT_TRUE(run(p, [&] { return adst == bsrc; }, 20ms));
+    ASSERT_TRUE(run(p, [&] { return answer.dst == answer.src; }, 20ms));
 }
 
 // [ACK-12], [ACK-13] with ack_with_reverse_data: the ACK that waited for the receiver's
@@ -1350,22 +1360,10 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
         f.post_all();  // A's WRITE: B delays its ACK
         ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
         from_b.clear();
-        std::vector<std::byte> bsrc(answer, std::byte{0x5a}), adst(answer, std::byte{0});
-        const auto kbs = *p.b->register_memory(f.pb, bsrc.data(), bsrc.size(), core::access::kLocalWrite);
-        const auto kad = *p.a->register_memory(f.pa, adst.data(), adst.size(),
-                                               core::access::kLocalWrite | core::access::kRemoteWrite);
-        core::SendWr w;
-        w.wr_id = 77;
-        w.opcode = core::WorkOpcode::kWrite;
-        w.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
-        w.length = answer;
-        w.lkey = kbs.lkey;
-        w.remote_addr = reinterpret_cast<uint64_t>(adst.data());
-        w.rkey = kad.rkey;
+        Answer a(answer);
         const Time t1 = p.now();
-        ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
-        p.host_b().kick();
-        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && adst == bsrc; }, 20ms));
+        a.post(p, f);
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
         EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
         ASSERT_GE(from_b.size(), 2u);
         const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
