@@ -38,6 +38,12 @@ struct EndpointConfig {
     // or round-robin over the paths with at least half the most window room ([PATH-14]).
     enum class PathSelection : uint8_t { kRoundRobin, kRoom };
     PathSelection path_selection = PathSelection::kRoundRobin;
+    // [PATH-10]: round-robin gives a path a run of up to this many consecutive new
+    // segments before the cursor moves on. 1 sprays segment by segment (a NIC, the
+    // simulator); a kernel UDP datapath sends each source port's run as one GSO
+    // super-packet and the receiver reads it as one GRO receive, so runs save both hosts
+    // CPU per byte (api/udp_tuning.h).
+    uint16_t path_run_segments = 1;
     // [CC-12]: inbound capacity = port_rate_bps x num_local_ports, unless
     // inbound_capacity_bps is set (non-zero).
     uint64_t port_rate_bps = 100'000'000'000;
@@ -173,6 +179,7 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.hint_interval <= Duration::zero()) return "hint_interval must be positive";
     if (c.first_rtt_bytes < c.max_payload || c.max_inflight_bytes < c.max_payload)
         return "first_rtt_bytes and max_inflight_bytes must hold at least one max_payload packet";
+    if (c.path_run_segments < 1) return "path_run_segments must be at least 1";
     if (c.pacing_burst_bytes < c.max_payload)
         return "pacing_burst_bytes must hold at least one max_payload packet";
     if (c.path_fail_timeouts < 2) return "path_fail_timeouts must be at least 2";

@@ -11,7 +11,7 @@ namespace mroce::core {
 std::unique_ptr<PathSelector> make_path_selector(const EndpointConfig& cfg, uint16_t num_paths) {
     if (cfg.path_selection == EndpointConfig::PathSelection::kRoom)
         return std::make_unique<RoomSelector>(num_paths);
-    return std::make_unique<RoundRobinSelector>(num_paths);
+    return std::make_unique<RoundRobinSelector>(num_paths, cfg.path_run_segments);
 }
 
 uint16_t PathSelector::retransmit_path(const PathView& paths, uint32_t bytes) {
@@ -29,6 +29,11 @@ uint16_t PathSelector::retransmit_path(const PathView& paths, uint32_t bytes) {
 }
 
 uint16_t RoundRobinSelector::next_path(const PathView& paths, uint32_t bytes) {
+    // [PATH-10]: the run goes on while its path can send (a loss skip ends it, below).
+    if (run_left_ > 0 && last_ < paths.size() && paths.can_send(last_, bytes)) {
+        --run_left_;
+        return last_;
+    }
     const uint16_t n = paths.size();
     uint16_t p = cursor_;  // < n
     uint16_t passed_over = kNoPathChoice;
@@ -46,9 +51,13 @@ uint16_t RoundRobinSelector::next_path(const PathView& paths, uint32_t bytes) {
             continue;
         }
         cursor_ = p;
+        last_ = here;
+        run_left_ = static_cast<uint16_t>(run_ - 1);
         return here;
     }
     if (passed_over != kNoPathChoice) cursor_ = after_passed;
+    last_ = passed_over;  // a path taken only because no other could: no run
+    run_left_ = 0;
     return passed_over;
 }
 

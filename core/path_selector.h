@@ -86,14 +86,20 @@ std::unique_ptr<PathSelector> make_path_selector(const EndpointConfig& cfg, uint
 
 // RoundRobinSelector: [PATH-10] the first path that can send, from a cursor that moves past
 // each path chosen; [PATH-13] a lossy path gives up a share of its turns.
+// With run > 1, a path chosen keeps the next segments, up to `run` in all, while it can
+// send them (and is not passed over for loss).
 class RoundRobinSelector final : public PathSelector {
 public:
-    explicit RoundRobinSelector(uint16_t num_paths) : skip_debt_(num_paths, 0) {}
+    explicit RoundRobinSelector(uint16_t num_paths, uint16_t run = 1)
+        : skip_debt_(num_paths, 0), run_(run) {}
     uint16_t next_path(const PathView& paths, uint32_t bytes) override;
 
 private:
     uint16_t cursor_ = 0;              // < number of paths
     std::vector<uint32_t> skip_debt_;  // [PATH-13]: turns owed to other paths for loss, Q16
+    uint16_t run_;                     // segments per turn, at least 1
+    uint16_t last_ = kNoPathChoice;    // the path of the current run
+    uint16_t run_left_ = 0;            // segments it may still take in this run
 };
 
 // RoomSelector: [PATH-14] round-robin as [PATH-10], but only over the paths whose room

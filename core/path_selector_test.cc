@@ -105,6 +105,34 @@ TEST(PathSelector, RoundRobinPassesOverPathsThatCannotSend) {
     EXPECT_EQ(rr.next_path(ps.view(), kSeg), kNoPathChoice);
 }
 
+// [PATH-10] with runs (path_run_segments, a UDP datapath's 15): a path keeps up to `run`
+// consecutive segments while it can send them, then the cursor moves on; a path whose
+// window fills ends its run early, and the shares stay even; a lossy path gives up whole
+// runs in proportion to its loss.
+TEST(PathSelector, RoundRobinRunsKeepAPathForSeveralSegments) {
+    Paths ps(4, 1);
+    RoundRobinSelector rr(4, 3);
+    for (int i = 0; i < 120; ++i) ASSERT_EQ(rr.next_path(ps.view(), kSeg), (i / 3) % 4) << "turn " << i;
+    ps.in_flight(1, 15);  // room for one segment only: path 1's run is cut to 1
+    std::vector<uint16_t> order;
+    for (int i = 0; i < 7; ++i) {
+        const uint16_t p = rr.next_path(ps.view(), kSeg);
+        order.push_back(p);
+        if (p == 1) ps.in_flight(1, 16);  // the segment sent fills its window
+    }
+    EXPECT_EQ(order, (std::vector<uint16_t>{0, 0, 0, 1, 2, 2, 2}));
+    Paths even(4, 2);
+    RoundRobinSelector rr2(4, 5);
+    const std::vector<int> c = counts(rr2, even, 4000);
+    for (uint16_t p = 0; p < 4; ++p) EXPECT_EQ(c[p], 1000) << "path " << p;
+    Paths lossy(4, 1);
+    lossy.tx[1].loss_score = 65536;  // L = 1/2: half of its runs
+    RoundRobinSelector rr3(4, 4);
+    const std::vector<int> l = counts(rr3, lossy, 7000);
+    EXPECT_EQ(l[1] * 2, l[0]);
+    EXPECT_EQ(l[0], l[2]);
+}
+
 // [PATH-13]: a path with loss L gives up a share L of its turns, so it carries 1 − L of a
 // clean path's share; alone it still takes every turn.
 TEST(PathSelector, RoundRobinLossyPathGivesUpTurnsInProportion) {

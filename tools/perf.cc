@@ -48,6 +48,7 @@ Json options_json(const Options& o) {
     j["window_kib"] = o.window_kib;
     j["cc"] = o.cc;
     j["path_selection"] = o.path_selection;
+    j["path_run"] = o.path_run;
     j["rate_hint"] = o.rate_hint;
     j["pacing"] = o.pacing;
     j["integrity"] = o.integrity;
@@ -145,6 +146,7 @@ std::string adopt_options(const Json& j, Options& o) {
     o.window_kib = r.u32("window_kib", 0);
     o.cc = r.text("cc", std::string{});
     o.path_selection = r.text("path_selection", std::string{});
+    o.path_run = r.u32("path_run", 0);
     o.rate_hint = r.boolean("rate_hint", true);
     o.pacing = r.boolean("pacing", true);
     o.integrity = r.boolean("integrity", false);
@@ -167,6 +169,7 @@ std::string adopt_options(const Json& j, Options& o) {
     if (!o.path_selection.empty() && o.path_selection != "round_robin" &&
         o.path_selection != "room")
         return "the client asked for an unknown --path-selection";
+    if (o.path_run > 64) return "the client asked for a --path-run above 64";
     if (auto why = check_cc_options(o); !why.empty()) return "the client's " + why;
     if (o.qps < 1 || o.qps > 1024 || o.paths < 1 || o.paths > 256 || o.size > (1u << 30) ||
         o.tx_depth < 1 || o.tx_depth > 65536 || o.duration_s < 0 || o.duration_s > 86400 ||
@@ -500,6 +503,10 @@ void register_perf(CLI::App& app) {
                     "room (round-robin over the paths with at least half the most window "
                     "room, [PATH-14])")
         ->check(CLI::IsMember({"round_robin", "room"}));
+    cmd->add_option("--path-run", o->path_run,
+                    "consecutive segments a path takes per round-robin turn (spec [PATH-10]; "
+                    "default 15 over UDP: one GSO super-packet)")
+        ->check(CLI::Range(1u, 64u));
     auto no_hint = std::make_shared<bool>(false);
     cmd->add_flag("--no-hint", *no_hint,
                   "the receiver sends no rate hint (spec 9.2); the sender paces at its window rate");

@@ -49,6 +49,9 @@ struct Options {
     // --path-selection round_robin|room: new data's path ([PATH-10], [PATH-14]); empty:
     // the engine's default.
     std::string path_selection;
+    // --path-run N: consecutive segments a path takes per round-robin turn ([PATH-10],
+    // path_run_segments); 0: the Device's default (api/udp_tuning.h).
+    uint32_t path_run = 0;
     bool rate_hint = true;    // --no-hint: the receiver computes no rate hint ([CC-11])
     bool pacing = true;       // --no-pacing: ack-clocked only ([CC-17])
     bool integrity = false;   // --integrity: announce INTEGRITY ([INT-7]; off by default)

@@ -166,6 +166,7 @@ public:
             cfg.endpoint.path_selection = core::EndpointConfig::PathSelection::kRoom;
         if (o_.path_selection == "round_robin")
             cfg.endpoint.path_selection = core::EndpointConfig::PathSelection::kRoundRobin;
+        if (o_.path_run) cfg.endpoint.path_run_segments = static_cast<uint16_t>(o_.path_run);
         cfg.endpoint.rate_hint = o_.rate_hint;
         cfg.endpoint.pacing = o_.pacing;
         cfg.endpoint.integrity_check = o_.integrity;

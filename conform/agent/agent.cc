@@ -184,6 +184,9 @@ bool Agent::open(std::string* why) {
     // The target runs the spec's ACK rule ([ACK-11], [ACK-12]), not the batched one a
     // Device fits to its datapath for speed: the suite checks the spec's behaviour.
     cfg.fit_acks_to_datapath = false;
+    // Likewise [PATH-10]'s default of one segment per turn, not the runs a UDP Device uses
+    // to fill its GSO super-packets: the suite checks that segments are spread.
+    cfg.endpoint.path_run_segments = 1;
     auto dev = api::Device::open(cfg, why);
     if (!dev) return false;
     dev_ = std::move(dev).value();
