@@ -409,7 +409,11 @@ void Connection::on_return_echo(uint16_t echoed, Time now) {
     return_routes_.echo_arrived(echoed, now);
     if (cfg_.return_fail_rounds == 0) return;
     const uint16_t r = return_routes_.next_to_examine();
-    if (return_routes_.unechoed_rounds(r) < cfg_.return_fail_rounds) return;
+    const uint32_t rounds = return_routes_.unechoed_rounds(r);
+    if (rounds < cfg_.return_fail_rounds) return;
+    // Random loss leaves rounds unechoed too (the ACK or the DATA with its echo lost): the
+    // run must also be too long for a live route at the loss measured on the peer's DATA.
+    if (!path_health::unechoed_is_dead(rounds, return_routes_.rx_loss_score())) return;
     const Duration limit = return_routes_.echo_timeout(cfg_.min_pto, 2 * cfg_.initial_rtt);
     if (now - return_routes_.unechoed_since(r) <= limit) return;
     fail_return_path(r, now);

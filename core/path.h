@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/path_health.h"
 #include "core/rtt.h"
 #include "core/rx_window.h"
 #include "core/stats.h"
@@ -92,6 +93,9 @@ struct RxPath {
     // the return paths its reply's copies left on (kNoPath: not sent yet).
     bool probe_answered_whole = false;
     uint8_t probe_repeats = 0;  // consecutive unchanged PROBEs after a whole answer
+    uint8_t replies_sent = 0;   // copies of the reply to the PROBE last answered, sent
+    // the chance that a live return route lost every reply of those repeats (Q30)
+    uint64_t replies_lost_chance = path_health::kOneQ30;
     uint32_t answered_next_psn = 0;
     uint32_t answered_ts = 0;   // [PATH-13]: copies of one probing step share a timestamp
     uint32_t answered_floor = 0;

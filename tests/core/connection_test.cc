@@ -543,53 +543,64 @@ TEST(Connection, EveryReturnRouteDeadIsFoundFromRepeatedProbes) {
 }
 
 // [PATH-12] on clean routes, in both directions at once (each side echoes the other's ACK
-// routes while it also sends its own DATA) and with random loss of 1% and 30% (echoes lost
-// with their DATA, both copies of a probe reply lost now and then), no path is failed for
-// its return route.
-TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
-    for (const uint64_t seed : seeds_from_env(3, 40)) {
-        for (const double loss : {0.0, 0.01, 0.3}) {
-            core::EndpointConfig cfg;
-            cfg.max_payload = 1024;
-            sim::NetworkConfig nc = ten_gbit_net();
-            nc.link.loss_probability = loss;
-            Pair p(seed, nc, cfg, cfg);
-            WriteFlow ab(p, 30, 128 * 1024);
-            // The same flow from B to A on stream 2.
-            std::vector<std::byte> src(128 * 1024), dst(128 * 1024);
-            for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(2, 0, i);
-            const uint32_t pb = p.b->alloc_pd(), pa = p.a->alloc_pd();
-            const core::MemoryKeys kb = *p.b->register_memory(pb, src.data(), src.size(), core::access::kLocalWrite);
-            const core::MemoryKeys ka = *p.a->register_memory(
-                pa, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
-            const uint32_t sb = *p.b->create_stream(pb, p.host_a().address(), 2, p.now());
-            ASSERT_TRUE(p.a->create_stream(pa, p.host_b().address(), 2, p.now()).ok());
-            size_t ba_done = 0;
-            p.host_b().set_event_callback([&](const core::Event& e) {
-                ba_done += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
-            });
-            ab.post_all();
-            for (uint32_t i = 0; i < 30; ++i) {
-                core::SendWr wr;
-                wr.wr_id = i;
-                wr.opcode = core::WorkOpcode::kWrite;
-                wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-                wr.length = static_cast<uint32_t>(src.size());
-                wr.lkey = kb.lkey;
-                wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-                wr.rkey = ka.rkey;
-                ASSERT_EQ(p.b->post_send(sb, wr, p.now()), Error::kOk);
-            }
-            p.host_b().kick();
-            ASSERT_TRUE(run(p, [&] { return ab.all_completions() == 30 && ba_done == 30; }, 500ms))
-                << "seed " << seed << " loss " << loss;
-            EXPECT_EQ(ab.dst, ab.src);
-            EXPECT_EQ(dst, src);
-            const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
-            EXPECT_EQ(ab.conn_a().stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
-            EXPECT_EQ(cb.stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
-        }
+// routes while it also sends its own DATA) and with random loss (echoes lost with their DATA
+// or with the ACK they answer, both copies of a probe reply lost now and then), no path is
+// failed for its return route.
+void both_ways_fail_no_return_route(uint64_t seed, double loss) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    sim::NetworkConfig nc = ten_gbit_net();
+    nc.link.loss_probability = loss;
+    Pair p(seed, nc, cfg, cfg);
+    WriteFlow ab(p, 30, 128 * 1024);
+    // The same flow from B to A on stream 2.
+    std::vector<std::byte> src(128 * 1024), dst(128 * 1024);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(2, 0, i);
+    const uint32_t pb = p.b->alloc_pd(), pa = p.a->alloc_pd();
+    const core::MemoryKeys kb = *p.b->register_memory(pb, src.data(), src.size(), core::access::kLocalWrite);
+    const core::MemoryKeys ka = *p.a->register_memory(
+        pa, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t sb = *p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+    ASSERT_TRUE(p.a->create_stream(pa, p.host_b().address(), 2, p.now()).ok());
+    size_t ba_done = 0;
+    p.host_b().set_event_callback([&](const core::Event& e) {
+        ba_done += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
+    });
+    ab.post_all();
+    for (uint32_t i = 0; i < 30; ++i) {
+        core::SendWr wr;
+        wr.wr_id = i;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = static_cast<uint32_t>(src.size());
+        wr.lkey = kb.lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = ka.rkey;
+        ASSERT_EQ(p.b->post_send(sb, wr, p.now()), Error::kOk);
     }
+    p.host_b().kick();
+    ASSERT_TRUE(run(p, [&] { return ab.all_completions() == 30 && ba_done == 30; }, 500ms))
+        << "seed " << seed << " loss " << loss;
+    EXPECT_EQ(ab.dst, ab.src);
+    EXPECT_EQ(dst, src);
+    const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+    EXPECT_EQ(ab.conn_a().stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
+    EXPECT_EQ(cb.stats().return_route_failures, 0u) << "seed " << seed << " loss " << loss;
+}
+
+TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
+    for (const uint64_t seed : seeds_from_env(3, 40))
+        for (const double loss : {0.0, 0.01, 0.3}) both_ways_fail_no_return_route(seed, loss);
+}
+
+// [PATH-12] item 5 weighs unechoed rounds against the measured loss. At 30% loss a round
+// brings no echo about half the time (its ACK or the DATA carrying the echo lost), and in
+// seed 254 (of a 600-seed sweep) one live return path of B saw 21 rounds in 300 µs go
+// unechoed: the 13 DATA of A that carried its echo were all lost. A fixed count of 16
+// rounds failed that path; the count a live route at that loss would reach with a chance
+// of 2^-24 is about 25.
+TEST(Connection, UnechoedRoundsAtHeavyLossAreNotADeadRoute) {
+    both_ways_fail_no_return_route(254, 0.3);
 }
 
 // [LOSS-15] a tail loss costs a PTO whose floor is the datapath's timer granularity: on a
