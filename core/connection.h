@@ -338,6 +338,8 @@ private:
     void advance_base(TxPath& path);
     void detect_holes(TxPath& path, Time now);
     void path_timeout(TxPath& path, Time now);
+    // resend_tail: [LOSS-16] a drained sender's first timeout copies the path's tail.
+    void resend_tail(TxPath& path, Time now);
     void fail_path(TxPath& path, Time now);
     // on_return_echo: the peer echoed our path `path` in a DATA ([PATH-12]); judges one path.
     void on_return_echo(uint16_t path, Time now);

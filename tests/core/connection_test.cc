@@ -655,6 +655,23 @@ TEST(Config, TimerFloorsFollowTheGranularity) {
     }
 }
 
+// [LOSS-16] a drained sender's tail is copied to the best path at the path's first timeout,
+// so it is repaired one PTO and one round trip after it left, where the PROBE alone waits a
+// further round trip and the reorder window for the reply to show the hole.
+TEST(Connection, DrainedSendersTailIsCopiedAtTheFirstTimeout) {
+    core::EndpointConfig with = core::with_timer_granularity(core::EndpointConfig{}, 1us);
+    core::EndpointConfig without = with;
+    without.tail_copies = false;
+    for (const uint64_t seed : seeds_from_env(3, 80)) {
+        const Duration copied = tail_loss_recovery(seed, with);
+        const Duration probed = tail_loss_recovery(seed, without);
+        std::printf("seed %llu: tail loss recovered in %.1f us with the copy, %.1f us with the PROBE alone\n",
+                    static_cast<unsigned long long>(seed), to_ns(copied) / 1e3, to_ns(probed) / 1e3);
+        // Saved: the PROBE's round trip (two 2 µs cables at least) and the reorder window.
+        EXPECT_LE(copied + with.min_reorder_window + 4us, probed) << "seed " << seed;
+    }
+}
+
 // [PATH-13] one of two routes loses 30 % of the sender's packets; the other is clean. The
 // paths that hash onto the lossy route keep delivering, so none fails, and they carry less
 // new data than the clean ones, in proportion to their loss.
