@@ -672,6 +672,60 @@ TEST(Connection, DrainedSendersTailIsCopiedAtTheFirstTimeout) {
     }
 }
 
+// Times, at A, the ACKs that arrive and the first PROBE that leaves.
+class ProbeClock final : public EngineTap {
+  public:
+    explicit ProbeClock(core::Engine& inner) : EngineTap(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(d));
+        if (a.ok() && !(a->flags & wire::ack_flag::kProbeReply) && probe_at == kNever) last_ack_at = now;
+        inner_.on_datagram(d, m, now);
+    }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        const size_t n = inner_.poll_transmit(buf, meta, now);
+        if (n && probe_at == kNever && wire::decode_probe(without_trailer(buf.first(n))).ok()) probe_at = now;
+        return n;
+    }
+    Time last_ack_at = kNever;
+    Time probe_at = kNever;
+};
+
+// [LOSS-9] one path; a two-segment message whose second segment is lost. The first one's ACK
+// comes an RTT (and a delayed ACK) after it left; the PTO then runs from the send time of
+// the lost segment, not from that ACK, so the PROBE leaves before the ACK's time plus a PTO
+// (re-armed from the ACK, it left exactly then).
+TEST(Connection, TailTimeoutRunsFromWhenTheTailLeft) {
+    for (const uint64_t seed : seeds_from_env(3, 90)) {
+        core::EndpointConfig cfg = core::with_timer_granularity(core::EndpointConfig{}, 1us);
+        cfg.num_paths = 1;
+        cfg.max_payload = 1024;
+        Pair p(seed, ten_gbit_net(), cfg, cfg);
+        WriteFlow f(p, 1, 2048);
+        for (int i = 0; i < 4; ++i) {  // RTT samples
+            f.post_all();
+            ASSERT_TRUE(run(p, [&] { return f.all_completions() == size_t(1 + i); }, 50ms));
+        }
+        p.sim.run_for(1ms);
+        for (uint32_t r = 0; r < 8; ++r) {  // the second packet on the path's route is lost
+            sim::Link& l = p.net.link(p.host_a(), p.host_b(), r);
+            l.config().drop_pattern.indices = {l.stats().offered_packets + 1};
+        }
+        ProbeClock clock(*p.a);
+        p.host_a().attach(&clock);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 5; }, 50ms)) << "seed " << seed;
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 5u);
+        ASSERT_NE(clock.probe_at, kNever) << "seed " << seed;
+        ASSERT_NE(clock.last_ack_at, kNever) << "seed " << seed;
+        const core::TxPath& path = f.conn_a().tx_path(0);
+        const Duration pto = core::probe_timeout(path.rtt, 0, cfg, !path.newest_asks_ack);
+        std::printf("seed %llu: PROBE %.1f us after the last ACK (PTO %.1f us)\n",
+                    static_cast<unsigned long long>(seed), to_ns(clock.probe_at - clock.last_ack_at) / 1e3,
+                    to_ns(pto) / 1e3);
+        EXPECT_LT(clock.probe_at, clock.last_ack_at + pto) << "seed " << seed;
+    }
+}
+
 // [PATH-13] one of two routes loses 30 % of the sender's packets; the other is clean. The
 // paths that hash onto the lossy route keep delivering, so none fails, and they carry less
 // new data than the clean ones, in proportion to their loss.
