@@ -94,6 +94,9 @@ struct EndpointConfig {
     Duration min_reorder_window = 2us;  // [LOSS-2] floor of the reorder window
     uint32_t reorder_window_shift = 3;  // [LOSS-2] reorder window = srtt >> shift
     uint32_t path_fail_timeouts = 3;    // [PATH-3] consecutive timeouts that fail a path
+    // [LOSS-16] a sender with nothing else to send copies a path's tail to the best path at
+    // the path's first timeout, beside the PROBE. false: the PROBE alone (for comparison).
+    bool tail_copies = true;
     // [PATH-11] a path whose oldest unanswered packet was overtaken by packets sent this
     // much later (srtt >> overtake_shift, plus max_ack_delay, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;

@@ -342,9 +342,17 @@ private:
     void advance_base(TxPath& path);
     void detect_holes(TxPath& path, Time now);
     void path_timeout(TxPath& path, Time now);
+    // resend_tail: [LOSS-16] a drained sender's first timeout copies the path's tail.
+    void resend_tail(TxPath& path, Time now);
     void fail_path(TxPath& path, Time now);
     // on_return_echo: the peer echoed our path `path` in a DATA ([PATH-12]); judges one path.
     void on_return_echo(uint16_t path, Time now);
+    // note_skipped: `n` PSNs of the peer's path were passed by its floor without arriving
+    // ([PATH-6]); they also measure the loss of the peer's DATA for [PATH-12].
+    void note_skipped(PathStats& ps, uint32_t n) {
+        ps.psns_skipped += n;
+        if (n) return_routes_.data_missed(n);
+    }
     // reply_lost: the peer repeated a PROBE our reply answered in full ([PATH-12]).
     void reply_lost(RxPath& rp, Time now);
     // fail_return_path fails our path `p` for its return route if it carries only ACKs.

@@ -14,7 +14,7 @@ uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 }  // namespace
 
 Duration Connection::pto(const TxPath& path) const {
-    return probe_timeout(path.rtt, path.backoff, cfg_);  // [LOSS-4]
+    return probe_timeout(path.rtt, path.backoff, cfg_, !path.newest_asks_ack);  // [LOSS-4]
 }
 
 Duration Connection::reorder_window(const TxPath& path) const {
@@ -220,6 +220,16 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         arm_pto(path, now);
         if (progress) {
             note_overdue(path);
+            // [LOSS-9]: the timeout runs from the send time of the oldest DATA still in
+            // flight, not from this ACK: the tail of a path is judged one PTO after it left.
+            // Only for ACKs that acknowledged data: after a probe reply the path's oldest
+            // packet is a hole the reorder window already judges ([LOSS-10]).
+            if (path.backoff == 0 && path.in_flight_pkts > 0 && path.in_flight_pkts < before &&
+                !(a.flags & wire::ack_flag::kProbeReply) && path.reorder_deadline == kNever &&
+                path.overdue_since != kNever) {
+                path.pto_deadline = std::max(now, path.overdue_since + pto(path));
+                note_deadline(path.pto_deadline);
+            }
             // ts_echo is our own clock's low 32 bits when the echoed packet left.
             const Duration age{static_cast<uint32_t>(ts32(now) - a.ts_echo)};
             check_overtaken(path, now - age, now);
@@ -392,12 +402,30 @@ void Connection::path_timeout(TxPath& path, Time now) {
         declare_all_lost(path, LossReason::kTimeout, now);
         if (state_ != ConnState::kEstablished) return;
         path.state = PathState::kSuspect;
+    } else if (cfg_.tail_copies && retx_.empty() && ready_streams_.empty() && nothing_unsent()) {
+        resend_tail(path, now);
     }
     // [LOSS-5]: first timeout: a tail-loss probe on this path.
     request_probe(path);
     set_overdue(path, now);  // [PATH-11]: the next step waits for this PROBE to be overtaken
     path.pto_deadline = now + pto(path);
     note_deadline(path.pto_deadline);
+}
+
+// [LOSS-16]: the sender has nothing else to send, so this path's packets are the tail of
+// what it sent and nothing later will reveal their loss. Waiting for the PROBE's reply to
+// show the holes costs a round trip and the reorder window: the tail is copied at once to
+// the best path ([LOSS-6]) while the originals stay in flight (nothing is declared lost,
+// so the PROBE still asks about them and a loss found later finds the segment repaired).
+// A drained sender has the bandwidth for the copies.
+void Connection::resend_tail(TxPath& path, Time now) {
+    for (uint32_t psn = path.base; psn != path.next_psn; ++psn) {
+        const TxRecord& r = path.rec(psn);
+        if (r.state != TxRecord::State::kInFlight) continue;
+        const size_t queued = retx_.size();
+        requeue(r.stream, r.answer, r.msg_seq, r.seg, false, now);
+        stats_.retransmits_tail += retx_.size() - queued;
+    }
 }
 
 // [PATH-12]: the peer echoes the return paths its ACKs arrived on. An echo shows the peer
@@ -409,7 +437,11 @@ void Connection::on_return_echo(uint16_t echoed, Time now) {
     return_routes_.echo_arrived(echoed, now);
     if (cfg_.return_fail_rounds == 0) return;
     const uint16_t r = return_routes_.next_to_examine();
-    if (return_routes_.unechoed_rounds(r) < cfg_.return_fail_rounds) return;
+    const uint32_t rounds = return_routes_.unechoed_rounds(r);
+    if (rounds < cfg_.return_fail_rounds) return;
+    // Random loss leaves rounds unechoed too (the ACK or the DATA with its echo lost): the
+    // run must also be too long for a live route at the loss measured on the peer's DATA.
+    if (!path_health::unechoed_is_dead(rounds, return_routes_.rx_loss_score())) return;
     const Duration limit = return_routes_.echo_timeout(cfg_.min_pto, 2 * cfg_.initial_rtt);
     if (now - return_routes_.unechoed_since(r) <= limit) return;
     fail_return_path(r, now);

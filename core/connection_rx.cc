@@ -49,13 +49,16 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
             ++stats_.malformed;
             return;
         }
-        ps.psns_skipped += rp.window.advance_to(h.psn_floor - 1);
+        note_skipped(ps, rp.window.advance_to(h.psn_floor - 1));
         const RxWindow::Mark mark = rp.window.mark(h.path_psn);
         if (mark == RxWindow::Mark::kAboveWindow) {
             ++stats_.out_of_window;  // [PATH-5] violated by the sender: dropped, not acked
             return;
         }
-        if (mark != RxWindow::Mark::kNew) ++ps.duplicate_psns;
+        if (mark != RxWindow::Mark::kNew)
+            ++ps.duplicate_psns;
+        else
+            return_routes_.data_arrived();  // [PATH-12]: the peer's DATA gets through
         if (meta.ecn == ecn::kCe) {
             ++rp.ce_count;
             ++ps.ecn_marks;
@@ -532,6 +535,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
         rp.reply_paths[first_of_pair ? 0 : 1] = out;
+        rp.replies_sent = static_cast<uint8_t>(std::min(rp.replies_sent + 1, 255));
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
         else
@@ -556,7 +560,7 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     }
     RxPath& rp = rx_paths_[p.path_id];
     if (rx_generation(rp, p.path_gen) != RxGen::kCurrent) return;
-    path_stats_[p.path_id].psns_skipped += rp.window.advance_to(p.psn_floor - 1);
+    note_skipped(path_stats_[p.path_id], rp.window.advance_to(p.psn_floor - 1));
     // [PATH-12]: the same PROBE again, still waiting for PSNs we had all received and
     // acknowledged in our reply to it: that reply died on its way back, both copies.
     // Random loss takes both copies of one reply now and then (p^2); twice in a row (p^4)
@@ -565,10 +569,24 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     // again but is no repeat, and leaves the count of repeats as it was.
     const bool unchanged = p.next_psn == rp.answered_next_psn && p.psn_floor == rp.answered_floor;
     const bool copy = unchanged && p.timestamp == rp.answered_ts;
+    // Random loss takes replies too: the repeats count as evidence once a live route, at the
+    // loss measured on the peer's DATA, would have lost every copy of those replies with a
+    // chance below path_health::kMisfireQ30 (at no loss, at the second repeat as before).
     if (!copy) {
         const bool repeated = rp.probe_answered_whole && unchanged && seq_lt(p.psn_floor, p.next_psn);
-        rp.probe_repeats = repeated ? static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255)) : 0;
-        if (rp.probe_repeats >= kRepeatsForLostReplies) reply_lost(rp, now);
+        if (repeated) {
+            rp.probe_repeats = static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255));
+            const uint64_t lost = path_health::pow_q30(
+                path_health::loss_q30(return_routes_.rx_loss_score()), rp.replies_sent);
+            rp.replies_lost_chance = (rp.replies_lost_chance * lost) >> 30;
+        } else {
+            rp.probe_repeats = 0;
+            rp.replies_lost_chance = path_health::kOneQ30;
+        }
+        if (rp.probe_repeats >= kRepeatsForLostReplies &&
+            rp.replies_lost_chance < path_health::kMisfireQ30)
+            reply_lost(rp, now);
+        rp.replies_sent = 0;
     }
     rp.probe_answered_whole = seq_ge(rp.window.cum(), p.next_psn - 1);
     rp.answered_next_psn = p.next_psn;

@@ -388,6 +388,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         note_deadline(next);
         ++stats_.paced_waits;
     }
+    path.newest_asks_ack = ack_now;  // [LOSS-4]: no delayed ACK to wait for
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;

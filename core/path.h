@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/path_health.h"
 #include "core/rtt.h"
 #include "core/rx_window.h"
 #include "core/stats.h"
@@ -61,6 +62,7 @@ struct TxPath {
     Time overdue_since = kNever;
     bool overtaken = false;        // pto_deadline was brought forward by [PATH-11]
     bool probe_pending = false;    // a PROBE should go out now
+    bool newest_asks_ack = false;  // [LOSS-4]: the newest DATA sent had ACK_NOW
     uint8_t probe_copies = 0;      // [PATH-13]: PROBEs of this step still to send
     uint32_t probe_ts = 0;         // [PATH-13]: the timestamp every copy of this step carries
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
@@ -92,6 +94,9 @@ struct RxPath {
     // the return paths its reply's copies left on (kNoPath: not sent yet).
     bool probe_answered_whole = false;
     uint8_t probe_repeats = 0;  // consecutive unchanged PROBEs after a whole answer
+    uint8_t replies_sent = 0;   // copies of the reply to the PROBE last answered, sent
+    // the chance that a live return route lost every reply of those repeats (Q30)
+    uint64_t replies_lost_chance = path_health::kOneQ30;
     uint32_t answered_next_psn = 0;
     uint32_t answered_ts = 0;   // [PATH-13]: copies of one probing step share a timestamp
     uint32_t answered_floor = 0;

@@ -49,4 +49,45 @@ constexpr bool skip_for_loss(uint32_t& debt, uint32_t score) {
     return true;
 }
 
+// --- [PATH-12]: evidence against a return route, weighed against random loss ---
+//
+// A return route is judged dead from things that went missing: ACK rounds never echoed,
+// probe replies never answered. Random loss makes things go missing too, so the verdict
+// waits until a live route whose loss is what we measure would have lost all of them with
+// a chance below kMisfireQ30. Chances are in Q30 (1.0 = 2^30) so that products fit 64 bits.
+inline constexpr uint64_t kOneQ30 = uint64_t{1} << 30;
+inline constexpr uint64_t kMisfireQ30 = 64;  // 2^-24: a wrong verdict per 16 M judgements
+
+// pow_q30: x^n, x in Q30 (at most 1.0), by squaring; once the result is known to be below
+// kMisfireQ30 it stops early and returns 0 (only the comparison matters to the callers).
+constexpr uint64_t pow_q30(uint64_t x, uint32_t n) {
+    uint64_t result = kOneQ30;
+    while (n) {
+        if (n & 1) result = (result * x) >> 30;
+        if (result < kMisfireQ30) return 0;
+        n >>= 1;
+        x = (x * x) >> 30;
+    }
+    return result;
+}
+
+// loss_q30: the loss rate estimated from a score ([LOSS-6]), in Q30.
+constexpr uint64_t loss_q30(uint32_t score) { return uint64_t{loss_q16(score)} << 14; }
+
+// echo_miss_q30: the chance that one ACK round on a live return route brings back no echo:
+// the ACK or the peer's DATA that would carry its echo is lost, 1 - (1 - l)^2, l the loss
+// of the peer's DATA as this side receives it (the ACKs' own loss is taken to be the same:
+// random loss per cable hits both directions alike, and a route's ACK loss is the very
+// thing being judged).
+constexpr uint64_t echo_miss_q30(uint32_t rx_loss_score) {
+    const uint64_t kept = kOneQ30 - loss_q30(rx_loss_score);
+    return kOneQ30 - ((kept * kept) >> 30);
+}
+
+// unechoed_is_dead: `rounds` rounds in a row left unechoed are too many for a live route
+// at this loss: every one of them missing would happen with a chance below kMisfireQ30.
+constexpr bool unechoed_is_dead(uint32_t rounds, uint32_t rx_loss_score) {
+    return pow_q30(echo_miss_q30(rx_loss_score), rounds) < kMisfireQ30;
+}
+
 }  // namespace mroce::core::path_health

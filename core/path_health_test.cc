@@ -1,8 +1,10 @@
 // core/path_health_test.cc — [PATH-13]: what a path's loss score makes of its probing and
-// its share of new data.
+// its share of new data; [PATH-12]: how much missing evidence a lossy return route excuses.
 #include "core/path_health.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace mroce::core::path_health {
 namespace {
@@ -55,6 +57,49 @@ TEST(PathHealth, SkippedTurnsFollowTheLoss) {
         const uint32_t turns = 100000;
         for (uint32_t i = 0; i < turns; ++i) skipped += skip_for_loss(debt, score);
         EXPECT_NEAR(static_cast<double>(skipped) / turns, loss_q16(score) / 65536.0, 1e-4) << "loss " << l;
+    }
+}
+
+
+// rounds_needed: the fewest unechoed rounds that unechoed_is_dead accepts at this score.
+uint32_t rounds_needed(uint32_t score) {
+    uint32_t n = 1;
+    while (!unechoed_is_dead(n, score) && n < 100000) ++n;
+    return n;
+}
+
+TEST(PathHealth, PowerByRepeatedSquaring) {
+    EXPECT_EQ(pow_q30(kOneQ30, 1000), kOneQ30);
+    EXPECT_EQ(pow_q30(kOneQ30 / 2, 0), kOneQ30);
+    EXPECT_EQ(pow_q30(kOneQ30 / 2, 3), kOneQ30 / 8);
+    EXPECT_EQ(pow_q30(kOneQ30 / 2, 23), kOneQ30 >> 23);  // 128: still above 2^-24
+    EXPECT_EQ(pow_q30(kOneQ30 / 2, 25), 0u);             // below 2^-24: reported as 0
+    EXPECT_EQ(pow_q30(0, 1), 0u);
+}
+
+// [PATH-12] item 5: a clean receive side keeps the configured count (the rule as it was);
+// random loss asks for the run a live route would leave unechoed with a chance of 2^-24,
+// where an echo is missed when the ACK or the DATA carrying its echo is lost.
+TEST(PathHealth, UnechoedRoundsNeededGrowWithTheLoss) {
+    EXPECT_TRUE(unechoed_is_dead(1, 0));  // no loss: nothing excuses a missing echo
+    EXPECT_LE(rounds_needed(settled_score(0.01)), 8u);  // 1 %: 16 rounds are plenty
+    for (const double l : {0.05, 0.185, 0.3, 0.344, 0.6}) {
+        const uint32_t score = settled_score(l);
+        const double miss = 1 - std::pow(1 - loss_q16(score) / 65536.0, 2);
+        const double exact = std::ceil(-24 / std::log2(miss));
+        const uint32_t n = rounds_needed(score);
+        EXPECT_NEAR(n, exact, 1.0) << "loss " << l;
+        EXPECT_LT(std::pow(miss, n), 1.1 / (1 << 24)) << "loss " << l;
+    }
+    // 30 %, the in-process test's loss: the 21 rounds that once failed a live path are not
+    // enough; 16 (the configured count) were not either.
+    EXPECT_FALSE(unechoed_is_dead(21, settled_score(0.3)));
+    EXPECT_TRUE(unechoed_is_dead(30, settled_score(0.3)));
+    uint32_t last = 1;
+    for (uint32_t s = 0; s < 4'000'000; s += 4999) {  // never fewer for a lossier receive side
+        const uint32_t n = rounds_needed(s);
+        ASSERT_GE(n, last) << "score " << s;
+        last = n;
     }
 }
 

@@ -34,6 +34,7 @@ public:
         waits_.assign(own_paths, Wait{});
         examine_cursor_ = 0;
         delay_ = RttEstimate{};
+        rx_loss_score_ = 0;
     }
 
     // --- echoes owed (we send DATA, the peer ACKs it) ---
@@ -101,6 +102,19 @@ public:
     Time unechoed_since(uint16_t path) const { return waits_[path].since; }
     void forget(uint16_t path) { waits_[path] = Wait{}; }
 
+    // --- the peer's DATA as it arrives: its loss is what kills echoes on a live route ---
+
+    // data_arrived / data_missed: a new DATA of the peer arrived; `psns` PSNs of the peer
+    // were skipped by its floor without arriving ([PATH-6]: declared lost by the peer).
+    // The score is [LOSS-6]'s (+1024 per loss, -score/64 per packet through), so that
+    // path_health::loss_q16 reads it as a loss rate; it saturates below L = 63/64.
+    void data_arrived() { rx_loss_score_ -= rx_loss_score_ >> 6; }
+    void data_missed(uint32_t psns) {
+        rx_loss_score_ = static_cast<uint32_t>(
+            std::min<uint64_t>(rx_loss_score_ + uint64_t{1024} * psns, kMaxRxLossScore));
+    }
+    uint32_t rx_loss_score() const { return rx_loss_score_; }
+
     // echo_timeout: how long a round may stay unechoed on a healthy route, 2 × (srtt +
     // 4 rttvar) of the echo delay, at least `floor`; `before_sample` until one is timed.
     Duration echo_timeout(Duration floor, Duration before_sample) const {
@@ -110,6 +124,7 @@ public:
 
 private:
     static constexpr uint16_t kWords = kMaxPaths / 64;
+    static constexpr uint64_t kMaxRxLossScore = 63 * 65536;
     struct Wait {
         uint32_t rounds = 0;  // rounds sent since the last echo
         Time since = kNever;  // send time of the oldest of them
@@ -125,6 +140,7 @@ private:
     std::vector<Wait> waits_;
     uint16_t examine_cursor_ = 0;
     RttEstimate delay_;  // the echo delay
+    uint32_t rx_loss_score_ = 0;
 };
 
 }  // namespace mroce::core

@@ -40,9 +40,13 @@ struct RttEstimate {
 // b = srtt + max(4 rttvar, srtt) + max_ack_delay once sampled, 2 initial_rtt before. The
 // variance term is at least srtt: a queue can double a path's RTT faster than rttvar
 // follows, and with floors at the timer granularity ([LOSS-15]) nothing else would absorb
-// the jump.
-inline Duration probe_timeout(const RttEstimate& rtt, uint32_t backoff, const EndpointConfig& cfg) {
-    Duration base = rtt.has_rtt ? rtt.srtt + std::max(4 * rtt.rttvar, rtt.srtt) + cfg.max_ack_delay
+// the jump. max_ack_delay is left out when the path's newest DATA asked for an ACK at
+// once (`ack_delayed` false, [LOSS-4]): its ACK, which covers every packet before it on
+// the FIFO path, is not held back.
+inline Duration probe_timeout(const RttEstimate& rtt, uint32_t backoff, const EndpointConfig& cfg,
+                              bool ack_delayed = true) {
+    const Duration delay = ack_delayed ? cfg.max_ack_delay : Duration::zero();
+    Duration base = rtt.has_rtt ? rtt.srtt + std::max(4 * rtt.rttvar, rtt.srtt) + delay
                                 : 2 * cfg.initial_rtt;
     base = std::max(base, cfg.min_pto);
     const uint32_t shift = std::min<uint32_t>(backoff, 16);

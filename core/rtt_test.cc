@@ -48,6 +48,9 @@ TEST(Rtt, ProbeTimeoutFollowsTheFormulaFloorsAndCaps) {
     for (int i = 0; i < 40; ++i) r.on_sample(40us);  // rttvar decays below srtt / 4
     EXPECT_LT(4 * r.rttvar, r.srtt);
     EXPECT_EQ(probe_timeout(r, 0, cfg), 40us + 40us + 10us);  // the variance term is >= srtt
+    // [LOSS-16]: the newest DATA asked for an ACK at once: no delayed ACK to wait for.
+    EXPECT_EQ(probe_timeout(r, 0, cfg, false), 40us + 40us);
+    EXPECT_EQ(probe_timeout(r, 1, cfg, false), 2 * 80us);
     cfg.min_pto = 1ms;
     EXPECT_EQ(probe_timeout(r, 0, cfg), 1ms);  // at least min_pto
     EXPECT_EQ(probe_timeout(r, 2, cfg), 4ms);  // the floor is doubled too

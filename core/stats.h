@@ -41,6 +41,7 @@ struct ConnectionStats {
     uint64_t retransmits_timeout = 0;
     uint64_t retransmits_path_failure = 0;
     uint64_t retransmits_rnr = 0;
+    uint64_t retransmits_tail = 0;      // [LOSS-16] a drained sender's tail copied at a timeout
     uint64_t retransmits_cancelled = 0; // [LOSS-14] declared lost, then acknowledged (or its
                                         // message completed) before the retransmission left
     uint64_t duplicate_segments = 0;    // segment already placed (not yet completed)

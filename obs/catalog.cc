@@ -48,6 +48,8 @@ constexpr CounterField<CS> kConnection[] = {
     {"retransmits_rnr", &CS::retransmits_rnr, "Re-sent after a receiver-not-ready NACK.", "retransmits_rnr"},
     {"retransmits_read_request", &CS::retransmits_read_request,
      "READ/atomic requests re-sent while awaiting the answer.", "retransmits_read_request"},
+    {"retransmits_tail", &CS::retransmits_tail,
+     "A drained sender's tail copied at its path's first timeout (not declared lost).", "retransmits_tail"},
     {"retransmits_cancelled", &CS::retransmits_cancelled,
      "Declared lost, then acknowledged before the retransmission left.", "retransmits_cancelled"},
     {"duplicate_segments", &CS::duplicate_segments, "Segments received that were already placed.",
