@@ -169,14 +169,14 @@ struct RxMessage {
 // in the all-to-all benchmark) then keeps one slot instead of 128 (38 KB).
 class RxRing {
   public:
-    bool empty() const { return slots_.empty(); }
-    size_t size() const { return slots_.size(); }
+    bool empty() const { return size_ == 0; }
+    size_t size() const { return size_; }
     // at: the slot for msg_seq; the ring is not empty.
-    RxMessage& at(uint32_t msg_seq) { return slots_[msg_seq & (slots_.size() - 1)]; }
+    RxMessage& at(uint32_t msg_seq) { return slots_[msg_seq & (size_ - 1)]; }
     // make_room: the slot for msg_seq, `ahead` (< kStreamWindow) messages past the first
     // undelivered one, growing the ring first if it is too small to hold it.
     RxMessage& make_room(uint32_t msg_seq, uint32_t ahead) {
-        if (ahead >= slots_.size()) grow(ahead);
+        if (ahead >= size_) grow(ahead);
         return at(msg_seq);
     }
     auto begin() { return slots_.begin(); }
@@ -186,16 +186,16 @@ class RxRing {
 
   private:
     [[gnu::noinline]] void grow(uint32_t ahead) {
-        const size_t n = std::min<size_t>(kStreamWindow, std::max<size_t>(
-                                                             std::bit_ceil(size_t{ahead} + 1),
-                                                             slots_.size() * 2));
+        const uint32_t n = std::min(kStreamWindow, std::max(std::bit_ceil(ahead + 1), size_ * 2));
         std::vector<RxMessage> bigger(n);
         // Only active slots carry state: an inactive one is fully reset when it is taken.
         for (RxMessage& m : slots_)
             if (m.active) bigger[m.msg_seq & (n - 1)] = std::move(m);
         slots_.swap(bigger);
+        size_ = n;
     }
     std::vector<RxMessage> slots_;
+    uint32_t size_ = 0;  // slots_.size(), kept apart: the per-packet mask needs no division
 };
 
 struct PostedRecv {
