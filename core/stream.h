@@ -15,6 +15,7 @@
 #include "core/memory.h"
 #include "core/segment_map.h"
 #include "core/work.h"
+#include "util/lazy_deque.h"
 #include "util/time.h"
 #include "wire/data.h"
 
@@ -210,7 +211,7 @@ struct PostedRecv {
 struct Srq {
     uint32_t id = 0;
     uint32_t pd = 0;
-    std::deque<PostedRecv> posted;
+    LazyDeque<PostedRecv> posted;
     uint32_t limit = 0;   // armed when > 0: an event when posted.size() drops below it
     uint32_t users = 0;   // streams using it
 };
@@ -254,7 +255,7 @@ struct Stream {
     bool in_ready_list = false;
 
     // responder (receive) side
-    std::deque<PostedRecv> posted;
+    LazyDeque<PostedRecv> posted;   // empty on a stream that only sends (util/lazy_deque.h)
     uint32_t posted_front_seq = 0;  // recv_seq of posted.front()
     uint32_t delivered_seq = 0;     // every msg_seq before this is delivered
     RxRing ring;                    // slots of messages not yet delivered; empty until
@@ -266,7 +267,7 @@ struct Stream {
     // [PLACE-30] answers to the peer's READs and atomics, executed and not yet acknowledged,
     // oldest first: their own credit (at most limits.max_dest_rd_atomic), outside the
     // stream window and the stream's sequence. answer_seq numbers them locally.
-    std::deque<TxMessage> answers;
+    LazyDeque<TxMessage> answers;
     size_t answer_cursor = 0;       // index in answers of the first with unsent segments
     uint32_t next_answer_seq = 0;
     bool answer_turn = false;       // [STREAM-11] the next new segment is an answer's
