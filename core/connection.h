@@ -29,6 +29,7 @@
 #include "core/stats.h"
 #include "core/stream.h"
 #include "core/trace.h"
+#include "util/lazy_deque.h"
 #include "util/packet_meta.h"
 #include "util/rng.h"
 #include "wire/ack.h"
@@ -437,18 +438,20 @@ private:
     std::vector<uint32_t> streams_;          // local stream ids on this connection
     uint8_t control_class_ = 0;              // [STREAM-14] highest class of streams_
     std::unordered_map<uint32_t, uint32_t> by_remote_;  // peer's stream id -> local id
-    std::deque<uint32_t> ready_streams_;     // streams with unsent new segments
+    // The connection's queues are LazyDeques: empty nearly all the time, and a std::deque
+    // allocates about 600 bytes even then (util/lazy_deque.h).
+    LazyDeque<uint32_t> ready_streams_;      // streams with unsent new segments
     struct SegRef {
         uint32_t stream, msg_seq, seg;
         bool answer;  // msg_seq is an answer_seq ([PLACE-30])
     };
-    std::deque<SegRef> retx_;                // segments to retransmit, oldest first
-    std::deque<uint16_t> ack_queue_;         // rx paths with an ACK to send now
+    LazyDeque<SegRef> retx_;                 // segments to retransmit, oldest first
+    LazyDeque<uint16_t> ack_queue_;          // rx paths with an ACK to send now
     // [ACK-20]: the streams this side reported last, most recent first, at most
     // kMaxAckStreams: a probe reply repeats their state.
-    std::deque<uint32_t> recent_reports_;
-    std::deque<uint32_t> stream_acks_;       // streams to report in the next ACKs
-    std::deque<wire::NackPacket> nacks_;
+    LazyDeque<uint32_t> recent_reports_;
+    LazyDeque<uint32_t> stream_acks_;        // streams to report in the next ACKs
+    LazyDeque<wire::NackPacket> nacks_;
     struct Timed {
         Time at;
         uint32_t stream, msg_seq;

@@ -138,10 +138,10 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         ++stats_.malformed;
         return;
     }
-    // The slots are made when the stream first receives: a stream that only sends (or
-    // one of thousands that is idle) costs no receive ring.
-    if (s.ring.empty()) s.ring.resize(kStreamWindow);
-    RxMessage& slot = s.ring[h.msg_seq % kStreamWindow];
+    // The slots are made when the stream first receives, and only as many as it has
+    // messages in flight: a stream that only sends (or one of thousands that is idle)
+    // costs no receive ring.
+    RxMessage& slot = s.ring.make_room(h.msg_seq, static_cast<uint32_t>(ahead));
     if (!slot.active) {
         std::byte* target = nullptr;
         const Piece* sg = nullptr;
@@ -371,7 +371,7 @@ void Connection::deliver_in_order(Stream& s) {
     if (s.ring.empty()) return;  // nothing received yet
     bool moved = false;
     for (;;) {
-        RxMessage& slot = s.ring[s.delivered_seq % kStreamWindow];
+        RxMessage& slot = s.ring.at(s.delivered_seq);
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
         if (is_request(slot.opcode) && s.answers.size() >= s.limits.max_dest_rd_atomic) {
             // [PLACE-20] [PLACE-30]: the answer credit is used up. The request waits,

@@ -372,7 +372,7 @@ Error Endpoint::post_recv(uint32_t stream_id, const RecvWr& wr, Time now) {
 
 // queue_receive checks a receive's buffer (LOCAL_WRITE) and appends it to a queue: a
 // stream's or an SRQ's.
-Error Endpoint::queue_receive(std::deque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr) {
+Error Endpoint::queue_receive(LazyDeque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr) {
     if (queue.size() >= cfg_.max_outstanding_wrs) return Error::kExhausted;
     PostedRecv pr;
     pr.wr = wr;

@@ -263,7 +263,7 @@ private:
     // on_v1_datagram: a version-1 HELLO or HELLO_ACK gets a clear refusal ([VER-1]).
     void on_v1_datagram(std::span<const std::byte> datagram, const PacketMeta& meta, Time now);
     void count_decode_error(Error e);
-    Error queue_receive(std::deque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr);
+    Error queue_receive(LazyDeque<PostedRecv>& queue, uint32_t pd, const RecvWr& wr);
     Error resolve_local(uint32_t pd, uint64_t addr, uint32_t length, uint32_t lkey, const Sge* sg,
                         uint32_t nsge, bool write, std::vector<Piece>& pieces, std::byte*& one,
                         uint32_t& total) const;

@@ -112,7 +112,11 @@ void Host::pump_transmit() {
         }
         MROCE_DCHECK(n <= buf.size());
         buf.resize(std::min(n, buf.size()));
-        PacketPtr packet = std::move(spare_);
+        // A control datagram moves to a small slab (PacketPool::small_copy); the spare
+        // keeps its 4 KB slab for the next datagram.
+        PacketPtr packet = buf.size() <= PacketPool::kSmallSlabBytes
+                               ? sim_.packets().small_copy(*spare_)
+                               : std::move(spare_);
         // The host owns its IP: the engine chooses only the source port (the path), the
         // NIC port (the plane) and the traffic class.
         meta.src.ip = address_.ip;

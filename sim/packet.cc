@@ -16,25 +16,47 @@ PacketPtr PacketPool::acquire() {
     return p;
 }
 
-PacketPtr PacketPool::take() {
-    if (free_.empty()) {
-        chunks_.push_back(std::make_unique<Packet[]>(kChunkPackets));
-        // for_overwrite: the slabs are not zeroed (nor touched) until a packet is written.
-        payloads_.push_back(std::make_unique_for_overwrite<Slab[]>(kChunkPackets));
-        Packet* chunk = chunks_.back().get();
-        Slab* slabs = payloads_.back().get();
-        for (size_t i = 0; i < kChunkPackets; ++i) {
-            chunk[i].bytes.data_ = slabs[i].bytes;
-            chunk[i].bytes.capacity_ = kSlabBytes;
-        }
-        // Pushed in reverse so packets are handed out in address order.
-        for (size_t i = kChunkPackets; i-- > 0;) free_.push_back(&chunk[i]);
-        allocated_ += kChunkPackets;
+template <class SlabT>
+void PacketPool::add_chunk(std::vector<std::unique_ptr<SlabT[]>>& arena,
+                           std::vector<Packet*>& free, bool small) {
+    chunks_.push_back(std::make_unique<Packet[]>(kChunkPackets));
+    // for_overwrite: the slabs are not zeroed (nor touched) until a packet is written.
+    arena.push_back(std::make_unique_for_overwrite<SlabT[]>(kChunkPackets));
+    Packet* chunk = chunks_.back().get();
+    SlabT* slabs = arena.back().get();
+    for (size_t i = 0; i < kChunkPackets; ++i) {
+        chunk[i].bytes.data_ = slabs[i].bytes;
+        chunk[i].bytes.capacity_ = sizeof(slabs[i].bytes);
+        chunk[i].small = small;
     }
+    // Pushed in reverse so packets are handed out in address order.
+    for (size_t i = kChunkPackets; i-- > 0;) free.push_back(&chunk[i]);
+    allocated_ += kChunkPackets;
+}
+
+PacketPtr PacketPool::take() {
+    if (free_.empty()) add_chunk(payloads_, free_, false);
     Packet* p = free_.back();
     free_.pop_back();
     ++outstanding_;
     return PacketPtr(p, PacketReturn{this});
+}
+
+PacketPtr PacketPool::take_small() {
+    if (small_free_.empty()) add_chunk(small_payloads_, small_free_, true);
+    Packet* p = small_free_.back();
+    small_free_.pop_back();
+    ++outstanding_;
+    return PacketPtr(p, PacketReturn{this});
+}
+
+PacketPtr PacketPool::small_copy(Packet& big) {
+    MROCE_DCHECK(big.bytes.size() <= kSmallSlabBytes);
+    PacketPtr p = take_small();
+    p->bytes.assign(big.bytes.data(), big.bytes.data() + big.bytes.size());
+    p->id = big.id;
+    big.id = next_id_++;
+    return p;
 }
 
 PacketPtr PacketPool::clone(const Packet& original) {
@@ -59,7 +81,7 @@ void PacketPool::release(Packet* p) {
     p->data = false;
     p->sent_at = SimTime{};
     --outstanding_;
-    free_.push_back(p);
+    (p->small ? small_free_ : free_).push_back(p);
 }
 
 }  // namespace mroce::sim

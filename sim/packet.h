@@ -88,6 +88,7 @@ struct Packet {
     bool duplicate = false;        // true for copies made by a duplication impairment
     uint8_t traffic_class = 0;     // switch priority (PFC class); set by the sending host
     bool data = false;             // a DATA packet (HostConfig::is_data at the sending NIC)
+    bool small = false;            // its slab is PacketPool::kSmallSlabBytes (set once, by the pool)
     SimTime sent_at{};             // when the sender's NIC finished serialising it
 
     size_t size() const { return bytes.size(); }
@@ -118,6 +119,11 @@ class PacketPool {
     // clone returns a copy of p (bytes, meta, id, route, sent_at) marked duplicate.
     PacketPtr clone(const Packet& p);
 
+    // small_copy returns a packet with a small slab that holds big's bytes (at most
+    // kSmallSlabBytes) and big's id; big, which stays with the caller for its next
+    // datagram, takes the next id, as if it had been acquired after the small one.
+    PacketPtr small_copy(Packet& big);
+
     size_t outstanding() const { return outstanding_; }  // packets currently owned by users
     size_t allocated() const { return allocated_; }      // packets ever created (pool size)
 
@@ -126,11 +132,20 @@ class PacketPool {
     // Every packet owns a payload slab of kSlabBytes in the arena (see payloads_): a 4 KB
     // payload plus up to 128 header bytes, a whole number of cache lines.
     static constexpr size_t kSlabBytes = 4096 + 128;
+    // Control datagrams (ACKs, NACKs, PROBEs: a header and a 256-bit SACK) are copied
+    // into packets of their own with slabs this small (small_copy). About half the packets
+    // in flight are ACKs, and once any DATA had used a 4 KB slab it stayed resident for
+    // every later ACK that borrowed it: in perm1024, tens of MB.
+    static constexpr size_t kSmallSlabBytes = 256;
 
   private:
     friend struct PacketReturn;
-    PacketPtr take();  // a recycled or new packet, id not set
+    PacketPtr take();  // a recycled or new packet with a kSlabBytes slab, id not set
+    PacketPtr take_small();  // the same with a kSmallSlabBytes slab
     void release(Packet* p);
+    template <class SlabT>
+    void add_chunk(std::vector<std::unique_ptr<SlabT[]>>& arena, std::vector<Packet*>& free,
+                   bool small);
 
     // Packets are created in chunks so their headers sit together: switches and links
     // touch only the header (meta, size), and one header per page (next to its payload)
@@ -145,6 +160,11 @@ class PacketPool {
     };
     std::vector<std::unique_ptr<Slab[]>> payloads_;
     std::vector<Packet*> free_;
+    struct alignas(64) SmallSlab {
+        std::byte bytes[kSmallSlabBytes];
+    };
+    std::vector<std::unique_ptr<SmallSlab[]>> small_payloads_;
+    std::vector<Packet*> small_free_;
     uint64_t next_id_ = 1;
     size_t outstanding_ = 0;
     size_t allocated_ = 0;
