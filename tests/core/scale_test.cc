@@ -77,6 +77,38 @@ TEST(Scale, FourThousandStreamsOnOneConnection) {
     }
 }
 
+// Writes: A's WRITEs from src into B's dst, and the count of A's successful completions
+// (the tests below of state that follows what is in flight).
+struct Writes {
+    Writes(Pair& pair, std::vector<std::byte>& src, std::vector<std::byte>& dst)
+        : p(pair), pa(pair.a->alloc_pd()), pb(pair.b->alloc_pd()),
+          ka(*pair.a->register_memory(pa, src.data(), src.size(), kAllAccess)),
+          kb(*pair.b->register_memory(pb, dst.data(), dst.size(), kAllAccess)),
+          from(src.data()), to(dst.data()) {
+        p.host_a().set_event_callback([this](const core::Event& e) {
+            ok += e.kind == core::EventKind::kCompletion && e.completion.status == Status::kSuccess;
+        });
+    }
+    // post: `len` bytes from the start of src to dst + offset, on A's stream sa.
+    void post(uint32_t sa, uint32_t len, size_t offset, uint64_t wr_id = 0) {
+        core::SendWr w;
+        w.wr_id = wr_id;
+        w.opcode = WorkOpcode::kWrite;
+        w.local_addr = reinterpret_cast<uint64_t>(from);
+        w.length = len;
+        w.lkey = ka.lkey;
+        w.remote_addr = reinterpret_cast<uint64_t>(to + offset);
+        w.rkey = kb.rkey;
+        ASSERT_EQ(p.a->post_send(sa, w, p.now()), Error::kOk);
+    }
+    Pair& p;
+    uint32_t pa, pb;
+    core::MemoryKeys ka, kb;
+    const std::byte* from;
+    std::byte* to;
+    size_t ok = 0;
+};
+
 // [STREAM-3]: a stream keeps receive slots for the messages it has in flight, not for
 // the whole stream window: a slot is about 300 bytes, and 128 of them for each of the
 // 4,032 receiving streams of bench/sim_bench's all-to-all were 149 MB. 512 streams each
@@ -89,25 +121,11 @@ TEST(Scale, ReceiveSlotsFollowTheMessagesInFlight) {
     nc.link.loss_probability = 0.02;
     Pair p(43, nc, {}, {});
     std::vector<std::byte> src(kLen, std::byte{0x5a}), dst(size_t{kStreams} * kLen);
-    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), kAllAccess);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAllAccess);
-    size_t ok = 0;
-    p.host_a().set_event_callback([&](const core::Event& e) {
-        ok += e.kind == core::EventKind::kCompletion && e.completion.status == Status::kSuccess;
-    });
+    Writes wr(p, src, dst);
+    const uint32_t pa = wr.pa, pb = wr.pb;
+    size_t& ok = wr.ok;
     std::vector<uint32_t> receivers;
-    auto write = [&](uint32_t sa, size_t slot) {
-        core::SendWr w;
-        w.wr_id = slot;
-        w.opcode = WorkOpcode::kWrite;
-        w.local_addr = reinterpret_cast<uint64_t>(src.data());
-        w.length = kLen;
-        w.lkey = ka.lkey;
-        w.remote_addr = reinterpret_cast<uint64_t>(dst.data() + slot * kLen);
-        w.rkey = kb.rkey;
-        ASSERT_EQ(p.a->post_send(sa, w, p.now()), Error::kOk);
-    };
+    auto write = [&](uint32_t sa, size_t slot) { wr.post(sa, kLen, slot * kLen, slot); };
     uint32_t last_sa = 0;
     for (uint32_t s = 1; s <= kStreams; ++s) {
         last_sa = *p.a->create_stream(pa, p.host_b().address(), s, p.now());
@@ -142,24 +160,12 @@ TEST(Scale, PathRecordsFollowThePacketsInFlight) {
     Pair p(47, nc, {}, {});
     std::vector<std::byte> src(kBig), dst(kBig);
     for (size_t i = 0; i < src.size(); ++i) src[i] = pattern_byte(1, 0, i);
-    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), kAllAccess);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), kAllAccess);
-    size_t ok = 0;
-    p.host_a().set_event_callback([&](const core::Event& e) {
-        ok += e.kind == core::EventKind::kCompletion && e.completion.status == Status::kSuccess;
-    });
-    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
-    ASSERT_TRUE(p.b->create_stream(pb, p.host_a().address(), 1, p.now()).ok());
+    Writes wr(p, src, dst);
+    size_t& ok = wr.ok;
+    const uint32_t sa = *p.a->create_stream(wr.pa, p.host_b().address(), 1, p.now());
+    ASSERT_TRUE(p.b->create_stream(wr.pb, p.host_a().address(), 1, p.now()).ok());
     auto write = [&](uint32_t len) {
-        core::SendWr w;
-        w.opcode = WorkOpcode::kWrite;
-        w.local_addr = reinterpret_cast<uint64_t>(src.data());
-        w.length = len;
-        w.lkey = ka.lkey;
-        w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-        w.rkey = kb.rkey;
-        ASSERT_EQ(p.a->post_send(sa, w, p.now()), Error::kOk);
+        wr.post(sa, len, 0);
         p.host_a().kick();
         const size_t want = ok + 1;
         p.sim.run_until([&] { return ok == want; }, p.sim.now() + 1s, 10'000'000);
