@@ -59,6 +59,10 @@ inline constexpr uint32_t kUdpPacingBurstPackets = 120;
 //   segments makes a few super-packets, not one per path with one or two datagrams each,
 //   and the receiver reads as few GRO receives (issue 15: ib_write_bw's tight poll loop
 //   sent 5.5 datagrams per GSO send, mroce perf 13.1).
+// - tail_copies off ([LOSS-16]): over real sockets the conformance suite's
+//   sender.path_failure failed 2 of 14 full runs with the copies (a path whose ACKs had
+//   stopped was not failed within 10 s) and 0 of 22 without; not yet understood. The
+//   copies were measured in the simulator, whose fabric the rule is for.
 // rate_hint, pacing and port_rate_bps keep the engine's defaults (mroce perf --no-hint,
 // --no-pacing, --line-rate change them).
 inline constexpr uint16_t kUdpPathRun = 15;  // 15 x 4168 bytes: one GSO super-packet (<= 65000)
@@ -69,6 +73,7 @@ inline core::EndpointConfig udp_endpoint_defaults() {
     c.hint_interval = kUdpHintInterval;
     c.pacing_burst_bytes = uint64_t{kUdpPacingBurstPackets} * c.max_payload;
     c.path_run_segments = kUdpPathRun;
+    c.tail_copies = false;
     return c;
 }
 

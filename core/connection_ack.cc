@@ -422,6 +422,11 @@ void Connection::resend_tail(TxPath& path, Time now) {
     for (uint32_t psn = path.base; psn != path.next_psn; ++psn) {
         const TxRecord& r = path.rec(psn);
         if (r.state != TxRecord::State::kInFlight) continue;
+        // A message the receiver refused for now (RNR, an unknown stream) waits out its
+        // NACK's delay and is sent again whole by its readiness probe ([PLACE-6],
+        // [STREAM-8]): a copy now would be the early resend the NACK forbids.
+        const TxMessage* m = live_msg(ep_.stream_mut(r.stream), r.answer, r.msg_seq);
+        if (m && m->rnr_wait) continue;
         const size_t queued = retx_.size();
         requeue(r.stream, r.answer, r.msg_seq, r.seg, false, now);
         stats_.retransmits_tail += retx_.size() - queued;
