@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Tests the pure functions of scripts/cc_experiments.py (no simulator run): nearest-rank
 quantiles, FCT slowdown and fct.txt parsing, size buckets and their p50/p99, Jain's index,
-per-flow goodput over a window of throughput.csv, the incast stall target and whether a
-first-RTT burst fits the buffer.
+per-flow goodput over a window of throughput.csv, the incast stall target, whether a
+first-RTT burst fits the buffer, and the WebSearch verdict (p50 and p99 per bucket).
 
 usage: cc_experiments_test.py CC_EXPERIMENTS_PY
 """
@@ -112,6 +112,15 @@ def main():
     check(not cc.burst_fits(65536, 64, 4194304), "64 x 64 KiB + headers does not fit 4 MiB")
     check(cc.burst_fits(65536, 1, 65536 + 16 * 72), "headers counted exactly")
     check(not cc.burst_fits(65536, 1, 65536 + 16 * 72 - 1), "one byte short")
+    # the WebSearch verdict: p50 and p99 each <= RoCEv2's, per bucket
+    ok, text = cc.slowdown_verdict((10, 3.711, 5.0), (10, 3.687, 1089.0))
+    check(ok is False and "p50 3.711 > 3.687" in text and "p99" not in text,
+          f"a p50 above rocev2's fails although p99 is below: {text}")
+    ok, text = cc.slowdown_verdict((10, 1.5, 12.0), (10, 2.0, 10.0))
+    check(ok is False and "p99" in text and "p50" not in text, f"p99 above fails: {text}")
+    ok, text = cc.slowdown_verdict((10, 2.0, 10.0), (10, 2.0, 10.0))
+    check(ok is True and text.startswith("yes"), f"equal quantiles meet the target: {text}")
+    check(cc.slowdown_verdict((0, None, None), (5, 1.0, 2.0))[0] is None, "empty bucket: n/a")
     check(cc.within(4.1, 4, 0.05) and not cc.within(4.3, 4, 0.05) and not cc.within(None, 4, 0.05),
           "within 5 %")
 
