@@ -285,6 +285,20 @@ void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
         }
     }
     t.switches.traffic_classes = static_cast<uint8_t>(s.u32("traffic_classes", 1, 1, kMaxTrafficClasses));
+    // class_queues: traffic class -> egress queue, entry c for class c (default: the
+    // identity). Listing it sets how many classes flows may use: [0, 0] puts two classes in
+    // one queue of a traffic_classes = 1 fabric.
+    if (const toml::array* map = s.array("class_queues")) {
+        if (map->empty() || map->size() > kMaxTrafficClasses) s.bad(map, "class_queues", "must list 1..8 queues");
+        for (size_t c = 0; c < map->size(); ++c) {
+            const toml::node& q = *map->get(c);
+            if (!q.is_integer() || *q.value<int64_t>() < 0 || *q.value<int64_t>() >= t.switches.traffic_classes)
+                s.bad(&q, "class_queues", "must list queues below topology.traffic_classes (" +
+                                              std::to_string(t.switches.traffic_classes) + ")");
+            t.switches.class_queue[c] = static_cast<uint8_t>(*q.value<int64_t>());
+        }
+        t.switches.mapped_classes = static_cast<uint8_t>(map->size());
+    }
     BufferConfig& b = t.switches.buffer;
     if (file_buffer_bytes && s.node("buffer_bytes"))
         s.bad(s.node("buffer_bytes"), "buffer_bytes", "does not apply: the file sets every port's (Queue_Up, Queue_Down)");
@@ -332,7 +346,17 @@ void read_topology(Section s, RunSpec& r, const std::string& base_dir) {
     }
     p.finish();
     s.finish();
-    if (const std::string err = check_topology_config(t); !err.empty()) fail(s.ctx().where(nullptr) + "topology: " + err);
+    // PFC against the class map is checked once the run's protocol has chosen PFC (read_run).
+    TopologyConfig lossy = t;
+    lossy.switches.pfc.lossless_classes = 0;
+    if (const std::string err = check_topology_config(lossy); !err.empty()) fail(s.ctx().where(nullptr) + "topology: " + err);
+}
+
+// class_limit names the bound on a flow's traffic class: the classes topology.class_queues
+// maps, else one per queue.
+std::string class_limit(const SwitchConfig& sw) {
+    return sw.mapped_classes ? "the classes topology.class_queues maps (" + std::to_string(sw.classes()) + ")"
+                             : "topology.traffic_classes (" + std::to_string(sw.traffic_classes) + ")";
 }
 
 // longest_rtt_ps: the base RTT of the fabric's longest path, 2 x 6 hops of propagation
@@ -531,9 +555,8 @@ void read_workload(Section s, RunSpec& r, uint32_t hosts, const std::string& bas
             fl.traffic_class = static_cast<uint8_t>(f.u32("traffic_class", w.traffic_class, 0, kMaxTrafficClasses - 1));
             // The flow's stream (QP) and its packets run in this class ([STREAM-14]); a
             // class the switches do not have would silently share the top queue.
-            if (fl.traffic_class >= r.topology.switches.traffic_classes)
-                fail(s.ctx().where(&n) + "'" + pre + "traffic_class' must be below topology.traffic_classes (" +
-                     std::to_string(r.topology.switches.traffic_classes) + ")");
+            if (fl.traffic_class >= r.topology.switches.classes())
+                fail(s.ctx().where(&n) + "'" + pre + "traffic_class' must be below " + class_limit(r.topology.switches));
             if (const toml::array* deps = f.array("depends_on")) {
                 for (const toml::node& d : *deps) {
                     if (!d.is_integer() || *d.value<int64_t>() < 0 || *d.value<int64_t>() >= static_cast<int64_t>(i))
@@ -610,8 +633,10 @@ void read_run(Section& root, RunSpec& r, const std::string& base_dir) {
     read_workload(root.sub("workload"), r, hosts, base_dir);
     // PFC is the fabric's, but whether a run uses it is the protocol's choice.
     if (!(r.protocol == Protocol::kMroce ? r.mroce.pfc : r.rocev2.pfc)) r.topology.switches.pfc.lossless_classes = 0;
-    if (r.workload.traffic_class >= r.topology.switches.traffic_classes)
-        fail(root.ctx().where(nullptr) + "'workload.traffic_class' must be below topology.traffic_classes");
+    if (const std::string err = check_topology_config(r.topology); !err.empty())
+        fail(root.ctx().where(nullptr) + "topology: " + err + " (this run's protocol uses PFC)");
+    if (r.workload.traffic_class >= r.topology.switches.classes())
+        fail(root.ctx().where(nullptr) + "'workload.traffic_class' must be below " + class_limit(r.topology.switches));
     read_faults(root.ctx(), root.array("faults"), r, hosts);
     Section run = root.sub("run");
     r.time_limit = run.duration_us("time_limit_us", r.time_limit, 1, 1e10);

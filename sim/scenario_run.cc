@@ -983,8 +983,8 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     }
     m.completion_time_us = static_cast<double>(end_ps) / 1e6;
     times.fill(m);
-    if (tc.switches.traffic_classes > 1) {
-        for (uint8_t c = 0; c < tc.switches.traffic_classes; ++c) {
+    if (tc.switches.classes() > 1) {
+        for (uint8_t c = 0; c < tc.switches.classes(); ++c) {
             ClassMetrics cm;
             cm.traffic_class = c;
             cm.pauses = t.class_pauses_sent[c];

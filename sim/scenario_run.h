@@ -96,7 +96,7 @@ struct RunMetrics {
     uint64_t pauses = 0, pfc_overflow_drops = 0, flows = 0, completed_flows = 0;
     uint64_t events = 0, sim_packets = 0;
     std::string stop_reason;
-    // With several traffic classes (topology.traffic_classes > 1): one entry per class
+    // With several traffic classes (SwitchConfig::classes() > 1): one entry per class
     // that has flows or pauses, by class; empty otherwise.
     std::vector<ClassMetrics> by_class;
     // DATA packets dropped (switch + wire) / DATA packets the hosts sent (0 when none).

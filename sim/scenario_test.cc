@@ -126,6 +126,48 @@ flows = [{src = 0, dst = 1, traffic_class = 2}, {src = 1, dst = 2}, {src = 2, ds
     EXPECT_EQ(d->runs[0].topology.switches.pfc.lossless_classes, 0b1);  // class 0 by default
 }
 
+// topology.class_queues maps traffic classes onto egress queues: two classes in the one
+// queue of a traffic_classes = 1 fabric; its length bounds the flows' classes; PFC refuses
+// a shared queue only in a run that uses PFC.
+TEST(Scenario, ClassQueuesMapClassesOntoQueues) {
+    const std::string text = R"(
+[topology]
+traffic_classes = 1
+class_queues = [0, 0]
+[topology.pfc]
+enabled = true
+[rocev2]
+pfc = false
+[workload]
+kind = "explicit"
+flows = [{src = 0, dst = 1, traffic_class = 1}, {src = 2, dst = 1}]
+)";
+    std::string err;
+    for (const char* protocol : {"protocol=mroce", "protocol=rocev2"}) {
+        auto s = parse(text, err, {protocol});
+        ASSERT_TRUE(s) << protocol << ": " << err;
+        const SwitchConfig& sw = s->runs[0].topology.switches;
+        EXPECT_EQ(sw.classes(), 2);
+        EXPECT_EQ(sw.class_queue[0], 0);
+        EXPECT_EQ(sw.class_queue[1], 0);
+        EXPECT_FALSE(sw.class_queue_identity());
+        EXPECT_EQ(s->runs[0].workload.flows[0].traffic_class, 1);
+    }
+    // Without the key: the identity, one class per queue.
+    auto d = parse("[topology]\ntraffic_classes = 3\n", err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(d->runs[0].topology.switches.classes(), 3);
+    EXPECT_TRUE(d->runs[0].topology.switches.class_queue_identity());
+    // The identity listed explicitly is accepted with PFC.
+    d = parse("[topology]\ntraffic_classes = 2\nclass_queues = [0, 1]\n[topology.pfc]\nenabled = true\n",
+              err, {"protocol=rocev2"});
+    ASSERT_TRUE(d) << err;
+    // A run that uses PFC refuses a shared queue, naming why.
+    EXPECT_FALSE(parse(text, err, {"protocol=rocev2", "rocev2.pfc=true"}));
+    EXPECT_NE(err.find("topology: PFC needs each class in its own queue"), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
 TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
     struct Case {
         std::string text;
@@ -154,6 +196,15 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
         {"[topology]\ntraffic_classes = 2\n[topology.pfc]\nenabled = true\nclasses = [0, 2]\n",
          "s.toml:5: 'topology.pfc.classes' must list classes below topology.traffic_classes (2)"},
         {"[topology.pfc]\nenabled = true\nclasses = []\n", "'topology.pfc.classes' must not be empty"},
+        {"[topology]\nclass_queues = []\n", "s.toml:2: 'topology.class_queues' must list 1..8 queues"},
+        {"[topology]\nclass_queues = [0, 0, 0, 0, 0, 0, 0, 0, 0]\n", "'topology.class_queues' must list 1..8 queues"},
+        {"[topology]\ntraffic_classes = 2\nclass_queues = [0, 2]\n",
+         "s.toml:3: 'topology.class_queues' must list queues below topology.traffic_classes (2)"},
+        {"[topology]\nclass_queues = [\"a\"]\n", "'topology.class_queues' must list queues below"},
+        {"[topology]\nclass_queues = [0, 0]\n[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, traffic_class = 2}]\n",
+         "'workload.flows[0].traffic_class' must be below the classes topology.class_queues maps (2)"},
+        {"[topology]\nclass_queues = [0, 0]\n[workload]\ntraffic_class = 2\n",
+         "'workload.traffic_class' must be below the classes topology.class_queues maps (2)"},
     };
     for (const Case& c : cases) {
         std::string err;

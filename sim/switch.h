@@ -21,6 +21,7 @@
 // Threading: single-threaded, like its Sim.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -85,6 +86,22 @@ struct BufferConfig {
 
 struct SwitchConfig {
     uint8_t traffic_classes = 1;  // egress queues per port (packet class is clamped)
+    // class_queue[c] is the egress queue of traffic class c ([topology] class_queues):
+    // identity by default, so each class has its own strict-priority queue. Classes that
+    // map to one queue share its FIFO, its ECN marking and (so) its place in the priority
+    // order. mapped_classes is how many classes the map lists (0: the identity, one class
+    // per queue); a queue at or above traffic_classes is clamped to the top one, as a class
+    // beyond the map is. PFC needs the identity (check_topology_config): a PAUSE names one
+    // class, and a host NIC pauses that class alone.
+    std::array<uint8_t, kMaxTrafficClasses> class_queue{0, 1, 2, 3, 4, 5, 6, 7};
+    uint8_t mapped_classes = 0;
+    // classes is the number of traffic classes flows may use: the map's, else one per queue.
+    uint8_t classes() const { return mapped_classes ? mapped_classes : traffic_classes; }
+    bool class_queue_identity() const {
+        for (uint8_t c = 0; c < classes(); ++c)
+            if (class_queue[c] != c) return false;
+        return true;
+    }
     BufferConfig buffer;
     EcnConfig ecn;
     PfcConfig pfc;
@@ -256,9 +273,11 @@ class Switch {
   private:
     friend class SwitchPort;
     void forward(PacketPtr packet, uint16_t ingress);
+    // class_of is the egress queue of a packet: its class through the class map, clamped
+    // to the top queue (a class beyond the map, or a queue the switch lacks).
     uint8_t class_of(const Packet& p) const {
-        return p.traffic_class < config_.traffic_classes ? p.traffic_class
-                                                         : config_.traffic_classes - 1;
+        const uint8_t q = config_.class_queue[std::min<uint8_t>(p.traffic_class, kMaxTrafficClasses - 1)];
+        return q < config_.traffic_classes ? q : config_.traffic_classes - 1;
     }
 
     Sim& sim_;

@@ -71,11 +71,13 @@ TopologyConfig single_switch(uint32_t hosts, uint64_t rate_bps = 10'000'000'000)
 
 // burst injects n ECT datagrams of `size` from host src to host dst at the switch's
 // ingress from src, all at now(): packet i finds i * size bytes queued at the egress.
-void burst(Topology& t, uint32_t src, uint32_t dst, uint32_t n, size_t size = 1000) {
+void burst(Topology& t, uint32_t src, uint32_t dst, uint32_t n, size_t size = 1000,
+           uint8_t traffic_class = 0) {
     Switch& sw = t.switch_at(0);
     for (uint32_t i = 0; i < n; ++i) {
         PacketPtr p = t.sim().packets().acquire();
         p->bytes.resize(size);
+        p->traffic_class = traffic_class;
         p->meta.src = t.host(src).address().with_port(static_cast<uint16_t>(40000 + i));
         p->meta.dst = t.host(dst).address();
         p->meta.ecn = ecn::kEct0;
@@ -196,6 +198,33 @@ TEST(Buffer, SharedBufferDynamicThresholdLeavesRoomForOtherPorts) {
     EXPECT_LE(sw.max_buffer_used(), 40'000u);
     EXPECT_GT(sw.port(2).stats().dropped(SwitchDrop::kBufferFull), 0u);
     EXPECT_EQ(sw.buffer_used(), 0u);
+}
+
+// Classes that topology.class_queues maps to one queue share its FIFO; a class with its own
+// queue keeps its strict priority. Three bursts reach one egress at once, classes 0, 1, 2
+// in that order: with the identity class 2 goes first, then 1, then 0 (after the class-0
+// packet already in service); with {0, 0, 1} class 2 goes first and 0 and 1 leave in
+// arrival order.
+std::string departure_order(uint8_t queues, std::vector<uint8_t> map) {
+    Sim sim(1);
+    TopologyConfig c = single_switch(4);
+    c.switches.traffic_classes = queues;
+    for (size_t k = 0; k < map.size(); ++k) c.switches.class_queue[k] = map[k];
+    c.switches.mapped_classes = static_cast<uint8_t>(map.size());
+    EXPECT_EQ(check_topology_config(c), "");
+    Topology t(sim, c);
+    std::string order;
+    t.set_tap([&](const Packet& p, const Host&) { order += static_cast<char>('0' + p.traffic_class); });
+    for (uint8_t cls = 0; cls < 3; ++cls) burst(t, cls, 3, 3, 1000, cls);
+    sim.run_until({}, kSimForever, 10'000);
+    return order;
+}
+
+TEST(Switch, ClassQueuesShareAFifoOrKeepTheirPriority) {
+    EXPECT_EQ(departure_order(3, {0, 1, 2}), "022211100");
+    EXPECT_EQ(departure_order(3, {}), "022211100");  // the default is the identity
+    EXPECT_EQ(departure_order(2, {0, 0, 1}), "022200111");
+    EXPECT_EQ(departure_order(1, {0, 0, 0}), "000111222");
 }
 
 // chi_square of counts against a uniform spread.
@@ -526,6 +555,17 @@ TEST(Topology, BadConfigsGetAOneLineReason) {
                   b.switches.pfc = PfcConfig{.lossless_classes = 1, .xoff_bytes = 1, .xon_bytes = 2};
               }),
               "PFC xon must not exceed xoff");
+    EXPECT_EQ(reason([](TopologyConfig& b) {
+                  b.switches.mapped_classes = 2;
+                  b.switches.class_queue[1] = 1;  // traffic_classes = 1: no queue 1
+              }),
+              "class queues must name queues below traffic classes");
+    EXPECT_EQ(reason([](TopologyConfig& b) {
+                  b.switches.mapped_classes = 2;
+                  b.switches.class_queue[1] = 0;
+                  b.switches.pfc = PfcConfig{.lossless_classes = 1, .xoff_bytes = 2, .xon_bytes = 1};
+              }),
+              "PFC needs each class in its own queue (class queues = the identity)");
     EXPECT_EQ(reason([](TopologyConfig& b) { b.hosts = 200'000; }),
               "too many hosts for the address plan (max 131070)");
 }

@@ -27,6 +27,12 @@ std::string check_topology_config(const TopologyConfig& c) {
     if (c.cable.delay < SimDuration{0}) return "cable delay must not be negative";
     if (c.switches.traffic_classes < 1 || c.switches.traffic_classes > kMaxTrafficClasses)
         return "switch traffic classes must be 1..8";
+    if (c.switches.mapped_classes > kMaxTrafficClasses) return "class queues must map at most 8 classes";
+    for (uint8_t k = 0; k < c.switches.mapped_classes; ++k)
+        if (c.switches.class_queue[k] >= c.switches.traffic_classes)
+            return "class queues must name queues below traffic classes";
+    if (c.switches.pfc.enabled() && !c.switches.class_queue_identity())
+        return "PFC needs each class in its own queue (class queues = the identity)";
     if (c.switches.buffer.alpha <= 0) return "buffer alpha must be positive";
     if (c.switches.pfc.enabled() && c.switches.pfc.xon_bytes > c.switches.pfc.xoff_bytes)
         return "PFC xon must not exceed xoff";
