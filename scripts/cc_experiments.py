@@ -3,14 +3,17 @@
 
 Runs `mroce sim` on the scenarios below (fixed seeds: the files' own), computes each target's
 figure from the outputs (summary.json, fct.txt, throughput.csv; docs/sim.md's contract),
-prints a Markdown table `| experiment | target | mroce | rocev2 | met? |` followed by the exact
-commands, writes it to OUT/cc-results.md, and draws plots into OUT.
+prints a Markdown table `| experiment | target | mroce | rocev2 (PFC) | rocev2 (no PFC) | met? |`
+followed by the exact commands, writes it to OUT/cc-results.md, and draws plots into OUT.
 
   incast     1. N -> 1 incast, N = 8, 32, 64, 256, plus a victim flow (incast-cc.toml)
+             RoCEv2 runs with PFC (the files' own sweeps) and again without (rocev2.pfc = false)
+             wherever a file runs it with PFC: incast, first-rtt's websearch, websearch
   ablation   2. the same, MetaRoCE with the hint off and with AIMD off (fixed window)
   first-rtt  3. mroce.first_rtt_bytes in {16384, 65536, 262144}: incast N = 64 and
                 WebSearch at 50 % load (cc-first-rtt.toml)
-  classes    4. two traffic classes into one receiver, class weights 4:1 (cc-class-weights.toml)
+  classes    4. two traffic classes into one receiver, class weights 4:1, both in one switch
+                queue, then strict-priority queues (cc-class-weights.toml)
   rtt        5. 4 long flows with base RTTs 10 us, 10 us, 100 us, 1 ms (then 10 ms) through
                 one bottleneck (cc-rtt-fairness.toml, cc-rtt-fairness-10ms.toml)
   websearch  6. WebSearch background at 30 / 50 / 70 % plus a 16 -> 1 incast (cc-websearch.toml)
@@ -279,20 +282,25 @@ class Table:
     def __init__(self):
         self.rows, self.notes = [], []
 
-    def add(self, experiment, target, mroce, rocev2, met):
-        self.rows.append((experiment, target, mroce, rocev2, met))
+    def add(self, experiment, target, mroce, rocev2, met, rocev2_nopfc="—"):
+        """rocev2: RoCEv2 with PFC + DCQCN; rocev2_nopfc: RoCEv2 with DCQCN alone, lossy
+        (the issue runs both in the same sweeps); '—' where that variant did not run."""
+        self.rows.append((experiment, target, mroce, rocev2, rocev2_nopfc, met))
 
     def note(self, text):
         if text not in self.notes:
             self.notes.append(text)
 
     def markdown(self, runner):
-        out = ["| experiment | target | mroce | rocev2 | met? |", "|---|---|---|---|---|"]
+        out = ["| experiment | target | mroce | rocev2 (PFC) | rocev2 (no PFC) | met? |",
+               "|---|---|---|---|---|---|"]
         for r in self.rows:
             out.append("| " + " | ".join(str(c).replace("|", "/") for c in r) + " |")
         out.append("")
         out.append("met? = MetaRoCE against the target (RoCEv2's own in parentheses where it "
-                   "applies); n/a = the target does not apply (see notes).")
+                   "applies: PFC, then no PFC); n/a = the target does not apply (see notes). "
+                   "rocev2 (PFC) = DCQCN over PFC (lossless, go-back-N never needed); "
+                   "rocev2 (no PFC) = DCQCN alone over the lossy fabric (go-back-N).")
         out.append("")
         out.append("Commands (`mroce` = the binary; run from the repository root):")
         out.append("")
@@ -312,11 +320,14 @@ class Table:
         return "\n".join(out) + "\n"
 
 
-def both(check, m, r):
-    """'yes' / 'no' for MetaRoCE, with RoCEv2's in parentheses when it has a figure."""
+def both(check, m, r, r_nopfc=None):
+    """'yes' / 'no' for MetaRoCE, with RoCEv2's (PFC, then no PFC) in parentheses for the
+    variants that have a figure."""
     s = verdict(check(m) if m is not None else False)
-    if r is not None:
-        s += f" (rocev2 {verdict(check(r))})"
+    others = [f"{label} {verdict(check(v))}" for label, v in
+              (("rocev2", r), ("no PFC", r_nopfc)) if v is not None]
+    if others:
+        s += " (" + ", ".join(others) + ")"
     return s
 
 
@@ -327,6 +338,9 @@ INCAST_RATE_GBPS = 100
 INCAST_BUFFER = 4194304
 INCAST_MESSAGE = 65536
 DEFAULT_FIRST_RTT = 32768       # core/config.h
+# RoCEv2 without PFC: DCQCN alone over the lossy fabric, in a scenario whose own sweep runs
+# RoCEv2 with PFC (the issue: "RoCEv2 (DCQCN, with and without PFC) runs in the same sweeps").
+ROCEV2_NO_PFC = ['sweep.protocol=["rocev2"]', "rocev2.pfc=false"]
 
 
 def victim_slowdown(summary, run):
@@ -353,52 +367,64 @@ def null_reason(m):
     return "no Jain window fits between t_know + settle and the first sender's completion"
 
 
-def incast_rows(table, label, n, s, ref, m_run, r_run, first_rtt):
+def incast_rows(table, label, n, s, ref, m_run, r_run, first_rtt, q=None):
+    """The incast target rows of one N. r_run: RoCEv2 with PFC in summary s; q: (summary,
+    run, ref) of RoCEv2 without PFC, or None."""
     m = m_run["metrics"] if m_run else None
     r = r_run["metrics"] if r_run else None
-    name = f"{label} N={n} [{ref}]"
+    qs, q_run, qref = q if q else (None, None, None)
+    x = q_run["metrics"] if q_run else None
+    name = f"{label} N={n} [{ref}" + (f", {qref}]" if qref else "]")
 
     def g(x, k):
         return None if x is None else x.get(k)
 
+    def cells(mv, rv, xv, show=fmt):
+        return (show(mv), show(rv) if r else "—", show(xv) if x else "—")
+
+    def row(target, mv, rv, xv, check, show=fmt, met=None):
+        c = cells(mv, rv, xv, show)
+        table.add(name, target, c[0], c[1],
+                  met if met is not None else both(check, mv, rv if r else None, xv if x else None), c[2])
+
     for key, target, check in (("converge_rtts", "converge_rtts <= 2", lambda v: v is not None and v <= 2),
                                ("jain_index", "jain_index >= 0.95", lambda v: v is not None and v >= 0.95)):
-        mv, rv = g(m, key), g(r, key)
-        table.add(name, target, fmt(mv), fmt(rv) if r else "—",
-                  both(check, mv, rv if r else None))
-        for proto, x in (("mroce", m), ("rocev2", r)):
-            if x is not None and x.get(key) is None:
-                table.note(f"{label} N={n} {proto}: {key} null: {null_reason(x)}.")
+        row(target, g(m, key), g(r, key), g(x, key), check)
+        for proto, y in (("mroce", m), ("rocev2", r), ("rocev2 no PFC", x)):
+            if y is not None and y.get(key) is None:
+                table.note(f"{label} N={n} {proto}: {key} null: {null_reason(y)}.")
     fits = burst_fits(first_rtt, n, INCAST_BUFFER)
-    mv, rv = g(m, "drop_fraction"), g(r, "drop_fraction")
     target = (f"drop_fraction <= 0.1 % (burst {first_rtt} B x {n} "
               f"{'fits' if fits else 'exceeds'} the 4 MiB buffer)")
-    met = both(lambda v: v is not None and v <= 0.001, mv, rv if r else None) if fits else "n/a"
-    table.add(name, target, pct(mv), pct(rv) if r else "—", met)
+    row(target, g(m, "drop_fraction"), g(r, "drop_fraction"), g(x, "drop_fraction"),
+        lambda v: v is not None and v <= 0.001, show=pct, met=None if fits else "n/a")
     limit = stall_target_us(INCAST_MESSAGE, n, INCAST_RATE_GBPS)
-    mv, rv = g(m, "stall_p99_us"), g(r, "stall_p99_us")
-    table.add(name, f"stall_p99_us <= {limit:.0f} (5 x 64 KiB x N / 100G)", fmt(mv),
-              fmt(rv) if r else "—", both(lambda v: v is not None and v <= limit, mv, rv if r else None))
-    mv = victim_slowdown(s, m_run) if m_run else None
-    rv = victim_slowdown(s, r_run) if r_run else None
-    table.add(name, "victim slowdown <= 1.2", fmt(mv), fmt(rv) if r else "—",
-              both(lambda v: v is not None and v <= 1.2, mv, rv if r else None))
+    row(f"stall_p99_us <= {limit:.0f} (5 x 64 KiB x N / 100G)", g(m, "stall_p99_us"),
+        g(r, "stall_p99_us"), g(x, "stall_p99_us"), lambda v: v is not None and v <= limit)
+    row("victim slowdown <= 1.2", victim_slowdown(s, m_run) if m_run else None,
+        victim_slowdown(s, r_run) if r_run else None, victim_slowdown(qs, q_run) if q_run else None,
+        lambda v: v is not None and v <= 1.2)
 
 
 def exp_incast(runner, table, plots):
     for n in INCAST_NS:
         s, ref = runner.sim("incast", f"incast/n{n}", "incast-cc.toml",
                             [f"workload.senders={n}"])
-        m_run, r_run = run_of(s, "mroce"), run_of(s, "rocev2")
-        incast_rows(table, "1 incast", n, s, ref, m_run, r_run, DEFAULT_FIRST_RTT)
-        for proto, run in (("mroce", m_run), ("rocev2", r_run)):
+        q, qref = runner.sim("incast", f"incast/n{n}-nopfc", "incast-cc.toml",
+                             [f"workload.senders={n}"] + ROCEV2_NO_PFC)
+        m_run, r_run, q_run = run_of(s, "mroce"), run_of(s, "rocev2"), run_of(q, "rocev2")
+        incast_rows(table, "1 incast", n, s, ref, m_run, r_run, DEFAULT_FIRST_RTT,
+                    (q, q_run, qref))
+        for proto, run in (("mroce", m_run), ("rocev2", r_run), ("rocev2 no PFC", q_run)):
             x = run["metrics"]
             table.note(f"1 incast N={n} {proto}: completion {fmt(x['completion_time_us'])} us, "
-                       f"queue_peak {x.get('queue_peak_bytes')} B, timeouts {x.get('timeouts')}, "
+                       f"completed {x.get('completed_flows')}/{x.get('flows')}, "
+                       f"queue_peak {x.get('queue_peak_bytes')} B, drops {x.get('drops')}, "
+                       f"timeouts {x.get('timeouts')}, "
                        f"retransmits {x.get('retransmits')}, pauses {x.get('pauses')}, "
                        f"stop {x.get('stop_reason')}.")
         if n == 64:
-            plots.append(lambda s=s: plot_incast(runner.out, s))
+            plots.append(lambda s=s, q=q: plot_incast(runner.out, s, q))
 
 
 def exp_ablation(runner, table, plots):
@@ -448,21 +474,28 @@ def exp_first_rtt(runner, table, plots):
     s, ref = runner.sim("first-rtt", "first-rtt/websearch50", "cc-first-rtt.toml", [WS_INCAST])
     s2, ref2 = runner.sim("first-rtt", "first-rtt/websearch50-rocev2", "cc-first-rtt.toml",
                           [WS_INCAST, 'sweep.protocol=["rocev2"]', "sweep.mroce.first_rtt_bytes=[32768]"])
-    r_flows = read_fct(s2, s2["runs"][0])
-    r_bg, r_inc = short_flow_figures(r_flows, WS_INCAST_START_NS, WS_INCAST_BYTES)
-    r_b = bucket_slowdowns(r_bg)[BUCKETS[0]]
-    r_i = nearest_rank([f["slowdown"] for f in r_inc], 0.99)
+    s3, ref3 = runner.sim("first-rtt", "first-rtt/websearch50-rocev2-nopfc", "cc-first-rtt.toml",
+                          [WS_INCAST, "sweep.mroce.first_rtt_bytes=[32768]"] + ROCEV2_NO_PFC)
+
+    def rocev2_figures(summary):
+        bg, inc = short_flow_figures(read_fct(summary, summary["runs"][0]), WS_INCAST_START_NS,
+                                     WS_INCAST_BYTES)
+        return (bucket_slowdowns(bg)[BUCKETS[0]], nearest_rank([f["slowdown"] for f in inc], 0.99),
+                summary["runs"][0]["metrics"]["drops"])
+
+    r_b, r_i, r_d = rocev2_figures(s2)
+    q_b, q_i, q_d = rocev2_figures(s3)
     for b in FIRST_RTT:
         m_run = run_of(s, "mroce", **{"mroce.first_rtt_bytes": b})
         bg, inc = short_flow_figures(read_fct(s, m_run), WS_INCAST_START_NS, WS_INCAST_BYTES)
         mb = bucket_slowdowns(bg)[BUCKETS[0]]
-        name = f"3 first_rtt={b} websearch 50 % [{ref}, {ref2}]"
+        name = f"3 first_rtt={b} websearch 50 % [{ref}, {ref2}, {ref3}]"
         table.add(name, f"slowdown p50 / p99, flows < 100 KB (n={mb[0]}; each <= rocev2's)",
                   f"{fmt(mb[1])} / {fmt(mb[2])}", f"{fmt(r_b[1])} / {fmt(r_b[2])}",
-                  slowdown_verdict(mb, r_b)[1])
+                  slowdown_verdict(mb, r_b)[1], f"{fmt(q_b[1])} / {fmt(q_b[2])}")
         table.add(name, "16 -> 1 incast slowdown p99; drops (report)",
                   f"{fmt(nearest_rank([f['slowdown'] for f in inc], 0.99))}; {m_run['metrics']['drops']}",
-                  f"{fmt(r_i)}; {s2['runs'][0]['metrics']['drops']}", "—")
+                  f"{fmt(r_i)}; {r_d}", "—", f"{fmt(q_i)}; {q_d}")
 
 
 def class_split(summary, run, classes):
@@ -480,40 +513,49 @@ def class_split(summary, run, classes):
     return out, t_end
 
 
+# The strict-priority arrangement of cc-class-weights.toml (the file shares one queue).
+CLASSES_PRIORITY = ["topology.traffic_classes=2", "topology.class_queues=[0, 1]"]
+
+
 def exp_classes(runner, table, plots):
     classes = {i: (1 if i < 4 else 0) for i in range(8)}   # flows 0..3 class 1, 4..7 class 0
-    s, ref = runner.sim("classes", "classes/w14", "cc-class-weights.toml")
-    s2, ref2 = runner.sim("classes", "classes/w41", "cc-class-weights.toml",
-                          ["mroce.class_weights=[4, 1]", 'sweep.protocol=["mroce"]'])
-    m_run, r_run = run_of(s, "mroce"), run_of(s, "rocev2")
-    m, tm = class_split(s, m_run, classes)
-    r, tr = class_split(s, r_run, classes)
-    ratio_m = m[1] / m[0] if m.get(0) else None
-    ratio_r = r[1] / r[0] if r.get(0) else None
-    table.add(f"4 classes, weights 1:4 (class 1 = 4 = the strict-priority class) [{ref}]",
-              "class1 / class0 goodput = 4 +- 5 %",
-              f"{fmt(ratio_m)} ({fmt(m[1])} / {fmt(m[0])} Gbit/s, {tm / 2:.0f}-{tm:.0f} us)",
-              f"{fmt(ratio_r) if ratio_r else 'inf'} ({fmt(r[1])} / {fmt(r[0])} Gbit/s, {tr / 2:.0f}-{tr:.0f} us)",
-              both(lambda v: within(v, 4, 0.05), ratio_m, ratio_r))
-    m2, tm2 = class_split(s2, s2["runs"][0], classes)
-    ratio2 = m2[0] / m2[1] if m2.get(1) else None
-    table.add(f"4 classes, weights 4:1 (against the priority: class 0 weighted 4) [{ref2}]",
-              "class0 / class1 goodput = 4 +- 5 %",
-              f"{fmt(ratio2)} ({fmt(m2[0])} / {fmt(m2[1])} Gbit/s, {tm2 / 2:.0f}-{tm2:.0f} us)",
-              "— (weights do not apply)", verdict(within(ratio2, 4, 0.05)))
-    table.note("4 classes: the simulator cannot put two classes in one switch queue (a flow's "
-               "class must be below topology.traffic_classes and every port queues each class "
-               "apart, strict priority), so there is no traffic_classes = 1 row; the closest "
-               "is weights 4:1 against the priority (the lower class weighted 4): any 4:1 "
-               "split there is the receiver's hint alone.")
-    for proto, x in (("mroce", m_run), ("rocev2", r_run)):
-        mm = x["metrics"]
-        table.note(f"4 classes 1:4 {proto}: completed {mm['completed_flows']}/{mm['flows']}, "
-                   f"drops {mm['drops']}, failed_ops {mm['failed_ops']}, timeouts {mm['timeouts']}, "
-                   f"stop {mm['stop_reason']}.")
-    plots.append(lambda: plot_goodput(os.path.join(runner.out, "classes-goodput.png"),
-                                      [(s, m_run, "mroce 1:4"), (s, r_run, "rocev2"),
-                                       (s2, s2["runs"][0], "mroce 4:1")],
+    panels = []
+    for tag, label, queues in (("one", "one shared queue", []),
+                               ("prio", "strict-priority queues", CLASSES_PRIORITY)):
+        s, ref = runner.sim("classes", f"classes/{tag}-w14", "cc-class-weights.toml", queues)
+        s2, ref2 = runner.sim("classes", f"classes/{tag}-w41", "cc-class-weights.toml",
+                              queues + ["mroce.class_weights=[4, 1]", 'sweep.protocol=["mroce"]'])
+        m_run, r_run = run_of(s, "mroce"), run_of(s, "rocev2")
+        m, tm = class_split(s, m_run, classes)
+        r, tr = class_split(s, r_run, classes)
+        ratio_m = m[1] / m[0] if m.get(0) else None
+        ratio_r = r[1] / r[0] if r.get(0) else None
+        # The issue's target is the shared queue's (weights enforced by the hint alone);
+        # strict priority is the contrast, reported against the same figure.
+        target = "class1 / class0 goodput = 4 +- 5 %" + ("" if tag == "one" else " (contrast)")
+        table.add(f"4 classes, {label}, weights 1:4 (class 1 weighted 4) [{ref}]", target,
+                  f"{fmt(ratio_m)} ({fmt(m[1])} / {fmt(m[0])} Gbit/s, {tm / 2:.0f}-{tm:.0f} us)",
+                  "—", both(lambda v: within(v, 4, 0.05), ratio_m, None, ratio_r),
+                  f"{fmt(ratio_r) if ratio_r else 'inf'} ({fmt(r[1])} / {fmt(r[0])} Gbit/s, "
+                  f"{tr / 2:.0f}-{tr:.0f} us)")
+        m2, tm2 = class_split(s2, s2["runs"][0], classes)
+        ratio2 = m2[0] / m2[1] if m2.get(1) else None
+        table.add(f"4 classes, {label}, weights 4:1 (class 0 weighted 4) [{ref2}]",
+                  "class0 / class1 goodput = 4 +- 5 %" + ("" if tag == "one" else " (contrast)"),
+                  f"{fmt(ratio2)} ({fmt(m2[0])} / {fmt(m2[1])} Gbit/s, {tm2 / 2:.0f}-{tm2:.0f} us)",
+                  "—", verdict(within(ratio2, 4, 0.05)), "— (weights do not apply)")
+        for proto, x in (("mroce", m_run), ("rocev2", r_run), ("mroce 4:1", s2["runs"][0])):
+            mm = x["metrics"]
+            table.note(f"4 classes, {label}, {proto}: completed {mm['completed_flows']}/{mm['flows']}, "
+                       f"drops {mm['drops']}, failed_ops {mm['failed_ops']}, timeouts {mm['timeouts']}, "
+                       f"stop {mm['stop_reason']}.")
+        panels += [(s, m_run, f"mroce 1:4, {label}"), (s, r_run, f"rocev2 (no PFC), {label}"),
+                   (s2, s2["runs"][0], f"mroce 4:1, {label}")]
+    table.note("4 classes: one shared queue = topology.traffic_classes = 1 with class_queues = "
+               "[0, 0] (the file): one FIFO and one ECN marking for both classes, so any 4:1 "
+               "split is the receiver's hint alone (the issue's target). Strict priority = "
+               "traffic_classes = 2, class_queues = [0, 1], class 1 served first (the contrast).")
+    plots.append(lambda: plot_goodput(os.path.join(runner.out, "classes-goodput.png"), panels,
                                       "4 senders in class 1 (flows 0-3), 4 in class 0 (4-7)"))
 
 
@@ -537,12 +579,13 @@ def exp_rtt(runner, table, plots):
         jr, gr, _ = cells["rocev2"]
         per = lambda g: ", ".join(f"{v:.1f}" for v in g.values())
         table.add(f"{label} [{ref}]", f"Jain of goodput over the last 80 % ({0.2 * te / 1e3:.0f}-{te / 1e3:.0f} ms) >= 0.95",
-                  f"{fmt(jm)} ({per(gm)} Gbit/s)", f"{fmt(jr)} ({per(gr)} Gbit/s)",
-                  both(lambda v: v is not None and v >= 0.95, jm, jr))
+                  f"{fmt(jm)} ({per(gm)} Gbit/s)", "—",
+                  both(lambda v: v is not None and v >= 0.95, jm, None, jr),
+                  f"{fmt(jr)} ({per(gr)} Gbit/s)")
         if "10ms" in scen:
             table.add(f"{label} [{ref}]", "10 ms flow's goodput over the last 25 % (report; cap "
                       "8 MiB / 10 ms = 6.7 Gbit/s)",
-                      f"{fmt(tails['mroce']['3'])} Gbit/s", f"{fmt(tails['rocev2']['3'])} Gbit/s", "—")
+                      f"{fmt(tails['mroce']['3'])} Gbit/s", "—", "—", f"{fmt(tails['rocev2']['3'])} Gbit/s")
         for proto in ("mroce", "rocev2"):
             mm = run_of(s, proto)["metrics"]
             table.note(f"{label[2:]} {proto}: stop {mm['stop_reason']} (flows longer than the run), "
@@ -557,32 +600,36 @@ def exp_rtt(runner, table, plots):
 
 def exp_websearch(runner, table, plots):
     s, ref = runner.sim("websearch", "websearch", "cc-websearch.toml", [WS_INCAST])
+    q, qref = runner.sim("websearch", "websearch-rocev2-nopfc", "cc-websearch.toml",
+                         [WS_INCAST] + ROCEV2_NO_PFC)
     cdfs = []
     for load in LOADS:
         figs = {}
-        for proto in ("mroce", "rocev2"):
-            run = run_of(s, proto, **{"workload.load": load})
-            flows = read_fct(s, run)
+        for proto, summary in (("mroce", s), ("rocev2", s), ("rocev2 no PFC", q)):
+            run = run_of(summary, proto.split()[0], **{"workload.load": load})
+            flows = read_fct(summary, run)
             bg, inc = short_flow_figures(flows, WS_INCAST_START_NS, WS_INCAST_BYTES)
             figs[proto] = (bucket_slowdowns(bg), inc, run, flows)
             cdfs.append((load, proto, sorted(f["slowdown"] for f in flows)))
+        name = f"6 websearch {int(load * 100)} % [{ref}, {qref}]"
         for b in BUCKETS:
-            m, r = figs["mroce"][0][b], figs["rocev2"][0][b]
-            table.add(f"6 websearch {int(load * 100)} % [{ref}]",
-                      f"slowdown p50 / p99, {b} (n={m[0]}; each <= rocev2's)",
+            m, r, x = figs["mroce"][0][b], figs["rocev2"][0][b], figs["rocev2 no PFC"][0][b]
+            table.add(name, f"slowdown p50 / p99, {b} (n={m[0]}; each <= rocev2's)",
                       f"{fmt(m[1])} / {fmt(m[2])}", f"{fmt(r[1])} / {fmt(r[2])}",
-                      slowdown_verdict(m, r)[1])
-        mi = nearest_rank([f["slowdown"] for f in figs["mroce"][1]], 0.99)
-        ri = nearest_rank([f["slowdown"] for f in figs["rocev2"][1]], 0.99)
-        table.add(f"6 websearch {int(load * 100)} % [{ref}]",
-                  f"16 -> 1 incast (128 KiB each) slowdown p99 (n={len(figs['mroce'][1])}; <= rocev2's)",
+                      slowdown_verdict(m, r)[1], f"{fmt(x[1])} / {fmt(x[2])}")
+        p99 = {k: nearest_rank([f["slowdown"] for f in v[1]], 0.99) for k, v in figs.items()}
+        mi, ri = p99["mroce"], p99["rocev2"]
+        table.add(name, f"16 -> 1 incast (128 KiB each) slowdown p99 (n={len(figs['mroce'][1])}; <= rocev2's)",
                   fmt(mi), fmt(ri),
-                  verdict(mi is not None and ri is not None and mi <= ri) + f" ({fmt(mi)} vs {fmt(ri)})")
-        mm, rm = figs["mroce"][2]["metrics"], figs["rocev2"][2]["metrics"]
+                  verdict(mi is not None and ri is not None and mi <= ri) + f" ({fmt(mi)} vs {fmt(ri)})",
+                  fmt(p99["rocev2 no PFC"]))
+        mm, rm, xm = (figs[k][2]["metrics"] for k in ("mroce", "rocev2", "rocev2 no PFC"))
         table.note(f"6 websearch {int(load * 100)} %: flows {mm['flows']}; mroce drops {mm['drops']}, "
                    f"completion {fmt(mm['completion_time_us'])} us; rocev2 drops {rm['drops']} "
                    f"(pfc_overflow {rm.get('pfc_overflow_drops')}), pauses {rm.get('pauses')}, "
-                   f"completion {fmt(rm['completion_time_us'])} us.")
+                   f"completion {fmt(rm['completion_time_us'])} us; rocev2 without PFC drops "
+                   f"{xm['drops']}, completed {xm['completed_flows']}/{xm['flows']}, completion "
+                   f"{fmt(xm['completion_time_us'])} us.")
     plots.append(lambda: plot_cdfs(os.path.join(runner.out, "websearch-fct-cdf.png"), cdfs))
 
 
@@ -603,8 +650,9 @@ def exp_a2a(runner, table, plots):
                   "finish_fraction_of_ideal >= 0.95 (before: 0.9185, fixed window)",
                   f"{fmt(mm['finish_fraction_of_ideal'], 4)} (drop {pct(mm['drop_fraction'])}, "
                   f"timeouts {mm['timeouts']})",
-                  fmt(rv, 4) if i == 0 else "—",
-                  both(lambda v: v >= 0.95, mm["finish_fraction_of_ideal"], rv if i == 0 else None))
+                  "—", both(lambda v: v >= 0.95, mm["finish_fraction_of_ideal"], None,
+                             rv if i == 0 else None),
+                  fmt(rv, 4) if i == 0 else "—")
 
 
 RUNNERS = {"incast": exp_incast, "ablation": exp_ablation, "first-rtt": exp_first_rtt,
@@ -621,19 +669,23 @@ def pyplot():
     return plt
 
 
-def plot_incast(out, s):
+def plot_incast(out, s, nopfc=None):
+    """s: the incast sweep (mroce, rocev2 with PFC); nopfc: RoCEv2 without PFC's, or None."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for proto in ("mroce", "rocev2"):
-        run = run_of(s, proto)
-        q = read_queue(s, run)
+    traces = [(s, "mroce", "mroce"), (s, "rocev2", "rocev2 PFC")]
+    if nopfc is not None:
+        traces.append((nopfc, "rocev2", "rocev2 no PFC"))
+    for summary, proto, label in traces:
+        run = run_of(summary, proto)
+        q = read_queue(summary, run)
         peak = {}
         for _, p, b in q:
             peak[p] = max(peak.get(p, 0), b)
         port = max(peak, key=peak.get)       # the receiver's ToR port (the deepest)
         pts = [(t, b) for t, p, b in q if p == port]
         ax.plot([t for t, _ in pts], [b / 1024 for _, b in pts], linewidth=1,
-                label=f"{proto} {port}")
+                label=f"{label} {port}")
         bdp = run["metrics"].get("bdp_bytes")
     if bdp:
         ax.axhline(bdp / 1024, color="grey", linestyle=":", label="1 BDP")
@@ -646,10 +698,11 @@ def plot_incast(out, s):
     fig.savefig(os.path.join(out, "incast64-queue.png"), dpi=100)
     plt.close(fig)
 
-    fig, axes = plt.subplots(2, 1, figsize=(9, 7), sharex=True, sharey=True)
-    for ax, proto in zip(axes, ("mroce", "rocev2")):
-        run = run_of(s, proto)
-        samples = read_throughput(s, run)
+    fig, axes = plt.subplots(len(traces), 1, figsize=(9, 3.5 * len(traces)), sharex=True,
+                             sharey=True)
+    for ax, (summary, proto, label) in zip(axes, traces):
+        run = run_of(summary, proto)
+        samples = read_throughput(summary, run)
         series = {}
         for t, f, g in samples:
             if f != "all":
@@ -661,7 +714,7 @@ def plot_incast(out, s):
         ax.axhline(100 * 4096 / 4168 / 64, color="black", linestyle=":",
                    label="fair share (payload)")
         ax.set_ylabel("goodput (Gbit/s)")
-        ax.set_title(f"{proto}: per-sender goodput (first {len(series)} flows sampled)",
+        ax.set_title(f"{label}: per-sender goodput (first {len(series)} flows sampled)",
                      fontsize="small")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
