@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -398,9 +400,39 @@ kind = "incast"
 bytes = 1048576
 message_bytes = 65536
 [output]
-sample_us = 0
+sample_us = 5
+flows = 8
 )", sets),
                seed);
+}
+
+// sender_shares: each of the first `senders` flows' goodput (throughput.csv: bytes placed
+// at the receiver) over the samples that lie wholly in [t0_us, t1_us], over the senders'
+// mean in the same samples: 1 = exactly its fair share of what the bottleneck delivered.
+// Empty when no sample fits.
+std::vector<double> sender_shares(const RunOutput& out, double t0_us, double t1_us,
+                                  size_t senders, double sample_us) {
+    std::vector<double> sum(senders, 0);
+    bool any = false;
+    for (const ThroughputRow& r : out.throughput) {
+        if (r.flow < 0 || static_cast<size_t>(r.flow) >= senders) continue;
+        if (r.time_us - sample_us < t0_us || r.time_us > t1_us) continue;
+        sum[static_cast<size_t>(r.flow)] += r.gbps;
+        any = true;
+    }
+    if (!any) return {};
+    double mean = 0;
+    for (double x : sum) mean += x / static_cast<double>(senders);
+    for (double& x : sum) x = mean > 0 ? x / mean : 0;
+    return sum;
+}
+
+// first_finish_us: when the first flow completed (the end of the incast's fair phase).
+double first_finish_us(const RunOutput& out) {
+    int64_t first = INT64_MAX;
+    for (const FlowOutcome& o : out.flows)
+        if (o.completed) first = std::min(first, o.finish_ps);
+    return static_cast<double>(first) / 1e6;
 }
 
 TEST(CongestionControl, IncastSettlesFairlyWithoutDropsAndTheHintKeepsTheQueueShort) {
@@ -419,8 +451,28 @@ TEST(CongestionControl, IncastSettlesFairlyWithoutDropsAndTheHintKeepsTheQueueSh
     EXPECT_EQ(on.metrics.drops, 0u);
     EXPECT_EQ(on.metrics.failed_ops, 0u);
     ASSERT_TRUE(a.jain_index);
-    EXPECT_GE(*a.jain_index, 0.95);  // fair shares within 5% once settled
-    ASSERT_TRUE(a.settle_us);
+    EXPECT_GE(*a.jain_index, 0.95);
+    ASSERT_TRUE(a.settle_us && a.t_know_us);
+    // Each sender's share within 5% of the fair share once settled (issue 13): from t_know +
+    // settle until the first sender finishes. Jain >= 0.95 alone would let one sender of 8
+    // run 30% below its share. The hint-off run is printed for contrast (its queue never
+    // settles; from the same start to its own first finish its shares spread wider).
+    const double t0 = *a.t_know_us + *a.settle_us, t1 = first_finish_us(on);
+    const std::vector<double> shares = sender_shares(on, t0, t1, 8, 5);
+    const std::vector<double> shares_off = sender_shares(off, t0, first_finish_us(off), 8, 5);
+    ASSERT_EQ(shares.size(), 8u) << "no 5 us sample between " << t0 << " and " << t1 << " us";
+    ASSERT_GT(t1 - t0, 200) << "too short a settled phase to judge shares";
+    for (size_t i = 0; i < shares.size(); ++i) {
+        std::printf("sender %zu: share %.4f (hint off %.4f) of the fair share over %.0f..%.0f us\n", i,
+                    shares[i], i < shares_off.size() ? shares_off[i] : -1.0, t0, t1);
+        EXPECT_NEAR(shares[i], 1.0, 0.05) << "sender " << i;
+    }
+    // The check tells the hint's shares from the windows' alone: without the hint some
+    // sender strays more than 5% from its share (seeds 1-8 and 43: by 6-13%).
+    ASSERT_EQ(shares_off.size(), 8u);
+    double off_spread = 0;
+    for (double x : shares_off) off_spread = std::max(off_spread, std::abs(x - 1.0));
+    EXPECT_GT(off_spread, 0.05);
     // The first RTT's burst (8 x 32 KiB) is all that queues; without the hint the windows
     // alone let the queue grow several times deeper.
     EXPECT_LT(a.queue_peak_bytes, 8u * 32 * 1024 * 11 / 10);
