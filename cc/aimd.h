@@ -9,6 +9,7 @@
 // window that ends at the first signal. All arithmetic is integer ([CC-3]).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +58,13 @@ private:
         bool round_started = false;
         uint64_t rate = 0;   // this path's part of window_rate_bps
     };
+
+public:
+    // Bytes of one path's controller state (spec §9.3 "State per path and per
+    // connection"; measured by cc/state_size_test.cc).
+    static constexpr size_t kPathStateBytes = sizeof(PathCc);
+
+private:
     void end_round(PathCc& p);
     void clamp(PathCc& p) const;
     void refresh_rate(PathCc& p);

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -108,6 +109,13 @@ private:
         bool drained = false;
         uint32_t drained_ts = 0;
     };
+
+public:
+    // Bytes of one sender's (connection's) state at the receiver (spec §9.3 "State per
+    // path and per connection"; measured by cc/state_size_test.cc).
+    static constexpr size_t kSenderStateBytes = sizeof(Sender);
+
+private:
     void recompute(Time now);
     void allocate();
     uint64_t demand(const Sender& s, uint64_t equal) const;
