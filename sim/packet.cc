@@ -7,13 +7,19 @@ namespace mroce::sim {
 namespace {
 
 // run_end returns the first index at or after `from` (<= n) whose byte is not v, given
-// that p[from - 1] is v. In blocks first: memcmp of a block against itself shifted by
-// one byte says whether every byte equals its predecessor, which glibc answers many bytes
-// per cycle; the scan of a 4 KB payload must stay a small part of the cost of making it.
+// that p[from - 1] is v. In blocks: memcmp of a block against itself shifted by one byte
+// says whether every byte equals its predecessor, which glibc answers many bytes per
+// cycle. 256-byte blocks while they match, then halving blocks down to 8 bytes (each
+// matches at most once: what is left of the run is shorter than the block before), then
+// byte by byte: the scan of a 4 KB payload must stay a small part of the cost of making it.
+constexpr size_t kBlock = 256;
+constexpr size_t kLastBlock = 8;
+
 size_t run_end(const std::byte* p, size_t from, size_t n, std::byte v) {
-    constexpr size_t kBlock = 256;
     size_t i = from;
     while (n - i >= kBlock && std::memcmp(p + i - 1, p + i, kBlock) == 0) i += kBlock;
+    for (size_t b = kBlock / 2; b >= kLastBlock; b /= 2)
+        if (n - i >= b && std::memcmp(p + i - 1, p + i, b) == 0) i += b;
     while (i < n && p[i] == v) ++i;
     return i;
 }
@@ -21,9 +27,10 @@ size_t run_end(const std::byte* p, size_t from, size_t n, std::byte v) {
 // run_begin is run_end mirrored: the lowest index at or before `to` such that every byte
 // from it up to `to` is v, given that p[to] is v.
 size_t run_begin(const std::byte* p, size_t to, std::byte v) {
-    constexpr size_t kBlock = 256;
     size_t i = to;
     while (i >= kBlock && std::memcmp(p + i - kBlock, p + i - kBlock + 1, kBlock) == 0) i -= kBlock;
+    for (size_t b = kBlock / 2; b >= kLastBlock; b /= 2)
+        if (i >= b && std::memcmp(p + i - b, p + i - b + 1, b) == 0) i -= b;
     while (i > 0 && p[i - 1] == v) --i;
     return i;
 }
