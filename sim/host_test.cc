@@ -584,7 +584,8 @@ TEST(Host, DuplicatesOfElidedDatagramsArriveWhole) {
     Host& a = net.add_host();
     Host& b = net.add_host();
     const std::vector<std::vector<std::byte>> datagrams{
-        with_run(72, 4096, std::byte{0x42}, 4), patterned(3000, 1), with_run(72, 900, std::byte{1}, 0)};
+        with_run(72, 4096, std::byte{0x42}, 4), patterned(3000, 1),
+        with_run(72, 900, std::byte{1}, 0)};
     DatagramsEngine ea(b.address(), datagrams);
     DatagramsEngine eb(a.address(), {});
     size_t elided = 0, duplicates = 0;

@@ -135,7 +135,8 @@ PacketPtr PacketPool::small_copy(Packet& big, const ByteRun& elide) {
     if (elide.length == 0) {
         p->bytes.assign(big.bytes.data(), big.bytes.data() + big.bytes.size());
     } else {
-        p->bytes.assign_elided(std::span<const std::byte>(big.bytes.data(), big.bytes.size()), elide);
+        const std::span<const std::byte> d(big.bytes.data(), big.bytes.size());
+        p->bytes.assign_elided(d, elide);
     }
     p->id = big.id;
     big.id = next_id_++;

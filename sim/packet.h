@@ -22,10 +22,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
-
-#include <span>
 
 #include "sim/sim_time.h"
 #include "util/check.h"
@@ -204,9 +203,9 @@ class PacketPool {
     static constexpr size_t kSlabBytes = 4096 + 128;
     // Control datagrams (ACKs, NACKs, PROBEs: a header and a 256-bit SACK) are copied
     // into packets of their own with slabs this small (compact), and so are elided DATA
-    // datagrams (a 72-byte header, the run, perhaps a 4-byte trailer). About half the packets
-    // in flight are ACKs, and once any DATA had used a 4 KB slab it stayed resident for
-    // every later ACK that borrowed it: in perm1024, tens of MB.
+    // datagrams (a 72-byte header, the run, perhaps a 4-byte trailer). About half the
+    // packets in flight are ACKs, and once any DATA had used a 4 KB slab it stayed
+    // resident for every later ACK that borrowed it: in perm1024, tens of MB.
     static constexpr size_t kSmallSlabBytes = 256;
 
   private:

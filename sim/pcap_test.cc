@@ -497,8 +497,8 @@ TEST(Pcap, AnElidedPacketIsCapturedWhole) {
     ASSERT_EQ(r.orig_len, 28u + d.size());
     ASSERT_EQ(r.data.size(), r.orig_len);
     parse_ipv4_udp(r);  // lengths and checksums
-    EXPECT_TRUE(std::equal(r.data.begin() + 28, r.data.end(), reinterpret_cast<const uint8_t*>(d.data()),
-                           reinterpret_cast<const uint8_t*>(d.data() + d.size())));
+    const auto* sent = reinterpret_cast<const uint8_t*>(d.data());
+    EXPECT_TRUE(std::equal(r.data.begin() + 28, r.data.end(), sent, sent + d.size()));
     p.reset();
     big.reset();
     remove_capture(file);
