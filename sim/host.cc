@@ -112,11 +112,11 @@ void Host::pump_transmit() {
         }
         MROCE_DCHECK(n <= buf.size());
         buf.resize(std::min(n, buf.size()));
-        // A control datagram moves to a small slab (PacketPool::small_copy); the spare
-        // keeps its 4 KB slab for the next datagram.
-        PacketPtr packet = buf.size() <= PacketPool::kSmallSlabBytes
-                               ? sim_.packets().small_copy(*spare_)
-                               : std::move(spare_);
+        // A control datagram, or a DATA datagram whose payload is one repeated byte
+        // value (elided), moves to a small slab (PacketPool::compact); the spare keeps
+        // its 4 KB slab for the next datagram. Any other stays in the spare's slab.
+        PacketPtr packet = sim_.packets().compact(*spare_);
+        if (!packet) packet = std::move(spare_);
         // The host owns its IP: the engine chooses only the source port (the path), the
         // NIC port (the plane) and the traffic class.
         meta.src.ip = address_.ip;
@@ -228,7 +228,9 @@ void Host::receive_on(uint16_t port, PacketPtr packet) {
     // marked on the way: the orientation the sender's NIC stamped is already the rx one.
     PacketMeta meta = packet->meta;
     meta.local_port = port;
-    engine_->on_datagram(packet->bytes, meta, core_now());
+    // The whole datagram, re-made if it travelled elided (the engine keeps no pointer
+    // into it, so the pool's one scratch buffer serves every host).
+    engine_->on_datagram(sim_.packets().view(*packet), meta, core_now());
     after_engine_call();
 }
 

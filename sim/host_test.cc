@@ -445,66 +445,164 @@ TEST(Host, SameSeedSameRun) {
     EXPECT_NE(first, lossy_run(seed + 1));
 }
 
-// SizesEngine sends one datagram of each size in `sizes` to `peer`, byte k of datagram i
-// being (i * 31 + k) mod 251.
-class SizesEngine final : public core::Engine {
+// DatagramsEngine sends the datagrams it is given to `peer`, one per poll, and keeps
+// every datagram it receives (a copy: the span is the host's to reuse).
+class DatagramsEngine final : public core::Engine {
   public:
-    SizesEngine(Address peer, std::vector<size_t> sizes) : peer_(peer), sizes_(std::move(sizes)) {}
-    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {}
+    DatagramsEngine(Address peer, std::vector<std::vector<std::byte>> out)
+        : peer_(peer), out_(std::move(out)) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta&, Time) override {
+        received.emplace_back(d.begin(), d.end());
+    }
     void on_timeout(Time) override {}
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time) override {
-        if (next_ == sizes_.size()) return 0;
-        const size_t n = sizes_[next_];
-        for (size_t k = 0; k < n; ++k) buf[k] = static_cast<std::byte>((next_ * 31 + k) % 251);
+        if (next_ == out_.size()) return 0;
+        const std::vector<std::byte>& d = out_[next_++];
+        std::copy(d.begin(), d.end(), buf.begin());
         meta.dst = peer_;
-        ++next_;
-        return n;
+        return d.size();
     }
     Time next_deadline() const override { return kNever; }
     std::optional<core::Event> poll_event() override { return std::nullopt; }
-    size_t max_datagram_size() const override { return 4096 + 64; }
+    size_t max_datagram_size() const override { return 4096 + 128; }
+
+    std::vector<std::vector<std::byte>> received;
 
   private:
     Address peer_;
-    std::vector<size_t> sizes_;
+    std::vector<std::vector<std::byte>> out_;
     size_t next_ = 0;
 };
 
-// A control-sized datagram travels in a packet with a small slab (PacketPool::small_copy),
-// a larger one in a 4 KB slab; either way its bytes arrive whole, and packet ids still
-// grow in the order the datagrams were sent.
-TEST(Host, SmallDatagramsTravelInSmallSlabs) {
+// patterned returns n bytes with no two neighbours equal: byte k is (seed * 31 + k) mod 251.
+std::vector<std::byte> patterned(size_t n, size_t seed) {
+    std::vector<std::byte> d(n);
+    for (size_t k = 0; k < n; ++k) d[k] = static_cast<std::byte>((seed * 31 + k) % 251);
+    return d;
+}
+
+// with_run returns `head` patterned bytes, `run` bytes of value v, `tail` patterned bytes:
+// the shape of a simulated DATA datagram (header, a payload of one value, trailer).
+std::vector<std::byte> with_run(size_t head, size_t run, std::byte v, size_t tail) {
+    std::vector<std::byte> d = patterned(head, 7);
+    d.insert(d.end(), run, v);
+    const std::vector<std::byte> t = patterned(tail, 9);
+    d.insert(d.end(), t.begin(), t.end());
+    return d;
+}
+
+// A control-sized datagram travels in a packet with a small slab, and so does a larger one
+// whose middle is a run of one byte value if what is left fits (elided, PacketPool::compact);
+// any other datagram in a 4 KB slab. Whatever the form, the receiving engine and the tap
+// get the exact bytes, the packet's size is the whole datagram's (serialisation and byte
+// counts unchanged), and packet ids still grow in the order the datagrams were sent.
+TEST(Host, DatagramsTravelSmallOrElidedAndArriveWhole) {
     Sim sim(1);
     NetworkConfig c;
     c.routes = 1;
     Network net(sim, c);
     Host& a = net.add_host();
     Host& b = net.add_host();
-    const std::vector<size_t> sizes{100, 4096 + 64, PacketPool::kSmallSlabBytes,
-                                    PacketPool::kSmallSlabBytes + 1, 1, 64, 2000, 200};
-    SizesEngine ea(b.address(), sizes);
-    SizesEngine eb(a.address(), {});
-    std::vector<std::tuple<uint64_t, bool, size_t, bool>> got;  // id, small, size, bytes ok
+    constexpr size_t kSmall = PacketPool::kSmallSlabBytes;
+    struct Case {
+        std::vector<std::byte> bytes;
+        bool small, elided;
+    };
+    const std::vector<Case> cases{
+        {patterned(100, 0), true, false},
+        {patterned(4096 + 64, 1), false, false},  // no run: travels as it is
+        {patterned(kSmall, 2), true, false},
+        {patterned(kSmall + 1, 3), true, true},   // its middle byte elided, 256 left
+        {patterned(kSmall + 2, 4), false, false}, // 257 left: does not fit
+        {patterned(1, 5), true, false},
+        {with_run(72, 4096, std::byte{0x42}, 4), true, true},  // DATA with a trailer
+        {with_run(72, 4096, std::byte{0x00}, 0), true, true},  // DATA without
+        {with_run(0, 4160, std::byte{0xff}, 0), true, true},   // all run: nothing stored
+        {with_run(kSmall - 8, 2000, std::byte{0x42}, 9), false, false},  // 257 left
+        {with_run(kSmall - 8, 2000, std::byte{0x42}, 8), true, true},    // 256 left
+        {with_run(72, 1000, std::byte{0x42}, 1500), false, false},  // run not in the middle
+        {patterned(2000, 6), false, false},
+    };
+    std::vector<std::vector<std::byte>> datagrams;
+    for (const Case& k : cases) datagrams.push_back(k.bytes);
+    DatagramsEngine ea(b.address(), datagrams);
+    DatagramsEngine eb(a.address(), {});
+    struct Seen {
+        uint64_t id;
+        bool small, elided;
+        size_t size;
+        bool bytes_ok;
+        SimTime sent_at;
+    };
+    std::vector<Seen> got;
     b.set_rx_tap([&](const Packet& p, const Host&) {
-        bool ok = true;
-        const size_t i = got.size();
-        for (size_t k = 0; k < p.size(); ++k)
-            ok = ok && p.bytes[k] == static_cast<std::byte>((i * 31 + k) % 251);
-        got.emplace_back(p.id, p.small, p.size(), ok);
+        const std::vector<std::byte>& sent = datagrams.at(got.size());
+        bool ok = p.size() == sent.size();
+        for (size_t k = 0; ok && k < sent.size(); ++k) ok = p.bytes[k] == sent[k];
+        std::vector<std::byte> scratch;
+        const std::span<const std::byte> v = p.bytes.view(scratch);
+        ok = ok && std::equal(v.begin(), v.end(), sent.begin(), sent.end());
+        got.push_back({p.id, p.small, p.bytes.elided(), p.size(), ok, p.sent_at});
     });
     a.attach(&ea);
     b.attach(&eb);
     sim.run_until({});
-    ASSERT_EQ(got.size(), sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_EQ(got.size(), cases.size());
+    EXPECT_EQ(eb.received, datagrams);  // what the engine got, whole and in order
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
         SCOPED_TRACE(i);
+        bytes += cases[i].bytes.size();
         if (i > 0) {
-            EXPECT_GT(std::get<0>(got[i]), std::get<0>(got[i - 1])) << "ids in send order";
+            EXPECT_GT(got[i].id, got[i - 1].id) << "ids in send order";
+            // Back to back on one port: each leaves one serialisation time of its whole
+            // size after the one before.
+            EXPECT_EQ(got[i].sent_at - got[i - 1].sent_at,
+                      serialization_time(cases[i].bytes.size(), c.host.line_rate_bps));
         }
-        EXPECT_EQ(std::get<1>(got[i]), sizes[i] <= PacketPool::kSmallSlabBytes);
-        EXPECT_EQ(std::get<2>(got[i]), sizes[i]);
-        EXPECT_TRUE(std::get<3>(got[i]));
+        EXPECT_EQ(got[i].small, cases[i].small);
+        EXPECT_EQ(got[i].elided, cases[i].elided);
+        EXPECT_EQ(got[i].size, cases[i].bytes.size());
+        EXPECT_TRUE(got[i].bytes_ok);
     }
+    EXPECT_EQ(a.stats().tx_bytes, bytes);
+    EXPECT_EQ(b.stats().rx_bytes, bytes);
+    a.attach(nullptr);
+    b.attach(nullptr);
+    EXPECT_EQ(sim.packets().outstanding(), 0u);
+}
+
+// A link that duplicates (PacketPool::clone) copies an elided packet as it is: every copy
+// reaches the engine whole.
+TEST(Host, DuplicatesOfElidedDatagramsArriveWhole) {
+    Sim sim(1);
+    NetworkConfig c;
+    c.routes = 1;
+    c.link.duplicate_probability = 1;
+    c.link.late_duplicate_probability = 1;
+    Network net(sim, c);
+    Host& a = net.add_host();
+    Host& b = net.add_host();
+    const std::vector<std::vector<std::byte>> datagrams{
+        with_run(72, 4096, std::byte{0x42}, 4), patterned(3000, 1),
+        with_run(72, 900, std::byte{1}, 0)};
+    DatagramsEngine ea(b.address(), datagrams);
+    DatagramsEngine eb(a.address(), {});
+    size_t elided = 0, duplicates = 0;
+    b.set_rx_tap([&](const Packet& p, const Host&) {
+        elided += p.bytes.elided();
+        duplicates += p.duplicate;
+    });
+    a.attach(&ea);
+    b.attach(&eb);
+    sim.run_until({});
+    EXPECT_EQ(duplicates, 2 * datagrams.size());
+    EXPECT_EQ(elided, 3 * 2u);  // the first and the last, and their two copies each
+    ASSERT_EQ(eb.received.size(), 3 * datagrams.size());
+    for (const std::vector<std::byte>& got : eb.received)
+        EXPECT_TRUE(std::find(datagrams.begin(), datagrams.end(), got) != datagrams.end());
+    for (const std::vector<std::byte>& sent : datagrams)
+        EXPECT_EQ(std::count(eb.received.begin(), eb.received.end(), sent), 3);
     a.attach(nullptr);
     b.attach(nullptr);
     EXPECT_EQ(sim.packets().outstanding(), 0u);
@@ -543,8 +641,10 @@ TEST(Host, ThroughputAndEventRate) {
     a.attach(nullptr);
     b.attach(nullptr);
     EXPECT_EQ(sim.packets().outstanding(), 0u);
-    // 40,000 datagrams through one chunk of packets: recycled, not allocated.
-    EXPECT_LE(sim.packets().allocated(), PacketPool::kChunkPackets);
+    // 40,000 datagrams through one chunk of packets of each slab size (the spares' 4 KB
+    // slabs; the datagrams, whose unset payloads are runs, elided in small ones): recycled,
+    // not allocated.
+    EXPECT_LE(sim.packets().allocated(), 2 * PacketPool::kChunkPackets);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "sim/capture.h"
 #include "sim/packet.h"
@@ -64,7 +65,7 @@ class PcapWriter final : public PacketTap {
 
     // on_packet writes one record for a packet seen at `at` (PacketTap).
     void on_packet(const Packet& packet, SimTime at) override {
-        write(packet.meta, packet.bytes, at, static_cast<uint16_t>(packet.id));
+        write(packet.meta, packet.bytes.view(scratch_), at, static_cast<uint16_t>(packet.id));
     }
     // write writes one record: synthesised headers + payload, cut at the snap length.
     void write(const PacketMeta& meta, std::span<const std::byte> payload, SimTime at,
@@ -87,6 +88,7 @@ class PcapWriter final : public PacketTap {
     uint32_t snaplen_;
     uint64_t packets_ = 0;
     std::string error_;  // first I/O error
+    std::vector<std::byte> scratch_;  // an elided datagram, re-made (PacketBytes::view)
 };
 
 }  // namespace mroce::sim

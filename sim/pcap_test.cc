@@ -470,6 +470,40 @@ TEST(Pcap, Ipv6HeadersSnapLengthAndTimestamps) {
     remove_capture(file);
 }
 
+// A packet that travels elided (its middle run of one byte value not stored, packet.h)
+// is captured with its whole datagram: the record holds the bytes the sender wrote.
+TEST(Pcap, AnElidedPacketIsCapturedWhole) {
+    const std::string file = temp_path("elided");
+    std::string err;
+    auto w = PcapWriter::open(file, &err);
+    ASSERT_TRUE(w) << err;
+    Sim sim(1);
+    PacketPtr big = sim.packets().acquire();
+    std::vector<std::byte> d(72 + 4096 + 4, std::byte{0x5a});  // header, payload, trailer
+    for (size_t i = 0; i < 72; ++i) d[i] = static_cast<std::byte>(i * 7 + 1);
+    for (size_t i = 0; i < 4; ++i) d[72 + 4096 + i] = static_cast<std::byte>(0xf0 + i);
+    big->bytes.assign(d.data(), d.data() + d.size());
+    PacketPtr p = sim.packets().compact(*big);
+    ASSERT_TRUE(p && p->bytes.elided());
+    p->meta.src = Address::ipv4(0xC6120001, 50000);
+    p->meta.dst = Address::ipv4(0xC6120002, 4797);
+    w->on_packet(*p, SimTime{});
+    ASSERT_EQ(w->close(), "");
+
+    const PcapFile f = read_pcap(file);
+    ASSERT_EQ(f.error, "");
+    ASSERT_EQ(f.records.size(), 1u);
+    const Record& r = f.records[0];
+    ASSERT_EQ(r.orig_len, 28u + d.size());
+    ASSERT_EQ(r.data.size(), r.orig_len);
+    parse_ipv4_udp(r);  // lengths and checksums
+    const auto* sent = reinterpret_cast<const uint8_t*>(d.data());
+    EXPECT_TRUE(std::equal(r.data.begin() + 28, r.data.end(), sent, sent + d.size()));
+    p.reset();
+    big.reset();
+    remove_capture(file);
+}
+
 TEST(Pcap, BadPathAndSnapLengthGiveOneLineErrors) {
     std::string err;
     EXPECT_EQ(PcapWriter::open("/nonexistent-dir/x.pcap", &err), nullptr);

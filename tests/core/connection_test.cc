@@ -1288,9 +1288,10 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         cfg.ack_now_every_message = every;
         Pair p(23, ten_gbit_net(), cfg, cfg);
         size_t last = 0, ack_now = 0, retx = 0;
+        std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
         p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
             if (&rx != &p.host_b()) return;
-            auto d = wire::decode_data(without_trailer(pkt.bytes));
+            auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch)));
             if (!d) return;
             last += (d->hdr.flags & wire::data_flag::kLast) != 0;
             ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
@@ -1321,9 +1322,10 @@ TEST(Connection, DrainedMarksTheEndOfTheBacklogOnly) {
     size_t sent_new = 0, drained_new = 0;
     uint32_t last_plain_ts = 0, first_drained_ts = 0;
     bool any_drained = false;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_b()) return;
-        auto d = wire::decode_data(without_trailer(pkt.bytes));
+        auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch)));
         if (!d || (d->hdr.flags & wire::data_flag::kRetx)) return;
         ++sent_new;
         const uint32_t ts = d->hdr.timestamp;  // send order: the paths reorder arrivals
@@ -1389,9 +1391,10 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
     cfg.max_ack_delay = 100us;
     Pair p(25, ten_gbit_net(), cfg, cfg);
     size_t ack_now = 0;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_b()) return;
-        auto d = wire::decode_data(without_trailer(pkt.bytes));
+        auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch)));
         if (d) ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
     });
     WriteFlow f(p, 1, 1000);
@@ -1433,9 +1436,10 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
             size_t len;
         };
         std::vector<Seen> from_b;
+        std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
         p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
             if (&rx != &p.host_a()) return;
-            const auto d = without_trailer(pkt.bytes);
+            const auto d = without_trailer(pkt.bytes.view(scratch));
             from_b.push_back({static_cast<uint8_t>(d[1]), pkt.meta.src.port, d.size()});
         });
         WriteFlow f(p, 1, 8);
@@ -1477,9 +1481,10 @@ TEST(Connection, ProbeReplyLeavesTwiceOnTwoRoutes) {
         size_t packets = 0;
     };
     std::map<std::tuple<uint16_t, uint8_t, uint32_t, uint32_t>, Replies> replies;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
     p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
         if (&rx != &p.host_a()) return;
-        auto a = wire::decode_ack(without_trailer(pkt.bytes));
+        auto a = wire::decode_ack(without_trailer(pkt.bytes.view(scratch)));
         if (!a || !(a->flags & wire::ack_flag::kProbeReply)) return;
         Replies& r = replies[{a->path_id, a->path_gen, a->probe_psn, a->ts_echo}];
         r.ports.insert(pkt.meta.src.port);

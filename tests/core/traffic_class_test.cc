@@ -50,12 +50,12 @@ struct TwoStreams {
         EXPECT_EQ(pair.b->bind_stream(b_hi, pair.host_a().address(), a_hi, t), Error::kOk);
         pair.net.set_tap([this](const sim::Packet& p, const sim::Host& to) {
             Seen& s = to.index() == 1 ? from_a : from_b;
-            auto h = wire::decode_common_header(p.bytes);
+            auto h = wire::decode_common_header(p.bytes.view(scratch));
             ASSERT_TRUE(h.ok());
             s.classes[h->type].insert(p.meta.traffic_class);
             if (h->type == wire::PacketType::kAck) ++s.acks;
             if (h->type != wire::PacketType::kData) return;
-            auto d = wire::decode_data(without_trailer(p.bytes));
+            auto d = wire::decode_data(without_trailer(p.bytes.view(scratch)));
             ASSERT_TRUE(d.ok());
             s.data_classes[d->hdr.stream_id].insert(p.meta.traffic_class);
             ++s.data;
@@ -111,6 +111,7 @@ struct TwoStreams {
     core::MemoryKeys ka, kb;
     uint32_t a_lo = 0, a_hi = 0, b_lo = 0, b_hi = 0;
     Seen from_a, from_b;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
     uint32_t done = 0;
 };
 

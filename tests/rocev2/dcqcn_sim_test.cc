@@ -82,11 +82,12 @@ Outcome run(uint64_t seed, bool dcqcn, sim::SimDuration congested_for, sim::SimD
     Outcome out;
     const sim::SimTime relief = pair.sim.now() + congested_for;
     std::map<uint32_t, sim::SimTime> last_cnp;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
     pair.net.set_tap([&](const sim::Packet& p, const sim::Host& to) {
         if (to.index() != 0 || p.bytes.empty() ||
             p.bytes[0] != static_cast<std::byte>(rocev2::Opcode::kCnp))
             return;
-        const Result<rocev2::Decoded> d = rocev2::decode(p.bytes);
+        const Result<rocev2::Decoded> d = rocev2::decode(p.bytes.view(scratch));
         if (!d) return;
         const uint32_t qp = d->h.bth.dest_qp;
         if (auto it = last_cnp.find(qp); it != last_cnp.end())
