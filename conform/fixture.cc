@@ -141,7 +141,18 @@ wire::AckPacket Fixture::barrier(uint16_t path) {
 
 wire::NackPacket Fixture::expect_nack() {
     auto n = peer.expect([](const Rx& r) { return r.is(wire::PacketType::kNack); }, 500ms);
-    check(n.has_value(), "expected a NACK within 500 ms, none arrived");
+    if (!n) {
+        // Name what the target saw, so a failure under load tells a lost datagram from a
+        // target that did not answer.
+        const json st = call("stats", {{"peer", peer.local().to_string()}});
+        const json c = st.value("connection", json::object());
+        check(false, "expected a NACK within 500 ms, none arrived (target: {} datagrams received, {} sent; "
+                     "connection: nacks_sent {}, access_errors {}, unknown_stream {}, malformed {}; endpoint drops {})",
+              st.value("datagrams_received", uint64_t{0}), st.value("datagrams_sent", uint64_t{0}),
+              c.value("nacks_sent", uint64_t{0}), c.value("access_errors", uint64_t{0}),
+              c.value("unknown_stream", uint64_t{0}), c.value("malformed", uint64_t{0}),
+              st.value("endpoint", json::object()).dump());
+    }
     return n->nack;
 }
 

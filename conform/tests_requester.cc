@@ -140,6 +140,14 @@ void rnr_wait(Context& ctx) {
         if (d.offset == 0) first = d;
         r.f.peer.send_ack(r.f.peer.ack_for_target_path(d.path_id));
     }
+    // On a loaded host our ACKs may come after the target's probe timeout, and a target with
+    // nothing else to send then copies the path's tail at once ([LOSS-16]): such copies,
+    // sent before the NACK, must not pass for the retry. Take and acknowledge them first;
+    // once the ACKs are in, nothing is in flight and no timeout can send another.
+    for (const auto& c : r.f.peer.collect(is_type(PacketType::kData), 5ms)) {
+        r.f.peer.note_target_data(c.data);
+        r.f.peer.send_ack(r.f.peer.ack_for_target_path(c.data.path_id));
+    }
     const auto h = *first;
     auto n = nack_for(r.f, h, wire::NackReason::kReceiverNotReady);
     n.detail = 20000;  // µs

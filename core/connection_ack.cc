@@ -1,10 +1,10 @@
 // core/connection_ack.cc — the sending half's feedback: ACK processing, loss detection,
 // retransmission, path health and completions (spec §5, §7, §8, §10).
 #include <algorithm>
-#include <cstring>
 
 #include "core/connection.h"
 #include "core/endpoint.h"
+#include "core/sack_walk.h"
 #include "util/seq.h"
 
 namespace mroce::core {
@@ -102,35 +102,13 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         uint64_t bytes_acked = 0;
         AckedMsg cache;
         const uint32_t before = path.in_flight_pkts;
-        for (uint32_t psn = path.base; psn != path.next_psn && seq_le(psn, a.cum_psn); ++psn)
-            ack_record(path, psn, false, now, bytes_acked, cache);
-        uint32_t highest = a.cum_psn;
-        bool any = seq_ge(a.cum_psn, path.base) && seq_lt(a.cum_psn, path.next_psn);
+        const SackWalk walk = walk_acks(path.base, path.next_psn, a.cum_psn, a.sack,
+                                        [&](uint32_t psn, bool by_sack) {
+                                            ack_record(path, psn, by_sack, now, bytes_acked, cache);
+                                        });
+        const uint32_t highest = walk.highest;
+        const bool any = walk.any;
         uint32_t passed = path.base;  // [PROBE-3] PSNs below this were passed by a probe
-        uint64_t sack_words[4];
-        static_assert(sizeof sack_words == sizeof a.sack.bytes);
-        std::memcpy(sack_words, a.sack.bytes.data(), sizeof sack_words);
-        const bool any_sack = (sack_words[0] | sack_words[1] | sack_words[2] | sack_words[3]) != 0;
-        for (uint32_t byte = 0; any_sack && byte < a.sack.bytes.size(); ++byte) {
-            if (byte % 8 == 0) {  // skip empty 64-bit groups at once: SACK is mostly zero
-                uint64_t group;
-                std::memcpy(&group, a.sack.bytes.data() + byte, 8);
-                if (group == 0) {
-                    byte += 7;
-                    continue;
-                }
-            }
-            const uint8_t v = a.sack.bytes[byte];
-            if (!v) continue;
-            for (uint32_t b = 0; b < 8; ++b) {
-                if (!(v & (0x80u >> b))) continue;
-                const uint32_t psn = a.cum_psn + 1 + byte * 8 + b;  // [ACK-2]
-                if (seq_lt(psn, path.base) || seq_ge(psn, path.next_psn)) continue;
-                ack_record(path, psn, true, now, bytes_acked, cache);
-                highest = psn;
-                any = true;
-            }
-        }
         // [PROBE-3]: a probe reply proves every PSN before probe_psn was passed.
         // Unlike a SACKed PSN, probe_psn - 1 itself may be a hole: a lone packet lost at
         // the tail is found by the probe's reply, not by a second timeout.

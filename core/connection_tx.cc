@@ -176,6 +176,14 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             retx_.pop_front();
             continue;
         }
+        if (m->rnr_wait) {
+            // [PLACE-6] [STREAM-8]: the peer refused the message for now, after this copy
+            // was queued (a loss or a tail copy found before the NACK arrived). Its readiness
+            // probe sends it again after the NACK's delay; nothing of it leaves before.
+            m->unqueue(r.seg);
+            retx_.pop_front();
+            continue;
+        }
         if (!m->in_segment_window(r.seg)) {
             // [PLACE-31]: not yet; it goes back in the queue when the floor rises.
             defer_segment(*m, r.seg);

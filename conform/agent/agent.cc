@@ -125,7 +125,7 @@ json connection_json(const api::ConnectionReport& r) {
     MROCE_FIELD(requests_deferred) MROCE_FIELD(atomics_executed) MROCE_FIELD(orphan_responses)
     MROCE_FIELD(read_source_gone) MROCE_FIELD(nacks_sent) MROCE_FIELD(nacks_received)
     MROCE_FIELD(hello_sent) MROCE_FIELD(closes_repeated) MROCE_FIELD(probes_received) MROCE_FIELD(path_failures)
-    MROCE_FIELD(path_rerolls)
+    MROCE_FIELD(path_rerolls) MROCE_FIELD(retransmits_tail)
 #undef MROCE_FIELD
     json paths = json::array();
     for (const auto& p : r.paths) {
@@ -133,6 +133,7 @@ json connection_json(const api::ConnectionReport& r) {
 #define MROCE_FIELD(name) q[#name] = p.name;
         MROCE_FIELD(packets_sent) MROCE_FIELD(retransmits_sent) MROCE_FIELD(lost_by_sack)
         MROCE_FIELD(lost_by_timeout) MROCE_FIELD(spurious_retransmits) MROCE_FIELD(timeouts)
+        MROCE_FIELD(overtaken) MROCE_FIELD(stalled_timeouts) MROCE_FIELD(failures)
         MROCE_FIELD(probes_sent) MROCE_FIELD(acks_received) MROCE_FIELD(ecn_echoed)
         MROCE_FIELD(packets_received) MROCE_FIELD(duplicate_psns) MROCE_FIELD(ecn_marks)
         MROCE_FIELD(acks_sent) MROCE_FIELD(psns_skipped)

@@ -1279,6 +1279,101 @@ TEST(Connection, RnrStreamDoesNotStallOtherStreams) {
     EXPECT_EQ(dst, src);
 }
 
+// Holds what reaches A from B, and A's sending, at a test's command: the NACK of an RNR
+// can then arrive after a copy of the message was queued and before it left.
+class HeldNack final : public EngineTap {
+  public:
+    explicit HeldNack(core::Engine& inner) : EngineTap(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        if (!hold_rx) return inner_.on_datagram(d, m, now);
+        if (wire::decode_nack(without_trailer(d)).ok()) nack.assign(d.begin(), d.end()), nack_meta = m;
+    }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        if (hold_tx) return 0;
+        const size_t n = inner_.poll_transmit(buf, meta, now);
+        const auto d = n ? wire::decode_data(without_trailer(buf.first(n))) : Result<wire::DataPacket>{Error::kInvalidArgument};
+        if (d.ok() && d->hdr.opcode == wire::Opcode::kSend) {
+            data_sent.push_back(now);
+            hold_tx = hold_after_last && (d->hdr.flags & wire::data_flag::kLast);
+        }
+        return n;
+    }
+    bool hold_rx = false, hold_tx = false, hold_after_last = false;
+    std::vector<std::byte> nack;
+    PacketMeta nack_meta;
+    std::vector<Time> data_sent;  // when each DATA of a SEND left A
+};
+
+// [PLACE-6] with [LOSS-16]: a copy of a message queued before the peer's RNR NACK arrives
+// must not leave during the NACK's delay (the conformance suite's requester.rnr_wait saw a
+// segment 9 us after a 20 ms RNR NACK). The readiness probe sends it after the delay.
+TEST(Connection, NothingQueuedBeforeAnRnrNackLeavesDuringItsDelay) {
+    core::EndpointConfig cfg;
+    cfg.num_paths = 1;
+    cfg.tail_copies = true;
+    core::EndpointConfig cfg_b = cfg;
+    cfg_b.rnr_delay_us = 20'000;
+    Pair p(25, ten_gbit_net(), cfg, cfg_b);
+    HeldNack tap(*p.a);
+    p.host_a().attach(&tap);
+    std::vector<std::byte> src(8192, std::byte{3}), dst(8192);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), core::access::kLocalWrite);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, p.now());
+    const uint32_t sb = *p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    std::vector<core::Event> ev;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        if (e.kind == core::EventKind::kCompletion) ev.push_back(e);
+    });
+    // A zero-length SEND into a posted receive establishes both sides and gives the path an RTT.
+    p.host_b().with_engine([&](core::Engine&) {
+        EXPECT_EQ(p.b->post_recv(sb, core::RecvWr{1, reinterpret_cast<uint64_t>(dst.data()), 0, kb.lkey}, p.now()),
+                  Error::kOk);
+    });
+    core::SendWr send;
+    send.wr_id = 1;
+    send.opcode = core::WorkOpcode::kSend;
+    send.local_addr = reinterpret_cast<uint64_t>(src.data());
+    send.length = 0;
+    send.lkey = ka.lkey;
+    ASSERT_EQ(p.a->post_send(sa, send, p.now()), Error::kOk);
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return ev.size() == 1; }, 10ms));
+    p.sim.run_for(1ms);
+    // Two segments with no receive at B: B answers RNR. A hears nothing (held), so its path
+    // times out with nothing else to send and copies its tail; the copy waits (A held).
+    tap.hold_rx = true;
+    tap.hold_after_last = true;
+    tap.data_sent.clear();
+    send.wr_id = 2;
+    send.length = 8192;
+    p.host_a().with_engine([&](core::Engine&) { ASSERT_EQ(p.a->post_send(sa, send, p.now()), Error::kOk); });
+    p.host_a().kick();
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    ASSERT_TRUE(run(p, [&] { return ca.stats().retransmits_tail > 0; }, 10ms));
+    ASSERT_FALSE(tap.nack.empty()) << "B sent no NACK: the test proves nothing";
+    ASSERT_EQ(tap.data_sent.size(), 2u);
+    // The NACK arrives now, then A may send again.
+    const Time nack_at = p.now();
+    tap.hold_rx = false;
+    tap.hold_tx = false;
+    tap.hold_after_last = false;
+    p.host_a().with_engine([&](core::Engine&) { p.a->on_datagram(tap.nack, tap.nack_meta, nack_at); });
+    p.host_a().kick();
+    p.sim.run_for(15ms);
+    for (size_t i = 2; i < tap.data_sent.size(); ++i)
+        EXPECT_GE(tap.data_sent[i] - nack_at, std::chrono::milliseconds(20)) << "a segment left during the RNR delay";
+    // After the delay the message goes, and completes once B has a receive.
+    p.host_b().with_engine([&](core::Engine&) {
+        EXPECT_EQ(p.b->post_recv(sb, core::RecvWr{2, reinterpret_cast<uint64_t>(dst.data()), 8192, kb.lkey}, p.now()),
+                  Error::kOk);
+    });
+    ASSERT_TRUE(run(p, [&] { return ev.size() == 2; }, 100ms));
+    EXPECT_EQ(ev.back().completion.status, core::Status::kSuccess);
+    EXPECT_EQ(dst, src);
+}
+
 // [ACK-12] with ack_now_every_message = false a busy sender asks for an immediate ACK
 // only on the last segment before it runs out of work; the others ride on [ACK-11].
 TEST(Connection, AckNowOnlyWhenTheSenderPauses) {

@@ -196,11 +196,24 @@ ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 PERFTEST_NOISE = ("Device not recognized to implement inline feature",)
 
 
+# perftest calibrates its cycle counter against gettimeofday at start; on a loaded machine
+# the fit can fail ("Correlation coefficient r^2: 0.87 < 0.9") and that process reports
+# every latency as inf. It says nothing of the transport: such a run is tried once more.
+PERFTEST_CLOCK_FAILED = "Correlation coefficient r^2"
+
+
 def perftest(tool, args, sizes=None):
-    port = free_tcp_port()
-    common = ["-F", "-p", str(port)] + args
-    res = server_client([tool] + common, [tool] + common + ["127.0.0.1"], port,
-                        allowed_stderr=PERFTEST_NOISE)
+    for attempt in (1, 2):
+        port = free_tcp_port()
+        common = ["-F", "-p", str(port)] + args
+        try:
+            res = server_client([tool] + common, [tool] + common + ["127.0.0.1"], port,
+                                allowed_stderr=PERFTEST_NOISE)
+            break
+        except AssertionError as e:
+            if attempt == 2 or PERFTEST_CLOCK_FAILED not in str(e):
+                raise
+            print(f"  {tool} {' '.join(args)}: perftest's clock calibration failed; again")
     out = res["client"][1]
     rows = ROW.findall(out)
     assert rows, f"{tool} {' '.join(args)}: no result rows:\n{out}"
