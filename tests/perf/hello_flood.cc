@@ -3,8 +3,9 @@
 //
 //   hello_flood flood ADDR:PORT [--rate N] [--seconds S] [--count N] [--seed N]
 //       sends forged wire-version-2 HELLOs to ADDR:PORT from one UDP socket (one source
-//       address and port): random src_conn_id, src_token, ISNs and endpoint_port, 256
-//       announced paths (the most state a HELLO may ask for), no cookie. --rate N paces to N
+//       address and port; 127.0.99.1 when ADDR is a loopback address): random
+//       src_conn_id, src_token, ISNs and endpoint_port, 256 announced paths (the most
+//       state a HELLO may ask for), no cookie. --rate N paces to N
 //       per second (0: as fast as this process can send them), for S seconds or until N
 //       are sent (--count, 0: no limit). Prints one JSON line:
 //       {"sent": ..., "seconds": ..., "rate": ..., "seed": ...}.
@@ -57,7 +58,17 @@ bool parse_target(const std::string& s, sockaddr_in& sa) {
 
 int flood(const sockaddr_in& to, double rate, double seconds, uint64_t count, uint64_t seed) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
+    // The server answers each forged HELLO with a RETRY to the HELLO's source address and
+    // its random endpoint_port. From 127.0.0.1 those RETRYs would land on whatever local
+    // socket holds that port: the conformance suite's peer, running beside this test,
+    // counted them as the target's bad packets. On loopback the flood comes from an
+    // address no other test binds, so its answers reach nobody.
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(0x7f006301);  // 127.0.99.1
+    const bool loopback = (ntohl(to.sin_addr.s_addr) >> 24) == 127;
+    if (fd < 0 || (loopback && ::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0) ||
+        ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
         std::fprintf(stderr, "hello_flood: socket: %s\n", std::strerror(errno));
         return 1;
     }
