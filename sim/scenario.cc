@@ -181,20 +181,113 @@ ParamValue to_param(const toml::node& n) {
     return os.str();
 }
 
-// flatten_sweep lists (dotted key, array) for every array in the [sweep] table, whether
-// written `"fabric.loss" = [...]` or as the nested tables TOML makes of `fabric.loss = [...]`.
-void flatten_sweep(const Ctx& ctx, const toml::table& t, const std::string& prefix,
-                   std::vector<std::pair<std::string, const toml::array*>>& out) {
+// flatten_leaves lists (dotted key, value) for every value under t that is not a table,
+// whether written `"workload.kind" = ...` or as the nested tables TOML makes of
+// `workload.kind = ...` (a case of a sweep, below).
+void flatten_leaves(const toml::table& t, const std::string& prefix,
+                    std::vector<std::pair<std::string, const toml::node*>>& out) {
+    for (auto&& [k, v] : t) {
+        const std::string key = prefix + std::string(k.str());
+        if (v.is_table()) flatten_leaves(*v.as_table(), key + ".", out);
+        else out.emplace_back(key, &v);
+    }
+}
+
+// A sweep dimension. Plain: a scenario key and its values. Cases (an array of tables):
+// each case sets several keys at once, so one sweep can hold points that are not a
+// cartesian product (a ring all-reduce of 64 MiB beside an all-to-all of 1 MiB per pair;
+// RoCEv2 with 1 and 8 QPs beside one MetaRoCE run); `key` is then only the dimension's
+// name in labels and params, and each case's `label` its value there.
+struct SweepCase {
+    std::string label;
+    std::vector<std::pair<std::string, const toml::node*>> keys;  // (dotted key, value)
+};
+struct SweepDimension {
+    std::string key;
+    const toml::array* values = nullptr;  // plain
+    std::vector<SweepCase> cases;         // cases
+    size_t size() const { return values ? values->size() : cases.size(); }
+};
+
+SweepDimension read_cases(const Ctx& ctx, const std::string& key, const toml::node& array) {
+    SweepDimension d{key, nullptr, {}};
+    std::set<std::string> labels;
+    // The array's line: toml++ gives no source to the values inside it.
+    const std::string where = ctx.where(&array) + "'sweep." + key + "'";
+    for (const toml::node& c : *array.as_array()) {
+        if (!c.is_table()) fail(where + " mixes tables (cases) and values");
+        SweepCase sc;
+        std::vector<std::pair<std::string, const toml::node*>> leaves;
+        flatten_leaves(*c.as_table(), "", leaves);
+        for (const auto& [k, v] : leaves) {
+            if (k != "label") {
+                sc.keys.emplace_back(k, v);
+            } else if (!v->is_string() || v->value<std::string>()->empty()) {
+                fail(where + ": a case's 'label' must be a non-empty string");
+            } else {
+                sc.label = *v->value<std::string>();
+            }
+        }
+        if (sc.label.empty()) fail(where + ": every case needs a 'label'");
+        if (sc.keys.empty()) fail(where + ": case '" + sc.label + "' sets no key");
+        if (!labels.insert(sc.label).second) fail(where + ": two cases are labelled '" + sc.label + "'");
+        d.cases.push_back(std::move(sc));
+    }
+    return d;
+}
+
+// read_sweep lists the [sweep] table's dimensions in table order.
+std::vector<SweepDimension> read_sweep(const Ctx& ctx, const toml::table& t, const std::string& prefix) {
+    std::vector<SweepDimension> out;
     for (auto&& [k, v] : t) {
         const std::string key = prefix + std::string(k.str());
         if (v.is_table()) {
-            flatten_sweep(ctx, *v.as_table(), key + ".", out);
+            for (SweepDimension& d : read_sweep(ctx, *v.as_table(), key + ".")) out.push_back(std::move(d));
         } else if (v.is_array() && !v.as_array()->empty()) {
-            out.emplace_back(key, v.as_array());
+            const toml::array& a = *v.as_array();
+            if (a.front().is_table()) out.push_back(read_cases(ctx, key, v));
+            else if (std::any_of(a.begin(), a.end(), [](const toml::node& e) { return e.is_table(); }))
+                fail(ctx.where(&v) + "'sweep." + key + "' mixes tables (cases) and values");
+            else out.push_back({key, &a, {}});
         } else {
             fail(ctx.where(&v) + "'sweep." + key + "' must be a non-empty array of values");
         }
     }
+    // Two dimensions setting one key would make a point's value depend on their order.
+    std::set<std::string> seen;
+    for (const SweepDimension& d : out) {
+        std::set<std::string> mine;
+        if (d.values) mine.insert(d.key);
+        for (const SweepCase& c : d.cases)
+            for (const auto& [k, v] : c.keys) mine.insert(k);
+        for (const std::string& k : mine)
+            if (!seen.insert(k).second) fail(ctx.where(nullptr) + "'sweep." + d.key + "' sets '" + k + "', which another sweep key sets too");
+    }
+    return out;
+}
+
+// get_key is the node at a dotted path, or null.
+const toml::node* get_key(const toml::table& root, const std::string& key) {
+    const toml::table* t = &root;
+    const std::vector<std::string> parts = split_dots(key);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        const toml::node* n = t->get(parts[i]);
+        if (!n || !n->is_table()) return nullptr;
+        t = n->as_table();
+    }
+    return t->get(parts.back());
+}
+
+// erase_key removes the value at a dotted path, if there is one.
+void erase_key(toml::table& root, const std::string& key) {
+    toml::table* t = &root;
+    const std::vector<std::string> parts = split_dots(key);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        toml::node* n = t->get(parts[i]);
+        if (!n || !n->is_table()) return;
+        t = n->as_table();
+    }
+    t->erase(parts.back());
 }
 
 uint32_t host_count(const TopologyConfig& t) {
@@ -702,22 +795,38 @@ std::optional<Scenario> parse_scenario(const std::string& text, const std::strin
             set_key(root, key, *holder.get("v"), "--set");
             set_keys.push_back(key);
         }
-        std::vector<std::pair<std::string, const toml::array*>> sweep;
+        std::vector<SweepDimension> sweep;
         toml::table sweep_table;
-        if (const toml::node* s = root.get("sweep")) {
+        if (toml::node* s = root.get("sweep")) {
             if (!s->is_table()) fail(ctx.where(s) + "'sweep' must be a table");
-            sweep_table = *s->as_table();
-            flatten_sweep(ctx, sweep_table, "", sweep);
+            sweep_table = std::move(*s->as_table());  // a copy would lose the source lines
+            sweep = read_sweep(ctx, sweep_table, "");
         }
         root.erase("sweep");
+        // A case sets only its own keys, so before each point every key that some case
+        // sets goes back to the file's value (or away), lest one case's key leak into the
+        // next case's points.
+        std::vector<std::pair<std::string, std::optional<toml::table>>> case_defaults;  // key, {"v": value}
+        for (const SweepDimension& d : sweep)
+            for (const SweepCase& c : d.cases)
+                for (const auto& [k, v] : c.keys) {
+                    if (std::any_of(case_defaults.begin(), case_defaults.end(), [&](const auto& e) { return e.first == k; }))
+                        continue;
+                    std::optional<toml::table> holder;
+                    if (const toml::node* n = get_key(root, k)) {
+                        holder.emplace();
+                        n->visit([&](auto&& x) { holder->insert("v", x); });
+                    }
+                    case_defaults.emplace_back(k, std::move(holder));
+                }
 
         Scenario sc;
         sc.file = name;
         const std::string base_dir = std::filesystem::path(name).parent_path().string();
         // Expand the cartesian product; the last sweep key varies fastest.
         size_t points = 1;
-        for (const auto& [k, a] : sweep) {
-            points *= a->size();  // checked at each step, so the product cannot wrap
+        for (const SweepDimension& d : sweep) {
+            points *= d.size();  // checked at each step, so the product cannot wrap
             if (points > 10000) fail(ctx.where(nullptr) + "'sweep' has more than 10000 points");
         }
         std::set<std::string> labels;
@@ -727,16 +836,31 @@ std::optional<Scenario> parse_scenario(const std::string& text, const std::strin
             size_t rest = p;
             std::vector<size_t> idx(sweep.size());
             for (size_t i = sweep.size(); i-- > 0;) {
-                idx[i] = rest % sweep[i].second->size();
-                rest /= sweep[i].second->size();
+                idx[i] = rest % sweep[i].size();
+                rest /= sweep[i].size();
+            }
+            for (const auto& [k, holder] : case_defaults) {
+                if (holder) set_key(t, k, *holder->get("v"), name + ": sweep");
+                else erase_key(t, k);
             }
             std::string suffix;
             for (size_t i = 0; i < sweep.size(); ++i) {
-                const toml::node& v = *sweep[i].second->get(idx[i]);
-                set_key(t, sweep[i].first, v, name + ": sweep");
-                params.emplace_back(sweep[i].first, to_param(v));
-                if (sweep[i].first != "protocol")
-                    suffix += "_" + split_dots(sweep[i].first).back() + "-" + param_to_string(to_param(v));
+                const SweepDimension& d = sweep[i];
+                if (d.values) {
+                    const toml::node& v = *d.values->get(idx[i]);
+                    set_key(t, d.key, v, name + ": sweep");
+                    params.emplace_back(d.key, to_param(v));
+                    if (d.key != "protocol")
+                        suffix += "_" + split_dots(d.key).back() + "-" + param_to_string(to_param(v));
+                    continue;
+                }
+                const SweepCase& c = d.cases[idx[i]];
+                params.emplace_back(d.key, c.label);
+                for (const auto& [k, v] : c.keys) {
+                    set_key(t, k, *v, name + ": sweep");
+                    params.emplace_back(k, to_param(*v));
+                }
+                suffix += "_" + split_dots(d.key).back() + "-" + c.label;
             }
             for (const std::string& k : set_keys) {
                 const toml::node* v = t.at_path(k).node();

@@ -96,6 +96,55 @@ TEST(Scenario, SweepRunsTheCartesianProductWithUniqueLabels) {
     EXPECT_DOUBLE_EQ(s->runs[5].loss, 0.01);
 }
 
+// A dimension of cases sets several keys per point, so one sweep holds runs that are not a
+// cartesian product; a key one case sets and the next does not goes back to the file's.
+TEST(Scenario, SweepCasesSetSeveralKeysAndRestoreTheRest) {
+    std::string err;
+    const std::string text = std::string(kBase) + R"([rocev2]
+qps_per_pair = 2
+[sweep]
+collective = [
+  { label = "ring", workload = { kind = "ring_allreduce", bytes = 4096 } },
+  { label = "a2a", workload.kind = "all_to_all", workload.bytes = 512 },
+]
+fabric.loss = [0, 0.01]
+stack = [
+  { label = "mroce", protocol = "mroce" },
+  { label = "8qp", protocol = "rocev2", rocev2.qps_per_pair = 8 },
+  { label = "dflt", protocol = "rocev2" },
+]
+)";
+    auto s = parse(text, err);
+    ASSERT_TRUE(s) << err;
+    ASSERT_EQ(s->runs.size(), 12u);
+    const RunSpec& ring = s->runs[1];
+    EXPECT_EQ(ring.label, "rocev2_collective-ring_loss-0_stack-8qp");
+    EXPECT_EQ(ring.workload.kind, WorkloadKind::kRingAllreduce);
+    EXPECT_EQ(ring.workload.bytes, 4096u);
+    EXPECT_EQ(ring.protocol, Protocol::kRocev2);
+    EXPECT_EQ(ring.rocev2.qps_per_pair, 8u);
+    // The next case sets no qps_per_pair: the file's 2, not the previous case's 8.
+    EXPECT_EQ(s->runs[2].label, "rocev2_collective-ring_loss-0_stack-dflt");
+    EXPECT_EQ(s->runs[2].rocev2.qps_per_pair, 2u);
+    const RunSpec& a2a = s->runs[9];
+    EXPECT_EQ(a2a.label, "mroce_collective-a2a_loss-0.01_stack-mroce");
+    EXPECT_EQ(a2a.workload.kind, WorkloadKind::kAllToAll);
+    EXPECT_EQ(a2a.workload.bytes, 512u);
+    EXPECT_DOUBLE_EQ(a2a.loss, 0.01);
+    // params: each dimension's label, then the keys its case set.
+    ASSERT_EQ(ring.params.size(), 7u);
+    EXPECT_EQ(ring.params[0].first, "collective");
+    EXPECT_EQ(std::get<std::string>(ring.params[0].second), "ring");
+    EXPECT_EQ(ring.params[1].first, "workload.bytes");  // toml++ orders a table's keys
+    EXPECT_EQ(ring.params[2].first, "workload.kind");
+    EXPECT_EQ(ring.params[3].first, "fabric.loss");
+    EXPECT_EQ(ring.params[6].first, "rocev2.qps_per_pair");
+    EXPECT_EQ(std::get<int64_t>(ring.params[6].second), 8);
+    // A case's key with a wrong value is named like any other key.
+    EXPECT_FALSE(parse(std::string(kBase) + "[sweep]\nx = [{ label = \"a\", workload.bytes = \"big\" }]\n", err));
+    EXPECT_NE(err.find("'workload.bytes' must be an integer"), std::string::npos) << err;
+}
+
 // Flows of an explicit workload keep their own traffic class ([STREAM-14]); the rest
 // take the workload's; PFC's lossless classes are a list.
 TEST(Scenario, PerFlowTrafficClassesAndLosslessClasses) {
@@ -188,6 +237,15 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
         {"[[faults]]\nkind = \"burst_loss\"\np_good_to_bad = 2\n", "'faults[0].p_good_to_bad' must be in [0, 1]"},
         {"[workload]\nkind = \"background\"\n", "'workload.cdf' is required"},
         {"[sweep]\nfabric.loss = 0.1\n", "'sweep.fabric.loss' must be a non-empty array"},
+        {"[sweep]\nx = [{ label = \"a\", fabric.loss = 0.1 }, 3]\n", "s.toml:2: 'sweep.x' mixes tables (cases) and values"},
+        {"[sweep]\nx = [3, { label = \"a\" }]\n", "s.toml:2: 'sweep.x' mixes tables (cases) and values"},
+        {"[sweep]\nx = [{ fabric.loss = 0.1 }]\n", "'sweep.x': every case needs a 'label'"},
+        {"[sweep]\nx = [{ label = 1, fabric.loss = 0.1 }]\n", "'sweep.x': a case's 'label' must be a non-empty string"},
+        {"[sweep]\nx = [{ label = \"a\" }]\n", "'sweep.x': case 'a' sets no key"},
+        {"[sweep]\nx = [{ label = \"a\", fabric.loss = 0 }, { label = \"a\", fabric.loss = 1 }]\n",
+         "'sweep.x': two cases are labelled 'a'"},
+        {"[sweep]\nfabric.loss = [0]\nx = [{ label = \"a\", fabric.loss = 0.1 }]\n",
+         "'sweep.x' sets 'fabric.loss', which another sweep key sets too"},
         {"[workload\n", "s.toml:1:"},
         {"[workload]\nkind = \"explicit\"\nflows = [{src = 0, dst = 1, depends_on = [0]}]\n",
          "'workload.flows[0].depends_on' must list ids of earlier flows"},
