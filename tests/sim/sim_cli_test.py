@@ -56,7 +56,42 @@ def shrink(path):
             sets.append("workload.cdf=%s" % os.path.join(HERE, "data", "small.cdf"))
     elif wkind != "explicit":
         sets += ["workload.bytes=65536", "workload.message_bytes=16384"]
+    # Sweep cases win over --set, so sizes a case sets are taken out of it (the sweep key
+    # replaced whole) and the sizes above apply.
+    for key, cases in sweep_cases(doc.get("sweep", {})):
+        small = [drop_sizes(c) for c in cases]
+        if small != cases:
+            sets.append("sweep.%s=%s" % (key, toml_inline(small)))
     return sets
+
+
+def sweep_cases(table, prefix=""):
+    """(dotted key, cases) for every sweep key whose array holds tables (docs/sim.md)."""
+    for k, v in table.items():
+        if isinstance(v, dict):
+            yield from sweep_cases(v, prefix + k + ".")
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            yield prefix + k, v
+
+
+def drop_sizes(case):
+    work = {k: v for k, v in case.get("workload", {}).items() if k not in ("bytes", "message_bytes")}
+    out = {k: v for k, v in case.items() if k != "workload"}
+    if work:
+        out["workload"] = work
+    return out
+
+
+def toml_inline(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_inline(x) for x in v) + "]"
+    return "{" + ", ".join("%s = %s" % (k, toml_inline(x)) for k, x in v.items()) + "}"
 
 
 def set_args(sets):
