@@ -561,6 +561,9 @@ void read_mroce(Section s, RunSpec& r) {
 void read_rocev2(Section s, RunSpec& r) {
     rocev2::RoceConfig& c = r.rocev2.config;
     r.rocev2.qps_per_pair = s.u32("qps_per_pair", 1, 1, 256);
+    c.port_choice = s.choice("qp_ports", "source_port", {"source_port", "round_robin"}) == "round_robin"
+                        ? rocev2::PortChoice::kRoundRobin
+                        : rocev2::PortChoice::kSourcePort;
     c.dcqcn.enabled = s.boolean("dcqcn", true);
     r.rocev2.pfc = s.boolean("pfc", true);
     c.mtu = s.u32("mtu", 4096, 64, 9000);

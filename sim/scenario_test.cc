@@ -45,7 +45,11 @@ TEST(Scenario, ReadsValuesAndDefaults) {
     EXPECT_EQ(r.topology.cable.delay, std::chrono::microseconds(2));
     EXPECT_EQ(r.workload.kind, WorkloadKind::kIncast);
     EXPECT_EQ(r.workload.bytes, 1000u);
+    EXPECT_EQ(r.rocev2.config.port_choice, rocev2::PortChoice::kSourcePort);
     EXPECT_TRUE(r.params.empty());
+    auto rr = parse(kBase, err, {"rocev2.qp_ports=round_robin"});
+    ASSERT_TRUE(rr) << err;
+    EXPECT_EQ(rr->runs[0].rocev2.config.port_choice, rocev2::PortChoice::kRoundRobin);
 }
 
 TEST(Scenario, SetOverridesByDottedPathAndBecomesAParam) {
@@ -227,6 +231,7 @@ TEST(Scenario, ErrorsAreOneLineAndNameTheKey) {
         {"[topology]\nleaves = \"two\"\n", "s.toml:2: 'topology.leaves' must be an integer"},
         {"[topology]\nkind = \"torus\"\n", "'topology.kind' must be one of single_switch|leaf_spine|fat_tree|hpcc|htsim, not 'torus'"},
         {"[fabric]\nloss = 1.5\n", "s.toml:2: 'fabric.loss' must be in [0, 1]"},
+        {"[rocev2]\nqp_ports = \"spread\"\n", "s.toml:2: 'rocev2.qp_ports' must be one of source_port|round_robin, not 'spread'"},
         {"[topology.ecn]\nmode = \"red\"\nkmn_bytes = 5\n", "s.toml:3: unknown key 'topology.ecn.kmn_bytes'"},
         {"[[faults]]\nkind = \"plane_down\"\nplane = 3\n", "'faults[0].plane' must be in 0..0"},
         {"[[faults]]\nkind = \"plane_down\"\nport = \"spine0/p1\"\n", "'faults[0].port' applies to cable faults"},

@@ -16,14 +16,27 @@ inline constexpr uint32_t kMaxWindowPackets = 1u << 22;
 // Traffic classes are the eight 802.1Q priorities that PFC pauses one by one.
 inline constexpr uint8_t kMaxTrafficClass = 7;
 
+// How a QP picks its NIC port (plane), once, when it is bound.
+enum class PortChoice : uint8_t {
+    // src_port % num_local_ports: independent flows hashed onto the planes, so a pair's
+    // k QPs may crowd one plane and leave another idle.
+    kSourcePort,
+    // The host's QPs in creation order (QP number % num_local_ports), as a library that
+    // stripes one pair's QPs over its NICs binds them: QPs created together for a pair,
+    // k per port, put k on every plane.
+    kRoundRobin,
+};
+
 struct RoceConfig {
     uint16_t port = kUdpPort;  // UDP port the engine receives on (peers send to it)
     uint32_t mtu = 4096;       // payload bytes per packet (the path MTU of IB terms)
     uint16_t pkey = kDefaultPkey;
     // NIC ports (planes) of the host. A QP is one flow: all its packets leave through one
-    // port, chosen by its UDP source port (src_port % num_local_ports), so a host's QPs
-    // spread over the planes the way independent flows would, each staying on one.
+    // port, chosen by port_choice: by default its UDP source port (src_port %
+    // num_local_ports), so a host's QPs spread over the planes the way independent flows
+    // would, each staying on one.
     uint16_t num_local_ports = 1;
+    PortChoice port_choice = PortChoice::kSourcePort;
     // The traffic class (switch priority, PFC class; higher = more urgent) a new QP's
     // packets leave in; RoceEngine::set_traffic_class changes it per QP (a QP's service
     // level). A QP's ACKs, NAKs and CNPs serve that QP alone, so they leave in its class,

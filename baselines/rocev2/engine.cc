@@ -85,6 +85,8 @@ Error RoceEngine::bind_stream(uint32_t stream, const Address& peer, uint32_t rem
     q->peer = peer;
     q->remote_qpn = remote_stream;
     q->src_port = src_port_for(q->qpn, remote_stream);
+    const uint32_t port_key = cfg_.port_choice == PortChoice::kRoundRobin ? q->qpn - kFirstQpn : q->src_port;
+    q->local_port = static_cast<uint16_t>(port_key % cfg_.num_local_ports);
     last_now_ = now;
     touched(*q);
     return Error::kOk;
@@ -234,7 +236,7 @@ size_t RoceEngine::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Tim
         meta.src = local_.with_port(q.src_port);
         meta.dst = q.peer;
         meta.ecn = ecn::kEct0;
-        meta.local_port = static_cast<uint16_t>(q.src_port % cfg_.num_local_ports);
+        meta.local_port = q.local_port;
         meta.traffic_class = q.traffic_class;  // data, ACK/NAK and CNP alike (config.h)
         ++stats_.datagrams_sent;
         return n;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -399,6 +401,58 @@ TEST(RoceEngine, EachQpStaysOnOnePortAndQpsSpreadOverPorts) {
     EXPECT_GE(packets, 64u);  // 32 WRITEs and at least 32 ACKs
     EXPECT_EQ(ports_used[0].size(), 4u);
     EXPECT_EQ(ports_used[1].size(), 4u);
+}
+
+TEST(RoceEngine, RoundRobinPortsPutAPairsQpsEvenlyOnThePlanes) {
+    // port_choice = kRoundRobin: 8 QPs between one pair, created together, put 2 on each
+    // of 4 ports, data and ACKs alike; by source port the same 8 QPs crowd some ports.
+    for (const PortChoice choice : {PortChoice::kRoundRobin, PortChoice::kSourcePort}) {
+        RoceConfig cfg = small_config();
+        cfg.num_local_ports = 4;
+        cfg.port_choice = choice;
+        Loop loop(cfg);
+        std::vector<std::byte> src(256), dst(256);
+        const uint32_t pd_a = loop.a.alloc_pd(), pd_b = loop.b.alloc_pd();
+        const core::MemoryKeys ka = *loop.a.register_memory(pd_a, src.data(), src.size(), core::access::kLocalWrite);
+        const core::MemoryKeys kb = *loop.b.register_memory(
+            pd_b, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t qa = *loop.a.reserve_stream(pd_a), qb = *loop.b.reserve_stream(pd_b);
+            ASSERT_EQ(loop.a.bind_stream(qa, kAddrB, qb, loop.now), Error::kOk);
+            ASSERT_EQ(loop.b.bind_stream(qb, kAddrA, qa, loop.now), Error::kOk);
+            EXPECT_EQ(loop.a.qp(qa)->local_port, choice == PortChoice::kRoundRobin ? i % 4
+                                                                                  : loop.a.qp(qa)->src_port % 4);
+            core::SendWr wr;
+            wr.wr_id = static_cast<uint64_t>(i);
+            wr.opcode = core::WorkOpcode::kWrite;
+            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+            wr.length = 256;
+            wr.lkey = ka.lkey;
+            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+            wr.rkey = kb.rkey;
+            ASSERT_EQ(loop.a.post_send(qa, wr, loop.now), Error::kOk);
+        }
+        std::array<std::array<int, 4>, 2> per_port{};  // [side][port]: packets
+        for (int side = 0; side < 2; ++side) {
+            RoceEngine& e = loop.engine(side);
+            std::vector<std::byte> buf(e.max_datagram_size());
+            PacketMeta meta;
+            while (size_t n = e.poll_transmit(buf, meta, loop.now)) {
+                ASSERT_LT(meta.local_port, 4);
+                ++per_port[side][meta.local_port];
+                loop.engine(1 - side).on_datagram(std::span(buf.data(), n), meta, loop.now);
+            }
+            loop.now += 10us;  // past B's ACK delay
+            loop.engine(1 - side).on_timeout(loop.now);
+        }
+        const auto [lo, hi] = std::minmax_element(per_port[0].begin(), per_port[0].end());
+        if (choice == PortChoice::kRoundRobin) {
+            EXPECT_EQ(per_port[0], (std::array<int, 4>{2, 2, 2, 2}));  // one WRITE per QP
+            EXPECT_EQ(per_port[1], (std::array<int, 4>{2, 2, 2, 2}));  // one ACK per QP
+        } else {
+            EXPECT_GT(*hi - *lo, 0) << "these 8 source ports happen to split evenly";
+        }
+    }
 }
 
 TEST(RoceEngine, BadDatagramsAreCountedAndDropped) {

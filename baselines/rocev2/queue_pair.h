@@ -74,6 +74,7 @@ struct QueuePair {
     Address peer;         // the remote engine's IP and UDP port
     uint32_t remote_qpn = 0;
     uint16_t src_port = 0;  // fixed per QP: one ECMP route for its whole life
+    uint16_t local_port = 0;  // NIC port (plane), fixed when bound (RoceConfig::port_choice)
     uint8_t traffic_class = 0;  // every packet of the QP, data and control (config.h)
 
     // ---- requester ----
