@@ -372,6 +372,26 @@ def as_number(v):
     return float(v) if isinstance(v, (int, float)) else None
 
 
+def line_params(runs, swept):
+    """The swept parameters that place a run in sweep.png: each one unless a parameter
+    kept before it already determines its value in every run. A sweep case sets several
+    keys at once (docs/sim.md) and its label names them all; listing each key too would
+    crowd the legend with them, and with None where a case does not set one."""
+    def value(r, k):
+        return json.dumps(r.get("params", {}).get(k))
+    kept = []
+    for k in swept:
+        determined = False
+        for j in kept:
+            seen = {}
+            if all(seen.setdefault(value(r, j), value(r, k)) == value(r, k) for r in runs):
+                determined = True
+                break
+        if not determined:
+            kept.append(k)
+    return kept
+
+
 def plot_sweep(base, runs, picked=None):
     """sweep.png: each metric against the first swept parameter, one line per protocol
     (and per value of any other swept parameter). picked: the metrics to show, in order
@@ -381,7 +401,8 @@ def plot_sweep(base, runs, picked=None):
         for k in r.get("params", {}):
             if k != "protocol" and k not in params:
                 params.append(k)
-    swept = [k for k in params if len({json.dumps(r.get("params", {}).get(k)) for r in runs}) > 1]
+    swept = line_params(runs, [k for k in params
+                               if len({json.dumps(r.get("params", {}).get(k)) for r in runs}) > 1])
     x_key = swept[0] if swept else None
     others = swept[1:]
     # The contract's metrics always; other numeric metrics only when they vary.
@@ -450,7 +471,7 @@ def plot_sweep(base, runs, picked=None):
     out = os.path.join(base, "sweep.png")
     fig.savefig(out, dpi=DPI)
     plt.close(fig)
-    return f"{out} ({len(metrics)} metrics)"
+    return f"{out} ({len(metrics)} metrics; lines: {', '.join(sorted(groups))})"
 
 
 def load_pyplot():

@@ -3,7 +3,8 @@
 
 Cases: a sweep (loss x protocol, four runs) whose runs have full, empty, missing and
 malformed files; a single run with 40 flows (the line limit; no sweep.png); a sweep with
-a shared point, a missing metric and a missing run directory; a protocol-only sweep (bars); and
+a shared point, a missing metric and a missing run directory; a protocol-only sweep (bars); a
+sweep of cases, whose lines the case labels name; and
 the one-line errors for a missing DIR, a DIR without summary.json, bad JSON and a bad run.
 Every PNG must be a valid PNG (signature, IHDR with a non-zero size, IEND last).
 
@@ -186,9 +187,9 @@ def main():
         # --metrics picks sweep.png's metrics, in order; unknown names are usage errors.
         m = plot(plot_py, sweep, "--metrics", "drops,goodput_gbps")
         check(m.returncode == 0, f"--metrics: exit {m.returncode}: {m.stderr.strip()}")
-        check("sweep.png (2 metrics)" in m.stdout, f"--metrics: two metrics drawn: {m.stdout!r}")
+        check("sweep.png (2 metrics;" in m.stdout, f"--metrics: two metrics drawn: {m.stdout!r}")
         m = plot(plot_py, sweep)
-        check("sweep.png (10 metrics)" in m.stdout, "without --metrics: the contract's ten")
+        check("sweep.png (10 metrics;" in m.stdout, "without --metrics: the contract's ten")
         for args, words in ((("--metrics", "drops,no_such_metric"), "no_such_metric"),
                             (("--metrics",), "--metrics needs"),
                             (("--metric=drops",), "unknown option --metric=drops")):
@@ -243,6 +244,26 @@ def main():
         r = plot(plot_py, only)
         check(r.returncode == 0, f"onlyprotocol: exit {r.returncode}: {r.stderr.strip()}")
         check(png_problem(os.path.join(only, "sweep.png")) is None, "onlyprotocol: sweep.png")
+
+        # --- sweep cases (docs/sim.md): a case label names the keys it sets, so the lines
+        # are named by the labels and the independent loss, not by every key a case set ---
+        cases = os.path.join(tmp, "cases")
+        runs = []
+        for coll, kind in (("ring", "ring_allreduce"), ("a2a", "all_to_all")):
+            for loss in (0, 0.01):
+                for stack, proto, qps in (("mroce", "mroce", None), ("8qp", "rocev2", 8)):
+                    params = {"collective": coll, "workload.kind": kind, "fabric.loss": loss,
+                              "stack": stack, "protocol": proto}
+                    if qps:
+                        params["rocev2.qps_per_pair"] = qps
+                    runs.append(run_entry(proto, f"{coll}-{loss}-{stack}", params, rng))
+        write(os.path.join(cases, "summary.json"), json.dumps(summary(runs)))
+        r = plot(plot_py, cases)
+        check(r.returncode == 0, f"cases: exit {r.returncode}: {r.stderr.strip()}")
+        want = ("lines: mroce fabric.loss=0 stack=mroce, mroce fabric.loss=0.01 stack=mroce, "
+                "rocev2 fabric.loss=0 stack=8qp, rocev2 fabric.loss=0.01 stack=8qp)")
+        check(want in r.stdout, f"cases: the lines are named by the labels and the loss: {r.stdout!r}")
+        check(png_problem(os.path.join(cases, "sweep.png")) is None, "cases: sweep.png")
 
         # --- one-line errors ---
         bad_json = os.path.join(tmp, "badjson")
