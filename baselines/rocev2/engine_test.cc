@@ -357,47 +357,71 @@ TEST(RoceEngine, PacedSenderReportsItsNextSendTimeAsDeadline) {
     EXPECT_GT(s.loop.a.poll_transmit(buf, out, s.loop.now + Duration{gap_ns}), 0u);
 }
 
-TEST(RoceEngine, EachQpStaysOnOnePortAndQpsSpreadOverPorts) {
-    // A host with 4 NIC ports (planes): every packet of a QP, data and responses, leaves
-    // through port src_port % 4, and 32 QPs between one pair use every port.
-    RoceConfig cfg = small_config();
-    cfg.num_local_ports = 4;
-    Loop loop(cfg);
-    std::vector<std::byte> src(256), dst(256);
-    const uint32_t pd_a = loop.a.alloc_pd(), pd_b = loop.b.alloc_pd();
-    const core::MemoryKeys ka = *loop.a.register_memory(pd_a, src.data(), src.size(), core::access::kLocalWrite);
-    const core::MemoryKeys kb = *loop.b.register_memory(
-        pd_b, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
-    for (int i = 0; i < 32; ++i) {
+// OnePair: 256-byte source and destination regions on A and B, for tests that post a
+// WRITE on each of several QPs between the pair.
+struct OnePair {
+    explicit OnePair(Loop& l) : loop(l) {
+        pd_a = loop.a.alloc_pd();
+        pd_b = loop.b.alloc_pd();
+        ka = *loop.a.register_memory(pd_a, src.data(), src.size(), core::access::kLocalWrite);
+        kb = *loop.b.register_memory(pd_b, dst.data(), dst.size(),
+                                     core::access::kLocalWrite | core::access::kRemoteWrite);
+    }
+    // new_qp_write binds a new QP on each side and posts one 256-byte WRITE on A's;
+    // returns A's QP.
+    uint32_t new_qp_write(uint64_t wr_id) {
         const uint32_t qa = *loop.a.reserve_stream(pd_a), qb = *loop.b.reserve_stream(pd_b);
-        ASSERT_EQ(loop.a.bind_stream(qa, kAddrB, qb, loop.now), Error::kOk);
-        ASSERT_EQ(loop.b.bind_stream(qb, kAddrA, qa, loop.now), Error::kOk);
+        EXPECT_EQ(loop.a.bind_stream(qa, kAddrB, qb, loop.now), Error::kOk);
+        EXPECT_EQ(loop.b.bind_stream(qb, kAddrA, qa, loop.now), Error::kOk);
         core::SendWr wr;
-        wr.wr_id = static_cast<uint64_t>(i);
+        wr.wr_id = wr_id;
         wr.opcode = core::WorkOpcode::kWrite;
         wr.local_addr = reinterpret_cast<uint64_t>(src.data());
         wr.length = 256;
         wr.lkey = ka.lkey;
         wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
         wr.rkey = kb.rkey;
-        ASSERT_EQ(loop.a.post_send(qa, wr, loop.now), Error::kOk);
+        EXPECT_EQ(loop.a.post_send(qa, wr, loop.now), Error::kOk);
+        return qa;
     }
+    // exchange delivers A's datagrams to B, then B's answers to A, showing each with its
+    // meta to `seen(side, meta)` (pump() hides meta, so this polls the engines directly).
+    template <class Seen>
+    void exchange(Seen&& seen) {
+        for (int side = 0; side < 2; ++side) {
+            RoceEngine& e = loop.engine(side);
+            std::vector<std::byte> buf(e.max_datagram_size());
+            PacketMeta meta;
+            while (size_t n = e.poll_transmit(buf, meta, loop.now)) {
+                seen(side, meta);
+                loop.engine(1 - side).on_datagram(std::span(buf.data(), n), meta, loop.now);
+            }
+            loop.now += 10us;  // past B's ACK delay
+            loop.engine(1 - side).on_timeout(loop.now);
+        }
+    }
+
+    Loop& loop;
+    std::vector<std::byte> src = std::vector<std::byte>(256), dst = std::vector<std::byte>(256);
+    uint32_t pd_a = 0, pd_b = 0;
+    core::MemoryKeys ka, kb;
+};
+
+TEST(RoceEngine, EachQpStaysOnOnePortAndQpsSpreadOverPorts) {
+    // A host with 4 NIC ports (planes): every packet of a QP, data and responses, leaves
+    // through port src_port % 4, and 32 QPs between one pair use every port.
+    RoceConfig cfg = small_config();
+    cfg.num_local_ports = 4;
+    Loop loop(cfg);
+    OnePair pair(loop);
+    for (int i = 0; i < 32; ++i) (void)pair.new_qp_write(static_cast<uint64_t>(i));
     std::set<uint16_t> ports_used[2];
     size_t packets = 0;
-    for (int side = 0; side < 2; ++side) {
-        // pump() hides meta, so poll directly: A's data now, then B's ACKs once delivered.
-        RoceEngine& e = loop.engine(side);
-        std::vector<std::byte> buf(e.max_datagram_size());
-        PacketMeta meta;
-        while (size_t n = e.poll_transmit(buf, meta, loop.now)) {
-            ++packets;
-            EXPECT_EQ(meta.local_port, meta.src.port % 4) << "side " << side;
-            ports_used[side].insert(meta.local_port);
-            loop.engine(1 - side).on_datagram(std::span(buf.data(), n), meta, loop.now);
-        }
-        loop.now += 10us;  // past B's ACK delay
-        loop.engine(1 - side).on_timeout(loop.now);
-    }
+    pair.exchange([&](int side, const PacketMeta& meta) {
+        ++packets;
+        EXPECT_EQ(meta.local_port, meta.src.port % 4) << "side " << side;
+        ports_used[side].insert(meta.local_port);
+    });
     EXPECT_GE(packets, 64u);  // 32 WRITEs and at least 32 ACKs
     EXPECT_EQ(ports_used[0].size(), 4u);
     EXPECT_EQ(ports_used[1].size(), 4u);
@@ -411,40 +435,17 @@ TEST(RoceEngine, RoundRobinPortsPutAPairsQpsEvenlyOnThePlanes) {
         cfg.num_local_ports = 4;
         cfg.port_choice = choice;
         Loop loop(cfg);
-        std::vector<std::byte> src(256), dst(256);
-        const uint32_t pd_a = loop.a.alloc_pd(), pd_b = loop.b.alloc_pd();
-        const core::MemoryKeys ka = *loop.a.register_memory(pd_a, src.data(), src.size(), core::access::kLocalWrite);
-        const core::MemoryKeys kb = *loop.b.register_memory(
-            pd_b, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+        OnePair pair(loop);
         for (int i = 0; i < 8; ++i) {
-            const uint32_t qa = *loop.a.reserve_stream(pd_a), qb = *loop.b.reserve_stream(pd_b);
-            ASSERT_EQ(loop.a.bind_stream(qa, kAddrB, qb, loop.now), Error::kOk);
-            ASSERT_EQ(loop.b.bind_stream(qb, kAddrA, qa, loop.now), Error::kOk);
+            const uint32_t qa = pair.new_qp_write(static_cast<uint64_t>(i));
             EXPECT_EQ(loop.a.qp(qa)->local_port, choice == PortChoice::kRoundRobin ? i % 4
                                                                                   : loop.a.qp(qa)->src_port % 4);
-            core::SendWr wr;
-            wr.wr_id = static_cast<uint64_t>(i);
-            wr.opcode = core::WorkOpcode::kWrite;
-            wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-            wr.length = 256;
-            wr.lkey = ka.lkey;
-            wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-            wr.rkey = kb.rkey;
-            ASSERT_EQ(loop.a.post_send(qa, wr, loop.now), Error::kOk);
         }
         std::array<std::array<int, 4>, 2> per_port{};  // [side][port]: packets
-        for (int side = 0; side < 2; ++side) {
-            RoceEngine& e = loop.engine(side);
-            std::vector<std::byte> buf(e.max_datagram_size());
-            PacketMeta meta;
-            while (size_t n = e.poll_transmit(buf, meta, loop.now)) {
-                ASSERT_LT(meta.local_port, 4);
-                ++per_port[side][meta.local_port];
-                loop.engine(1 - side).on_datagram(std::span(buf.data(), n), meta, loop.now);
-            }
-            loop.now += 10us;  // past B's ACK delay
-            loop.engine(1 - side).on_timeout(loop.now);
-        }
+        pair.exchange([&](int side, const PacketMeta& meta) {
+            ASSERT_LT(meta.local_port, 4);
+            ++per_port[side][meta.local_port];
+        });
         const auto [lo, hi] = std::minmax_element(per_port[0].begin(), per_port[0].end());
         if (choice == PortChoice::kRoundRobin) {
             EXPECT_EQ(per_port[0], (std::array<int, 4>{2, 2, 2, 2}));  // one WRITE per QP
