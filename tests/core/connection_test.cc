@@ -567,17 +567,10 @@ void both_ways_fail_no_return_route(uint64_t seed, double loss) {
         ba_done += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
     });
     ab.post_all();
-    for (uint32_t i = 0; i < 30; ++i) {
-        core::SendWr wr;
-        wr.wr_id = i;
-        wr.opcode = core::WorkOpcode::kWrite;
-        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-        wr.length = static_cast<uint32_t>(src.size());
-        wr.lkey = kb.lkey;
-        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-        wr.rkey = ka.rkey;
-        ASSERT_EQ(p.b->post_send(sb, wr, p.now()), Error::kOk);
-    }
+    for (uint32_t i = 0; i < 30; ++i)
+        ASSERT_EQ(p.b->post_send(sb, write_wr(i, src, kb.lkey, dst, ka.rkey, static_cast<uint32_t>(src.size())),
+                                 p.now()),
+                  Error::kOk);
     p.host_b().kick();
     ASSERT_TRUE(run(p, [&] { return ab.all_completions() == 30 && ba_done == 30; }, 500ms))
         << "seed " << seed << " loss " << loss;
@@ -1459,15 +1452,9 @@ struct Answer {
         const auto ks = *p.b->register_memory(f.pb, src.data(), src.size(), core::access::kLocalWrite);
         const auto kd = *p.a->register_memory(f.pa, dst.data(), dst.size(),
                                               core::access::kLocalWrite | core::access::kRemoteWrite);
-        core::SendWr w;
-        w.wr_id = 77;
-        w.opcode = core::WorkOpcode::kWrite;
-        w.local_addr = reinterpret_cast<uint64_t>(src.data());
-        w.length = static_cast<uint32_t>(src.size());
-        w.lkey = ks.lkey;
-        w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-        w.rkey = kd.rkey;
-        ASSERT_EQ(p.b->post_send(f.sb, w, p.now()), Error::kOk);
+        ASSERT_EQ(p.b->post_send(f.sb, write_wr(77, src, ks.lkey, dst, kd.rkey, static_cast<uint32_t>(src.size())),
+                                 p.now()),
+                  Error::kOk);
         p.host_b().kick();
     }
     std::vector<std::byte> src, dst;

@@ -49,6 +49,20 @@ inline sim::NetworkConfig ten_gbit_net() {
     return nc;
 }
 
+// write_wr: a WRITE of `len` bytes from src (lkey) to dst (rkey).
+inline core::SendWr write_wr(uint64_t id, const std::vector<std::byte>& src, uint32_t lkey,
+                             const std::vector<std::byte>& dst, uint32_t rkey, uint32_t len) {
+    core::SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+    wr.length = len;
+    wr.lkey = lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.rkey = rkey;
+    return wr;
+}
+
 struct Pair {
     explicit Pair(uint64_t seed, const sim::NetworkConfig& net_cfg,
                   const core::EndpointConfig& cfg_a, const core::EndpointConfig& cfg_b)

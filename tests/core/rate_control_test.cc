@@ -25,20 +25,6 @@ sim::NetworkConfig fast_net() {
     return nc;
 }
 
-// write_wr: a WRITE of `len` bytes from src (lkey) to dst (rkey).
-core::SendWr write_wr(uint64_t id, const std::vector<std::byte>& src, uint32_t lkey, const std::vector<std::byte>& dst,
-                      uint32_t rkey, uint32_t len) {
-    core::SendWr wr;
-    wr.wr_id = id;
-    wr.opcode = core::WorkOpcode::kWrite;
-    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-    wr.length = len;
-    wr.lkey = lkey;
-    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-    wr.rkey = rkey;
-    return wr;
-}
-
 // WRITEs of `messages` × `len` bytes A -> B; returns the sender's goodput in Gbit/s (0 when
 // not every WRITE succeeded within the budget).
 double write_gbps(Pair& p, uint32_t messages, uint32_t len) {
