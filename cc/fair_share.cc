@@ -44,7 +44,8 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
     } else if (!drained && newer) {
         s.drained = false;  // sent after its DRAINED one: it has more to send
     }
-    if (!s.active && newer) {
+    const bool activates = !s.active && newer;
+    if (activates) {
         // [CC-15]: a new sender counts from its first packet. Until the next recomputation
         // it is offered an equal weighted part of the allocation. (A DATA sent before the
         // one that drained it does not count: it is the tail of what the sender sent
@@ -59,6 +60,10 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         s.classes = 0;
         s.owd_sampled = false;
         s.weight = cfg_.class_weights[tc & 7];
+        s.backlog = static_cast<uint32_t>(std::min<uint64_t>(cfg_.first_rtt_bytes, UINT32_MAX));
+        s.first_sent = sent;
+        s.sent_span = 0;
+        s.bytes_after_first = 0;
         uint64_t total_weight = s.weight;
         for (uint32_t id : active_) total_weight += senders_[id].weight;
         s.share = allocation_ * s.weight / total_weight;
@@ -73,6 +78,16 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
     // kMaxGapIntervals do not count: such a sender holds no share between its packets.
     if (s.has_base) s.gap = std::min<Duration>(now - s.last_arrival, kMaxGapIntervals * cfg_.interval);
     s.last_arrival = now;
+    // [CC-14]: what is left of its first-RTT budget, and how fast it sent it (the send
+    // times of later packets relative to the one that made it active; one sent earlier,
+    // overtaken on another path, extends nothing).
+    if (!activates && !s.measured) {
+        s.bytes_after_first += bytes;
+        const int32_t since = static_cast<int32_t>(sent - s.first_sent);
+        if (since > static_cast<int32_t>(s.sent_span)) s.sent_span = static_cast<uint32_t>(since);
+    }
+    s.backlog -= std::min(s.backlog, bytes);
+    if (s.drained) s.backlog = 0;  // it has nothing left to send
     s.bytes += bytes;
     s.classes |= static_cast<uint8_t>(1u << (tc & 7));
     // [CC-14]: the delay above the sender's base; serial arithmetic, as the offset between
@@ -99,6 +114,16 @@ void FairShare::forget(uint32_t sender) {
     Sender& s = senders_[sender];
     if (s.active) active_.erase(std::find(active_.begin(), active_.end(), sender));
     s = Sender{};
+}
+
+bool FairShare::bursting(const Sender& s, Time now) const {
+    // [CC-14]: still in its first two intervals (its first rate window cannot close before
+    // eight), and its packets after the first left at least at half the capacity: it sent
+    // its first-RTT budget back to back, so what has not arrived of it is queued or on
+    // the way. A sender held back by its own NIC (an all-to-all's) spreads its packets and
+    // has sent little of its budget; counting that would starve an idle downlink.
+    if (s.measured || now - s.window_start >= 2 * cfg_.interval || s.sent_span == 0) return false;
+    return 2 * mul_div(s.bytes_after_first, 8'000'000'000u, s.sent_span) >= capacity_;
 }
 
 const std::vector<uint32_t>& FairShare::update(Time now) {
@@ -145,6 +170,7 @@ void FairShare::recompute(Time now) {
     // Rates, activity and the shared queue.
     bool any_sample = false;
     uint32_t queue = 0;
+    uint64_t backlog = 0;  // [CC-14] first-RTT bytes of bursting senders not yet arrived
     for (size_t i = 0; i < active_.size();) {
         Sender& s = senders_[active_[i]];
         s.window_bytes += s.bytes;
@@ -164,6 +190,7 @@ void FairShare::recompute(Time now) {
                 if (s.classes & (1u << c)) w = static_cast<uint16_t>(w + cfg_.class_weights[c]);
             s.weight = w;
         }
+        if (s.backlog && bursting(s, now)) backlog += s.backlog;
         if (s.owd_sampled) {
             const uint32_t excess = s.owd_min - s.owd_base;  // >= 0: the base is a minimum
             queue = any_sample ? std::min(queue, excess) : excess;
@@ -208,8 +235,15 @@ void FairShare::recompute(Time now) {
     // 32 -> 1 incast settles an interval sooner).
     const int64_t growth = queue_ns_ - previous_queue_ns_;
     previous_queue_ns_ = queue_ns_;
-    const uint64_t queue_ns = static_cast<uint64_t>(
+    uint64_t queue_ns = static_cast<uint64_t>(
         4 * growth >= 3 * to_ns(cfg_.interval) ? queue_ns_ + growth : queue_ns_);
+    // The first-RTT backlog: bytes that new senders sent back to back before any hint
+    // could reach them and that have not arrived are in the queue or about to join it,
+    // where the delay cannot see them yet (it shows a queue only once packets have waited
+    // through it). An incast whose bursts arrive spread out grew its queue too slowly for
+    // the growth rule, and the hints of the next intervals rebuilt it (16 -> 1 to
+    // 32 -> 1 settled in 1.7-2.8 base RTTs; with this rule in at most 1.7).
+    if (busy) queue_ns = std::max(queue_ns, mul_div(backlog, 8'000'000'000u, c));
     const uint64_t excess = queue_ns > target_ns ? queue_ns - target_ns : 0;
     const uint64_t by_delay = excess >= drain_ns ? 0 : mul_div(c, drain_ns - excess, drain_ns);
     allocation_ = std::max(by_delay, c / kFloorDivisor);

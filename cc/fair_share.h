@@ -8,7 +8,9 @@
 //
 //   arrivals ─► per sender: bytes, classes, min one-way delay        (this interval)
 //            ─► queue delay = min over senders of (min OWD − base OWD), while the
-//               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's
+//               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's;
+//               at least the first-RTT bytes that new senders sent as a burst and
+//               that have not arrived yet (they are in the queue, unseen)
 //            ─► allocation A = C × (1 − (queue − interval/4)/(2·interval)) (the queue
 //               above a target of a quarter interval; a queue growing by ¾ interval per
 //               interval counted as it will be an interval later); CE marks are left
@@ -46,6 +48,9 @@ struct FairShareConfig {
     std::array<uint8_t, 8> class_weights{1, 1, 1, 1, 1, 1, 1, 1};
     uint32_t mss = 4096;        // bytes of a full DATA payload
     uint32_t header_bytes = 72;  // bytes a DATA packet adds to its payload on the wire
+    // [CC-14]: what a new sender may send before its first hint ([CC-15]); the receiver
+    // takes its own setting for its peers'.
+    uint64_t first_rtt_bytes = 32 * 1024;
 };
 
 class FairShare {
@@ -108,6 +113,14 @@ private:
         // may itself carry DRAINED: then it is active until the next recomputation).
         bool drained = false;
         uint32_t drained_ts = 0;
+        // [CC-14] first-RTT backlog: of the first_rtt_bytes it may send before its first
+        // hint, how many have not arrived yet; the send time (its timestamp) of the arrival
+        // that made it active, how far the later ones' send times reach beyond it, and their
+        // bytes: together, whether it sent its first round trip as a burst.
+        uint32_t backlog = 0;
+        uint32_t first_sent = 0;
+        uint32_t sent_span = 0;
+        uint32_t bytes_after_first = 0;
     };
 
 public:
@@ -117,6 +130,7 @@ public:
 
 private:
     void recompute(Time now);
+    bool bursting(const Sender& s, Time now) const;
     void allocate();
     uint64_t demand(const Sender& s, uint64_t equal) const;
     Duration idle_timeout(const Sender& s) const;

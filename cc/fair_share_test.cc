@@ -161,6 +161,36 @@ TEST(FairShare, ALateSenderDoesNotHideTheQueue) {
     EXPECT_EQ(fs.allocation_bps(), kC * 10 / 16);
 }
 
+// [CC-14] first-RTT backlog. 16 senders each send their 32 KiB first-RTT budget back to
+// back (8 packets at line rate) at the same moment; the downlink takes one packet per
+// packet time, so the bursts arrive interleaved. The first packet of each sender met no
+// queue, so at the first recomputation the delay shows none, but 16 x 32 KiB less the
+// ~30 packets that arrived is still queued: about 31 us at C, past what the allocation
+// can drain, so it drops to the floor. The same arrivals from senders whose own NICs
+// spread their packets (an all-to-all's: each sends at C/16) are no backlog.
+uint64_t allocation_after_first_interval(bool burst) {
+    FairShare fs(config());  // interval 10 us, first_rtt_bytes 32 KiB
+    const int64_t t0 = to_ns(1ms);
+    const int64_t pkt = 330;  // ns per 4096 B at 100 Gbit/s, rounded up
+    const uint32_t prop = 5000;
+    for (int64_t slot = 0; slot < 16 * 8; ++slot) {
+        const uint32_t i = static_cast<uint32_t>(slot % 16), k = static_cast<uint32_t>(slot / 16);
+        const Time now{std::chrono::nanoseconds(t0 + prop + slot * pkt)};
+        fs.update(now);  // before the datagram, as the endpoint does
+        if (now >= Time{std::chrono::nanoseconds(t0 + prop)} + 10us) break;
+        // Sent at t0 + k packets (burst) or t0 + k x 16 packets (NIC-limited); the
+        // receiver's clock is the sender's here, so owd = now - sent.
+        const int64_t sent = t0 + static_cast<int64_t>(k) * pkt * (burst ? 1 : 16);
+        fs.on_arrival(i, 0, kMss, static_cast<uint32_t>(to_ns(now) - sent), now);
+    }
+    return fs.allocation_bps();
+}
+
+TEST(FairShare, FirstRttBurstsStillOnTheWayLowerTheAllocation) {
+    EXPECT_EQ(allocation_after_first_interval(/*burst=*/true), kC / FairShare::kFloorDivisor);
+    EXPECT_EQ(allocation_after_first_interval(/*burst=*/false), kC);
+}
+
 // [CC-12] shares are payload rates: the capacity less each packet's header.
 TEST(FairShare, PayloadCapacity) {
     FairShareConfig c = config();

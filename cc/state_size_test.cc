@@ -28,8 +28,8 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(sizeof(Aimd), 64u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
     EXPECT_EQ(sizeof(SendRate), 120u);
-    EXPECT_EQ(FairShare::kSenderStateBytes, 96u);
-    EXPECT_EQ(sizeof(FairShare), 200u);
+    EXPECT_EQ(FairShare::kSenderStateBytes, 112u);
+    EXPECT_EQ(sizeof(FairShare), 208u);
 }
 
 }  // namespace

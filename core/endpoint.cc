@@ -28,6 +28,7 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     f.interval = c.hint_interval;
     f.class_weights = c.class_weights;
     f.mss = c.max_payload;
+    f.first_rtt_bytes = c.first_rtt_bytes;
     // [CC-12], [INT-6]: every byte a full DATA datagram adds to its payload, the integrity
     // trailer included when this endpoint announces it; without it, senders paced at the
     // sum of the shares would offer 4 bytes per packet more than the downlink carries.
