@@ -481,5 +481,50 @@ TEST(CongestionControl, IncastSettlesFairlyWithoutDropsAndTheHintKeepsTheQueueSh
     EXPECT_GT(on.metrics.goodput_fraction, 0.9);
 }
 
+// Issue 13's settling target on a small leaf-spine: N -> 1 across racks (16 hosts per leaf,
+// senders on leaves 0 and 1, the receiver on leaf 2), 256 KiB per sender. The senders'
+// first-RTT bursts arrive spread over several hint intervals, so the queue's delay grows
+// too slowly for [CC-14]'s growth rule; without the first-RTT backlog of [CC-14] these
+// settled in 2.03-2.42 base RTTs at seeds 1-5 and 43, with it in 0.48-1.42.
+TEST(CongestionControl, IncastAcrossRacksSettlesWithinTwoRoundTrips) {
+    const uint64_t seed = testing::test_seed(43);
+    SCOPED_TRACE(testing::seed_note(seed));
+    for (const int n : {16, 24}) {
+        const RunOutput out = run(spec_from(R"(
+[topology]
+kind = "leaf_spine"
+leaves = 3
+hosts_per_leaf = 16
+spines = 4
+rate_gbps = 100
+delay_us = 1
+buffer_bytes = 4194304
+[topology.ecn]
+mode = "red"
+kmin_bytes = 100000
+kmax_bytes = 400000
+pmax = 0.2
+[workload]
+kind = "incast"
+receiver = 32
+bytes = 262144
+message_bytes = 65536
+)", {"protocol=mroce", "workload.senders=" + std::to_string(n)}),
+                                  seed);
+        ASSERT_EQ(out.metrics.completed_flows, static_cast<uint64_t>(n));
+        ASSERT_TRUE(out.metrics.incast);
+        const IncastMetrics& i = *out.metrics.incast;
+        std::printf("%d -> 1: queue peak %llu B, settle %.1f us, converge %.2f RTT, jain %.4f, drops %llu\n", n,
+                    static_cast<unsigned long long>(i.queue_peak_bytes), i.settle_us.value_or(-1),
+                    i.converge_rtts.value_or(-99), i.jain_index.value_or(-1),
+                    static_cast<unsigned long long>(out.metrics.drops));
+        EXPECT_EQ(out.metrics.drops, 0u) << n;
+        ASSERT_TRUE(i.converge_rtts) << n;
+        EXPECT_LE(*i.converge_rtts, 2.0) << n;
+        ASSERT_TRUE(i.jain_index) << n;
+        EXPECT_GE(*i.jain_index, 0.95) << n;
+    }
+}
+
 }  // namespace
 }  // namespace mroce::sim
