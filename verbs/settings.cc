@@ -123,6 +123,7 @@ bool read_settings(Settings& out, std::string& error) {
     if (values[3] != ~0ul) s.linger = std::chrono::milliseconds(values[3]);
     if (values[4] != ~0ul) s.ack_with_data = values[4] != 0;
     if (values[5] != ~0ul) s.stand_by_us = static_cast<uint32_t>(values[5]);
+    if (const char* e = std::getenv("MROCE_STAGES")) s.stages_file = e;
     out = s;
     return true;
 }
