@@ -44,6 +44,8 @@ struct Settings {
     Duration linger = std::chrono::milliseconds(500);
     // MROCE_ACK_WITH_DATA: core::EndpointConfig::ack_with_reverse_data.
     bool ack_with_data = true;
+    // MROCE_SEND_FIRST: api::DeviceConfig::send_first.
+    bool send_first = true;
     // MROCE_STAGES: where to write the stage stamps of each context (api/stage_trace.h) when
     // it closes or the process exits, as FILE.PID; empty: no tracing. For latency
     // questions (scripts/latency-stages.py --verbs).
