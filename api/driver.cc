@@ -161,16 +161,8 @@ void Driver::with_datapath(const std::function<void(datapath::Datapath&)>& fn) {
 }
 
 DriverStats Driver::stats() const {
-    DriverStats s;
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        s = stats_;
-    }
-    s.sleeps = sleep_counts_.sleeps.load(std::memory_order_relaxed);
-    s.stand_by_sleeps = sleep_counts_.stand_by.load(std::memory_order_relaxed);
-    s.wakeups_posted = sleep_counts_.posted.load(std::memory_order_relaxed);
-    s.wakeups_timer = sleep_counts_.timer.load(std::memory_order_relaxed);
-    return s;
+    std::lock_guard<std::mutex> g(mu_);
+    return stats_;
 }
 
 bool Driver::run_once() {
@@ -476,13 +468,11 @@ void Driver::sleep(Duration max, bool may_stand_by) {
             timer = true;
         }
     }
-    // Counted without the driver lock: an application thread polling in a loop holds it
-    // most of the time, so a progress thread waking from its stand-by would wait for it
-    // and be woken again by the unlock, preempting that thread twice (issue 15).
-    sleep_counts_.sleeps.fetch_add(1, std::memory_order_relaxed);
-    if (quiet) sleep_counts_.stand_by.fetch_add(1, std::memory_order_relaxed);
-    if (posted) sleep_counts_.posted.fetch_add(1, std::memory_order_relaxed);
-    if (timer) sleep_counts_.timer.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> g(mu_);
+    ++stats_.sleeps;
+    if (quiet) ++stats_.stand_by_sleeps;
+    if (posted) ++stats_.wakeups_posted;
+    if (timer) ++stats_.wakeups_timer;
 }
 
 void Driver::thread_main() {

@@ -226,10 +226,6 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
     std::thread thread_;
-    // DriverStats' sleep counters, kept outside the driver lock (sleep() explains why).
-    struct SleepCounts {
-        std::atomic<uint64_t> sleeps{0}, stand_by{0}, posted{0}, timer{0};
-    } sleep_counts_;
 
     // Everything below is guarded by mu_ (the driver lock).
     mutable std::mutex mu_;
