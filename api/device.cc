@@ -101,6 +101,7 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     // Only in manual progress does the application run the passes itself.
     dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
     if (cfg.progress == ProgressMode::kThread) dcfg.stand_by = cfg.stand_by;
+    dcfg.send_first = cfg.send_first;
     if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);

@@ -127,6 +127,9 @@ struct DeviceConfig {
     // release_stand_by() is called (CompletionQueue::wait does before it sleeps). 0 (the
     // default): the progress thread always watches the sockets.
     Duration stand_by = Duration::zero();
+    // send_first: DriverConfig::send_first, for every shard's driver: a pass sends work
+    // posted since the previous one before it reads the sockets.
+    bool send_first = false;
     // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
     // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
     // (the default): no tracing.

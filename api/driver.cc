@@ -249,8 +249,12 @@ bool Driver::pass_inner() {
     }
     size_t nrx = 0;
     // A pass that sends a held batch sends the answer first: what arrived meanwhile (the
-    // peer's ACK of our previous message, usually) waits for the next pass.
-    if (!held) {
+    // peer's ACK of our previous message, usually) waits for the next pass. So does one
+    // that finds work posted (send_first), unless the pass before it did so already.
+    const bool send_first = !held && cfg_.send_first && !rx_skipped_ &&
+                            work_pending_.load(std::memory_order_relaxed);
+    rx_skipped_ = send_first;
+    if (!held && !send_first) {
         if (auto r = dp_.recv_batch(rx_)) {
             nrx = *r;
             if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));

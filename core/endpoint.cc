@@ -787,7 +787,11 @@ Time Endpoint::next_deadline() const {
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     if (guard_.has_replies())
         if (size_t n = guard_.poll(buf, meta, local_)) return n;
-    while (!ready_.empty()) {
+    // [PATH-15]: with some NIC ports busy, a connection whose only sendable data is for
+    // those ports produces nothing yet keeps its work: it stays in the list, behind the
+    // others, and one pass over the list ends the poll.
+    const bool some_ports_busy = ready_ports_ != kAllPorts;
+    for (size_t turns = ready_.size(); !ready_.empty() && (!some_ports_busy || turns > 0); --turns) {
         const uint32_t id = ready_.front();
         Connection* c = conn_mut(id);
         if (!c) {
@@ -803,7 +807,7 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
         // Re-queue at the back if it has more (round-robin). A connection that produced
         // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
         // ready connection that has more simply stays where it is.
-        if (n > 0 && c->has_work(now)) {
+        if ((n > 0 || some_ports_busy) && c->has_work(now)) {
             if (&ready_.front() != &ready_.back()) {  // more than one ready
                 ready_.pop_front();
                 ready_.push_back(id);

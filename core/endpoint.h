@@ -190,6 +190,8 @@ public:
     bool is_handshake(std::span<const std::byte> datagram) const override;
     void on_timeout(Time now) override;
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
+    void set_ready_ports(uint64_t mask) override { ready_ports_ = mask; }
+    uint64_t ready_ports() const { return ready_ports_; }
     Time next_deadline() const override;
     std::optional<Event> poll_event() override;
     size_t max_datagram_size() const override;
@@ -298,6 +300,7 @@ private:
     // Connections with something to send, round-robin; Connection::in_ready avoids
     // duplicates.
     std::deque<uint32_t> ready_;
+    uint64_t ready_ports_ = kAllPorts;  // set_ready_ports; [PATH-15]
     // [CONN-15] timers scale: a min-heap of (deadline, connection); stale entries are
     // skipped by comparing with Connection::armed_deadline.
     struct TimerEntry {

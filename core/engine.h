@@ -48,6 +48,14 @@ public:
     // max_datagram_size() bytes.
     virtual size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) = 0;
 
+    // set_ready_ports tells the engine which local NIC ports can start a datagram now (bit
+    // p: PacketMeta::local_port p; ports from 64 on count as ready). A datapath whose ports
+    // have queues of their own (a multi-port NIC) says this before it polls, and the engine
+    // then gives new data to paths on those ports, as a NIC's per-port scheduler pulls
+    // work for the port that went idle; control packets may still name any port. A
+    // datapath that never calls it leaves every port ready (the default).
+    virtual void set_ready_ports(uint64_t mask) { (void)mask; }
+
     // next_deadline is the earliest time on_timeout must be called (kNever if none).
     virtual Time next_deadline() const = 0;
 

@@ -14,6 +14,7 @@
 #include "cc/congestion.h"
 #include "core/config.h"
 #include "core/path.h"
+#include "util/packet_meta.h"
 #include "wire/ack.h"
 
 namespace mroce::core {
@@ -25,8 +26,11 @@ inline constexpr uint16_t kNoPathChoice = 0xffff;
 // for one call; it allocates nothing.
 class PathView {
 public:
-    PathView(std::span<const TxPath> paths, const cc::CongestionControl& cc)
-        : paths_(paths), cc_(cc) {}
+    // ready_ports: [PATH-15] the NIC ports that can start a datagram now (Engine::
+    // set_ready_ports); a path on another port cannot send through this view.
+    PathView(std::span<const TxPath> paths, const cc::CongestionControl& cc,
+             uint64_t ready_ports = kAllPorts)
+        : paths_(paths), cc_(cc), ready_ports_(ready_ports) {}
 
     uint16_t size() const { return static_cast<uint16_t>(paths_.size()); }
     const TxPath& operator[](uint16_t i) const { return paths_[i]; }
@@ -39,14 +43,16 @@ public:
         if (!open(p)) return false;
         return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc.window_bytes(p.id);
     }
-    bool can_send(uint16_t i, uint32_t bytes) const { return can_send(paths_[i], bytes, cc_); }
+    bool can_send(uint16_t i, uint32_t bytes) const {
+        return port_ready(ready_ports_, paths_[i].local_port) && can_send(paths_[i], bytes, cc_);
+    }
 
     // send_room: as can_send, but with one window look-up: the room left in path i's
     // congestion window (0 when it is full), or kCannotSend.
     static constexpr uint64_t kCannotSend = ~uint64_t{0};
     uint64_t send_room(uint16_t i, uint32_t bytes) const {
         const TxPath& p = paths_[i];
-        if (!open(p)) return kCannotSend;
+        if (!open(p) || !port_ready(ready_ports_, p.local_port)) return kCannotSend;
         const uint64_t window = cc_.window_bytes(i);
         if (p.in_flight_pkts > 0 && p.in_flight_bytes + bytes > window) return kCannotSend;
         return window > p.in_flight_bytes ? window - p.in_flight_bytes : 0;
@@ -63,6 +69,7 @@ private:
 
     std::span<const TxPath> paths_;
     const cc::CongestionControl& cc_;
+    uint64_t ready_ports_;
 };
 
 // PathSelector: the policy for new data. Called on the sending thread of the connection's

@@ -38,7 +38,7 @@ struct Paths {
             tx[i].ring.resize(16);
         }
     }
-    PathView view() const { return PathView{tx, cc}; }
+    PathView view(uint64_t ready_ports = kAllPorts) const { return PathView{tx, cc, ready_ports}; }
     // in_flight: `segs` full segments outstanding on path i.
     void in_flight(uint16_t i, uint32_t segs) {
         tx[i].in_flight_pkts = segs;
@@ -237,6 +237,30 @@ TEST(PathSelector, RetransmissionGoesToTheCleanestFastestPath) {
     EXPECT_EQ(PathSelector::retransmit_path(ps.view(), kSeg), 0);  // lossy, but the only one
     ps.in_flight(0, 16);
     EXPECT_EQ(PathSelector::retransmit_path(ps.view(), kSeg), kNoPathChoice);
+}
+
+// [PATH-15]: every policy, and the retransmission's choice, take only paths on the ports
+// the datapath says can send; with none of those able to send there is no choice.
+TEST(PathSelector, ReadyPortsLimitEveryChoice) {
+    Paths ps(8, 4);  // path i on port i % 4
+    const uint64_t ports_1_and_3 = 0b1010;
+    RoundRobinSelector rr(8);
+    RoomSelector room(8);
+    for (PathSelector* s : {static_cast<PathSelector*>(&rr), static_cast<PathSelector*>(&room)}) {
+        for (int turn = 0; turn < 16; ++turn) {
+            const uint16_t p = s->next_path(ps.view(ports_1_and_3), kSeg);
+            ASSERT_NE(p, kNoPathChoice) << "turn " << turn;
+            EXPECT_TRUE(ps.tx[p].local_port == 1 || ps.tx[p].local_port == 3) << "turn " << turn;
+        }
+        EXPECT_EQ(s->next_path(ps.view(0), kSeg), kNoPathChoice);
+    }
+    EXPECT_EQ(PathSelector::retransmit_path(ps.view(), kSeg), 0);
+    EXPECT_EQ(PathSelector::retransmit_path(ps.view(ports_1_and_3), kSeg), 1);
+    EXPECT_FALSE(ps.view(0b1110).can_send(0, kSeg));
+    EXPECT_EQ(ps.view(0b1110).send_room(4, kSeg), PathView::kCannotSend);
+    // Ports from 64 on are always ready.
+    ps.tx[0].local_port = 64;
+    EXPECT_TRUE(ps.view(0).can_send(0, kSeg));
 }
 
 TEST(PathSelector, ConfigChoosesThePolicy) {

@@ -13,7 +13,13 @@ whole batch (the answer's sendmmsg and a held ACK's), so the rows that cross fro
 process to the other run from `engine_tx` to the peer's `received`. The stages' medians need not add up to the median round trip (medians do
 not add), but their means do, and the table prints both.
 
+With --verbs DIR, the same for perftest's ib_write_lat (8 bytes) on the Verbs library in
+DIR (build/verbs), which stamps the same stages when MROCE_STAGES is set (verbs/README.md):
+its round trip is the same chain, a WRITE whose completion comes with the peer's answer.
+MROCE_* settings in the environment apply to both processes.
+
 usage: scripts/latency-stages.py [--mroce build/mroce] [-n 20000] [--busy-poll] [--json FILE]
+       scripts/latency-stages.py --verbs build/verbs [-n 20000] [--json FILE]
        scripts/latency-stages.py --from FILE   (a client --json of `perf --lat --stages`)
 """
 import argparse
@@ -51,6 +57,42 @@ def run(mroce, args):
             server.kill()
             server.wait()
         os.unlink(path)
+
+
+def run_verbs(libdir, n):
+    """ib_write_lat on the library in `libdir`, both processes stamping (MROCE_STAGES);
+    returns the result in the shape of `mroce perf --json` with both sides' stamps."""
+    port = free_port()
+    tmp = tempfile.mkdtemp()
+    common = ["ib_write_lat", "-F", "-p", str(port), "-s", "8", "-n", str(n)]
+    def env(side):
+        return dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir),
+                    MROCE_STAGES=os.path.join(tmp, side))
+    server = subprocess.Popen(["taskset", "-c", "1"] + common, env=env("server"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        subprocess.run(["sleep", "0.3"])
+        out = subprocess.run(["taskset", "-c", "0"] + common + ["127.0.0.1"], env=env("client"),
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"ib_write_lat: {out.stderr.strip()}")
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    row = next(l.split() for l in out.stdout.splitlines()
+               if l.split() and l.split()[0].isdigit() and len(l.split()) >= 5)
+    r = {"t_typical": float(row[4]), "percentile_99": float(row[7])}
+    for side, key in (("client", "stages"), ("server", "server_stages")):
+        files = [f for f in os.listdir(tmp) if f.startswith(side + ".")]
+        if len(files) != 1:
+            raise RuntimeError(f"MROCE_STAGES: {len(files)} files of the {side} in {tmp}")
+        with open(os.path.join(tmp, files[0])) as f:
+            r[key] = json.load(f)["stages"]
+        os.unlink(os.path.join(tmp, files[0]))
+    os.rmdir(tmp)
+    return {"results": [r]}
 
 
 # The stages of one round trip, as (label, side, stage): each is the first stamp of that
@@ -127,11 +169,17 @@ def main():
     ap.add_argument("-n", type=int, default=20000)
     ap.add_argument("--busy-poll", action="store_true")
     ap.add_argument("--json", help="also write the client's JSON here")
+    ap.add_argument("--verbs", help="ib_write_lat on the library in this directory")
     ap.add_argument("--from", dest="src", help="read a client --json instead of running")
     a = ap.parse_args()
     if a.src:
         with open(a.src) as f:
             doc = json.load(f)
+    elif a.verbs:
+        doc = run_verbs(a.verbs, a.n)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(doc, f)
     else:
         args = ["--lat", "-s", "8", "-n", str(a.n), "--stages"] + (["--busy-poll"] if a.busy_poll else [])
         doc = run(a.mroce, args)

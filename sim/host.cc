@@ -41,6 +41,16 @@ bool Host::can_take_past_held() const {
     return (used_classes_ & static_cast<uint8_t>(~held)) != 0;
 }
 
+uint64_t Host::ready_ports() const {
+    uint64_t mask = kAllPorts;
+    const uint8_t used = used_classes_ ? used_classes_ : 1;
+    for (size_t i = 0; i < ports_.size() && i < 64; ++i) {
+        const NicPort& port = *ports_[i];
+        if (port.in_service || (port.paused_classes & used) == used) mask &= ~(uint64_t{1} << i);
+    }
+    return mask;
+}
+
 void Host::NicPort::set_paused(uint8_t cls, bool pause) {
     if (cls >= kMaxTrafficClasses || ((paused_classes >> cls) & 1) == pause) return;
     const auto bit = static_cast<uint8_t>(1u << cls);
@@ -105,7 +115,20 @@ void Host::pump_transmit() {
         buf.resize(engine_->max_datagram_size());  // recycled capacity; no zeroing (packet.h)
         PacketMeta meta{};
         ++stats_.polls;
-        const size_t n = engine_->poll_transmit(buf, meta, core_now());
+        // [PATH-15]: a multi-port NIC pulls work for the ports that can send first, as a
+        // NIC's per-port scheduler does; only when there is none does it take work for a
+        // busy port into that port's queue.
+        size_t n = 0;
+        const uint64_t ready = ports_.size() > 1 ? ready_ports() : kAllPorts;
+        if (ready != kAllPorts) {
+            engine_->set_ready_ports(ready);
+            n = engine_->poll_transmit(buf, meta, core_now());
+            engine_->set_ready_ports(kAllPorts);
+        }
+        if (n == 0) {
+            if (ready != kAllPorts) ++stats_.polls;
+            n = engine_->poll_transmit(buf, meta, core_now());
+        }
         if (n == 0) {
             ++stats_.empty_polls;
             return;

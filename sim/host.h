@@ -15,11 +15,13 @@
 // An engine with nothing to send is polled once per call into it and never again until
 // something happens (a datagram, its deadline, a kick), so an idle host does not spin.
 //
-// The NIC can take a datagram when some port is idle and no port has one waiting. A port
-// holds at most one datagram waiting behind the one it serialises (the engine picked a
-// busy or PFC-paused port); polling then stops until that port moves on. With one port
-// this is exactly "poll when the NIC is idle". Port p's datagrams arrive at the engine
-// with meta.local_port = p.
+// The NIC can take a datagram when some port is idle and fewer datagrams wait than it has
+// ports (the engine picked a busy or PFC-paused port for them); polling then stops until
+// a port moves on. With several ports, each poll first tells the engine which ports can
+// start a datagram (Engine::set_ready_ports, spec [PATH-15]), as a multi-port NIC's
+// per-port scheduler pulls work for the port that went idle; only if the engine has
+// nothing for those is it polled again for any port. With one port this is exactly "poll
+// when the NIC is idle". Port p's datagrams arrive at the engine with meta.local_port = p.
 //
 // Traffic classes: a datagram leaves in the class the engine put in meta.traffic_class
 // (clamped to kMaxTrafficClasses - 1), and each port keeps one FIFO per class. PFC pauses
@@ -217,6 +219,9 @@ class Host final : public PacketSink {
         return can_take_past_held();
     }
     bool can_take_past_held() const;
+    // ready_ports: the ports that can start a datagram now: idle, and not paused for
+    // every class in use (Engine::set_ready_ports).
+    uint64_t ready_ports() const;
     void pump_transmit();
     void start_port(NicPort& port);
     void begin_service(NicPort& port, PacketPtr packet, uint8_t cls);

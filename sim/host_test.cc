@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -273,6 +274,76 @@ TEST(Host, StrictPriorityAmongUnpausedClasses) {
     sim.schedule_at(SimTime{} + 1100ns, [&] { a.pause_target(0).set_paused(2, false); });
     sim.run_until({});
     EXPECT_EQ(arrival_order(eb), (std::vector<uint32_t>{0, 5, 2, 4, 1, 3}));
+}
+
+// PortEngine sends `count` 1000-byte datagrams, each on the lowest port the NIC says can
+// send ([PATH-15]), and records the ports it was told at each poll.
+class PortEngine final : public core::Engine {
+  public:
+    PortEngine(Address peer, uint32_t count) : peer_(peer), count_(count) {}
+    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {}
+    void on_timeout(Time) override {}
+    void set_ready_ports(uint64_t mask) override { ready_ = mask; }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time) override {
+        masks.push_back(ready_);
+        if (sent.size() >= count_ || (ready_ & 0xf) == 0) return 0;
+        std::fill_n(buf.begin(), 1000, std::byte{1});
+        meta.dst = peer_;
+        meta.local_port = static_cast<uint16_t>(std::countr_zero(ready_));
+        sent.push_back(meta.local_port);
+        return 1000;
+    }
+    Time next_deadline() const override { return kNever; }
+    std::optional<core::Event> poll_event() override { return std::nullopt; }
+    size_t max_datagram_size() const override { return 1500; }
+
+    std::vector<uint64_t> masks;  // the ready ports at each poll
+    std::vector<uint16_t> sent;   // the port of each datagram sent
+
+  private:
+    uint64_t ready_ = kAllPorts;
+    Address peer_;
+    uint32_t count_;
+};
+
+class Swallow final : public PacketSink {
+  public:
+    void receive(PacketPtr) override { ++packets; }
+    uint64_t packets = 0;
+};
+
+// [PATH-15]: before each poll a multi-port NIC says which ports can start a datagram: the
+// idle ones that are not paused for the class in use. An engine that follows it keeps all
+// four ports busy at once. Only when it has nothing for those is it asked again with every
+// port, and what it gives then waits behind its busy port.
+TEST(Host, AMultiPortNicSaysWhichPortsCanSend) {
+    Sim sim(1);
+    Swallow wire;
+    HostConfig hc;
+    hc.line_rate_bps = 8'000'000'000;  // 1000 bytes: 1 us
+    hc.ports = 4;
+    Host host(sim, 0, host_ipv4(0), hc, &wire);
+    for (uint16_t p = 1; p < 4; ++p) host.set_uplink(p, &wire);
+    PortEngine e(Address::ipv4(host_ipv4(1), kDefaultUdpPort), 9);
+    host.attach(&e);
+    sim.run_for(500ns);
+    // At t = 0: all four idle, then one fewer after each datagram starts; no fifth poll
+    // (the NIC does not poll with every port busy).
+    EXPECT_EQ(e.masks, (std::vector<uint64_t>{kAllPorts, kAllPorts & ~0b1ull, kAllPorts & ~0b11ull,
+                                              kAllPorts & ~0b111ull}));
+    EXPECT_EQ(e.sent, (std::vector<uint16_t>{0, 1, 2, 3}));
+    // Port 2 paused for class 0, the only class in use: not ready once its datagram left.
+    host.pause_target(2).set_paused(0, true);
+    sim.run_until({});
+    ASSERT_EQ(e.sent.size(), 9u);
+    for (size_t i = 4; i < e.sent.size(); ++i) EXPECT_NE(e.sent[i], 2) << "datagram " << i;
+    for (size_t i = 4; i < e.masks.size(); ++i)
+        if (e.masks[i] != kAllPorts) {
+            EXPECT_EQ(e.masks[i] & 0b0100, 0u) << "poll " << i;
+        }
+    EXPECT_EQ(host.stats().tx_packets, 9u);
+    EXPECT_EQ(host.stats().polls, e.masks.size());
+    host.attach(nullptr);
 }
 
 TEST(Host, TimersFireAtTheirDeadlinesOnce) {

@@ -28,4 +28,11 @@ struct PacketMeta {
     uint8_t traffic_class = 0;
 };
 
+// A set of NIC ports (Engine::set_ready_ports): bit p stands for local_port p; ports from
+// 64 on are always in it.
+inline constexpr uint64_t kAllPorts = ~uint64_t{0};
+constexpr bool port_ready(uint64_t ports, uint16_t local_port) {
+    return local_port >= 64 || ((ports >> local_port) & 1u) != 0;
+}
+
 }  // namespace mroce

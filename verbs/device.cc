@@ -133,6 +133,10 @@ struct OpenContexts {
     std::mutex mu;
     std::set<Context*> all;
 };
+// MROCE_STAGES keeps this many stamps per context: the last 5,000 or so round trips of
+// ib_write_lat (about 12 stamps per side each).
+constexpr size_t kStageStamps = size_t{1} << 16;
+
 OpenContexts& open_contexts() {
     static auto* o = new OpenContexts;  // never destroyed: used by the exit hook below
     return *o;
@@ -145,8 +149,37 @@ OpenContexts& open_contexts() {
 __attribute__((destructor)) void finish_at_exit() {
     OpenContexts& o = open_contexts();
     std::lock_guard<std::mutex> g(o.mu);
-    for (Context* c : o.all) (void)c->dev->linger(c->settings.linger);
+    for (Context* c : o.all) {
+        (void)c->dev->linger(c->settings.linger);
+        write_stages(*c);
+    }
 }
+
+}  // namespace
+
+void mroce::verbs::write_stages(Context& ctx) {
+    if (!ctx.trace || ctx.settings.stages_file.empty()) return;
+    const std::string path = ctx.settings.stages_file + "." + std::to_string(::getpid());
+    ctx.settings.stages_file.clear();  // once
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        log(1, "MROCE_STAGES: cannot write %s", path.c_str());
+        return;
+    }
+    // The layout of `mroce perf --stages` (tools/perf_rdma.cc): {"stages": [[stage, ns, count], ...]}.
+    std::fputs("{\"stages\": [", f);
+    bool first = true;
+    for (const api::StageStamp& st : ctx.trace->entries()) {
+        std::fprintf(f, "%s[\"%.*s\", %lld, %u]", first ? "" : ", ",
+                     static_cast<int>(api::stage_name(st.stage).size()), api::stage_name(st.stage).data(),
+                     static_cast<long long>(st.ns), st.count);
+        first = false;
+    }
+    std::fputs("]}\n", f);
+    std::fclose(f);
+}
+
+namespace {
 
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t len) {
@@ -210,6 +243,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
     // ACKs ride with the peer's answer, so an application waiting in ibv_poll_cq receives
     // the answer itself, with no progress thread to wake (MROCE_ACK_WITH_DATA).
     cfg.endpoint.ack_with_reverse_data = s.ack_with_data;
+    cfg.send_first = s.send_first;
+    api::StageTrace* trace = nullptr;
+    if (!s.stages_file.empty()) cfg.stage_trace = trace = new api::StageTrace(kStageStamps);
     std::string why;
     auto dev = api::Device::open(cfg, &why);
     if (!dev) {
@@ -224,6 +260,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     }
     ctx->dev = std::shared_ptr<api::Device>(std::move(dev).value());
     ctx->settings = s;
+    ctx->trace = trace;
     log(2, "mroce0 open on %s (%u paths)", ctx->dev->local_address().to_string().c_str(),
         unsigned{s.paths});
     verbs_context& v = ctx->vctx;
@@ -267,6 +304,7 @@ int ibv_close_device(ibv_context* context) {
         o.all.erase(ctx);
     }
     (void)ctx->dev->linger(ctx->settings.linger);
+    write_stages(*ctx);
     if (log_level() >= 3) {
         // How the work was shared between the progress thread and the application's own
         // passes (ibv_poll_cq), and what woke the thread: for latency questions.

@@ -44,6 +44,12 @@ struct Settings {
     Duration linger = std::chrono::milliseconds(500);
     // MROCE_ACK_WITH_DATA: core::EndpointConfig::ack_with_reverse_data.
     bool ack_with_data = true;
+    // MROCE_SEND_FIRST: api::DeviceConfig::send_first.
+    bool send_first = true;
+    // MROCE_STAGES: where to write the stage stamps of each context (api/stage_trace.h) when
+    // it closes or the process exits, as FILE.PID; empty: no tracing. For latency
+    // questions (scripts/latency-stages.py --verbs).
+    std::string stages_file;
 };
 // read_settings parses the environment. On a bad value it returns false and `error` names
 // the variable and the problem in one line.
@@ -168,7 +174,12 @@ struct Context {
     };
     std::mutex objects_mu;
     std::unique_ptr<Objects> objects = std::make_unique<Objects>();
+    // MROCE_STAGES: the device stamps here. Never freed: the device (shared with the CQs
+    // and queue pairs) may outlive the context.
+    api::StageTrace* trace = nullptr;
 };
+// write_stages writes the context's stage stamps to MROCE_STAGES.PID, once.
+void write_stages(Context& ctx);
 // push_async_event queues one asynchronous event on the context (async_mu).
 void push_async_event(Context& ctx, const ibv_async_event& e);
 // on_device_event turns the device's connection and SRQ events into asynchronous events

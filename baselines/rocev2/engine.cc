@@ -227,7 +227,7 @@ size_t RoceEngine::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Tim
             n = write_cnp(q, buf);
         } else if (q.response != Response::kNone) {
             n = write_response(q, buf);
-        } else if (data_ready(q, now)) {
+        } else if (port_ready(ready_ports_, q.local_port) && data_ready(q, now)) {
             n = write_data(q, buf, now);
         }
         touched(q);

@@ -95,6 +95,9 @@ public:
                      Time now) override;
     void on_timeout(Time now) override;
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
+    // A NIC's per-port scheduler: a QP's data waits while its port is busy (its ACKs and
+    // CNPs do not).
+    void set_ready_ports(uint64_t mask) override { ready_ports_ = mask; }
     Time next_deadline() const override;
     std::optional<core::Event> poll_event() override;
     size_t max_datagram_size() const override;
@@ -130,6 +133,7 @@ private:
     EngineStats stats_;
     std::vector<std::unique_ptr<QueuePair>> qps_;  // index = qpn - kFirstQpn
     std::deque<uint32_t> ready_;                   // QPs that may have something to send
+    uint64_t ready_ports_ = kAllPorts;             // set_ready_ports
     std::deque<core::Event> events_;
     Time last_now_{};  // the latest `now` handed in (to tell future pacing times from past)
     // Timers scale with the QPs that are due, not with all QPs: a min-heap of (deadline,

@@ -859,6 +859,48 @@ TEST(Connection, LostDeliveryReportIsRepairedByTheProbeReply) {
     EXPECT_EQ(f.dst, f.src);
 }
 
+// [PATH-15]: told which NIC ports can send, an endpoint gives new data only to paths on
+// those ports, and a connection whose data could go only on busy ports keeps its turn: it
+// sends as soon as a port is ready again, with nothing else to wake it.
+TEST(Endpoint, ReadyPortsTakeNewDataAndTheRestKeepsItsTurn) {
+    core::EndpointConfig cfg;
+    cfg.num_local_ports = 4;
+    cfg.num_paths = 8;     // two paths per port
+    cfg.pacing = false;    // only the ports hold data back here
+    Pair p(47, ten_gbit_net(), cfg, cfg);
+    WriteFlow f(p, 1, 64 * 1024);
+    ASSERT_TRUE(run(p, [&] { return f.conn_a().state() == core::ConnState::kEstablished; }, 50ms));
+    p.sim.run_for(1ms);
+    // The test polls A itself (its simulated host has one port): what it takes goes
+    // nowhere, and A recovers it as lost.
+    std::vector<std::byte> buf(p.a->max_datagram_size());
+    auto poll = [&](PacketMeta& meta) { return p.a->poll_transmit(buf, meta, p.now()); };
+    auto is_data = [&] { return buf[1] == static_cast<std::byte>(wire::PacketType::kData); };
+    p.host_a().with_engine([&](core::Engine&) {
+        ASSERT_EQ(p.a->post_send(f.sa, f.write(1), p.now()), Error::kOk);
+        p.a->set_ready_ports(0b0100);
+        int data = 0;
+        for (int i = 0; i < 4; ++i) {
+            PacketMeta meta;
+            if (poll(meta) == 0) break;
+            if (!is_data()) continue;
+            ++data;
+            EXPECT_EQ(meta.local_port, 2) << "DATA " << data;
+        }
+        EXPECT_GE(data, 2);
+        p.a->set_ready_ports(0);
+        PacketMeta meta;
+        while (poll(meta) > 0) EXPECT_FALSE(is_data()) << "DATA on busy port " << meta.local_port;
+        p.a->set_ready_ports(kAllPorts);
+        EXPECT_GT(poll(meta), 0u) << "the connection lost its turn";
+        EXPECT_TRUE(is_data());
+    });
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(f.dst, f.src);
+}
+
 // [CONN-28] [CONN-21] [CONN-8] a lost CLOSE: the peer, still Established, sends; its first
 // packet brings the CLOSE again, so it closes within a round trip instead of failing at
 // peer_dead_timeout ([ERR-2]) with kPeerDead.

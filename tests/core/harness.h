@@ -112,6 +112,7 @@ public:
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
         return inner_.poll_transmit(buf, meta, now);
     }
+    void set_ready_ports(uint64_t mask) override { inner_.set_ready_ports(mask); }
     Time next_deadline() const override { return inner_.next_deadline(); }
     std::optional<core::Event> poll_event() override { return inner_.poll_event(); }
     size_t max_datagram_size() const override { return inner_.max_datagram_size(); }
