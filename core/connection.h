@@ -361,7 +361,15 @@ private:
     void arm_pto(TxPath& path, Time now);
     Duration pto(const TxPath& path) const;
     void note_overdue(TxPath& path);
+    // probe_loss_score: [PATH-13] the loss a path's PROBEs must outlast: the highest of its
+    // own score, its connection's (all paths, either direction) and its endpoint's (all
+    // connections). Random loss hits every route of a fabric alike, and one path carries
+    // too few packets to measure it alone: a path of a 1 MiB flow over 8 paths carries 32.
+    uint32_t probe_loss_score(const TxPath& p) const;
     void check_overtaken(const TxPath& acked, Time sent, Time now);
+    // probe_left: the first PROBE of a probing step has just been written ([PATH-11],
+    // [LOSS-5], [PATH-4]): the step is timed from here, not from when it was asked for.
+    void probe_left(TxPath& p, Time now);
     bool is_overtaken(const TxPath& p) const {
         // [PATH-11]: another path answered a packet sent more than the margin after this
         // path's oldest unanswered one.
@@ -504,6 +512,7 @@ private:
     // one per destroyed stream, sent in the next ACK.
     std::vector<wire::StreamAck> final_reports_;
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
+    uint32_t tx_loss_score_ = 0;             // [PATH-13] loss score of all paths together
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
@@ -518,7 +527,13 @@ private:
     void request_probe(TxPath& p) {
         if (!p.probe_pending) ++probes_pending_;
         p.probe_pending = true;
-        p.probe_copies = static_cast<uint8_t>(path_health::probes_per_step(p.loss_score));
+        // The step whose silence fails the path (and a Failed path's re-probes) must outlast
+        // the fabric's loss, which the path alone has seldom measured; the first step, the
+        // common one, goes by the path's own score.
+        const bool last = p.backoff + 1 >= cfg_.path_fail_timeouts || p.state == PathState::kFailed;
+        p.probe_copies = static_cast<uint8_t>(
+            last ? path_health::probes_per_step(probe_loss_score(p), path_health::kLastStepMissLog2)
+                 : path_health::probes_per_step(p.loss_score));
         p.probe_ts = 0;  // stamped when the first copy leaves
     }
     // Only what awaits an ACK: a message waiting out an RNR or unknown-stream backoff, or

@@ -17,6 +17,10 @@ Duration Connection::pto(const TxPath& path) const {
     return probe_timeout(path.rtt, path.backoff, cfg_, !path.newest_asks_ack);  // [LOSS-4]
 }
 
+uint32_t Connection::probe_loss_score(const TxPath& p) const {
+    return std::max({p.loss_score, tx_loss_score_, return_routes_.rx_loss_score(), ep_.loss_score_});
+}
+
 Duration Connection::reorder_window(const TxPath& path) const {
     return core::reorder_window(path.rtt, cfg_);  // [LOSS-2]
 }
@@ -56,6 +60,29 @@ void Connection::note_overdue(TxPath& path) {
     }
 }
 
+void Connection::probe_left(TxPath& p, Time now) {
+    // A PROBE waits for its connection's turn among the endpoint's ready ones ([CONN-22])
+    // and behind its own ACKs: under load, tens of microseconds. Timed from the request,
+    // the step would be overtaken ([PATH-11]) by DATA of other paths that left before the
+    // PROBE did, and its PTO would run out while the PROBE had barely left, so a path
+    // whose PROBEs merely queued would fail. A step asks how long the PROBE has been out.
+    if (p.state == PathState::kFailed) {
+        if (p.probe_deadline != kNever) {
+            p.probe_deadline = std::max(p.probe_deadline, now + pto(p));
+            note_deadline(p.probe_deadline);
+        }
+        return;
+    }
+    // Only a path in a timeout step has its overdue_since at the step (an idle path probed
+    // beside a stalled one, [LOSS-13], has none, and a reply only helps it).
+    if (p.overdue_since == kNever || p.backoff == 0) return;
+    p.overdue_since = now;  // later than before: overdue_floor_ stays a lower bound
+    if (p.pto_deadline != kNever) {
+        p.pto_deadline = std::max(p.pto_deadline, now + pto(p));
+        note_deadline(p.pto_deadline);
+    }
+}
+
 void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     // [PATH-11]: `acked` has just proved that a packet sent at `sent` arrived. Paths are
     // FIFO routes of similar delay, so a path still waiting for an answer to a packet sent
@@ -72,7 +99,7 @@ void Connection::check_overtaken(const TxPath& acked, Time sent, Time now) {
     Time floor = kNever;
     for (TxPath& p : tx_paths_) {
         floor = std::min(floor, p.overdue_since);
-        if (&p == &acked || p.state == PathState::kFailed || p.overtaken ||
+        if (&p == &acked || p.state == PathState::kFailed || p.overtaken || p.probe_pending ||
             p.pto_deadline == kNever || p.pto_deadline <= now || !is_overtaken(p))
             continue;
         p.overtaken = true;
@@ -229,6 +256,8 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         in_flight_bytes_ -= r.bytes;
         bytes_acked += r.bytes;
         path.loss_score -= path.loss_score >> 6;  // losses are forgotten as packets get through
+        tx_loss_score_ -= tx_loss_score_ >> 6;
+        ep_.loss_score_ -= ep_.loss_score_ >> 6;
     } else if (r.state == TxRecord::State::kLost) {
         // [LOSS-3]: a SACK bit proves a packet declared lost arrived after all (a spurious
         // retransmission). The cumulative PSN proves nothing about it: the receiver may
@@ -293,6 +322,8 @@ void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time n
     path.in_flight_bytes -= r.bytes;
     in_flight_bytes_ -= r.bytes;
     path.loss_score += 1024;
+    tx_loss_score_ += 1024;
+    ep_.loss_score_ += 1024;
     PathStats& ps = path_stats_[path.id];
     switch (why) {
         case LossReason::kSack: ++ps.lost_by_sack; ++stats_.retransmits_sack; break;
@@ -346,6 +377,13 @@ void Connection::path_timeout(TxPath& path, Time now) {
     path.pto_deadline = kNever;
     if (path.state == PathState::kFailed) return;
     if (path.in_flight_pkts == 0 && path.state == PathState::kActive) return;
+    if (path.probe_pending && path.backoff > 0) {
+        // [LOSS-5]: the last step's PROBE is still waiting to leave (a busy endpoint,
+        // [CONN-22]); nothing has been asked of the route yet. probe_left times the step.
+        path.pto_deadline = now + pto(path);
+        note_deadline(path.pto_deadline);
+        return;
+    }
     ++path_stats_[path.id].timeouts;
     if (path.overtaken) ++path_stats_[path.id].overtaken;
     path.overtaken = false;

@@ -405,7 +405,10 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
 size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {
     // [PATH-13]: every copy of one step carries the first copy's timestamp, so the peer
     // does not take the copies for PROBEs repeated after a lost reply ([PATH-12]).
-    if (p.probe_ts == 0) p.probe_ts = ts32(now) | 1;
+    if (p.probe_ts == 0) {
+        p.probe_ts = ts32(now) | 1;
+        probe_left(p, now);
+    }
     if (p.probe_copies <= 1) {
         p.probe_pending = false;
         --probes_pending_;

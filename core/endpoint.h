@@ -279,6 +279,10 @@ private:
     MemoryTable memory_;
     EndpointStats stats_;
     TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
+    // [PATH-13]: the loss score ([LOSS-6]'s rule) of every path of every connection
+    // together, kept by the connections: the fabric's random loss as this host sees it,
+    // measured from far more packets than one path or one connection carries.
+    uint32_t loss_score_ = 0;
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1

@@ -22,21 +22,25 @@ constexpr uint32_t loss_q16(uint32_t score) {
 inline constexpr uint32_t kMaxProbesPerStep = 8;
 
 // probes_per_step: how many PROBEs one step of the timeout ladder sends ([PATH-13]): the
-// fewest m (1..8) for which all m round trips failing, q^m, is at most 1/64, where
-// q = 1 - (1 - L)(1 - L^2) is the chance that a PROBE or both copies of its reply
-// ([PROBE-2]) are lost. Two such steps in a row fail a live path at most once in 4096.
-constexpr uint32_t probes_per_step(uint32_t score) {
+// fewest m (1..8) for which all m round trips failing, q^m, is at most 2^-miss_log2 (1/64
+// for an ordinary step), where q = 1 - (1 - L)(1 - L^2) is the chance that a PROBE or both
+// copies of its reply ([PROBE-2]) are lost. The step whose silence fails the path asks for
+// 2^-12: a live path then fails at most about once in q^-1 x 4096 ladders.
+constexpr uint32_t probes_per_step(uint32_t score, uint32_t miss_log2 = 6) {
     if (score == 0) return 1;
     const uint64_t l = loss_q16(score);
     const uint64_t l2 = (l * l) >> 16;
     const uint64_t q = kOne - (((kOne - l) * (kOne - l2)) >> 16);  // Q16
-    uint64_t all_lost = kOne;                                       // q^m, Q16
+    uint64_t all_lost = uint64_t{kOne} << 16;                       // q^m, Q32
     for (uint32_t m = 1; m <= kMaxProbesPerStep; ++m) {
         all_lost = (all_lost * q) >> 16;
-        if (all_lost * 64 <= kOne) return m;
+        if ((all_lost << miss_log2) <= (uint64_t{kOne} << 16)) return m;
     }
     return kMaxProbesPerStep;
 }
+
+// The chance a failing step's PROBEs may all go unanswered on a live path, as a power of 2.
+inline constexpr uint32_t kLastStepMissLog2 = 12;
 
 // skip_for_loss: new data passes over a path a fraction L of the times its turn comes
 // ([PATH-13], [PATH-10]), so a path carries new data in proportion to 1 - L. `debt`

@@ -33,6 +33,17 @@ TEST(PathHealth, ScoreEstimatesTheLossRate) {
     }
 }
 
+TEST(PathHealth, TheStepThatFailsAPathSendsEnoughForItsLoss) {
+    // [PATH-13]: the last step's PROBEs must all die on a live path with a chance of at
+    // most 2^-12, not 1/64.
+    EXPECT_EQ(probes_per_step(0, kLastStepMissLog2), 1u);
+    EXPECT_EQ(probes_per_step(settled_score(0.04), kLastStepMissLog2), 3u);   // 1 % per cable
+    EXPECT_EQ(probes_per_step(settled_score(0.078), kLastStepMissLog2), 4u);  // 2 % per cable
+    EXPECT_EQ(probes_per_step(~0u, kLastStepMissLog2), kMaxProbesPerStep);
+    for (uint32_t s = 0; s < 4'000'000; s += 997)
+        ASSERT_GE(probes_per_step(s, kLastStepMissLog2), probes_per_step(s)) << "score " << s;
+}
+
 TEST(PathHealth, ProbesGrowWithLossAndStayBounded) {
     EXPECT_EQ(probes_per_step(0), 1u);                     // a clean path: one PROBE
     EXPECT_EQ(probes_per_step(300), 1u);                   // L = 0.5 %: one is enough
