@@ -24,16 +24,10 @@ import statistics
 import subprocess
 import sys
 
+from seeds import seeds_of  # scripts/seeds.py
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NS = (8, 12, 16, 24, 28, 32, 48, 64, 128, 256)
-
-
-def seeds_of(text):
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def stats(values):

@@ -21,13 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def seeds_of(text):
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
+from seeds import seeds_of  # scripts/seeds.py
 
 
 def run(mroce, scenario, seed, override):
