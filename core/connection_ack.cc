@@ -18,7 +18,7 @@ Duration Connection::pto(const TxPath& path) const {
 }
 
 uint32_t Connection::probe_loss_score(const TxPath& p) const {
-    return std::max({p.loss_score, tx_loss_score_, return_routes_.rx_loss_score(), ep_.loss_score_});
+    return std::max({p.loss_score, tx_loss_score_, return_routes_.rx_loss_score(), ep_.loss_score()});
 }
 
 Duration Connection::reorder_window(const TxPath& path) const {
@@ -255,9 +255,9 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         path.in_flight_bytes -= r.bytes;
         in_flight_bytes_ -= r.bytes;
         bytes_acked += r.bytes;
-        path.loss_score -= path.loss_score >> 6;  // losses are forgotten as packets get through
-        tx_loss_score_ -= tx_loss_score_ >> 6;
-        ep_.loss_score_ -= ep_.loss_score_ >> 6;
+        path_health::score_delivery(path.loss_score);  // losses are forgotten as packets get through
+        path_health::score_delivery(tx_loss_score_);
+        ep_.note_delivery();
     } else if (r.state == TxRecord::State::kLost) {
         // [LOSS-3]: a SACK bit proves a packet declared lost arrived after all (a spurious
         // retransmission). The cumulative PSN proves nothing about it: the receiver may
@@ -321,9 +321,9 @@ void Connection::declare_lost(TxPath& path, uint32_t psn, LossReason why, Time n
     --in_flight_total_;
     path.in_flight_bytes -= r.bytes;
     in_flight_bytes_ -= r.bytes;
-    path.loss_score += 1024;
-    tx_loss_score_ += 1024;
-    ep_.loss_score_ += 1024;
+    path_health::score_loss(path.loss_score);
+    path_health::score_loss(tx_loss_score_);
+    ep_.note_loss();
     PathStats& ps = path_stats_[path.id];
     switch (why) {
         case LossReason::kSack: ++ps.lost_by_sack; ++stats_.retransmits_sack; break;

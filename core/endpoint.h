@@ -18,6 +18,7 @@
 #include "core/connection.h"
 #include "core/engine.h"
 #include "core/hello_guard.h"
+#include "core/path_health.h"
 #include "core/memory.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -192,6 +193,13 @@ public:
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
     void set_ready_ports(uint64_t mask) override { ready_ports_ = mask; }
     uint64_t ready_ports() const { return ready_ports_; }
+
+    // [PATH-13]: the loss score of every path of every connection together, kept by the
+    // connections: the fabric's random loss as this host sees it, measured from far more
+    // packets than one path or one connection carries.
+    uint32_t loss_score() const { return loss_score_; }
+    void note_loss() { path_health::score_loss(loss_score_); }
+    void note_delivery() { path_health::score_delivery(loss_score_); }
     Time next_deadline() const override;
     std::optional<Event> poll_event() override;
     size_t max_datagram_size() const override;
@@ -279,10 +287,7 @@ private:
     MemoryTable memory_;
     EndpointStats stats_;
     TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
-    // [PATH-13]: the loss score ([LOSS-6]'s rule) of every path of every connection
-    // together, kept by the connections: the fabric's random loss as this host sees it,
-    // measured from far more packets than one path or one connection carries.
-    uint32_t loss_score_ = 0;
+    uint32_t loss_score_ = 0;  // loss_score(), note_loss(), note_delivery()
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1

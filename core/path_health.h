@@ -14,6 +14,11 @@ namespace mroce::core::path_health {
 inline constexpr uint64_t kScoreScale = 65536;
 inline constexpr uint32_t kOne = 1u << 16;  // 1.0 in the Q16 fractions below
 
+// score_loss, score_delivery: the two updates of a loss score, for a path, a connection
+// or an endpoint (whose scores count every path's losses and deliveries).
+constexpr void score_loss(uint32_t& score) { score += 1024; }
+constexpr void score_delivery(uint32_t& score) { score -= score >> 6; }
+
 // loss_q16: the estimated loss rate of a path, in 1/65536.
 constexpr uint32_t loss_q16(uint32_t score) {
     return static_cast<uint32_t>((uint64_t{score} << 16) / (score + kScoreScale));
