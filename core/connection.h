@@ -214,6 +214,9 @@ private:
     size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
+    // path_view: the paths as the selectors see them, on the NIC ports that can send now
+    // ([PATH-15]).
+    PathView path_view() const;
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
     // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.

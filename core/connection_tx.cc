@@ -138,15 +138,17 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
     return psn;
 }
 
+PathView Connection::path_view() const { return PathView{tx_paths_, *cc_, ep_.ready_ports()}; }
+
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
-    const uint16_t p = selector_->next_path(PathView{tx_paths_, *cc_, ep_.ready_ports()}, bytes);
+    const uint16_t p = selector_->next_path(path_view(), bytes);
     return p == kNoPathChoice ? nullptr : &tx_paths_[p];
 }
 
 // [LOSS-6]: a retransmission goes to the usable path with the lowest recent loss score,
 // then the lowest smoothed RTT; the path that just lost the packet scores worst.
 TxPath* Connection::pick_retx_path(uint32_t bytes) {
-    const uint16_t p = PathSelector::retransmit_path(PathView{tx_paths_, *cc_, ep_.ready_ports()}, bytes);
+    const uint16_t p = PathSelector::retransmit_path(path_view(), bytes);
     return p == kNoPathChoice ? nullptr : &tx_paths_[p];
 }
 
@@ -228,7 +230,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         // still can send it.
         const uint16_t kept = kept_data_path_;
         kept_data_path_ = kNoPathChoice;
-        TxPath* p = kept != kNoPathChoice && PathView{tx_paths_, *cc_, ep_.ready_ports()}.can_send(kept, bytes)
+        TxPath* p = kept != kNoPathChoice && path_view().can_send(kept, bytes)
                         ? &tx_paths_[kept]
                         : pick_new_data_path(bytes);
         if (!p) return 0;  // it stays at the front
