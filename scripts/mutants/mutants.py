@@ -81,7 +81,7 @@ MUTANTS = {
                          "        if (--rp.probe_copies > 0 && false)",
                          "[PROBE-2] the PROBE reply is sent once"),
     "probe_reply_same_path": ("core/connection_rx.cc",
-                              "            out = other_return_path(rp.probe_first_path);",
+                              "            out = other_return_path(rp.probe_first_path, now);",
                               "            out = rp.probe_first_path;",
                               "[PROBE-2] both reply copies on one return path"),
     "hello_wrong_port": ("core/connection.cc",
