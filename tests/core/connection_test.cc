@@ -1416,6 +1416,7 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         SCOPED_TRACE(every ? "ack_now_every_message" : "ack_now at a pause only");
         core::EndpointConfig cfg;
         cfg.ack_now_every_message = every;
+        cfg.first_rtt_bytes = cfg.max_payload;  // one first-RTT segment, which asks too
         Pair p(23, ten_gbit_net(), cfg, cfg);
         size_t last = 0, ack_now = 0, retx = 0;
         std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
@@ -1435,9 +1436,79 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         EXPECT_EQ(f.dst, f.src);
         EXPECT_EQ(retx, 0u);
         EXPECT_EQ(last, kMessages);
-        // All 40 segments fit the window at once, so only the last one leaves idle.
-        EXPECT_EQ(ack_now, every ? kMessages : 1u);
+        // All 40 segments fit the window at once, so only the last one leaves idle; the
+        // first segment, alone in the first round trip, asks as well.
+        EXPECT_EQ(ack_now, every ? kMessages + 1 : 2u);
     }
+}
+
+// [ACK-12] with [CC-15]: every DATA of the first round trip asks for an immediate ACK.
+// The 32 KiB budget puts one segment on each of the 8 paths, below ack_every = 2, and the
+// sender may send no 9th segment before its first ACK: with delayed ACKs it would wait
+// max_ack_delay (here 1 ms, far above the ~200 us round trip) for it. The budget's 8
+// segments (27 us at 10 Gbit/s) all leave before the first ACK can return.
+TEST(Connection, FirstRoundTripAsksForImmediateAcks) {
+    core::EndpointConfig cfg;
+    cfg.max_ack_delay = 1ms;
+    ASSERT_EQ(cfg.num_paths * cfg.max_payload, cfg.first_rtt_bytes) << "one segment per path";
+    sim::NetworkConfig net = ten_gbit_net();
+    net.link.delay = 50us;
+    Pair p(37, net, cfg, cfg);
+    struct Arrival {
+        Time at;
+        uint8_t flags;
+    };
+    std::vector<Arrival> data;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        if (auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch))))
+            data.push_back({p.now(), d->hdr.flags});
+    });
+    WriteFlow f(p, 1, 64 * cfg.max_payload);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(f.dst, f.src);
+    const size_t budget = cfg.first_rtt_bytes / cfg.max_payload;
+    ASSERT_GT(data.size(), budget);
+    for (size_t i = 0; i < budget; ++i)
+        EXPECT_NE(data[i].flags & wire::data_flag::kAckNow, 0) << "first-RTT segment " << i;
+    // The 9th segment left after the first ACK: about a round trip after the first, not
+    // max_ack_delay.
+    EXPECT_LT(data[budget].at - data[0].at, cfg.max_ack_delay / 3);
+    // After the first round trip only the message's last segment asks ([ACK-12]).
+    size_t later = 0;
+    for (size_t i = budget; i < data.size(); ++i)
+        later += (data[i].flags & wire::data_flag::kAckNow) != 0;
+    EXPECT_EQ(later, 1u);
+}
+
+// [ACK-11] a DRAINED DATA sends every delayed ACK of the connection at once: its sender
+// has nothing left, and its last message completes only when every path's ACK is in. One
+// first-RTT segment, then 11 more over the 8 paths: paths 4-7 and 0 hold one unacknowledged
+// segment each (below ack_every = 2) when the last one, on path 3, arrives.
+TEST(Connection, DrainedDataSendsTheDelayedAcks) {
+    core::EndpointConfig cfg;
+    cfg.first_rtt_bytes = cfg.max_payload;
+    cfg.max_ack_delay = 150us;  // far above the transfer's ~65 us, below min_pto
+    Pair p(41, ten_gbit_net(), cfg, cfg);
+    size_t drained = 0;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        if (auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch))))
+            drained += (d->hdr.flags & wire::data_flag::kDrained) != 0;
+    });
+    const Time t0 = p.now();
+    WriteFlow f(p, 1, 12 * cfg.max_payload);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(f.dst, f.src);
+    EXPECT_EQ(drained, 1u);
+    EXPECT_LT(p.now() - t0, 100us) << "the last message waited for delayed ACKs";
+    EXPECT_EQ(f.conn_a().stats().retransmits, 0u);
 }
 
 // [CC-12] DRAINED goes on the one DATA after which the sender has nothing left to send,
