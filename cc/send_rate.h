@@ -50,10 +50,8 @@ public:
     }
     // inflight_cap: bytes the connection may have in flight over all paths now.
     uint64_t inflight_cap(Time now) const {
-        return first_rtt(now) ? cfg_.first_rtt_bytes : cfg_.max_inflight_bytes;
+        return now < acked_expiry_ ? cfg_.max_inflight_bytes : cfg_.first_rtt_bytes;
     }
-    // first_rtt: the connection is in its first round trip ([CC-15]), new or idle again.
-    bool first_rtt(Time now) const { return now >= acked_expiry_; }
     // rate_bps: the pacing rate for a window rate (bit/s, 0 = unknown), 0 = not paced.
     uint64_t rate_bps(uint64_t window_rate_bps, Time now) const;
     // ahead: the pacer has credit now at any rate (the common case, asked before the rate

@@ -77,9 +77,6 @@ void write_segments(Context& ctx) {
         check(rx.has_value(), "[PATH-10] only {} of {} segments arrived", offsets.size(), count);
         const auto& h = rx->data;
         s.check_segment(*rx);
-        // The first DATA of a new connection is in its first round trip: nothing acknowledged yet.
-        if (offsets.empty())
-            check(h.flags & wire::data_flag::kAckNow, "[ACK-12] a first-round-trip segment without ACK_NOW");
         const uint16_t port = rx->raw.from.port;
         check(port >= 49152, "[PATH-2] DATA from source port {} (outside 49152-65535)", port);
         check(rx->raw.from.same_host(ctx.target.udp), "DATA from another host {}", rx->raw.from.to_string());

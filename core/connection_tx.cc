@@ -332,11 +332,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
     const bool nothing_queued = ready_streams_.empty() && retx_.empty();
     const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
-    // [ACK-12]: and, without ack_with_reverse_data, every DATA of the first round trip
-    // ([CC-15]): the budget puts one or two segments on each path, below ack_every, and the
-    // sender may send nothing more until its first ACK, which max_ack_delay would hold back.
-    const bool first_rtt = !cfg_.ack_with_reverse_data && rate_.first_rtt(now);
-    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause)) || first_rtt;
+    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
     if (cfg_.ack_with_reverse_data) send_delayed_acks(path.id, now);
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |

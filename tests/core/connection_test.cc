@@ -1416,7 +1416,6 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         SCOPED_TRACE(every ? "ack_now_every_message" : "ack_now at a pause only");
         core::EndpointConfig cfg;
         cfg.ack_now_every_message = every;
-        cfg.first_rtt_bytes = cfg.max_payload;  // one first-RTT segment, which asks too
         Pair p(23, ten_gbit_net(), cfg, cfg);
         size_t last = 0, ack_now = 0, retx = 0;
         std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
@@ -1436,62 +1435,22 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         EXPECT_EQ(f.dst, f.src);
         EXPECT_EQ(retx, 0u);
         EXPECT_EQ(last, kMessages);
-        // All 40 segments fit the window at once, so only the last one leaves idle; the
-        // first segment, alone in the first round trip, asks as well.
-        EXPECT_EQ(ack_now, every ? kMessages + 1 : 2u);
+        // All 40 segments fit the window at once, so only the last one leaves idle.
+        EXPECT_EQ(ack_now, every ? kMessages : 1u);
     }
-}
-
-// [ACK-12] with [CC-15]: every DATA of the first round trip asks for an immediate ACK.
-// The 32 KiB budget puts one segment on each of the 8 paths, below ack_every = 2, and the
-// sender may send no 9th segment before its first ACK: with delayed ACKs it would wait
-// max_ack_delay (here 1 ms, far above the ~200 us round trip) for it. The budget's 8
-// segments (27 us at 10 Gbit/s) all leave before the first ACK can return.
-TEST(Connection, FirstRoundTripAsksForImmediateAcks) {
-    core::EndpointConfig cfg;
-    cfg.max_ack_delay = 1ms;
-    ASSERT_EQ(cfg.num_paths * cfg.max_payload, cfg.first_rtt_bytes) << "one segment per path";
-    sim::NetworkConfig net = ten_gbit_net();
-    net.link.delay = 50us;
-    Pair p(37, net, cfg, cfg);
-    struct Arrival {
-        Time at;
-        uint8_t flags;
-    };
-    std::vector<Arrival> data;
-    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
-    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
-        if (&rx != &p.host_b()) return;
-        if (auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch))))
-            data.push_back({p.now(), d->hdr.flags});
-    });
-    WriteFlow f(p, 1, 64 * cfg.max_payload);
-    f.post_all();
-    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
-    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
-    EXPECT_EQ(f.dst, f.src);
-    const size_t budget = cfg.first_rtt_bytes / cfg.max_payload;
-    ASSERT_GT(data.size(), budget);
-    for (size_t i = 0; i < budget; ++i)
-        EXPECT_NE(data[i].flags & wire::data_flag::kAckNow, 0) << "first-RTT segment " << i;
-    // The 9th segment left after the first ACK: about a round trip after the first, not
-    // max_ack_delay.
-    EXPECT_LT(data[budget].at - data[0].at, cfg.max_ack_delay / 3);
-    // After the first round trip only the message's last segment asks ([ACK-12]).
-    size_t later = 0;
-    for (size_t i = budget; i < data.size(); ++i)
-        later += (data[i].flags & wire::data_flag::kAckNow) != 0;
-    EXPECT_EQ(later, 1u);
 }
 
 // [ACK-11] a DATA sent before the peer's DRAINED one is acknowledged at once: the sender
 // has nothing left, and its last message completes (the receiver's delivery report) only
 // with the ACK of the segment that arrives last. The 8 routes differ in delay (2-23 us),
-// so segments of the last message sent before its LAST one arrive after it, and each
-// would otherwise hold its ACK, and so the message's completion, for max_ack_delay.
+// so segments of the message sent before its LAST one arrive after it, and each would
+// otherwise hold its ACK, and so the completion, for max_ack_delay (168 us without the
+// rule). ack_every = 64 leaves every other ACK to the delay.
 TEST(Connection, SegmentsSentBeforeDrainedAreAcknowledgedAtOnce) {
     core::EndpointConfig cfg;
     cfg.max_ack_delay = 150us;  // below min_pto: a delayed ACK is not taken for a loss
+    cfg.first_rtt_bytes = 64 * cfg.max_payload;  // the whole message leaves at once
+    cfg.ack_every = 64;  // so that only ACK_NOW, DRAINED and the delay send ACKs
     sim::NetworkConfig net = ten_gbit_net();
     net.link.rate_bps = 100'000'000'000;
     net.host.line_rate_bps = 100'000'000'000;
