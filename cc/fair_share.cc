@@ -246,7 +246,13 @@ void FairShare::recompute(Time now) {
     if (busy) queue_ns = std::max(queue_ns, mul_div(backlog, 8'000'000'000u, c));
     const uint64_t excess = queue_ns > target_ns ? queue_ns - target_ns : 0;
     const uint64_t by_delay = excess >= drain_ns ? 0 : mul_div(c, drain_ns - excess, drain_ns);
-    allocation_ = std::max(by_delay, c / kFloorDivisor);
+    // [CC-19]: it falls at once but rises at most fourfold per interval, and from deep
+    // below C at most to C/4 first. A jump from the floor straight to C raised every held
+    // sender at once; their packets, all sent within an interval, rebuilt the queue before
+    // the delay could show it, and the allocation fell to the floor again (256 -> 1 cycled
+    // this way until its first sender finished).
+    const uint64_t by_queue = std::max(by_delay, c / kFloorDivisor);
+    allocation_ = std::min(by_queue, std::max(kRiseFactor * allocation_, c / kRiseBaseDivisor));
     allocate();
 }
 

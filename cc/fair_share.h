@@ -14,7 +14,8 @@
 //            ─► allocation A = C × (1 − (queue − interval/4)/(2·interval)) (the queue
 //               above a target of a quarter interval; a queue growing by ¾ interval per
 //               interval counted as it will be an interval later); CE marks are left
-//               to the senders' AIMD (a mark may come from any queue on the route)
+//               to the senders' AIMD (a mark may come from any queue on the route);
+//               A falls at once but rises at most to max(4 × its last value, C/4)
 //            ─► water-filling of A by class weight, capped by each sender's demand
 //            ─► share per sender; the ones now a quarter above what they were last
 //               told are reported (pushed)
@@ -58,6 +59,10 @@ public:
     // [CC-14]: the allocation never falls below C / kFloorDivisor, so that senders keep
     // sending the odd packet that tells the receiver the queue has drained.
     static constexpr uint64_t kFloorDivisor = 256;
+    // [CC-19]: a recomputation raises the allocation to at most max(kRiseFactor × the
+    // previous one, C / kRiseBaseDivisor): from the floor to C in two intervals (C/4, C).
+    static constexpr uint64_t kRiseFactor = 4;
+    static constexpr uint64_t kRiseBaseDivisor = 4;
 
     explicit FairShare(const FairShareConfig& cfg);
 

@@ -125,6 +125,31 @@ TEST(FairShare, FastGrowingQueueIsAnsweredAsItWillBe) {
     EXPECT_EQ(f.fs.allocation_bps(), kC / 8 * 3);  // 1 - (15 - 2.5) / 20
 }
 
+// [CC-19] the allocation falls at once but rises at most to max(4 × its last value, C/4)
+// per recomputation: from the floor, C/4 and then C (not C at once); from C/8, C/2 and
+// then C. (Each 10 µs run holds one recomputation, at its start; it sees the run's first
+// packets, so a queue that is gone shows at once: the minimum over the interval.)
+TEST(FairShare, AllocationRisesAtMostFourfoldPerInterval) {
+    Feed f;  // interval 10 us: target 2.5 us, drain distance 20 us
+    const std::vector<uint64_t> busy{kC / 2, kC / 2};
+    f.run(busy, 50us);
+    ASSERT_EQ(f.fs.allocation_bps(), kC);
+    const auto rise_after = [&](uint32_t queue_ns) {
+        f.run(busy, 30us, queue_ns);  // held long enough to be answered as it is
+        std::vector<uint64_t> rise{f.fs.allocation_bps()};
+        for (int i = 0; i < 3; ++i) {
+            f.run(busy, 10us, 0);
+            rise.push_back(f.fs.allocation_bps());
+        }
+        return rise;
+    };
+    // Far more queue than can drain: the floor; then the queue is gone.
+    EXPECT_EQ(rise_after(200'000),
+              (std::vector<uint64_t>{kC / FairShare::kFloorDivisor, kC / 4, kC, kC}));
+    // 20 us of queue, 17.5 above the target: 1/8 of C; then gone.
+    EXPECT_EQ(rise_after(20'000), (std::vector<uint64_t>{kC / 8, kC / 2, kC, kC}));
+}
+
 // [CC-14] the delay of one sender's own route is not the shared queue: the minimum over
 // senders is.
 TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {

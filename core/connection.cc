@@ -108,33 +108,45 @@ void Connection::set_meta(const TxPath& path, PacketMeta& m) const {
 }
 
 // next_return_path picks the path for a control packet: a seeded random choice among the
-// paths that are not failed ([ACK-13]). Random, not round-robin: ACKs arrive in path
-// order, and a round-robin return choice would lock each forward path to one return route,
-// so one dead return route could starve a healthy forward path of every ACK.
-uint16_t Connection::next_return_path() {
+// paths that are not failed ([ACK-13]) and whose NIC port has not gone quiet ([PATH-16]);
+// if every such path is on a quiet port, among those not failed. Random, not round-robin:
+// ACKs arrive in path order, and a round-robin return choice would lock each forward path
+// to one return route, so one dead return route could starve a healthy forward path of
+// every ACK.
+uint16_t Connection::next_return_path(Time now) {
     const uint16_t n = num_paths();
     const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
+    uint16_t quiet = kNoPathChoice;
     for (uint16_t i = 0; i < n; ++i) {
         const uint16_t p = static_cast<uint16_t>((start + i) % n);
-        if (tx_paths_[p].state != PathState::kFailed) return p;
+        if (tx_paths_[p].state == PathState::kFailed) continue;
+        if (!ep_.port_quiet(tx_paths_[p].local_port, now)) return p;
+        if (quiet == kNoPathChoice) quiet = p;
     }
-    return start;
+    return quiet != kNoPathChoice ? quiet : start;
 }
 
-uint16_t Connection::other_return_path(uint16_t avoid) {
+// other_return_path: as next_return_path, for a probe reply's second copy ([PROBE-2]): on
+// another plane than `avoid` if one can take it, else another path of the same plane.
+uint16_t Connection::other_return_path(uint16_t avoid, Time now) {
     const uint16_t n = num_paths();
     const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
-    uint16_t same_plane = avoid;
+    uint16_t same_plane = avoid, quiet = kNoPathChoice;
     for (uint16_t i = 0; i < n; ++i) {
         const uint16_t p = static_cast<uint16_t>((start + i) % n);
         if (p == avoid || tx_paths_[p].state == PathState::kFailed) continue;
+        if (ep_.port_quiet(tx_paths_[p].local_port, now)) {
+            if (quiet == kNoPathChoice) quiet = p;
+            continue;
+        }
         if (tx_paths_[p].local_port != tx_paths_[avoid].local_port) return p;
         if (same_plane == avoid) same_plane = p;
     }
-    return same_plane;
+    return same_plane != avoid || quiet == kNoPathChoice ? same_plane : quiet;
 }
 
-size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type) {
+size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type,
+                               Time now) {
     wire::HelloPacket h;
     h.common.type = type;
     if (type == wire::PacketType::kHelloAck) {
@@ -160,7 +172,7 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         n = wire::encode_hello(h, buf);
     }
     if (!n) return 0;
-    set_meta(tx_paths_[next_return_path()], meta);
+    set_meta(tx_paths_[next_return_path(now)], meta);
     ++stats_.hello_sent;
     return *n;
 }

@@ -190,7 +190,7 @@ private:
         return closes_sent_ <= kMaxCloseRepeats && (closes_sent_ == 0 || now >= last_close_ + cfg_.min_pto);
     }
     void establish(const wire::HelloPacket& h, Time now);
-    size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type);
+    size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type, Time now);
     wire::CommonHeader peer_header(wire::PacketType type) const {
         wire::CommonHeader h;
         h.type = type;
@@ -200,10 +200,12 @@ private:
     }
     // set_meta addresses a packet to leave on `path` (written in place: no temporary).
     void set_meta(const TxPath& path, PacketMeta& m) const;
-    uint16_t next_return_path();
+    // next_return_path: [ACK-13] the path of a control packet; not a failed one, nor one on
+    // a quiet NIC port ([PATH-16]) while another can take it.
+    uint16_t next_return_path(Time now);
     // other_return_path: as next_return_path, but not `avoid` and, where possible, on
     // another plane than avoid's ([PROBE-2]).
-    uint16_t other_return_path(uint16_t avoid);
+    uint16_t other_return_path(uint16_t avoid, Time now);
 
     // connection_tx.cc
     // ack_with_reverse_data: queue every delayed ACK now, to leave with the DATA on data_path
@@ -241,7 +243,7 @@ private:
     void make_room(TxPath& p);
     uint32_t psn_floor(const TxPath& p) const;
     size_t write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now);
-    size_t write_close(std::span<std::byte> buf, PacketMeta& meta);
+    size_t write_close(std::span<std::byte> buf, PacketMeta& meta, Time now);
     uint32_t segment_bytes(const TxMessage& m, uint32_t seg) const;
     // find_tx: the started message msg_seq of s, or nullptr. Inline: once per ACKed PSN.
     TxMessage* find_tx(Stream& s, uint32_t msg_seq) {

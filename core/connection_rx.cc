@@ -518,7 +518,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     // random usable path, so the datapath sends them with one system call; each round
     // covers every path, so a dead return route costs each path a share of its ACKs.
     if (ack_round_path_ == kNoAckRound || tx_paths_[ack_round_path_].state == PathState::kFailed) {
-        ack_round_path_ = next_return_path();
+        ack_round_path_ = next_return_path(now);
         return_routes_.round_sent(ack_round_path_, now);  // [PATH-12]
     }
     uint16_t out = ack_round_path_;
@@ -531,7 +531,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
         if (first_of_pair) {
             rp.probe_first_path = out;
         } else {
-            out = other_return_path(rp.probe_first_path);
+            out = other_return_path(rp.probe_first_path, now);
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
         rp.reply_paths[first_of_pair ? 0 : 1] = out;

@@ -18,15 +18,15 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     if (state_ == ConnState::kConnecting) {
         if (hello_ack_pending_) {  // [CONN-7]: the answer to the peer's own HELLO
             hello_ack_pending_ = false;
-            return write_hello(buf, meta, wire::PacketType::kHelloAck);
+            return write_hello(buf, meta, wire::PacketType::kHelloAck, now);
         }
         if (!hello_pending_) return 0;
         hello_pending_ = false;
-        return write_hello(buf, meta, wire::PacketType::kHello);
+        return write_hello(buf, meta, wire::PacketType::kHello, now);
     }
     if (close_pending_) {
         close_pending_ = false;
-        const size_t n = write_close(buf, meta);
+        const size_t n = write_close(buf, meta, now);
         if (n) {
             ++closes_sent_;
             last_close_ = now;
@@ -36,13 +36,13 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     if (state_ != ConnState::kEstablished) return 0;
     if (hello_ack_pending_) {
         hello_ack_pending_ = false;
-        return write_hello(buf, meta, wire::PacketType::kHelloAck);
+        return write_hello(buf, meta, wire::PacketType::kHelloAck, now);
     }
     if (!nacks_.empty()) {
         auto n = wire::encode_nack(nacks_.front(), buf);
         nacks_.pop_front();
         if (n) {
-            set_meta(tx_paths_[next_return_path()], meta);
+            set_meta(tx_paths_[next_return_path(now)], meta);
             ++stats_.nacks_sent;
             return *n;
         }
@@ -430,13 +430,13 @@ size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& 
     return *n;
 }
 
-size_t Connection::write_close(std::span<std::byte> buf, PacketMeta& meta) {
+size_t Connection::write_close(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     wire::ClosePacket c;
     c.common = peer_header(wire::PacketType::kClose);
     c.reason = static_cast<uint32_t>(close_reason_);  // [CONN-29]: NORMAL or CONFIRM
     auto n = wire::encode_close(c, buf);
     if (!n) return 0;
-    set_meta(tx_paths_[next_return_path()], meta);
+    set_meta(tx_paths_[next_return_path(now)], meta);
     return *n;
 }
 

@@ -42,7 +42,7 @@ Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t see
     : cfg_(cfg), local_(local), rng_(seed), secrets_(secret),
       guard_(secrets_, cfg.cookie_lifetime),
       memory_(CryptoRng(child_seed(secrets_)), cfg.memory_key_tag_bits),
-      fair_share_(fair_share_config(cfg)) {
+      fair_share_(fair_share_config(cfg)), quiet_ports_(cfg.num_local_ports, cfg.min_pto) {
     MROCE_DCHECK(config_error(cfg).empty());
     // A shard (conn_id_shard_bits): the cookie key and the memory table came from the
     // common secret (cookies and memory keys are the same in every shard); what follows
@@ -661,6 +661,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         ++stats_.bad_integrity;
         return;
     }
+    quiet_ports_.heard(meta.local_port, now);  // [PATH-16]: a checked packet, on this port
     // [CONN-26]: a packet with our token shows that the peer got our HELLO_ACK at the
     // address its HELLO claimed.
     if (!c->proven()) {

@@ -19,6 +19,7 @@
 #include "core/engine.h"
 #include "core/hello_guard.h"
 #include "core/path_health.h"
+#include "core/quiet_ports.h"
 #include "core/memory.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -200,6 +201,10 @@ public:
     uint32_t loss_score() const { return loss_score_; }
     void note_loss() { path_health::score_loss(loss_score_); }
     void note_delivery() { path_health::score_delivery(loss_score_); }
+
+    // [PATH-16]: a NIC port that heard nothing while the host's others went on receiving:
+    // its plane is likely dead, and no ACK or probe reply is sent on it.
+    bool port_quiet(uint16_t port, Time now) const { return quiet_ports_.quiet(port, now); }
     Time next_deadline() const override;
     std::optional<Event> poll_event() override;
     size_t max_datagram_size() const override;
@@ -289,6 +294,7 @@ private:
     TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
     uint32_t loss_score_ = 0;  // loss_score(), note_loss(), note_delivery()
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
+    QuietPorts quiet_ports_;    // [PATH-16] port_quiet(); fed by on_datagram
 
     std::vector<std::unique_ptr<Connection>> conns_;  // slot = (id & 0xFFFF) - 1
     std::unordered_map<Address, uint32_t, AddressHash> by_peer_;

@@ -4,6 +4,7 @@
 // the rule can be read and tested on its own.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace mroce::core::path_health {
@@ -56,6 +57,18 @@ constexpr bool skip_for_loss(uint32_t& debt, uint32_t score) {
     if (debt < kOne) return false;
     debt -= kOne;
     return true;
+}
+
+// window_for_loss: the bytes a path may have in flight under its measured loss ([PATH-13]
+// item 4): the congestion window divided by 1 - L, L at most 1/2 (so at most twice the
+// window). A lost DATA keeps its place in flight until it is declared lost, a round trip
+// or more after it left; a window that is to deliver its size per round trip on a path that
+// loses L of what it carries must hold that much more. Congestion is not helped by it: a
+// loss that comes with a queue cuts the window itself ([CC-9]).
+constexpr uint64_t window_for_loss(uint64_t window, uint32_t score) {
+    if (score == 0) return window;
+    const uint64_t l = std::min<uint64_t>(loss_q16(score), kOne / 2);
+    return window * kOne / (kOne - l);
 }
 
 // --- [PATH-12]: evidence against a return route, weighed against random loss ---

@@ -14,6 +14,7 @@
 #include "cc/congestion.h"
 #include "core/config.h"
 #include "core/path.h"
+#include "core/path_health.h"
 #include "util/packet_meta.h"
 #include "wire/ack.h"
 
@@ -34,14 +35,20 @@ public:
 
     uint16_t size() const { return static_cast<uint16_t>(paths_.size()); }
     const TxPath& operator[](uint16_t i) const { return paths_[i]; }
-    uint64_t window_bytes(uint16_t i) const { return cc_.window_bytes(i); }
+    uint64_t window_bytes(uint16_t i) const { return window(paths_[i], cc_); }
+
+    // window: what path p may have in flight: its congestion window ([CC-1], [CC-7]),
+    // stretched for the path's measured loss ([PATH-13] item 4).
+    static uint64_t window(const TxPath& p, const cc::CongestionControl& cc) {
+        return path_health::window_for_loss(cc.window_bytes(p.id), p.loss_score);
+    }
 
     // can_send: [PATH-10] the path is Active, has room in its PSN window (open) and its
-    // congestion window allows `bytes` ([CC-1]; asked only when something is in flight).
+    // window allows `bytes` ([CC-1]; asked only when something is in flight).
     // Inline: asked for every path choice and every has_work.
     static bool can_send(const TxPath& p, uint32_t bytes, const cc::CongestionControl& cc) {
         if (!open(p)) return false;
-        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= cc.window_bytes(p.id);
+        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= window(p, cc);
     }
     bool can_send(uint16_t i, uint32_t bytes) const {
         return port_ready(ready_ports_, paths_[i].local_port) && can_send(paths_[i], bytes, cc_);
@@ -53,7 +60,7 @@ public:
     uint64_t send_room(uint16_t i, uint32_t bytes) const {
         const TxPath& p = paths_[i];
         if (!open(p) || !port_ready(ready_ports_, p.local_port)) return kCannotSend;
-        const uint64_t window = cc_.window_bytes(i);
+        const uint64_t window = PathView::window(p, cc_);
         if (p.in_flight_pkts > 0 && p.in_flight_bytes + bytes > window) return kCannotSend;
         return window > p.in_flight_bytes ? window - p.in_flight_bytes : 0;
     }

@@ -46,6 +46,35 @@ struct Paths {
     }
 };
 
+// [PATH-13] item 4: a lossy path's window counts as W / (1 - L), at most 2 W, wherever its
+// bytes in flight meet it: the lost DATA not yet declared lost must not hold it back.
+TEST(PathSelector, LossStretchesTheWindowAtMostTwofold) {
+    Paths ps(2, 1);
+    ps.in_flight(0, 16);  // a full window on a clean path
+    EXPECT_FALSE(ps.view().can_send(0, kSeg));
+    // A score of 65536/3 estimates L = 1/4 (16383/65536 in the spec's units): the window
+    // counts as about 4/3 W, 21.3 segments.
+    ps.tx[0].loss_score = 65536 / 3;
+    const uint64_t l = path_health::loss_q16(ps.tx[0].loss_score);
+    EXPECT_EQ(l, 16383u);
+    const uint64_t stretched = kWindow * 65536 / (65536 - l);
+    EXPECT_EQ(ps.view().window_bytes(0), stretched);
+    EXPECT_NEAR(static_cast<double>(stretched), kWindow * 4.0 / 3, 3.0);
+    EXPECT_TRUE(ps.view().can_send(0, kSeg));
+    ps.in_flight(0, 20);
+    EXPECT_EQ(ps.view().send_room(0, kSeg), stretched - 20 * kSeg);
+    ps.in_flight(0, 21);
+    EXPECT_FALSE(ps.view().can_send(0, kSeg));
+    // L = 0.9: at most twice the window.
+    ps.tx[0].loss_score = 9 * 65536;
+    EXPECT_EQ(ps.view().window_bytes(0), 2 * kWindow);
+    ps.in_flight(0, 31);
+    EXPECT_TRUE(ps.view().can_send(0, kSeg));
+    ps.in_flight(0, 32);
+    EXPECT_FALSE(ps.view().can_send(0, kSeg));
+    EXPECT_EQ(ps.view().window_bytes(1), kWindow);  // the clean path is unchanged
+}
+
 // counts: how often each path is chosen in `turns` choices.
 std::vector<int> counts(PathSelector& s, const Paths& ps, int turns) {
     std::vector<int> c(ps.tx.size(), 0);
@@ -209,12 +238,13 @@ TEST(PathSelector, RoomSkipsFailedSuspectAndFullPaths) {
 // [PATH-14]: the room of a lossy path counts in proportion to 1 − L ([PATH-13]).
 TEST(PathSelector, RoomWeighsLoss) {
     Paths ps(3, 1);
-    ps.tx[0].loss_score = 65536 * 3;  // L = 3/4: weight 4 segments against 16
+    // The room counts the window as stretched for loss ([PATH-13] item 4: 2 W at L >= 1/2).
+    ps.tx[0].loss_score = 65536 * 7;  // L = 7/8: weight 32 x 1/8 = 4 segments against 16
     RoomSelector r(3);
     EXPECT_EQ(counts(r, ps, 100), (std::vector<int>{0, 50, 50}));
-    ps.tx[0].loss_score = 65536;      // L = 1/2: weight 8, half the best: taken
+    ps.tx[0].loss_score = 65536 * 3;  // L = 3/4: weight 32 x 1/4 = 8, half the best: taken
     EXPECT_EQ(counts(r, ps, 99), (std::vector<int>{33, 33, 33}));
-    ps.tx[0].loss_score = 65536 * 3;
+    ps.tx[0].loss_score = 65536 * 7;
     ps.in_flight(1, 16);
     ps.in_flight(2, 16);
     EXPECT_EQ(counts(r, ps, 10), (std::vector<int>{10, 0, 0}));  // lossy, but the only one

@@ -194,13 +194,14 @@ class Runner:
         self.commands = []      # (ref, shell command)
         self.wall = {}          # experiment -> seconds
 
-    def sim(self, exp, sub, scenario, sets=()):
-        """Runs one `mroce sim` into OUT/sub; returns (summary, command reference)."""
+    def sim(self, exp, sub, scenario, sets=(), extra=()):
+        """Runs one `mroce sim` into OUT/sub, with `--set` for each of sets and the options
+        in extra (e.g. --seed, --pcap); returns (summary, command reference)."""
         out_dir = os.path.join(self.out, sub)
         args = ["sim", os.path.join("scenarios", scenario)]
         for s in sets:
             args += ["--set", s]
-        args += ["--out", out_dir]
+        args += list(extra) + ["--out", out_dir]
         shown = "mroce " + " ".join(shlex.quote(a) for a in args)
         ref = f"c{len(self.commands) + 1}"
         self.commands.append((ref, shown))
@@ -214,7 +215,7 @@ class Runner:
         print(f"[{exp}] {ref} {took:6.1f} s  {shown}", flush=True)
         if p.returncode != 0:
             print(p.stdout, file=sys.stderr)
-            raise SystemExit(f"cc_experiments.py: {ref} failed (exit {p.returncode})")
+            raise SystemExit(f"{os.path.basename(sys.argv[0])}: {ref} failed (exit {p.returncode})")
         with open(os.path.join(out_dir, "summary.json"), encoding="utf-8") as f:
             summary = json.load(f)
         summary["_dir"] = out_dir

@@ -30,6 +30,7 @@ struct SimOptions {
     std::string out = "sim-out";
     std::string pcap;
     std::string pcap_at = "host:0";
+    uint32_t pcap_snaplen = sim::kPcapDefaultSnaplen;  // bytes kept of each datagram, as tcpdump -s
     double progress_s = 2;  // a progress line on stderr at most this often; 0: none
 };
 
@@ -260,7 +261,7 @@ int run_sim(const SimOptions& o) {
         sim::RunHook hook;
         if (!o.pcap.empty()) {
             const std::string path = pcap_path_for(o.pcap, spec.label, sc->runs.size()).string();
-            pcap = sim::PcapWriter::open(path, &err);
+            pcap = sim::PcapWriter::open(path, &err, o.pcap_snaplen);
             if (!pcap) {
                 std::fprintf(stderr, "mroce sim: --pcap: %s\n", err.c_str());
                 return 2;
@@ -329,6 +330,9 @@ void register_sim(CLI::App& app) {
                     "write the packets seen at --pcap-at to FILE (pcap, ns timestamps; one file per run)");
     cmd->add_option("--pcap-at", opts->pcap_at,
                     "capture points: host:N, cable:N or hosts, comma-separated (default host:0)");
+    cmd->add_option("--pcap-snaplen", opts->pcap_snaplen,
+                    "bytes kept of each packet, IP and UDP headers included (default 65535)")
+        ->check(CLI::Range(sim::kPcapMinSnaplen, sim::kPcapMaxSnaplen));
     cmd->add_option("--progress", opts->progress_s,
                     "print where a long run is on stderr at most every SECONDS (default 2; 0: never)")
         ->check(CLI::NonNegativeNumber);
