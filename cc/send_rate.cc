@@ -34,6 +34,25 @@ void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     if (cfg_.use_hint && bps >= 2 * hint_bps(now)) hint_rose_ = now;
     hint_bps_ = bps;
     hint_expiry_ = now + ttl(srtt, hint_bps_);
+    // [CC-15]: the grant outlives the hint. A hint of 0 (the receiver let this sender go
+    // after its silence, [CC-12]) says nothing about the share it would have on return,
+    // so it leaves the grant alone. No grant without an RTT sample or with hints ignored.
+    if (cfg_.use_hint && to_ns(srtt) > 0) {
+        grant_bps_ = bps;
+        grant_srtt_ = srtt;
+    }
+}
+
+uint64_t SendRate::idle_budget(Time now) const {
+    if (grant_bps_ == 0 || cfg_.idle_halving_rtts == 0) return 0;
+    const uint64_t srtt_ns = static_cast<uint64_t>(to_ns(grant_srtt_));
+    const uint64_t bdp = std::min(cfg_.max_inflight_bytes, mul_div(grant_bps_, srtt_ns, 8'000'000'000u));
+    // Halved once per idle_halving_rtts round trips since the hint expired: a ring's host
+    // idles a few hint lifetimes between its steps and should still start its next step
+    // at about its share (docs/results.md, "The budget after idle").
+    const uint64_t idle = now <= hint_expiry_ ? 0 : static_cast<uint64_t>(to_ns(now - hint_expiry_));
+    const uint64_t halvings = idle / (srtt_ns * cfg_.idle_halving_rtts);
+    return halvings >= 64 ? 0 : bdp >> halvings;
 }
 
 void SendRate::on_acked(Duration srtt, Time now) {

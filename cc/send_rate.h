@@ -1,9 +1,13 @@
 // cc/send_rate.h — the sender's connection-wide limits beside the per-path windows (spec
 // §9.3, [CC-15]..[CC-18]): the receiver's rate hint and when it expires, the first round
-// trip of a new (or long idle) connection, the cap on bytes in flight, and the pacer.
+// trip of a new (or long idle) connection and its budget, the cap on bytes in flight, and
+// the pacer.
 //
-//   ACK ─► on_hint(mbps, srtt) ─► hint, valid for max(4 srtt, 4 packets at the hint)
+//   ACK ─► on_hint(mbps, srtt) ─► hint, valid for max(4 srtt, 4 packets at the hint);
+//                                 its grant: one BDP at the hint, remembered past it
 //   ACK of new data ─► on_acked ─► the first RTT is over (until the connection idles)
+//   idle ─► first RTT again, budget max(first_rtt_bytes, the grant halved per
+//           idle_halving_rtts × srtt since the hint expired)
 //   before each DATA: inflight_cap(now) and send_time(now) ≤ now?   after: on_sent
 //
 // The pacer is a token bucket written as one virtual time (GCRA): a packet of b bytes may
@@ -32,6 +36,9 @@ struct SendRateConfig {
     // drawn at random per connection, so that senders whose hints rise together (a push
     // to every sender of a receiver) do not all send at once.
     uint16_t phase = 0;
+    // [CC-15]: after idle, the budget is the grant (one BDP at the last hint) halved for
+    // each idle_halving_rtts round trips since the hint expired; 0 = first_rtt_bytes only.
+    uint16_t idle_halving_rtts = 8;
 };
 
 class SendRate {
@@ -50,8 +57,11 @@ public:
     }
     // inflight_cap: bytes the connection may have in flight over all paths now.
     uint64_t inflight_cap(Time now) const {
-        return now < acked_expiry_ ? cfg_.max_inflight_bytes : cfg_.first_rtt_bytes;
+        return now < acked_expiry_ ? cfg_.max_inflight_bytes : std::max(cfg_.first_rtt_bytes, idle_budget(now));
     }
+    // idle_budget: what the last grant still allows a returning sender in its first round
+    // trip ([CC-15]); 0 without a grant.
+    uint64_t idle_budget(Time now) const;
     // rate_bps: the pacing rate for a window rate (bit/s, 0 = unknown), 0 = not paced.
     uint64_t rate_bps(uint64_t window_rate_bps, Time now) const;
     // ahead: the pacer has credit now at any rate (the common case, asked before the rate
@@ -88,6 +98,10 @@ private:
     uint64_t hint_bps_ = 0;
     uint32_t last_hint_mbps_ = 0;
     Time hint_expiry_{};
+    // [CC-15] the grant: the last non-zero hint taken and the srtt it came with (its
+    // budget after idle is one BDP at the hint, halved every idle_halving_rtts × srtt).
+    uint64_t grant_bps_ = 0;
+    Duration grant_srtt_{};
     Time hint_rose_{};     // when the hint last rose to twice what it was ([CC-17])
     Time acked_expiry_{};  // the first RTT is over until then
     Time next_{};          // the pacer's virtual time

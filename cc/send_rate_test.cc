@@ -30,6 +30,61 @@ TEST(SendRate, FirstRttThenTheCapThenFirstRttAgainAfterIdle) {
     EXPECT_EQ(r.inflight_cap(now + 40us), 64u * 1024);  // 4 × srtt without an ACK
 }
 
+// [CC-15] a connection that idles after a hint starts its next first round trip with one
+// BDP at its last non-zero hint (the grant), halved for every idle_halving_rtts × srtt
+// since the hint expired, and never with less than first_rtt_bytes. A hint of 0 (the
+// receiver let the sender go) leaves the grant alone; a later non-zero hint replaces it.
+TEST(SendRate, IdleBudgetIsTheLastGrantHalvedOverIdleTime) {
+    SendRateConfig c = config();
+    c.idle_halving_rtts = 16;
+    SendRate r(c);
+    const Time now{1ms};
+    r.on_hint(80'000, 10us, now);  // 80 Gbit/s × 10 µs = 100 000 bytes; TTL 40 µs
+    r.on_acked(10us, now);
+    EXPECT_EQ(r.inflight_cap(now + 39us), 1u << 20);
+    r.on_hint(0, 10us, now + 30us);  // the receiver let this sender go
+    EXPECT_EQ(r.hint_bps(now + 40us), 0u);
+    EXPECT_EQ(r.inflight_cap(now + 40us), 100'000u);  // idle: the grant, not 64 KiB
+    EXPECT_EQ(r.inflight_cap(now + 199us), 100'000u);
+    EXPECT_EQ(r.inflight_cap(now + 200us), 64u * 1024);  // halved after 16 × 10 µs: 50 000
+    EXPECT_EQ(r.idle_budget(now + 200us), 50'000u);
+    EXPECT_EQ(r.idle_budget(now + 360us), 25'000u);
+    EXPECT_EQ(r.idle_budget(now + 40us + 64 * 160us), 0u);
+
+    // A later, smaller hint is the receiver's latest word: it replaces the grant.
+    const Time later = now + 1ms;
+    r.on_hint(8'000, 10us, later);  // 8 Gbit/s: 10 000 bytes
+    r.on_acked(10us, later);
+    EXPECT_EQ(r.idle_budget(later + 40us), 10'000u);
+    EXPECT_EQ(r.inflight_cap(later + 40us), 64u * 1024);  // never below first_rtt_bytes
+
+    // Off (0), or with hints ignored, a returning sender is a new one.
+    c.idle_halving_rtts = 0;
+    SendRate off(c);
+    off.on_hint(80'000, 10us, now);
+    off.on_acked(10us, now);
+    EXPECT_EQ(off.inflight_cap(now + 40us), 64u * 1024);
+    c = config();
+    c.use_hint = false;
+    SendRate nohint(c);
+    nohint.on_hint(80'000, 10us, now);
+    nohint.on_acked(10us, now);
+    EXPECT_EQ(nohint.inflight_cap(now + 40us), 64u * 1024);
+}
+
+// [CC-15] the grant is capped by max_inflight_bytes: a hint × srtt above the connection's
+// cap does not let a returning sender send more than any other could.
+TEST(SendRate, IdleBudgetNeverAboveTheInflightCap) {
+    SendRateConfig c = config();
+    c.idle_halving_rtts = 16;
+    SendRate r(c);
+    const Time now{1ms};
+    r.on_hint(400'000, 1ms, now);  // 400 Gbit/s × 1 ms = 50 MB
+    r.on_acked(1ms, now);
+    EXPECT_EQ(r.idle_budget(now + 4ms), 1u << 20);
+    EXPECT_EQ(r.inflight_cap(now + 4ms), 1u << 20);
+}
+
 // [CC-16] a hint is in force for max(4 srtt, 4 packets at the hint), then expires; a zero
 // hint is no hint and leaves the one in force alone.
 TEST(SendRate, HintExpires) {

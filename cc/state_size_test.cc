@@ -27,7 +27,7 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(Aimd::kPathStateBytes, 88u);
     EXPECT_EQ(sizeof(Aimd), 64u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
-    EXPECT_EQ(sizeof(SendRate), 120u);
+    EXPECT_EQ(sizeof(SendRate), 136u);
     EXPECT_EQ(FairShare::kSenderStateBytes, 112u);
     EXPECT_EQ(sizeof(FairShare), 208u);
 }

@@ -56,6 +56,10 @@ struct EndpointConfig {
     // and at any time (all paths together).
     uint64_t first_rtt_bytes = 32 * 1024;
     uint64_t max_inflight_bytes = 8 * 1024 * 1024;
+    // [CC-15]: a connection that idles after a hint starts again with one BDP at that hint,
+    // halved for each idle_halving_rtts round trips since the hint expired (0: with
+    // first_rtt_bytes, as a new one).
+    uint16_t idle_halving_rtts = 8;
     // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
     uint64_t pacing_burst_bytes = 16 * 1024;
     // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).

@@ -104,6 +104,65 @@ TEST(RateControl, PacerHoldsTheSenderToTheReceiversHint) {
     EXPECT_GT(unhinted, 4.0);
 }
 
+// [CC-15] a connection back from idle starts its first round trip with what is left of
+// its grant (one BDP at its last hint, halved per idle_halving_rtts × srtt since the hint
+// expired), not with first_rtt_bytes: idle past the hint's TTL (4 × srtt) on a 100 Gbit/s
+// network, within about one halving (one BDP at the hint is tens of KB), it has more than
+// 4 segments
+// in flight within 3 µs of its next WRITE, before any ACK can return. With the rule off
+// (idle_halving_rtts = 0) the same sender has one segment in flight (first_rtt_bytes =
+// one segment here, so the two cases cannot meet by chance).
+TEST(RateControl, ConnectionBackFromIdleStartsWithItsGrant) {
+    sim::NetworkConfig nc = fast_net();
+    nc.link.rate_bps = 100'000'000'000;
+    nc.host.line_rate_bps = 100'000'000'000;
+    for (const uint16_t halving : {uint16_t{8}, uint16_t{0}}) {
+        core::EndpointConfig tx;
+        tx.first_rtt_bytes = tx.max_payload;
+        tx.idle_halving_rtts = halving;
+        core::EndpointConfig rx;
+        Pair p(17, nc, tx, rx);
+        ASSERT_GT(write_gbps(p, 8, 256 * 1024), 0);  // alone at B: its hint is B's downlink
+        const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+        ASSERT_GT(ca.rate_hint_mbps(), 50'000u);
+        // Idle past the TTL (4 × the largest srtt), then half a halving (8 × srtt) more.
+        Duration lo = Duration::max(), hi{};
+        for (uint16_t i = 0; i < ca.num_paths(); ++i) {
+            const Duration r = ca.tx_path(i).rtt.srtt;
+            if (r.count() > 0) lo = std::min(lo, r), hi = std::max(hi, r);
+        }
+        ASSERT_GT(hi.count(), 0);
+        const Duration idle = 4 * hi + 4 * lo + 10us;
+        const Time idle_from = p.now();
+        p.sim.schedule_at(p.sim.now() + idle, [] {});  // an empty queue would not let time pass
+        p.sim.run_for(idle);
+        ASSERT_GE(p.now(), idle_from + idle);
+        ASSERT_EQ(ca.in_flight_bytes(), 0u);
+        const uint32_t len = 1 << 20;
+        std::vector<std::byte> src(len), dst(len);
+        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+        const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
+        const auto kb = *p.b->register_memory(pb, dst.data(), len,
+                                              core::access::kLocalWrite | core::access::kRemoteWrite);
+        const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
+        (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+        ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), p.now()), Error::kOk);
+        p.host_a().kick();
+        const Time t0 = p.now();
+        uint64_t peak = 0;
+        p.sim.run_until([&] {
+            peak = std::max(peak, ca.in_flight_bytes());
+            return p.now() >= t0 + 3us;
+        }, p.sim.now() + 3us, 1'000'000);
+        std::printf("idle_halving_rtts %u: %llu bytes in flight within 3 us of the return\n", halving,
+                    static_cast<unsigned long long>(peak));
+        if (halving)
+            EXPECT_GT(peak, 4u * tx.max_payload);
+        else
+            EXPECT_LE(peak, uint64_t{tx.max_payload});
+    }
+}
+
 // [CC-12], [INT-6]: with INTEGRITY every DATA datagram is 4 bytes longer, so the receiver
 // divides its capacity by max_payload + 76: the senders paced at its hints then fill its
 // downlink and no more (at + 72, as before, they would offer 4 bytes a packet too many,

@@ -38,14 +38,16 @@ def shrink(path):
     topo, work = doc.get("topology", {}), doc.get("workload", {})
     sets = ["run.time_limit_us=50000", "output.sample_us=20"]
     kind = topo.get("kind", "single_switch")
-    if kind == "single_switch":
+    wkind = work.get("kind", "all_to_all")
+    if wkind == "explicit":
+        pass  # its flows name hosts of the file's topology, which stays as it is
+    elif kind == "single_switch":
         sets.append("topology.hosts=%d" % min(topo.get("hosts", 4), 6))
     elif kind == "leaf_spine":
         sets += ["topology.leaves=2", "topology.spines=2", "topology.hosts_per_leaf=2"]
     elif kind == "fat_tree":
         sets.append("topology.k=4")
     # hpcc, htsim: the file gives the network (and refuses shape keys); it stays as it is.
-    wkind = work.get("kind", "all_to_all")
     if wkind == "incast":  # every other host, into host 0; no extra flows
         sets += ["workload.senders=0", "workload.receiver=0", "workload.first_sender=0", "workload.flows=[]"]
     if wkind == "background":
