@@ -78,9 +78,12 @@ def main():
     check(pk[0][0] == 1_000 and pk[0][2] == 1 and pk[2][2] == 2, "times and types read")
     check(pk[0][1] == (7, bytes(a), bytes(b), 50000, 4797), "the key: ip id, addresses, ports")
     check(pk[5][2] is None, "a record too short for the type has none")
-    lost = mp.unmatched(pk, window_ns=100_000)
+    lost = mp.unmatched(pk, window_ns=100_000, tail_ns=0)
     check([(t, typ) for t, _, typ in lost] == [(5_000, 2), (6_000, 1), (500_000, 1), (700_000, None)],
           f"unpaired: the ACK, the reused id twice (too far apart), the short record; got {lost}")
+    lost = mp.unmatched(pk, window_ns=100_000, tail_ns=200_001)
+    check([t for t, _, _ in lost] == [5_000, 6_000],
+          f"packets seen in the capture's last tail_ns were on their way when it stopped; got {lost}")
     check(mp.unmatched(pk[:2]) == [], "a packet seen leaving and arriving is not lost")
     try:
         mp.pcap_packets(b"\xd4\xc3\xb2\xa1" + bytes(20))
