@@ -294,9 +294,6 @@ private:
         rp.ack_queued = true;
         ack_queue_.push_back(rx_path);
     }
-    // sent_before_drain: [ACK-11] whether a DATA is one the peer sent no later than its
-    // newest DRAINED DATA; a DRAINED one also flushes every delayed ACK.
-    bool sent_before_drain(const wire::DataHeader& h, Time now);
     void queue_nack(const wire::DataHeader& h, wire::NackReason reason, uint32_t detail);
     void refuse(Stream& s, const wire::DataHeader& h, wire::NackReason reason);
     bool accept_request(Stream& s, const wire::DataPacket& p, std::byte*& target,
@@ -505,7 +502,6 @@ private:
         if (t < overdue_floor_) overdue_floor_ = t;
     }
     static constexpr uint16_t kNoAckRound = 0xffff;
-    static constexpr Duration kDrainedSpan = std::chrono::seconds(1);  // [ACK-11]
     static constexpr uint8_t kProbeReplyCopies = 2;  // [PROBE-2]
     // [PATH-13]: replies queued for the copies of one probing step, at most a pair per copy.
     static constexpr uint8_t kMaxReplyCopies = kProbeReplyCopies * path_health::kMaxProbesPerStep;
@@ -524,10 +520,6 @@ private:
     uint32_t tx_loss_score_ = 0;             // [PATH-13] loss score of all paths together
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA
-    // [ACK-11]: the timestamp of the newest DRAINED DATA of the peer and when it arrived
-    // (kNever: none); DATA sent no later is acknowledged at once.
-    uint32_t drained_ts_ = 0;
-    Time drained_at_ = kNever;
     uint32_t probes_pending_ = 0;            // paths with probe_pending set
     Time cached_deadline_ = kNever;          // see next_deadline
     // note_deadline must follow every assignment of a timer to a real time.

@@ -23,24 +23,6 @@ Connection::RxGen Connection::rx_generation(RxPath& rp, uint8_t gen) {
     return gen == rp.gen ? RxGen::kCurrent : RxGen::kStale;
 }
 
-bool Connection::sent_before_drain(const wire::DataHeader& h, Time now) {
-    // [ACK-11]: the peer has nothing left to send after a DRAINED DATA, so no later packet
-    // of its would bring a delayed ACK sooner, and its last messages complete only when
-    // every path's ACK arrives: the delayed ones leave now, and so do those of DATA it sent
-    // before (stragglers of other paths). Timestamps are compared within a second of the
-    // DRAINED one's arrival, far inside their 2^32 ns wrap.
-    if (h.flags & wire::data_flag::kDrained) {
-        if (drained_at_ == kNever || now - drained_at_ >= kDrainedSpan || !seq_gt(drained_ts_, h.timestamp)) {
-            drained_ts_ = h.timestamp;
-            drained_at_ = now;
-        }
-        for (uint16_t i = 0; i < rx_paths_.size(); ++i)
-            if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
-        return true;
-    }
-    return drained_at_ != kNever && now - drained_at_ < kDrainedSpan && !seq_gt(h.timestamp, drained_ts_);
-}
-
 void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now) {
     const wire::DataHeader& h = p.hdr;
     ack_round_path_ = kNoAckRound;  // [ACK-13]: the next ACKs written start a new round
@@ -84,13 +66,10 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         rp.last_ts = h.timestamp;
         rp.last_rx_time = now;
         ++rp.unacked;
-        // [ACK-11]: ACK at once on request, on anything out of order, every ack_every
-        // packets, and what the peer sent before it drained; otherwise within max_ack_delay.
-        // (Always asked, as a DRAINED one flushes; not with ack_with_reverse_data, whose
-        // delayed ACKs wait for the answer they leave with.)
-        const bool before_drain = !cfg_.ack_with_reverse_data && sent_before_drain(h, now);
+        // [ACK-11]: ACK at once on request, on anything out of order, and every
+        // ack_every packets; otherwise within max_ack_delay.
         if ((h.flags & wire::data_flag::kAckNow) || mark != RxWindow::Mark::kNew ||
-            rp.window.has_gap() || rp.unacked >= cfg_.ack_every || before_drain)
+            rp.window.has_gap() || rp.unacked >= cfg_.ack_every)
             queue_ack(h.path_id);
         else if (rp.ack_deadline == kNever) {
             rp.ack_deadline = now + cfg_.max_ack_delay;

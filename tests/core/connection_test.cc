@@ -1440,44 +1440,6 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
     }
 }
 
-// [ACK-11] a DATA sent before the peer's DRAINED one is acknowledged at once: the sender
-// has nothing left, and its last message completes (the receiver's delivery report) only
-// with the ACK of the segment that arrives last. The 8 routes differ in delay (2-23 us),
-// so segments of the message sent before its LAST one arrive after it, and each would
-// otherwise hold its ACK, and so the completion, for max_ack_delay (168 us without the
-// rule). ack_every = 64 leaves every other ACK to the delay.
-TEST(Connection, SegmentsSentBeforeDrainedAreAcknowledgedAtOnce) {
-    core::EndpointConfig cfg;
-    cfg.max_ack_delay = 150us;  // below min_pto: a delayed ACK is not taken for a loss
-    cfg.first_rtt_bytes = 64 * cfg.max_payload;  // the whole message leaves at once
-    cfg.ack_every = 64;  // so that only ACK_NOW, DRAINED and the delay send ACKs
-    sim::NetworkConfig net = ten_gbit_net();
-    net.link.rate_bps = 100'000'000'000;
-    net.host.line_rate_bps = 100'000'000'000;
-    Pair p(41, net, cfg, cfg);
-    for (uint32_t r = 0; r < 8; ++r)
-        p.net.link(p.host_a(), p.host_b(), r).config().delay = std::chrono::microseconds(2 + 3 * r);
-    size_t drained = 0, after_drained = 0;
-    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
-    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
-        if (&rx != &p.host_b()) return;
-        auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch)));
-        if (!d) return;
-        after_drained += drained > 0;
-        drained += (d->hdr.flags & wire::data_flag::kDrained) != 0;
-    });
-    const Time t0 = p.now();
-    WriteFlow f(p, 1, 64 * cfg.max_payload);
-    f.post_all();
-    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
-    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
-    EXPECT_EQ(f.dst, f.src);
-    EXPECT_EQ(drained, 1u);
-    ASSERT_GT(after_drained, 0u) << "no segment arrived after the DRAINED one: nothing to test";
-    EXPECT_LT(p.now() - t0, cfg.max_ack_delay) << "the last message waited for a delayed ACK";
-    EXPECT_EQ(f.conn_a().stats().retransmits, 0u);
-}
-
 // [CC-12] DRAINED goes on the one DATA after which the sender has nothing left to send,
 // and not before: stream 1 posts 300 WRITEs against its window of 128 ([STREAM-3]) over
 // 100 us links, so it waits, off the ready list, for a round trip; a WRITE on stream 2
