@@ -38,7 +38,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cc_experiments import Runner, fmt, read_throughput, run_dir, run_of, pyplot  # noqa: E402
+from cc_experiments import Runner, fmt, read_throughput, run_of, pyplot  # noqa: E402
 
 LOSSES = (0, 0.001, 0.01, 0.02, 0.05, 0.1)
 CABLES = 4                 # host - leaf - spine - leaf - host
