@@ -46,12 +46,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="perf-testbed-")
     planes = ["--plane-ifs", ",".join(f"up{j}" for j in range(4))] if a.bound else []
 
-    def counters():
+    def counters(name="bytes"):
         s = json.loads(tb("status", "--json"))
-        return [s[f"p{j}"]["counters"]["bytes"] for j in range(4)]
+        return [s[f"p{j}"]["counters"][name] for j in range(4)]
 
     def run(name, cut_plane=None):
         c0 = counters()
+        bh0 = counters("blackhole_drops")
         server = subprocess.Popen([a.testbed, "exec", "1", "--", a.mroce, "perf", "-p", str(PORT),
                                    "-D", str(a.seconds), *planes], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
@@ -97,6 +98,10 @@ def main():
                        recover_ms=[round((e["t_s"] - t_cut) * 1000, 1) for e in recovered],
                        cut_plane=cut_plane)
             res["after_over_before"] = res["after"] / res["before"] if res["before"] else 0
+            # Packets the cut plane swallowed, both directions: the sender's DATA until its
+            # paths there fail and their PROBEs, and the receiver's ACKs until it stops
+            # answering on that plane ([PATH-12], and with --bound [PATH-16]).
+            res["cut_drops"] = counters("blackhole_drops")[cut_plane] - bh0[cut_plane]
         return res
 
     results = []

@@ -89,19 +89,21 @@ int set_dont_fragment(int fd, int family) {
 }
 
 // set_receive_options: what a receiving socket reports with each datagram (the TOS byte;
-// the local address when bound to the wildcard). Returns "" or the failure's message.
-std::string set_receive_options(int fd, int family, bool wildcard) {
+// with pktinfo, the local address and the interface it arrived on: wanted when the socket
+// is bound to the wildcard, or when plane devices are set). Returns "" or the failure's
+// message.
+std::string set_receive_options(int fd, int family, bool pktinfo) {
     if (family == AF_INET) {
         if (set_int(fd, IPPROTO_IP, IP_RECVTOS, 1) != 0)
             return "udp: setsockopt IP_RECVTOS: " + error_text(errno);
-        if (wildcard) (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
+        if (pktinfo) (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
         return "";
     }
     (void)set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
     if (set_int(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) != 0)
         return "udp: setsockopt IPV6_RECVTCLASS: " + error_text(errno);
     (void)set_int(fd, IPPROTO_IP, IP_RECVTOS, 1);  // IPv4 peers on a dual-stack socket
-    if (wildcard) {
+    if (pktinfo) {
         (void)set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
         (void)set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
     }
@@ -193,15 +195,17 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         dp->recv_buffer_bytes_ = static_cast<size_t>(granted) / 2;
     if (options.busy_poll_us > 0)
         dp->busy_poll_ = set_int(fd, SOL_SOCKET, SO_BUSY_POLL, options.busy_poll_us) == 0;
-    const bool wildcard = is_unspecified(local);
     if (set_dont_fragment(fd, dp->family_) != 0)
         return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);
-    if (std::string why = set_receive_options(fd, dp->family_, wildcard); !why.empty())
+    if (std::string why = set_receive_options(fd, dp->family_, dp->wants_pktinfo()); !why.empty())
         return report(why, Error::kIo);
-    for (const std::string& dev : options.plane_devices)
-        if (dev.empty() || dev.size() >= IF_NAMESIZE || ::if_nametoindex(dev.c_str()) == 0)
+    for (const std::string& dev : options.plane_devices) {
+        const unsigned index = dev.empty() || dev.size() >= IF_NAMESIZE ? 0 : ::if_nametoindex(dev.c_str());
+        if (index == 0)
             return report("udp: plane device '" + dev + "' is not an interface here",
                           Error::kInvalidArgument);
+        dp->plane_ifindex_.push_back(index);
+    }
     if (options.reuseport && set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0)
         return report("udp: setsockopt SO_REUSEPORT: " + error_text(errno), Error::kIo);
     sockaddr_storage ss;
@@ -264,7 +268,7 @@ Error UdpDatapath::open_handshake_socket(std::string* error) {
     (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, kHandshakeBufferBytes);
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(local_, family_, ss);
-    if (const std::string why = set_receive_options(fd, family_, is_unspecified(local_));
+    if (const std::string why = set_receive_options(fd, family_, wants_pktinfo());
         !why.empty() || set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0 ||
         ::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
         const Error e = report("udp: handshake socket on " + local_.to_string());
@@ -614,6 +618,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         }
     }
     if (r == 0) return size_t{0};
+    const bool wildcard = is_unspecified(local_);
     for (int k = 0; k < r; ++k) {
         msghdr& h = sc.msgs[k].msg_hdr;
         Scratch::RxInfo& info = sc.rx[k];
@@ -647,11 +652,13 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
             } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
                 in_pktinfo pi;
                 std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-                meta.dst = Address::ipv4(ntohl(pi.ipi_addr.s_addr), local_.port);
+                if (wildcard) meta.dst = Address::ipv4(ntohl(pi.ipi_addr.s_addr), local_.port);
+                meta.local_port = plane_of_interface(pi.ipi_ifindex);
             } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
                 in6_pktinfo pi;
                 std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-                std::memcpy(meta.dst.ip.data(), &pi.ipi6_addr, 16);
+                if (wildcard) std::memcpy(meta.dst.ip.data(), &pi.ipi6_addr, 16);
+                meta.local_port = plane_of_interface(static_cast<int>(pi.ipi6_ifindex));
             }
         }
     }
@@ -659,6 +666,16 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     pending_count_ = static_cast<size_t>(r);
     pending_offset_ = 0;
     return emit_pending(packets);
+}
+
+bool UdpDatapath::wants_pktinfo() const {
+    return is_unspecified(local_) || !opt_.plane_devices.empty();
+}
+
+uint16_t UdpDatapath::plane_of_interface(int ifindex) const {
+    for (size_t j = 0; j < plane_ifindex_.size(); ++j)
+        if (plane_ifindex_[j] == static_cast<unsigned>(ifindex)) return static_cast<uint16_t>(j);
+    return plane_ifindex_.empty() ? 0 : kNotAPlane;
 }
 
 // emit_pending hands out datagrams of the messages last read, splitting super-packets by

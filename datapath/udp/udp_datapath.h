@@ -61,8 +61,10 @@ struct UdpOptions {
     // spec [UDP-10]: one network interface per plane (DESIGN.md "Paths and planes"): a
     // packet whose meta.local_port is j leaves from a socket bound to plane_devices[j]
     // (SO_BINDTODEVICE), so the plane is the engine's choice, not the kernel's multipath
-    // hash, and a re-rolled path stays on its plane. Empty: meta.local_port is ignored and
-    // routing picks the way. open() refuses a name the kernel does not know. Binding a
+    // hash, and a re-rolled path stays on its plane; a datagram that arrives on
+    // plane_devices[j] is received with meta.local_port j (IP_PKTINFO's interface), so the
+    // engine can tell a plane that has gone quiet ([PATH-16]). Empty: meta.local_port is
+    // ignored on send and 0 on receive, and routing picks the way. open() refuses a name the kernel does not know. Binding a
     // socket to a device needs CAP_NET_RAW on kernels before 5.7.
     std::vector<std::string> plane_devices;
     // DSCP (0..63) of each traffic class (PacketMeta::traffic_class, 0..7; spec
@@ -118,6 +120,8 @@ public:
     // (64) and the 16-bit IP length less the headers.
     static constexpr size_t kMaxGsoSegments = 64;
     static constexpr size_t kMaxGsoBytes = 65000;
+    // meta.local_port of a datagram that arrived on an interface that is no plane device.
+    static constexpr uint16_t kNotAPlane = 0xffff;
 
     // open binds the endpoint socket to `local` (IPv4, or IPv6 dual-stack when local is not
     // IPv4-mapped). Port 0 picks an ephemeral port; local_address() reports the real one.
@@ -149,6 +153,8 @@ public:
     // `packets` are returned by the next call, before the socket is read again. Each
     // packet's data points into this datapath's receive buffer, valid until the next call.
     // Datagrams longer than max_datagram_bytes (without GRO) are dropped and counted.
+    // With plane_devices, meta.local_port is the plane whose device the datagram arrived
+    // on, or kNotAPlane when that interface is none of them.
     // Every drain_interval it also discards what arrived on per-path sockets.
     // Errors: kIo (recvmmsg failed with something other than EAGAIN/EINTR).
     Result<size_t> recv_batch(std::span<RxPacket> packets) override;
@@ -216,12 +222,19 @@ private:
     void fail(std::string message);
     Result<size_t> send_run(Socket& s, std::span<const TxPacket> run, size_t& accepted);
     size_t emit_pending(std::span<RxPacket> packets);
+    // The receive side of plane_devices: a datagram's interface index to its plane, or
+    // kNotAPlane for an interface that is not one (0 when there are no plane devices).
+    uint16_t plane_of_interface(int ifindex) const;
+    // IP_PKTINFO is asked for on a wildcard socket (the local address of each datagram)
+    // and with plane devices (the interface it arrived on).
+    bool wants_pktinfo() const;
 
     Address local_;
     UdpOptions opt_;
     int family_ = 0;
     int epoll_fd_ = -1;
     Socket endpoint_;
+    std::vector<unsigned> plane_ifindex_;  // interface index of plane_devices[j]
     int handshake_fd_ = -1;         // open_handshake_socket; -1: none
     uint32_t handshake_tick_ = 0;   // recv_batch calls, for kHandshakeEvery
     bool handshakes_held_ = false;  // hold_handshakes

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -368,6 +369,42 @@ TEST(UdpDatapath, PlaneDevicesBindPathSocketsAndRefuseUnknownPlanes) {
     ASSERT_EQ(receive_some(dp, rx, bufs, 1), 1u);
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(bufs[0].data()), bufs[0].size()), a);
     EXPECT_EQ(rx[0].meta.src.port, path_port);
+}
+
+// [UDP-10] [PATH-16]: with plane devices, a datagram is received with the plane of the
+// interface it arrived on (loopback traffic arrives on "lo"), or kNotAPlane when that
+// interface is none of them; without plane devices, with 0.
+TEST(UdpDatapath, PlaneDevicesNameThePlaneADatagramArrivedOn) {
+    std::string other;  // any interface but lo, to stand for a plane that is not lo's
+    if (struct if_nameindex* names = ::if_nameindex()) {
+        for (struct if_nameindex* n = names; n->if_index != 0; ++n)
+            if (std::string(n->if_name) != "lo") {
+                other = n->if_name;
+                break;
+            }
+        ::if_freenameindex(names);
+    }
+    if (other.empty()) GTEST_SKIP() << "no interface but lo here";
+    auto arrival_plane = [](std::vector<std::string> planes) -> int {
+        datapath::UdpOptions opt;
+        opt.plane_devices = std::move(planes);
+        std::string why;
+        auto opened = UdpDatapath::open(loopback(), opt, &why);
+        EXPECT_TRUE(opened.ok()) << why;
+        if (!opened.ok()) return -1;
+        RawSocket peer;
+        peer.send_to((*opened)->local_address(), "which plane", 0);
+        std::vector<RxPacket> rx;
+        std::vector<std::vector<std::byte>> bufs;
+        if (receive_some(**opened, rx, bufs, 1) != 1) return -2;
+        EXPECT_EQ((*opened)->local_address().ip, rx[0].meta.dst.ip);  // still the bound address
+        return rx[0].meta.local_port;
+    };
+    SCOPED_TRACE("other interface: " + other);
+    EXPECT_EQ(arrival_plane({other, "lo"}), 1);
+    EXPECT_EQ(arrival_plane({"lo", other}), 0);
+    EXPECT_EQ(arrival_plane({other}), UdpDatapath::kNotAPlane);
+    EXPECT_EQ(arrival_plane({}), 0);
 }
 
 TEST(UdpDatapath, WakeFdIsReadableWhenDataArrives) {
