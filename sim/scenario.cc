@@ -482,6 +482,7 @@ void read_mroce(Section s, RunSpec& r) {
     c.return_fail_rounds = s.u32("return_fail_rounds", c.return_fail_rounds, 0, 1 << 20);  // [PATH-12]
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
+    r.mroce.preconnect = s.boolean("preconnect", false);
     // [LOSS-15]: the core's timer floors follow the datapath's timer granularity. A
     // simulated host fires its timers on time, like a NIC: 1 µs by default, from which
     // min_pto, stall_tolerance and handshake_timeout are derived unless set below.

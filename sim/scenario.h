@@ -35,6 +35,10 @@ struct MroceSpec {
     bool window_auto = true;        // window_bytes_per_path = BDP / paths + one packet
     bool stream_per_flow = true;    // false: one stream per (src, dst) pair
     bool pfc = false;               // use topology.pfc (MetaRoCE is built for lossy fabrics)
+    // Open the connection of every pair of hosts the workload joins at time 0, before its
+    // flows: RoCEv2's QPs are connected for free when a flow posts, so without this only
+    // MetaRoCE's first flow of a pair pays a connection's handshake (docs/sim.md).
+    bool preconnect = false;
 };
 
 struct RoceSpec {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -66,6 +67,9 @@ class Driver {
                              uint32_t& channel) = 0;
     // channel_placed is the payload bytes placed so far at the receiver of a channel.
     virtual uint64_t channel_placed(uint32_t channel) const = 0;
+    // connect opens hosts a and b's connection now, before any flow of theirs (a
+    // connectionless baseline has nothing to do). Returns "" or a one-line error.
+    virtual std::string connect(uint32_t, uint32_t, Time) { return ""; }
     virtual uint64_t retransmits() const = 0;
     // loss_counters fills retransmits_by_reason, timeouts and path_failures.
     virtual void loss_counters(RunMetrics& m) const = 0;
@@ -166,6 +170,21 @@ class MroceDriver final : public Driver {
 
     uint64_t channel_placed(uint32_t ch) const override {
         return eps_[channels_[ch].first]->stream_bytes_placed(channels_[ch].second);
+    }
+
+    // connect: a spare stream bound on both sides (as post binds a flow's), never used: it
+    // only makes the endpoints open their connection now ([CONN-1], [CONN-7]).
+    std::string connect(uint32_t a, uint32_t b, Time now) override {
+        core::Endpoint& ea = *eps_[a];
+        core::Endpoint& eb = *eps_[b];
+        const auto sa = ea.reserve_stream(sides_[a].pd);
+        const auto sb = eb.reserve_stream(sides_[b].pd);
+        if (!sa || !sb || ea.bind_stream(*sa, topo_.host(b).address(), *sb, now) != Error::kOk ||
+            eb.bind_stream(*sb, topo_.host(a).address(), *sa, now) != Error::kOk)
+            return "mroce.preconnect: cannot connect hosts " + std::to_string(a) + " and " + std::to_string(b);
+        topo_.host(a).kick();
+        topo_.host(b).kick();
+        return "";
     }
 
     uint64_t retransmits() const override {
@@ -810,6 +829,17 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
             if (--wrs_left[id] == 0) flow_done(id, true);
         });
         topo.host(h).attach(drv->engine(h));
+    }
+    if (mroce && spec.mroce.preconnect) {
+        std::set<std::pair<uint32_t, uint32_t>> joined;
+        for (const Flow& f : wl)
+            if (f.src != f.dst) joined.insert(std::minmax(f.src, f.dst));
+        for (auto [a, b] : joined)
+            if (const std::string e = drv->connect(a, b, to_core_time(sim.now())); !e.empty()) {
+                for (uint32_t h = 0; h < hosts; ++h) topo.host(h).attach(nullptr);
+                err = e;
+                return false;
+            }
     }
     for (const Flow& f : wl) {
         deps_left[f.id] = static_cast<uint32_t>(f.depends_on.size());

@@ -286,6 +286,46 @@ message_bytes = 262144
     EXPECT_GT(lost, 1000u);  // the loss model did drop packets: every ladder was exercised
 }
 
+// mroce.preconnect (docs/sim.md): RoCEv2's QPs are connected for free when a flow posts,
+// so without preconnect only MetaRoCE's first flow of a pair pays the handshake, one round
+// trip (8 us of cables here) in its FCT. With it, the first flow of a pair, in either
+// direction, finishes as fast as a flow on a connection that was up and idle.
+TEST(ScenarioPreconnect, FirstFlowOfAPairFinishesAsOnAnEstablishedConnection) {
+    const uint64_t seed = testing::test_seed(3);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const char* text = R"(
+protocol = "mroce"
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+rate_gbps = 100
+delay_us = 1
+[workload]
+kind = "explicit"
+flows = [ { src = 0, dst = 2, bytes = 4096, start_us = 50 },
+          { src = 3, dst = 1, bytes = 4096, start_us = 50 },
+          { src = 0, dst = 2, bytes = 4096, start_us = 500 },
+          { src = 1, dst = 3, bytes = 4096, start_us = 500 } ]
+)";
+    const auto fct_us = [](const FlowOutcome& o) { return static_cast<double>(o.finish_ps - o.start_ps) / 1e6; };
+    RunOutput cold, warm;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec_from(text), seed, cold, err)) << err;
+    ASSERT_TRUE(run_spec(spec_from(text, {"mroce.preconnect=true"}), seed, warm, err)) << err;
+    ASSERT_EQ(cold.metrics.completed_flows, 4u);
+    ASSERT_EQ(warm.metrics.completed_flows, 4u);
+    for (uint32_t first : {0u, 1u}) {
+        // Flow 2 (3) is flow 0's pair (flow 1's pair, reversed) 450 us later, on a
+        // connection long up and idle: the reference for a flow that pays no handshake.
+        const double ref = fct_us(cold.flows[first + 2]);
+        EXPECT_NEAR(fct_us(warm.flows[first + 2]), ref, 0.01) << "flow " << first + 2;
+        EXPECT_GE(fct_us(cold.flows[first]), ref + 7.5) << "flow " << first << " paid no handshake";
+        EXPECT_NEAR(fct_us(warm.flows[first]), ref, 0.5) << "flow " << first;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, ScenarioRun, ::testing::Values("mroce", "rocev2"));
 
 }  // namespace
