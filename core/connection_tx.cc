@@ -406,7 +406,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         note_deadline(next);
         ++stats_.paced_waits;
     }
-    path.newest_asks_ack = ack_now;  // [LOSS-4]: no delayed ACK to wait for
+    // [LOSS-4]: no delayed ACK to wait for; but the cap-spending DATA keeps max_ack_delay
+    // in its path's PTO (without it, 7 live paths failed in the 64-host all-to-all at 1 %).
+    path.newest_asks_ack = ack_now && !spends_cap;
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;
