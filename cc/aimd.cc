@@ -21,9 +21,16 @@ void Aimd::on_sent(uint16_t, uint32_t, Time) {}
 void Aimd::on_ack(uint16_t path, uint32_t bytes, Duration rtt, Time now) {
     PathCc& p = paths_[path];
     p.acked_bytes += bytes;
+    // The unsampled paths' part of the window rate changes when one of them moves its window
+    // or gets its first sample, or when the smallest RTT falls: a few times per connection.
+    bool unsampled_changed = p.rtt == Duration::zero();
     if (rtt > Duration::zero()) {
         p.rtt = rtt;
         if (p.min_rtt == Duration::zero() || rtt < p.min_rtt) p.min_rtt = rtt;
+        if (min_rtt_ == Duration::zero() || rtt < min_rtt_) {
+            min_rtt_ = rtt;
+            unsampled_changed = true;
+        }
     }
     // [CC-7]: slow start adds what was acknowledged (doubling per round trip); congestion
     // avoidance adds one segment per window acknowledged.
@@ -33,6 +40,7 @@ void Aimd::on_ack(uint16_t path, uint32_t bytes, Duration rtt, Time now) {
         p.cwnd += std::max<uint64_t>(1, uint64_t{cfg_.mss} * bytes / p.cwnd);
     clamp(p);
     refresh_rate(p);
+    if (unsampled_changed) refresh_unsampled();
     // A round is one smoothed RTT long; the first ACK at or after its end closes it. Without
     // an RTT sample yet, every ACK closes one.
     if (!p.round_started) {
@@ -68,6 +76,7 @@ void Aimd::end_round(PathCc& p) {
         clamp(p);
         p.ssthresh = p.cwnd;  // [CC-10]: the first signal ends slow start for good
         refresh_rate(p);
+        if (p.rtt == Duration::zero()) refresh_unsampled();
     }
     p.acked_bytes = p.ce_packets = p.lost_packets = 0;
 }
@@ -79,6 +88,19 @@ void Aimd::refresh_rate(PathCc& p) {
         p.rtt > Duration::zero() ? mul_div(p.cwnd, 10'000'000'000u, static_cast<uint64_t>(to_ns(p.rtt))) : 0;
     rate_ = rate_ - p.rate + r;
     p.rate = r;
+}
+
+void Aimd::refresh_unsampled() {
+    // [CC-17]: a path without an RTT sample counts at the smallest RTT of the others: the
+    // paths of a connection are routes of similar delay ([PATH-11]). Counted as 0, they
+    // held a new connection's pacing rate to the share of the paths its first-RTT budget
+    // reached (8 of 16) for a round trip.
+    uint64_t cwnd = 0;
+    for (const PathCc& p : paths_)
+        if (p.rtt == Duration::zero()) cwnd += p.cwnd;
+    unsampled_rate_ = min_rtt_ > Duration::zero()
+                          ? mul_div(cwnd, 10'000'000'000u, static_cast<uint64_t>(to_ns(min_rtt_)))
+                          : 0;
 }
 
 void Aimd::clamp(PathCc& p) const {

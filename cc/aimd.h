@@ -36,7 +36,7 @@ public:
     void on_ecn(uint16_t path, uint32_t ce_packets, Time now) override;
     void on_loss(uint16_t path, uint32_t bytes, Time now) override;
     uint64_t window_bytes(uint16_t path) const override { return paths_[path].cwnd; }
-    uint64_t window_rate_bps() const override { return rate_; }
+    uint64_t window_rate_bps() const override { return rate_ + unsampled_rate_; }
     int32_t ecn_alpha(uint16_t path) const override { return static_cast<int32_t>(paths_[path].alpha); }
 
     // For tests and counters.
@@ -68,10 +68,14 @@ private:
     void end_round(PathCc& p);
     void clamp(PathCc& p) const;
     void refresh_rate(PathCc& p);
+    void refresh_unsampled();
 
     AimdConfig cfg_;
     std::vector<PathCc> paths_;
-    uint64_t rate_ = 0;  // Σ of the paths' rate: kept as they change, asked per packet
+    uint64_t rate_ = 0;  // Σ of the sampled paths' rate: kept as they change, asked per packet
+    // [CC-17]: the paths without an RTT sample, at the smallest RTT any path reported.
+    Duration min_rtt_{};           // the smallest RTT reported on any path; 0 before one
+    uint64_t unsampled_rate_ = 0;  // their windows over min_rtt_, with the quarter more
 };
 
 }  // namespace mroce::cc

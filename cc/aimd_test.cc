@@ -97,13 +97,21 @@ TEST(Aimd, LossWithCeCutsAtLeastHalf) {
     EXPECT_LE(d.cc.window_bytes(0), before / 2 + 2 * kMss);
 }
 
-// [CC-17] the window rate is Σ cwnd / RTT with a quarter more, and 0 before any RTT sample.
+// [CC-17] the window rate is Σ cwnd / RTT with a quarter more, and 0 before any RTT sample;
+// a path without a sample counts at the smallest RTT the others reported.
 TEST(Aimd, WindowRateIsWindowsOverRttWithAMargin) {
     Driver d(10 * kMss, 10 * kMss);
     EXPECT_EQ(d.cc.window_rate_bps(), 0u);
     d.round();
-    // path 0: 10 000 bytes per 100 µs = 800 Mbit/s, × 5/4; path 1 has no sample.
-    EXPECT_EQ(d.cc.window_rate_bps(), 1'000'000'000u);
+    // path 0: 10 000 bytes per 100 µs = 800 Mbit/s, × 5/4; path 1, without a sample, the
+    // same at path 0's RTT.
+    EXPECT_EQ(d.cc.window_rate_bps(), 2'000'000'000u);
+    // Its own first sample (200 µs) replaces the borrowed RTT.
+    d.cc.on_ack(1, kMss, 2 * kRtt, d.now);
+    EXPECT_EQ(d.cc.window_rate_bps(), 1'500'000'000u);
+    // A smaller RTT on path 0 moves only path 0's part: no path is without a sample now.
+    d.round(0, 0, kRtt / 2);
+    EXPECT_EQ(d.cc.window_rate_bps(), 2'500'000'000u);
 }
 
 // The window never falls below one segment nor rises above the cap.

@@ -25,7 +25,7 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     if constexpr (sizeof(void*) != 8) GTEST_SKIP() << "the spec's table is for LP64";
     // The spec's table (docs/spec.md §9.3): update it with the structs.
     EXPECT_EQ(Aimd::kPathStateBytes, 88u);
-    EXPECT_EQ(sizeof(Aimd), 64u);
+    EXPECT_EQ(sizeof(Aimd), 80u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
     EXPECT_EQ(sizeof(SendRate), 136u);
     EXPECT_EQ(FairShare::kSenderStateBytes, 112u);

@@ -332,7 +332,15 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
     const bool nothing_queued = ready_streams_.empty() && retx_.empty();
     const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
-    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause));
+    // [ACK-12]: and, without ack_with_reverse_data, the DATA that spends the connection's
+    // in-flight cap ([CC-5]: the first-RTT budget, [CC-15], or max_inflight_bytes): nothing
+    // more may leave until an ACK returns, and the budget's one or two segments per path,
+    // below ack_every, would each have theirs held for max_ack_delay. Only that one: its
+    // ACK, a round trip later, finds the other senders of an incast's first packets in at
+    // the receiver and so carries a share that counts them.
+    const bool spends_cap = !cfg_.ack_with_reverse_data &&
+                            in_flight_bytes_ + segment_size_ > rate_.inflight_cap(now);
+    const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause)) || spends_cap;
     if (cfg_.ack_with_reverse_data) send_delayed_acks(path.id, now);
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
@@ -398,7 +406,9 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         note_deadline(next);
         ++stats_.paced_waits;
     }
-    path.newest_asks_ack = ack_now;  // [LOSS-4]: no delayed ACK to wait for
+    // [LOSS-4]: no delayed ACK to wait for; but the cap-spending DATA keeps max_ack_delay
+    // in its path's PTO (without it, 7 live paths failed in the 64-host all-to-all at 1 %).
+    path.newest_asks_ack = ack_now && !spends_cap;
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;

@@ -1435,9 +1435,84 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
         EXPECT_EQ(f.dst, f.src);
         EXPECT_EQ(retx, 0u);
         EXPECT_EQ(last, kMessages);
-        // All 40 segments fit the window at once, so only the last one leaves idle.
+        // All 40 segments fit the window at once, so only the last one leaves idle. The
+        // first-RTT budget (8 segments, 27 us at 10 Gbit/s) is never spent: the first ACK,
+        // held at most max_ack_delay (10 us), ends the first round trip before the 8th
+        // segment leaves, so no segment asks for [ACK-12]'s spending ACK.
         EXPECT_EQ(ack_now, every ? kMessages : 1u);
     }
+}
+
+// [ACK-12] with [CC-15]: the DATA that spends the first-RTT budget asks for an immediate
+// ACK, and only that one. The 32 KiB budget puts one segment on each of the 8 paths, below
+// ack_every = 2, and the sender may send no 9th segment before its first ACK: with delayed
+// ACKs it would wait max_ack_delay (here 1 ms, far above the ~200 us round trip) for it.
+// The budget's 8 segments (27 us at 10 Gbit/s) all leave before the first ACK can return.
+TEST(Connection, DataThatSpendsTheFirstRttBudgetAsksForAnImmediateAck) {
+    core::EndpointConfig cfg;
+    cfg.max_ack_delay = 1ms;
+    ASSERT_EQ(cfg.num_paths * cfg.max_payload, cfg.first_rtt_bytes) << "one segment per path";
+    sim::NetworkConfig net = ten_gbit_net();
+    net.link.delay = 50us;
+    Pair p(37, net, cfg, cfg);
+    struct Arrival {
+        Time at;
+        uint8_t flags;
+    };
+    std::vector<Arrival> data;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        if (auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch))))
+            data.push_back({p.now(), d->hdr.flags});
+    });
+    WriteFlow f(p, 1, 64 * cfg.max_payload);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(f.dst, f.src);
+    const size_t budget = cfg.first_rtt_bytes / cfg.max_payload;
+    ASSERT_GT(data.size(), budget);
+    for (size_t i = 0; i + 1 < budget; ++i)
+        EXPECT_EQ(data[i].flags & wire::data_flag::kAckNow, 0) << "first-RTT segment " << i;
+    EXPECT_NE(data[budget - 1].flags & wire::data_flag::kAckNow, 0) << "the budget's last segment";
+    // The 9th segment left after the first ACK: about a round trip after the first, not
+    // max_ack_delay.
+    EXPECT_LT(data[budget].at - data[0].at, cfg.max_ack_delay / 3);
+    // After the first round trip only the message's last segment asks: the 8 MiB in-flight
+    // cap is never reached.
+    size_t later = 0;
+    for (size_t i = budget; i < data.size(); ++i)
+        later += (data[i].flags & wire::data_flag::kAckNow) != 0;
+    EXPECT_EQ(later, 1u);
+}
+
+// [ACK-12] with ack_with_reverse_data the budget's last DATA does not ask: an ACK sent at
+// once could overtake the answer it should travel with. Only the message's last segment
+// (ack_now_every_message) does.
+TEST(Connection, SpendingTheBudgetAsksNothingWithAckWithReverseData) {
+    core::EndpointConfig cfg;
+    cfg.ack_with_reverse_data = true;
+    Pair p(37, ten_gbit_net(), cfg, cfg);
+    std::vector<uint8_t> flags;
+    std::vector<std::byte> scratch;  // a datagram re-made (sim::PacketBytes::view)
+    p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        if (&rx != &p.host_b()) return;
+        if (auto d = wire::decode_data(without_trailer(pkt.bytes.view(scratch))))
+            flags.push_back(d->hdr.flags);
+    });
+    WriteFlow f(p, 1, 64 * cfg.max_payload);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 100ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    size_t ack_now = 0, last = 0;
+    for (uint8_t fl : flags) {
+        if (fl & wire::data_flag::kRetx) continue;
+        ack_now += (fl & wire::data_flag::kAckNow) != 0;
+        last += (fl & wire::data_flag::kLast) != 0;
+    }
+    EXPECT_EQ(last, 1u);
+    EXPECT_EQ(ack_now, 1u) << "only the last segment";
 }
 
 // [CC-12] DRAINED goes on the one DATA after which the sender has nothing left to send,
