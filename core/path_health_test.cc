@@ -50,8 +50,12 @@ TEST(PathHealth, RetxCopiesFollowTheLoss) {
         EXPECT_LE(retx_copies(score), retx_copies(score + 997)) << score;
         const double l = loss_q16(score) / 65536.0;
         const uint32_t n = retx_copies(score);
-        if (n < kMaxRetxCopies) EXPECT_LE(std::pow(l, n), 1.0 / 16 + 1e-3) << score;
-        if (n > 1) EXPECT_GT(std::pow(l, n - 1), 1.0 / 16 - 1e-3) << score;
+        if (n < kMaxRetxCopies) {
+            EXPECT_LE(std::pow(l, n), 1.0 / 16 + 1e-3) << score;
+        }
+        if (n > 1) {
+            EXPECT_GT(std::pow(l, n - 1), 1.0 / 16 - 1e-3) << score;
+        }
     }
 }
 

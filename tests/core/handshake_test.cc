@@ -602,6 +602,7 @@ TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
 // surviving copy of a later round establishes both sides.
 TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
     core::EndpointConfig cfg;
+    cfg.hello_copies = 4;
     const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
     const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
     core::Endpoint a(cfg, a_addr, 31), b(cfg, b_addr, 32);
@@ -643,6 +644,7 @@ TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
 // one proven connection and each of its copies is answered once.
 TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     core::EndpointConfig cfg;
+    cfg.hello_copies = 4;
     core::EndpointConfig cfg_b = cfg;
     cfg_b.unproven_connections = 0;
     const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
