@@ -101,6 +101,9 @@ struct EndpointConfig {
     // [LOSS-16] a sender with nothing else to send copies a path's tail to the best path at
     // the path's first timeout, beside the PROBE. false: the PROBE alone (for comparison).
     bool tail_copies = true;
+    // [LOSS-17] a sender with no new data left sends each retransmission on 1-4 paths, as
+    // many as its measured loss asks. false: once (for comparison).
+    bool retx_copies = true;
     // [PATH-11] a path whose oldest unanswered packet was overtaken by packets sent this
     // much later (srtt >> overtake_shift, plus max_ack_delay, at least min_pto) on other paths times out at once.
     bool detect_overtaken = true;
@@ -118,6 +121,11 @@ struct EndpointConfig {
     // spec §4 handshake.
     Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, initial_rtt)
     uint32_t handshake_retries = 16;   // [CONN-12] gaps double up to 32 x handshake_timeout
+    // [CONN-30] each round of HELLOs (and the confirming HELLO_ACK) leaves as this many
+    // copies at once, on as many paths: a round is lost only with every copy. 1..kMaxHelloCopies.
+    // 1 by default: 4 made 256 -> 1 incast cycle at 2 of 5 seeds (docs/results.md).
+    uint32_t hello_copies = 1;
+    static constexpr uint32_t kMaxHelloCopies = 8;
 
     // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)
     uint32_t rnr_delay_us = 100;        // [PLACE-6]
@@ -201,6 +209,8 @@ inline std::string config_error(const EndpointConfig& c) {
     if (c.peer_dead_timeout <= Duration::zero()) return "peer_dead_timeout must be positive";
     if (c.handshake_timeout <= Duration::zero()) return "handshake_timeout must be positive";
     if (c.cookie_lifetime <= Duration::zero()) return "cookie_lifetime must be positive";
+    if (c.hello_copies < 1 || c.hello_copies > EndpointConfig::kMaxHelloCopies)
+        return "hello_copies must be 1..8";
     if (c.memory_key_tag_bits < 8 || c.memory_key_tag_bits > 24)
         return "memory_key_tag_bits must be 8..24";
     if (c.max_connections < 1 || c.max_connections > 65535)

@@ -81,7 +81,7 @@ Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, uint64_t 
 
 void Connection::start_connect(Time now) {
     initiator_ = true;
-    hello_pending_ = true;
+    start_hello_round();
     hello_tries_ = 0;
     hello_deadline_ = now + cfg_.handshake_timeout;
     note_deadline(hello_deadline_);
@@ -162,19 +162,44 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.max_payload = cfg_.max_payload;
     h.capabilities = cfg_.integrity_check ? wire::kCapIntegrity : 0;  // [INT-1]
     Result<size_t> n = Error::kInvalidArgument;
-    if (type == wire::PacketType::kHello && !peer_speaks_v2_ && hello_tries_ % 3 == 2) {
-        // [VER-1]: every third retransmission goes in version 1's form, so that a peer
-        // that speaks only version 1 (and drops ours unread) answers, and we can fail
-        // with a clear reason instead of a silent timeout.
+    const bool round_first = type == wire::PacketType::kHello && hello_round_first_;
+    if (type == wire::PacketType::kHello) hello_round_first_ = false;
+    if (round_first && !peer_speaks_v2_ && hello_tries_ % 3 == 2) {
+        // [VER-1]: every third retransmission goes in version 1's form (its first copy,
+        // [CONN-30]), so that a peer that speaks only version 1 (and drops ours unread)
+        // answers, and we can fail with a clear reason instead of a silent timeout.
         n = wire::encode_hello_v1(h, buf);
     } else {
         if (type == wire::PacketType::kHello) h.cookie = cookie_;
         n = wire::encode_hello(h, buf);
     }
     if (!n) return 0;
-    set_meta(tx_paths_[next_return_path(now)], meta);
+    set_meta(tx_paths_[next_copy_path(now)], meta);
     ++stats_.hello_sent;
     return *n;
+}
+
+void Connection::start_hello_round() {
+    hellos_pending_ = cfg_.hello_copies;
+    hello_round_first_ = true;
+    if (hello_acks_pending_ == 0) hello_cursor_ = kNoPathChoice;
+}
+
+void Connection::owe_hello_acks(uint32_t n) {
+    // [CONN-30]: one answer per HELLO, never more; the cap bounds what a burst of
+    // repeats queues (a HELLO beyond it goes unanswered, as if lost).
+    if (hellos_pending_ == 0 && hello_acks_pending_ == 0) hello_cursor_ = kNoPathChoice;
+    hello_acks_pending_ = std::min(hello_acks_pending_ + n, EndpointConfig::kMaxHelloCopies);
+}
+
+uint16_t Connection::next_copy_path(Time now) {
+    const uint16_t n = num_paths();
+    if (hello_cursor_ >= n) return hello_cursor_ = next_return_path(now);
+    for (uint16_t i = 1; i <= n; ++i) {
+        const uint16_t p = static_cast<uint16_t>((hello_cursor_ + i) % n);
+        if (tx_paths_[p].state != PathState::kFailed) return hello_cursor_ = p;
+    }
+    return hello_cursor_;
 }
 
 void Connection::on_hello(const wire::HelloPacket& h, Time now) {
@@ -184,13 +209,13 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
         // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
         // of our own: it carries the peer's token, which proves to an unproven peer that
         // its HELLO_ACK reached us (an idle connection sends nothing else).
-        if (h.common.type == wire::PacketType::kHelloAck) hello_ack_pending_ = true;
+        if (h.common.type == wire::PacketType::kHelloAck) owe_hello_acks(cfg_.hello_copies);
     } else if (h.src_conn_id != peer_conn_id_ || h.src_token != peer_token_) {
         ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
         return;
     }
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
-    if (h.common.type == wire::PacketType::kHello) hello_ack_pending_ = true;
+    if (h.common.type == wire::PacketType::kHello) owe_hello_acks(1);
 }
 
 void Connection::answer_hello(const wire::HelloPacket& h) {
@@ -198,7 +223,7 @@ void Connection::answer_hello(const wire::HelloPacket& h) {
     peer_speaks_v2_ = true;  // [VER-1]: its own version-2 HELLO says so
     answer_conn_id_ = h.src_conn_id;
     answer_token_ = h.src_token;
-    hello_ack_pending_ = true;
+    owe_hello_acks(1);
 }
 
 void Connection::on_retry(const wire::RetryPacket& r) {
@@ -208,7 +233,12 @@ void Connection::on_retry(const wire::RetryPacket& r) {
     ++stats_.retries_received;
     peer_speaks_v2_ = true;
     cookie_ = r.cookie;
-    hello_pending_ = true;  // at once; the retransmission timer keeps its schedule
+    // At once, but one round per RETRYs however many copies they answer ([CONN-30]); the
+    // retransmission timer keeps its schedule.
+    if (!retry_round_sent_) {
+        retry_round_sent_ = true;
+        start_hello_round();
+    }
 }
 
 bool Connection::on_v1_hello_ack(Time now) {
@@ -238,7 +268,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);
     for (RxPath& rp : rx_paths_) rp.window.reset(peer_isn_);
     state_ = ConnState::kEstablished;
-    hello_pending_ = false;
+    hellos_pending_ = 0;
     hello_deadline_ = kNever;
     for (uint32_t sid : streams_) {
         Stream* s = ep_.stream_mut(sid);
@@ -401,6 +431,7 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
         fail_stream(*s, why);
     }
     retx_.clear();
+    retx_copies_.left = 0;
     ready_streams_.clear();
     delivery_timers_.clear();
     rnr_timers_.clear();
@@ -412,8 +443,8 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     for (RxPath& rp : rx_paths_) rp.ack_deadline = kNever;
     ack_queue_.clear();
     nacks_.clear();
-    hello_pending_ = false;
-    hello_ack_pending_ = false;
+    hellos_pending_ = 0;
+    hello_acks_pending_ = 0;
     hello_deadline_ = kNever;
     cached_deadline_ = exact_deadline();
     emit_state(kind, now, why);
@@ -431,7 +462,8 @@ void Connection::run_timers(Time now) {
         // timeout and stays there (many tries soon beat a few late ones under heavy loss),
         // then the connection fails with kPeerDead.
         if (++hello_tries_ > cfg_.handshake_retries) return fail(Status::kPeerDead, now);
-        hello_pending_ = true;
+        start_hello_round();
+        retry_round_sent_ = false;
         hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 5u));
         note_deadline(hello_deadline_);
     }

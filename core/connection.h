@@ -134,12 +134,12 @@ public:
     // and out; the common answers come from a few flags.
     bool has_work(Time now) const {
         if (state_ != ConnState::kEstablished)
-            return state_ == ConnState::kConnecting ? hello_pending_ || hello_ack_pending_
+            return state_ == ConnState::kConnecting ? hellos_pending_ > 0 || hello_acks_pending_ > 0
                                                     : close_pending_;
-        if (close_pending_ || hello_ack_pending_ || !nacks_.empty() || !ack_queue_.empty() ||
+        if (close_pending_ || hello_acks_pending_ > 0 || !nacks_.empty() || !ack_queue_.empty() ||
             probes_pending_ > 0)
             return true;
-        if (retx_.empty() && ready_streams_.empty()) return false;
+        if (retx_.empty() && ready_streams_.empty() && retx_copies_.left == 0) return false;
         if (!data_gate_open(segment_size_, now)) return false;
         for (const TxPath& p : tx_paths_)
             if (path_can_send(p, segment_size_)) return true;
@@ -191,6 +191,12 @@ private:
     }
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type, Time now);
+    // [CONN-30]: a round of hello_copies HELLOs from now; owe_hello_acks: n more HELLO_ACKs.
+    void start_hello_round();
+    void owe_hello_acks(uint32_t n);
+    // next_copy_path: the path of a HELLO or HELLO_ACK copy: the first of a burst as
+    // [ACK-13], each later one the next path that is not Failed ([CONN-30]).
+    uint16_t next_copy_path(Time now);
     wire::CommonHeader peer_header(wire::PacketType type) const {
         wire::CommonHeader h;
         h.type = type;
@@ -221,6 +227,8 @@ private:
     PathView path_view() const;
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
+    // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
+    size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
     // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
     bool path_can_send(const TxPath& p, uint32_t bytes) const {
         return PathView::can_send(p, bytes, *cc_);
@@ -421,8 +429,13 @@ private:
     uint32_t segment_size_ = 0;  // min of both max_payloads [DATA-4]
 
     // handshake
-    bool hello_pending_ = false;
-    bool hello_ack_pending_ = false;
+    // [CONN-30]: copies of the current HELLO round still to send, and HELLO_ACKs owed (one
+    // per HELLO received, plus the confirmation's copies; at most kMaxHelloCopies).
+    uint32_t hellos_pending_ = 0;
+    uint32_t hello_acks_pending_ = 0;
+    bool hello_round_first_ = false;  // the round's first copy is still to go ([VER-1] form)
+    bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
+    uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
@@ -459,6 +472,15 @@ private:
         bool answer;  // msg_seq is an answer_seq ([PLACE-30])
     };
     LazyDeque<SegRef> retx_;                 // segments to retransmit, oldest first
+    // [LOSS-17]: the copies still to send of the retransmission that left last, and the
+    // paths its copies took.
+    struct RetxCopies {
+        SegRef ref{};
+        uint32_t left = 0;
+        uint32_t used_n = 0;
+        uint16_t used[path_health::kMaxRetxCopies] = {};
+    };
+    RetxCopies retx_copies_;
     LazyDeque<uint16_t> ack_queue_;          // rx paths with an ACK to send now
     // [ACK-20]: the streams this side reported last, most recent first, at most
     // kMaxAckStreams: a probe reply repeats their state.

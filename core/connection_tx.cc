@@ -16,12 +16,12 @@ uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 
 size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     if (state_ == ConnState::kConnecting) {
-        if (hello_ack_pending_) {  // [CONN-7]: the answer to the peer's own HELLO
-            hello_ack_pending_ = false;
+        if (hello_acks_pending_ > 0) {  // [CONN-7]: the answer to the peer's own HELLO
+            --hello_acks_pending_;
             return write_hello(buf, meta, wire::PacketType::kHelloAck, now);
         }
-        if (!hello_pending_) return 0;
-        hello_pending_ = false;
+        if (hellos_pending_ == 0) return 0;
+        --hellos_pending_;  // [CONN-30]: one copy of the round
         return write_hello(buf, meta, wire::PacketType::kHello, now);
     }
     if (close_pending_) {
@@ -34,8 +34,8 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
         return n;
     }
     if (state_ != ConnState::kEstablished) return 0;
-    if (hello_ack_pending_) {
-        hello_ack_pending_ = false;
+    if (hello_acks_pending_ > 0) {
+        --hello_acks_pending_;
         return write_hello(buf, meta, wire::PacketType::kHelloAck, now);
     }
     if (!nacks_.empty()) {
@@ -166,6 +166,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         arm_pacer(now);
         return 0;
     }
+    if (retx_copies_.left > 0) {
+        if (size_t n = send_retx_copy(buf, meta, now)) return n;
+    }
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
         Stream* s = ep_.stream_mut(r.stream);
@@ -196,6 +199,15 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         if (!p) return 0;
         retx_.pop_front();
         m->unqueue(r.seg);
+        // [LOSS-17]: a sender with no new data left has the bandwidth to send a
+        // retransmission more than once, and nothing sent later would reveal its loss
+        // before a timeout: at a high measured loss it also goes on other paths.
+        if (cfg_.retx_copies && nothing_unsent()) {
+            const uint32_t copies = path_health::retx_copies(tx_loss_score_);
+            if (copies > 1) {
+                retx_copies_ = RetxCopies{r, copies - 1, 1, {p->id}};
+            }
+        }
         return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
     }
     for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
@@ -266,6 +278,28 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     return 0;
 }
 
+size_t Connection::send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    RetxCopies& c = retx_copies_;
+    Stream* s = ep_.stream_mut(c.ref.stream);
+    TxMessage* m = live_msg(s, c.ref.answer, c.ref.msg_seq);
+    // Acknowledged meanwhile, refused for now ([PLACE-6]), or no other path can take it
+    // now: the copies are given up (the original still stands for the segment).
+    if (!m || m->seg_acked(c.ref.seg) || m->rnr_wait || !m->in_segment_window(c.ref.seg)) {
+        c.left = 0;
+        return 0;
+    }
+    const uint16_t p = PathSelector::retransmit_path(path_view(), segment_bytes(*m, c.ref.seg),
+                                                     std::span(c.used, c.used_n));
+    if (p == kNoPathChoice) {
+        c.left = 0;
+        return 0;
+    }
+    --c.left;
+    c.used[c.used_n++] = p;
+    ++stats_.retransmits_copied;
+    return send_segment(*s, *m, c.ref.seg, true, tx_paths_[p], buf, meta, now);
+}
+
 TxMessage* Connection::next_new_message(Stream& s, size_t ntx) {
     // (Most streams owe no answers: empty() spares a deque's size() on the hot path.)
     const bool have_answer = !s.answers.empty() && s.answer_cursor < s.answers.size();
@@ -330,7 +364,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     // message that consumes a receive still does at a pause: its receiver's application
     // sees it complete and may destroy the queue pair at once, and a delayed ACK would then
     // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
-    const bool nothing_queued = ready_streams_.empty() && retx_.empty();
+    const bool nothing_queued = ready_streams_.empty() && retx_.empty() && retx_copies_.left == 0;
     const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
     // [ACK-12]: and, without ack_with_reverse_data, the DATA that spends the connection's
     // in-flight cap ([CC-5]: the first-RTT budget, [CC-15], or max_inflight_bytes): nothing

@@ -45,6 +45,22 @@ constexpr uint32_t probes_per_step(uint32_t score, uint32_t miss_log2 = 6) {
     return kMaxProbesPerStep;
 }
 
+inline constexpr uint32_t kMaxRetxCopies = 4;
+
+// retx_copies: how many times a drained sender sends each retransmission ([LOSS-17]): the
+// fewest n (1..4) for which all n copies being lost, L^n, is at most 1/16, L the
+// connection's measured loss. 1 up to L = 1/16, 2 up to 1/4, 3 up to about 0.4.
+constexpr uint32_t retx_copies(uint32_t score) {
+    if (score == 0) return 1;
+    const uint64_t l = loss_q16(score);
+    uint64_t all_lost = l;  // L^n, Q16
+    for (uint32_t n = 1; n < kMaxRetxCopies; ++n) {
+        if ((all_lost << 4) <= kOne) return n;
+        all_lost = (all_lost * l) >> 16;
+    }
+    return kMaxRetxCopies;
+}
+
 // The chance a failing step's PROBEs may all go unanswered on a live path, as a power of 2.
 inline constexpr uint32_t kLastStepMissLog2 = 12;
 

@@ -33,6 +33,32 @@ TEST(PathHealth, ScoreEstimatesTheLossRate) {
     }
 }
 
+// [LOSS-17]: a drained sender's retransmission goes as the fewest copies n (at most 4)
+// for which L^n <= 1/16: one at the losses of a healthy fabric, three at 34 %.
+TEST(PathHealth, RetxCopiesFollowTheLoss) {
+    const auto score_of = [](double l) { return static_cast<uint32_t>(65536 * l / (1 - l)); };
+    EXPECT_EQ(retx_copies(0), 1u);
+    EXPECT_EQ(retx_copies(score_of(0.039)), 1u);  // 1 % on each of 4 cables
+    EXPECT_EQ(retx_copies(score_of(0.0625)), 1u);
+    EXPECT_EQ(retx_copies(score_of(0.07)), 2u);
+    EXPECT_EQ(retx_copies(score_of(0.185)), 2u);  // 5 % per cable
+    EXPECT_EQ(retx_copies(score_of(0.26)), 3u);
+    EXPECT_EQ(retx_copies(score_of(0.344)), 3u);  // 10 % per cable
+    EXPECT_EQ(retx_copies(score_of(0.45)), 4u);
+    EXPECT_EQ(retx_copies(0xFFFFFFFFu), kMaxRetxCopies);
+    for (uint32_t score = 0; score < (1u << 22); score += 997) {  // at least as many with more loss
+        EXPECT_LE(retx_copies(score), retx_copies(score + 997)) << score;
+        const double l = loss_q16(score) / 65536.0;
+        const uint32_t n = retx_copies(score);
+        if (n < kMaxRetxCopies) {
+            EXPECT_LE(std::pow(l, n), 1.0 / 16 + 1e-3) << score;
+        }
+        if (n > 1) {
+            EXPECT_GT(std::pow(l, n - 1), 1.0 / 16 - 1e-3) << score;
+        }
+    }
+}
+
 TEST(PathHealth, TheStepThatFailsAPathSendsEnoughForItsLoss) {
     // [PATH-13]: the last step's PROBEs must all die on a live path with a chance of at
     // most 2^-12, not 1/64.

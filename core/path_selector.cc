@@ -14,13 +14,15 @@ std::unique_ptr<PathSelector> make_path_selector(const EndpointConfig& cfg, uint
     return std::make_unique<RoundRobinSelector>(num_paths, cfg.path_run_segments);
 }
 
-uint16_t PathSelector::retransmit_path(const PathView& paths, uint32_t bytes) {
+uint16_t PathSelector::retransmit_path(const PathView& paths, uint32_t bytes,
+                                       std::span<const uint16_t> avoid) {
     // [LOSS-6]: the path that just lost the packet usually scores worst, its loss having
     // just raised its score; it is not excluded.
     const TxPath* best = nullptr;
     for (uint16_t i = 0; i < paths.size(); ++i) {
         const TxPath& p = paths[i];
         if (!paths.can_send(i, bytes)) continue;
+        if (std::find(avoid.begin(), avoid.end(), i) != avoid.end()) continue;
         if (!best || p.loss_score < best->loss_score ||
             (p.loss_score == best->loss_score && p.rtt.srtt < best->rtt.srtt))
             best = &p;

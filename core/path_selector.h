@@ -92,7 +92,9 @@ public:
     // retransmit_path: [LOSS-6] the path a retransmission of `bytes` goes to, the same for
     // every policy: among the paths that can send, the lowest loss score, then the lowest
     // srtt (0 without a sample), then the lowest id. kNoPathChoice when none can send.
-    static uint16_t retransmit_path(const PathView& paths, uint32_t bytes);
+    // `avoid`: paths not to take (a copy's earlier copies, [LOSS-17]).
+    static uint16_t retransmit_path(const PathView& paths, uint32_t bytes,
+                                    std::span<const uint16_t> avoid = {});
 };
 
 // make_path_selector: the policy `cfg.path_selection` names, for `num_paths` paths.

@@ -75,6 +75,7 @@ struct ConnectionStats {
     uint64_t hints_pushed = 0;          // [CC-14] ACKs sent only to carry a raised hint
     uint64_t retransmits_read_request = 0;  // [PLACE-19] READ/atomic requests re-sent awaiting the answer
     uint64_t closes_answered = 0;       // [CONN-29] CLOSE(CONFIRM) sent: the peer's CLOSE arrived
+    uint64_t retransmits_copied = 0;    // [LOSS-17] extra copies of a drained sender's retransmissions
 };
 
 struct EndpointStats {

@@ -502,6 +502,8 @@ void read_mroce(Section s, RunSpec& r) {
         c, us(s.duration_us("timer_granularity_us", std::chrono::microseconds(1), 0.001, 1e6)));
     c.min_pto = us(s.duration_us("min_pto_us", sim(c.min_pto), 1, 1e7));
     c.handshake_timeout = us(s.duration_us("handshake_timeout_us", sim(c.handshake_timeout), 1, 1e7));
+    c.retx_copies = s.boolean("retx_copies", c.retx_copies);  // [LOSS-17]
+    c.hello_copies = s.u32("hello_copies", c.hello_copies, 1, core::EndpointConfig::kMaxHelloCopies);  // [CONN-30]
     // [LOSS-13]: how long every route may be silent before a timeout escalates (a
     // descheduled peer on a real host; a simulated host is never descheduled).
     c.stall_tolerance = us(s.duration_us("stall_tolerance_us", sim(c.stall_tolerance), 0, 1e8));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "core/hello_guard.h"
@@ -244,7 +245,8 @@ TEST(Handshake, GenuineRestartReestablishesWithin10ms) {
         EXPECT_LE(f.p.now() - start, 10ms);
         EXPECT_EQ(f.p.b->stats().peer_restarts, 1u);
         EXPECT_EQ(f.p.b->stats().cookies_accepted - cookies_before, 1u);
-        EXPECT_EQ(f.p.a->connection(new_a)->stats().retries_received, 1u);
+        // [CONN-30]: each copy of the first round drew a RETRY; one round echoed the cookie.
+        EXPECT_EQ(f.p.a->connection(new_a)->stats().retries_received, core::EndpointConfig{}.hello_copies);
         EXPECT_EQ(f.p.b->connection(old_b)->state(), ConnState::kFailed);
         const uint32_t new_b = f.p.b->connection_to(f.p.host_a().address());
         EXPECT_NE(new_b, old_b);
@@ -270,9 +272,10 @@ TEST(Handshake, EveryNewPeerProvesItsAddressWhenTheBudgetIsZero) {
         EXPECT_EQ(p.a->connection(ca)->state(), ConnState::kEstablished);
         EXPECT_EQ(p.b->connection(cb)->state(), ConnState::kEstablished);
         EXPECT_TRUE(p.b->connection(cb)->proven());
-        EXPECT_EQ(p.b->stats().retries_sent, 1u);
+        // [CONN-30]: a RETRY for each copy of the first round, one cookie accepted.
+        EXPECT_EQ(p.b->stats().retries_sent, cfg.hello_copies);
         EXPECT_EQ(p.b->stats().cookies_accepted, 1u);
-        EXPECT_EQ(p.a->connection(ca)->stats().retries_received, 1u);
+        EXPECT_EQ(p.a->connection(ca)->stats().retries_received, cfg.hello_copies);
         EXPECT_EQ(p.b->connection(cb)->peer_conn_id(), ca);
     }
 }
@@ -434,20 +437,26 @@ TEST(Handshake, Version1PeerFailsTheConnectionWithVersionMismatch) {
     const uint32_t pd = a.alloc_pd();
     ASSERT_TRUE(a.create_stream(pd, old_peer, 1, now).ok());
     const uint32_t ca = a.connection_to(old_peer);
-    std::vector<size_t> sizes;
+    // rounds[r]: the sizes of round r's copies ([CONN-30]).
+    std::vector<std::vector<size_t>> rounds;
     wire::HelloPacket probe;
-    for (int i = 0; i < 40 && sizes.size() < 4; ++i) {
+    for (int i = 0; i < 40 && rounds.size() < 4; ++i) {
+        std::vector<size_t> round;
         for (const Sent& s : drain(a, now)) {
-            sizes.push_back(s.bytes.size());
+            round.push_back(s.bytes.size());
             if (s.bytes.size() == wire::kHelloV1Size) probe = *wire::decode_hello_v1(s.bytes);
         }
+        if (!round.empty()) rounds.push_back(round);
         now = std::min(a.next_deadline(), now + 100ms);
         a.on_timeout(now);
     }
-    ASSERT_GE(sizes.size(), 3u);
-    EXPECT_EQ(sizes[0], wire::kHelloSize);
-    EXPECT_EQ(sizes[1], wire::kHelloSize);
-    EXPECT_EQ(sizes[2], wire::kHelloV1Size) << "the second retransmission is the version-1 probe";
+    ASSERT_GE(rounds.size(), 3u);
+    const std::vector<size_t> v2_round(cfg.hello_copies, wire::kHelloSize);
+    std::vector<size_t> probe_round = v2_round;
+    probe_round[0] = wire::kHelloV1Size;
+    EXPECT_EQ(rounds[0], v2_round);
+    EXPECT_EQ(rounds[1], v2_round);
+    EXPECT_EQ(rounds[2], probe_round) << "the second retransmission's first copy is the version-1 probe";
     // The old peer answers the probe in version 1.
     wire::HelloPacket ack = peer_hello(wire::PacketType::kHelloAck, old_peer.port, 0x5555);
     ack.common.dst_conn_id = probe.src_conn_id;
@@ -491,18 +500,188 @@ TEST(Handshake, PeerThatSentAVersion2HelloGetsNoVersion1Probe) {
             m.dst = a_addr;
             a.on_datagram(buf, m, now);
         }
-        size_t v1 = 0, v2 = 0;
-        for (int i = 0; i < 40 && v1 + v2 < 6; ++i) {
+        size_t v1 = 0, v2 = 0, rounds = 0;
+        for (int i = 0; i < 40 && rounds < 6; ++i) {
+            size_t hellos = 0;
             for (const Sent& s : drain(a, now)) {
-                if (s.bytes.size() == wire::kHelloV1Size) ++v1;
-                if (s.bytes.size() == wire::kHelloSize && s.bytes[1] == std::byte{4}) ++v2;
+                if (s.bytes.size() == wire::kHelloV1Size) ++v1, ++hellos;
+                if (s.bytes.size() == wire::kHelloSize && s.bytes[1] == std::byte{4}) ++v2, ++hellos;
             }
+            rounds += hellos > 0;
             now = std::min(a.next_deadline(), now + 100ms);
             a.on_timeout(now);
         }
-        EXPECT_EQ(v1 + v2, 6u) << "peer_sent_hello " << peer_sent_hello;
+        // [CONN-30]: rounds of hello_copies; the version-1 probe is one copy of rounds 2 and 5.
+        EXPECT_EQ(v1 + v2, 6u * cfg.hello_copies) << "peer_sent_hello " << peer_sent_hello;
         EXPECT_EQ(v1, peer_sent_hello ? 0u : 2u) << "peer_sent_hello " << peer_sent_hello;
     }
+}
+
+// [CONN-30]: what an endpoint sent, handed to another as one receive batch; returns what
+// that one sends in answer.
+std::vector<Sent> deliver(const std::vector<Sent>& sent, core::Endpoint& to, Time now) {
+    for (const Sent& s : sent) to.on_datagram(s.bytes, s.meta, now);
+    return drain(to, now);
+}
+
+wire::PacketType type_of(const Sent& s) { return static_cast<wire::PacketType>(s.bytes[1]); }
+
+size_t count_events(core::Endpoint& ep, core::EventKind kind) {
+    size_t n = 0;
+    while (auto e = ep.poll_event()) n += e->kind == kind;
+    return n;
+}
+
+// [CONN-30]: a round of HELLOs is hello_copies copies of one HELLO on as many paths. The
+// responder answers each copy with one HELLO_ACK, none larger than the HELLO, even when
+// all arrive in one receive batch (with one flag for "a HELLO_ACK is due" it sent one),
+// and binds one connection. The initiator is established by the first HELLO_ACK, ignores
+// the others, and confirms with as many copies, which the responder does not answer. A
+// late copy is answered once more and binds nothing.
+TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
+    for (const uint32_t copies : {1u, 4u, 8u}) {
+        SCOPED_TRACE("hello_copies " + std::to_string(copies));
+        core::EndpointConfig cfg;
+        cfg.hello_copies = copies;
+        const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+        const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+        core::Endpoint a(cfg, a_addr, 21), b(cfg, b_addr, 22);
+        const Time now = time_from_ns(1'000'000);
+        ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, now).ok());
+        const uint32_t ca = a.connection_to(b_addr);
+        const std::vector<Sent> hellos = drain(a, now);
+        ASSERT_EQ(hellos.size(), copies);
+        std::set<uint16_t> ports;
+        for (const Sent& h : hellos) {
+            ASSERT_EQ(type_of(h), wire::PacketType::kHello);
+            const auto d = wire::decode_hello(h.bytes);
+            ASSERT_TRUE(d.ok());
+            EXPECT_EQ(d->src_conn_id, ca);
+            EXPECT_EQ(d->src_token, a.connection(ca)->token());
+            ports.insert(h.meta.src.port);
+        }
+        EXPECT_EQ(ports.size(), copies) << "copies on distinct paths (8 paths)";
+
+        const std::vector<Sent> acks = deliver(hellos, b, now);
+        EXPECT_EQ(b.num_connections(), 1u);
+        ASSERT_EQ(acks.size(), copies) << "one HELLO_ACK per HELLO";
+        std::set<uint16_t> ack_ports;
+        for (const Sent& s : acks) {
+            EXPECT_EQ(type_of(s), wire::PacketType::kHelloAck);
+            EXPECT_LE(s.bytes.size(), hellos[0].bytes.size());
+            EXPECT_EQ(s.meta.dst, a_addr);
+            ack_ports.insert(s.meta.src.port);
+        }
+        EXPECT_EQ(ack_ports.size(), copies) << "answers on distinct paths";
+        EXPECT_EQ(count_events(b, core::EventKind::kConnectionUp), 1u);
+        const uint32_t cb = b.connection_to(a_addr);
+        EXPECT_FALSE(b.connection(cb)->proven());
+
+        const std::vector<Sent> confirms = deliver(acks, a, now);
+        EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+        EXPECT_EQ(a.connection(ca)->peer_conn_id(), cb);
+        EXPECT_EQ(a.connection(ca)->stats().malformed, 0u);
+        EXPECT_EQ(count_events(a, core::EventKind::kConnectionUp), 1u);
+        ASSERT_EQ(confirms.size(), copies) << "the confirmation's copies";
+        for (const Sent& s : confirms) EXPECT_EQ(type_of(s), wire::PacketType::kHelloAck);
+
+        EXPECT_TRUE(deliver(confirms, b, now).empty()) << "a HELLO_ACK is never answered";
+        EXPECT_TRUE(b.connection(cb)->proven());
+        const std::vector<Sent> late = deliver({hellos.back()}, b, now);
+        ASSERT_EQ(late.size(), 1u);
+        EXPECT_EQ(type_of(late[0]), wire::PacketType::kHelloAck);
+        EXPECT_EQ(b.num_connections(), 1u);
+        EXPECT_EQ(count_events(b, core::EventKind::kConnectionUp), 0u);
+        EXPECT_EQ(b.stats().retries_sent, 0u);
+        EXPECT_EQ(b.stats().peer_restarts, 0u);
+    }
+}
+
+// [CONN-30] with [CONN-12]: when every copy is lost, the round is sent again whole after
+// handshake_timeout, then 2 x handshake_timeout later, each round on distinct paths; one
+// surviving copy of a later round establishes both sides.
+TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
+    core::EndpointConfig cfg;
+    cfg.hello_copies = 4;
+    const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+    const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+    core::Endpoint a(cfg, a_addr, 31), b(cfg, b_addr, 32);
+    const Time t0 = time_from_ns(1'000'000);
+    ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, t0).ok());
+    const uint32_t ca = a.connection_to(b_addr);
+    const Duration t = cfg.handshake_timeout;
+    std::vector<Sent> round = drain(a, t0);
+    ASSERT_EQ(round.size(), cfg.hello_copies);  // all lost
+    for (const Time at : {t0 + t, t0 + 3 * t}) {
+        a.on_timeout(at - 1ns);
+        EXPECT_TRUE(drain(a, at - 1ns).empty()) << "early";
+        EXPECT_EQ(a.next_deadline(), at);
+        a.on_timeout(at);
+        round = drain(a, at);
+        ASSERT_EQ(round.size(), cfg.hello_copies);
+        std::set<uint16_t> ports;
+        for (const Sent& s : round) {
+            EXPECT_EQ(type_of(s), wire::PacketType::kHello);
+            ports.insert(s.meta.src.port);
+        }
+        EXPECT_EQ(ports.size(), cfg.hello_copies);
+        EXPECT_EQ(a.connection(ca)->state(), ConnState::kConnecting);
+    }
+    // The last copy of the third round arrives; its one answer establishes A.
+    const Time now = t0 + 3 * t;
+    const std::vector<Sent> acks = deliver({round.back()}, b, now);
+    ASSERT_EQ(acks.size(), 1u);
+    (void)deliver(acks, a, now);
+    EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+    a.on_timeout(now + 10 * t);
+    for (const Sent& s : drain(a, now + 10 * t))
+        EXPECT_NE(type_of(s), wire::PacketType::kHello) << "a HELLO after establishment";
+}
+
+// [CONN-30] with [CONN-25]: each copy of a round that must prove its address draws a RETRY
+// (no larger than it, nothing kept), but the RETRYs prompt one round at once, not one per
+// RETRY; RETRYs again before the timer prompt nothing. The round echoing the cookie binds
+// one proven connection and each of its copies is answered once.
+TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
+    core::EndpointConfig cfg;
+    cfg.hello_copies = 4;
+    core::EndpointConfig cfg_b = cfg;
+    cfg_b.unproven_connections = 0;
+    const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+    const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+    core::Endpoint a(cfg, a_addr, 41), b(cfg_b, b_addr, 42);
+    const Time now = time_from_ns(1'000'000);
+    ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, now).ok());
+    const uint32_t ca = a.connection_to(b_addr);
+    const std::vector<Sent> hellos = drain(a, now);
+    ASSERT_EQ(hellos.size(), cfg.hello_copies);
+    const std::vector<Sent> retries = deliver(hellos, b, now);
+    ASSERT_EQ(retries.size(), cfg.hello_copies);
+    for (const Sent& s : retries) {
+        EXPECT_EQ(type_of(s), wire::PacketType::kRetry);
+        EXPECT_LE(s.bytes.size(), hellos[0].bytes.size());
+    }
+    EXPECT_EQ(b.num_connections(), 0u);
+
+    const std::vector<Sent> again = deliver(retries, a, now);
+    ASSERT_EQ(again.size(), cfg.hello_copies) << "one round, not one per RETRY";
+    for (const Sent& s : again) {
+        const auto d = wire::decode_hello(s.bytes);
+        ASSERT_TRUE(d.ok());
+        EXPECT_NE(d->cookie, wire::Cookie{}) << "the round echoes the cookie";
+    }
+    EXPECT_TRUE(deliver(retries, a, now).empty()) << "RETRYs again before the timer";
+    EXPECT_EQ(a.connection(ca)->stats().retries_received, 2u * cfg.hello_copies);
+
+    const std::vector<Sent> acks = deliver(again, b, now);
+    EXPECT_EQ(b.num_connections(), 1u);
+    EXPECT_EQ(b.stats().cookies_accepted, 1u);
+    EXPECT_EQ(b.stats().retries_sent, cfg.hello_copies);
+    EXPECT_TRUE(b.connection(b.connection_to(a_addr))->proven());
+    ASSERT_EQ(acks.size(), cfg.hello_copies);
+    for (const Sent& s : acks) EXPECT_EQ(type_of(s), wire::PacketType::kHelloAck);
+    (void)deliver(acks, a, now);
+    EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
 }
 
 }  // namespace
