@@ -64,8 +64,9 @@ struct UdpOptions {
     // hash, and a re-rolled path stays on its plane; a datagram that arrives on
     // plane_devices[j] is received with meta.local_port j (IP_PKTINFO's interface), so the
     // engine can tell a plane that has gone quiet ([PATH-16]). Empty: meta.local_port is
-    // ignored on send and 0 on receive, and routing picks the way. open() refuses a name the kernel does not know. Binding a
-    // socket to a device needs CAP_NET_RAW on kernels before 5.7.
+    // ignored on send and 0 on receive, and routing picks the way. open() refuses a name
+    // the kernel does not know. Binding a socket to a device needs CAP_NET_RAW on kernels
+    // before 5.7.
     std::vector<std::string> plane_devices;
     // DSCP (0..63) of each traffic class (PacketMeta::traffic_class, 0..7; spec
     // [STREAM-14]): every packet leaves with TOS = dscp_by_class[class] << 2 | its ECN bits.
