@@ -27,6 +27,8 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
         "Datagrams larger than the receive buffer: dropped.", u.receive_truncated);
     add("udp_gso_sends", "mroce_udp_gso_sends_total", "GSO super-packets sent.", u.gso_sends);
     add("udp_gro_receives", "mroce_udp_gro_receives_total", "GRO super-packets received.", u.gro_receives);
+    add("udp_rx_stamps_unusable", "mroce_udp_rx_stamps_unusable_total",
+        "Receive timestamps not used: the wall clock stepped, or a stamp out of range.", u.rx_stamps_unusable);
     add("driver_passes", "mroce_driver_passes_total", "Passes of the driver loop.", d.passes);
     add("driver_busy_passes", "mroce_driver_busy_passes_total", "Passes that moved a datagram or an event.",
         d.busy_passes);

@@ -84,7 +84,10 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         // class of the stream it belongs to as this end configured it.
         last_rx_path_ = h.path_id;
         const uint8_t tc = s && s->conn == id_ ? s->limits.traffic_class : control_class_;
-        const uint32_t owd = static_cast<uint32_t>(to_ns(now)) - h.timestamp;
+        // [CC-14]: the one-way delay ends where the datagram reached this host: a
+        // software receiver's own backlog (its socket buffer) is not the downlink's queue.
+        const Time reached = meta.arrival < now ? meta.arrival : now;
+        const uint32_t owd = static_cast<uint32_t>(to_ns(reached)) - h.timestamp;
         ep_.fair_share_.on_arrival(slot(), tc, h.payload_len, owd, now,
                                    (h.flags & wire::data_flag::kDrained) != 0);
     }

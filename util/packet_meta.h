@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "util/address.h"
+#include "util/time.h"
 
 namespace mroce {
 
@@ -26,6 +27,12 @@ struct PacketMeta {
     // 802.1Q priorities a queue pair's service level maps to (spec [STREAM-14]). Local
     // metadata for the datapath, never on the wire in a protocol header.
     uint8_t traffic_class = 0;
+    // rx: when the datagram reached this host, on the engine's clock, where the datapath
+    // can tell (a NIC's receive timestamp; the kernel's, datapath/udp); kNever where it
+    // cannot (the engine then takes the time it handles the datagram). The gap between
+    // the two is the host's own receive backlog, which the downlink's queue signal of
+    // spec [CC-14] must not include. Unused on tx.
+    Time arrival = kNever;
 };
 
 // A set of NIC ports (Engine::set_ready_ports): bit p stands for local_port p; ports from

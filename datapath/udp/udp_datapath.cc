@@ -25,6 +25,22 @@ namespace {
 // Room for the ancillary data one received datagram may carry: the TOS byte or traffic
 // class (an int), a packet-info struct and the GRO segment size, with headroom.
 constexpr size_t kControlBytes = 256;
+// Receive timestamps (UdpOptions::rx_timestamps): a change of the wall clock's offset to
+// the monotonic one beyond this between two reads is a step (NTP slews by far less), and a
+// datagram is never believed to have waited in the socket buffer longer than a second.
+constexpr int64_t kClockStepNs = 1'000'000;
+constexpr int64_t kMaxBacklogNs = 1'000'000'000;
+
+int64_t timespec_ns(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+// wall_to_mono_ns: CLOCK_MONOTONIC − CLOCK_REALTIME now, in ns.
+int64_t wall_to_mono_ns() {
+    timespec wall, mono;
+    ::clock_gettime(CLOCK_REALTIME, &wall);
+    ::clock_gettime(CLOCK_MONOTONIC, &mono);
+    return timespec_ns(mono) - timespec_ns(wall);
+}
+
 // A receive slot with GRO holds the largest super-packet (the 16-bit IP length).
 constexpr size_t kGroSlotBytes = 65536;
 // send_run's outcome.
@@ -195,6 +211,9 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         dp->recv_buffer_bytes_ = static_cast<size_t>(granted) / 2;
     if (options.busy_poll_us > 0)
         dp->busy_poll_ = set_int(fd, SOL_SOCKET, SO_BUSY_POLL, options.busy_poll_us) == 0;
+    if (options.rx_timestamps)
+        dp->rx_timestamps_ = set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1) == 0;
+    dp->wall_to_mono_ns_ = wall_to_mono_ns();
     if (set_dont_fragment(fd, dp->family_) != 0)
         return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);
     if (std::string why = set_receive_options(fd, dp->family_, dp->wants_pktinfo()); !why.empty())
@@ -619,6 +638,17 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     }
     if (r == 0) return size_t{0};
     const bool wildcard = is_unspecified(local_);
+    // Kernel timestamps are on the wall clock: the offset to now()'s is read once per call,
+    // after the messages were stamped, and compared with the previous call's.
+    int64_t mono_ns = 0, wall_to_mono = 0;
+    bool stamps_usable = false;
+    if (rx_timestamps_) {
+        wall_to_mono = wall_to_mono_ns();
+        mono_ns = to_ns(now());
+        const int64_t moved = wall_to_mono - wall_to_mono_ns_;
+        stamps_usable = moved < kClockStepNs && moved > -kClockStepNs;
+        wall_to_mono_ns_ = wall_to_mono;
+    }
     for (int k = 0; k < r; ++k) {
         msghdr& h = sc.msgs[k].msg_hdr;
         Scratch::RxInfo& info = sc.rx[k];
@@ -659,6 +689,17 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
                 std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
                 if (wildcard) std::memcpy(meta.dst.ip.data(), &pi.ipi6_addr, 16);
                 meta.local_port = plane_of_interface(static_cast<int>(pi.ipi6_ifindex));
+            } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                timespec ts;
+                std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+                const int64_t at = timespec_ns(ts) + wall_to_mono;
+                // A stamp read across a step of the wall clock, or in the future, or
+                // older than any backlog the socket can hold, is not trusted: the engine
+                // then takes the time it handles the datagram, as without stamps.
+                if (stamps_usable && at <= mono_ns && mono_ns - at < kMaxBacklogNs)
+                    meta.arrival = time_from_ns(at);
+                else
+                    ++stats_.rx_stamps_unusable;
             }
         }
     }

@@ -84,6 +84,13 @@ struct UdpOptions {
     // of a sharded device (docs/design.md §12); the group's steering program
     // (datapath/udp/steering.h, attach_steering) picks which member gets each datagram.
     bool reuseport = false;
+    // rx_timestamps: ask the kernel to stamp each datagram when it reaches the host
+    // (SO_TIMESTAMPNS) and report that time as meta.arrival, on now()'s clock. The engine
+    // then measures a one-way delay up to the host, not up to the moment it read the
+    // datagram (spec [UDP-11], [CC-14]): the socket buffer's backlog is the receiving
+    // process's own queue, not the downlink's. Refused by the kernel, it is left off
+    // (rx_timestamps_enabled()).
+    bool rx_timestamps = true;
 };
 
 // UdpStats: counters of one UdpDatapath. Every dropped packet has a reason counter.
@@ -110,6 +117,9 @@ struct UdpStats {
     uint64_t send_calls = 0;           // sendmmsg system calls
     uint64_t recv_calls = 0;           // recvmmsg system calls that returned data
     uint64_t handshakes_received = 0;  // datagrams read from the handshake socket
+    uint64_t rx_stamps_unusable = 0;   // messages whose kernel timestamp was not used: the
+                                       // wall clock moved against the monotonic one, or it
+                                       // lay in the future or over a second back
 };
 
 class UdpDatapath final : public Datapath {
@@ -174,6 +184,8 @@ public:
     bool gro_enabled() const { return gro_; }
     // busy_poll_enabled: SO_BUSY_POLL was asked for (UdpOptions::busy_poll_us) and granted.
     bool busy_poll_enabled() const { return busy_poll_; }
+    // rx_timestamps_enabled: UdpOptions::rx_timestamps was asked for and granted.
+    bool rx_timestamps_enabled() const { return rx_timestamps_; }
     // recv_buffer_bytes is the endpoint socket's receive buffer as granted: what SO_RCVBUF
     // reads back, halved (the kernel doubles the request for its bookkeeping).
     size_t recv_buffer_bytes() const { return recv_buffer_bytes_; }
@@ -249,6 +261,12 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     bool busy_poll_ = false;
+    bool rx_timestamps_ = false;
+    // CLOCK_MONOTONIC − CLOCK_REALTIME in ns at open() and then at each read that returned
+    // messages (kernel timestamps are on the wall clock); a change beyond kClockStepNs
+    // between two reads means the wall clock was stepped, and that read's stamps are not
+    // used.
+    int64_t wall_to_mono_ns_ = 0;
     size_t rx_slot_bytes_ = 0;  // size of one receive slot in the bounce buffer
     size_t recv_buffer_bytes_ = 0;
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "datapath/udp/udp_datapath.h"
@@ -405,6 +406,40 @@ TEST(UdpDatapath, PlaneDevicesNameThePlaneADatagramArrivedOn) {
     EXPECT_EQ(arrival_plane({"lo", other}), 0);
     EXPECT_EQ(arrival_plane({other}), UdpDatapath::kNotAPlane);
     EXPECT_EQ(arrival_plane({}), 0);
+}
+
+// [UDP-11]: a datagram's meta.arrival is when the kernel received it, on now()'s clock, not
+// when recv_batch read it: one that waited 20 ms in the socket buffer says so. (One-sided
+// bounds only: a loaded machine lengthens the wait, never shortens it.) With the option off,
+// arrival is unknown (kNever) and the engine takes its own time.
+TEST(UdpDatapath, ArrivalIsWhenTheKernelReceivedTheDatagram) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    ASSERT_TRUE(dp->rx_timestamps_enabled());  // Linux has had SO_TIMESTAMPNS since 2.6.22
+    RawSocket peer;
+    const Time before = dp->now();
+    peer.send_to(dp->local_address(), "stamped", 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const Time read = dp->now();
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(*dp, rx, bufs, 1), 1u);
+    ASSERT_NE(rx[0].meta.arrival, kNever);
+    // The wall-to-monotonic conversion is good to microseconds; allow a millisecond.
+    EXPECT_GE(rx[0].meta.arrival, before - std::chrono::milliseconds(1));
+    EXPECT_LE(rx[0].meta.arrival, read - std::chrono::milliseconds(19));
+    EXPECT_EQ(dp->stats().rx_stamps_unusable, 0u);
+
+    datapath::UdpOptions off;
+    off.rx_timestamps = false;
+    std::string why;
+    auto plain = UdpDatapath::open(loopback(), off, &why);
+    ASSERT_TRUE(plain.ok()) << why;
+    EXPECT_FALSE((*plain)->rx_timestamps_enabled());
+    peer.send_to((*plain)->local_address(), "unstamped", 0);
+    rx.clear();
+    ASSERT_EQ(receive_some(**plain, rx, bufs, 1), 1u);
+    EXPECT_EQ(rx[0].meta.arrival, kNever);
 }
 
 TEST(UdpDatapath, WakeFdIsReadableWhenDataArrives) {

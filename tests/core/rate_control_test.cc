@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <deque>
 
 #include "tests/core/harness.h"
 #include "wire/ack.h"
@@ -102,6 +104,97 @@ TEST(RateControl, PacerHoldsTheSenderToTheReceiversHint) {
     const double unhinted = write_gbps(q, 64, 256 * 1024);
     std::printf("hint off: %.2f Gbit/s\n", unhinted);
     EXPECT_GT(unhinted, 4.0);
+}
+
+// SlowReader stands for a receiving process slower than its link (a software endpoint
+// reading a socket): datagrams reach the host at once but the engine reads them at most at
+// `read_bps`, in order, from a FIFO, the socket buffer. With `stamped`, each datagram comes
+// with the time it reached the host (meta.arrival, [UDP-11]); without, the engine has only
+// its own time.
+class SlowReader final : public EngineTap {
+public:
+    SlowReader(core::Engine& inner, uint64_t read_bps, bool stamped)
+        : EngineTap(inner), read_bps_(read_bps), stamped_(stamped) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        const Time start = std::max(now, ready_);
+        ready_ = start + Duration{static_cast<int64_t>(d.size() * 8 * 1'000'000'000 / read_bps_)};
+        Held h{std::vector<std::byte>(d.begin(), d.end()), m, ready_};
+        if (stamped_) h.meta.arrival = now;
+        fifo_.push_back(std::move(h));
+        read_due(now);
+    }
+    void on_timeout(Time now) override {
+        read_due(now);
+        inner_.on_timeout(now);
+    }
+    Time next_deadline() const override {
+        const Time inner = inner_.next_deadline();
+        return fifo_.empty() ? inner : std::min(inner, fifo_.front().ready);
+    }
+    Duration longest_wait{};
+
+private:
+    struct Held {
+        std::vector<std::byte> bytes;
+        PacketMeta meta;
+        Time ready;
+    };
+    void read_due(Time now) {
+        while (!fifo_.empty() && fifo_.front().ready <= now) {
+            Held& h = fifo_.front();
+            if (stamped_) longest_wait = std::max(longest_wait, now - h.meta.arrival);
+            inner_.on_datagram(h.bytes, h.meta, now);
+            fifo_.pop_front();
+        }
+    }
+    uint64_t read_bps_;
+    bool stamped_;
+    Time ready_{};
+    std::deque<Held> fifo_;
+};
+
+// [UDP-11] [CC-14] a receiver whose process reads at 5 Gbit/s behind a 10 Gbit/s link holds a
+// backlog of its own (up to the sender's windows). Measured from when each DATA reached the
+// host, the downlink has no queue: the hint stays at the receiver's capacity, and the
+// sender runs at the reader's pace. Measured from when the engine read it, the backlog
+// reads as a downlink queue and the receiver throttles a sender whose packets wait only for
+// the reader.
+TEST(RateControl, HostBacklogIsNotTheDownlinksQueue) {
+    core::EndpointConfig rx;
+    rx.inbound_capacity_bps = 10'000'000'000;
+    core::EndpointConfig tx;
+    constexpr uint64_t kRead = 5'000'000'000;
+    double gbps[2];
+    uint32_t lowest_hint[2];
+    for (const bool stamped : {true, false}) {
+        Pair p(12, fast_net(), tx, rx);
+        SlowReader reader(*p.b, kRead, stamped);
+        p.host_b().attach(&reader);
+        // The lowest hint A holds while the transfer runs, sampled every 20 us.
+        uint32_t lowest = UINT32_MAX;
+        bool running = true;
+        std::function<void()> sample = [&] {
+            if (!running) return;
+            const core::Connection* ca = p.a->connection(p.a->connection_to(p.host_b().address()));
+            if (ca && ca->rate_hint_mbps() != 0) lowest = std::min(lowest, ca->rate_hint_mbps());
+            p.sim.schedule_in(20us, sample);
+        };
+        p.sim.schedule_in(200us, sample);
+        gbps[stamped] = write_gbps(p, 64, 256 * 1024);
+        running = false;
+        lowest_hint[stamped] = lowest;
+        std::printf("%s: %.2f Gbit/s, lowest hint %u Mbit/s%s\n",
+                    stamped ? "arrival stamped" : "engine's time", gbps[stamped], lowest,
+                    stamped ? "" : " (the backlog read as the downlink's queue)");
+        if (stamped)
+            std::printf("  longest wait in the reader's buffer: %.1f us\n", to_ns(reader.longest_wait) / 1e3);
+        p.host_b().attach(p.b.get());
+    }
+    // Stamped: the reader's pace, and a hint that never fell below half the capacity.
+    EXPECT_GE(gbps[1], 5.0 * 0.9 * 4096 / 4168);
+    EXPECT_GE(lowest_hint[1], 4'000u);
+    // The engine's time: the same transfer, throttled below the reader's pace.
+    EXPECT_LT(lowest_hint[0], lowest_hint[1] / 4);
 }
 
 // [CC-15] a connection back from idle starts its first round trip with what is left of
