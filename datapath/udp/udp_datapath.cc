@@ -33,7 +33,10 @@ constexpr int64_t kMaxBacklogNs = 1'000'000'000;
 
 int64_t timespec_ns(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
 
-// wall_to_mono_ns: CLOCK_MONOTONIC − CLOCK_REALTIME now, in ns.
+// wall_to_mono_ns: CLOCK_MONOTONIC − CLOCK_REALTIME now, in ns. The wall clock is read
+// first: a preemption between the two reads makes the offset too large, so a stamp converts
+// to a later arrival than the true one (towards the engine's own time), never an earlier
+// one, which could pull [CC-14]'s one-way-delay base down for good.
 int64_t wall_to_mono_ns() {
     timespec wall, mono;
     ::clock_gettime(CLOCK_REALTIME, &wall);
