@@ -23,7 +23,8 @@ namespace mroce::datapath {
 namespace {
 
 // Room for the ancillary data one received datagram may carry: the TOS byte or traffic
-// class (an int), a packet-info struct and the GRO segment size, with headroom.
+// class (an int), a packet-info struct, the GRO segment size and a timestamp (a timespec),
+// with headroom.
 constexpr size_t kControlBytes = 256;
 // Receive timestamps (UdpOptions::rx_timestamps): a change of the wall clock's offset to
 // the monotonic one beyond this between two reads is a step (NTP slews by far less), and a
@@ -33,15 +34,19 @@ constexpr int64_t kMaxBacklogNs = 1'000'000'000;
 
 int64_t timespec_ns(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
 
-// wall_to_mono_ns: CLOCK_MONOTONIC − CLOCK_REALTIME now, in ns. The wall clock is read
-// first: a preemption between the two reads makes the offset too large, so a stamp converts
-// to a later arrival than the true one (towards the engine's own time), never an earlier
-// one, which could pull [CC-14]'s one-way-delay base down for good.
-int64_t wall_to_mono_ns() {
+// ClockPair: CLOCK_MONOTONIC now and its offset from CLOCK_REALTIME (monotonic − wall), in
+// ns. The wall clock is read first: a preemption between the two reads makes the offset too
+// large, so a stamp converts to a later arrival than the true one (towards the engine's own
+// time), never an earlier one, which could pull [CC-14]'s one-way-delay base down for good.
+struct ClockPair {
+    int64_t mono_ns;
+    int64_t wall_to_mono_ns;
+};
+ClockPair read_clocks() {
     timespec wall, mono;
     ::clock_gettime(CLOCK_REALTIME, &wall);
     ::clock_gettime(CLOCK_MONOTONIC, &mono);
-    return timespec_ns(mono) - timespec_ns(wall);
+    return {timespec_ns(mono), timespec_ns(mono) - timespec_ns(wall)};
 }
 
 // A receive slot with GRO holds the largest super-packet (the 16-bit IP length).
@@ -216,7 +221,7 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
         dp->busy_poll_ = set_int(fd, SOL_SOCKET, SO_BUSY_POLL, options.busy_poll_us) == 0;
     if (options.rx_timestamps)
         dp->rx_timestamps_ = set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1) == 0;
-    dp->wall_to_mono_ns_ = wall_to_mono_ns();
+    dp->wall_to_mono_ns_ = read_clocks().wall_to_mono_ns;
     if (set_dont_fragment(fd, dp->family_) != 0)
         return report("udp: setsockopt IP_MTU_DISCOVER: " + error_text(errno), Error::kIo);
     if (std::string why = set_receive_options(fd, dp->family_, dp->wants_pktinfo()); !why.empty())
@@ -643,14 +648,13 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     const bool wildcard = is_unspecified(local_);
     // Kernel timestamps are on the wall clock: the offset to now()'s is read once per call,
     // after the messages were stamped, and compared with the previous call's.
-    int64_t mono_ns = 0, wall_to_mono = 0;
+    ClockPair clocks{};
     bool stamps_usable = false;
     if (rx_timestamps_) {
-        wall_to_mono = wall_to_mono_ns();
-        mono_ns = to_ns(now());
-        const int64_t moved = wall_to_mono - wall_to_mono_ns_;
+        clocks = read_clocks();
+        const int64_t moved = clocks.wall_to_mono_ns - wall_to_mono_ns_;
         stamps_usable = moved < kClockStepNs && moved > -kClockStepNs;
-        wall_to_mono_ns_ = wall_to_mono;
+        wall_to_mono_ns_ = clocks.wall_to_mono_ns;
     }
     for (int k = 0; k < r; ++k) {
         msghdr& h = sc.msgs[k].msg_hdr;
@@ -695,11 +699,11 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
             } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                 timespec ts;
                 std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
-                const int64_t at = timespec_ns(ts) + wall_to_mono;
+                const int64_t at = timespec_ns(ts) + clocks.wall_to_mono_ns;
                 // A stamp read across a step of the wall clock, or in the future, or
                 // older than any backlog the socket can hold, is not trusted: the engine
                 // then takes the time it handles the datagram, as without stamps.
-                if (stamps_usable && at <= mono_ns && mono_ns - at < kMaxBacklogNs)
+                if (stamps_usable && at <= clocks.mono_ns && clocks.mono_ns - at < kMaxBacklogNs)
                     meta.arrival = time_from_ns(at);
                 else
                     ++stats_.rx_stamps_unusable;
