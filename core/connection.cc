@@ -287,6 +287,9 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     state_ = ConnState::kEstablished;
     hellos_pending_ = 0;
     hello_copies_due_ = 0;
+    // [CONN-30]: a copy no longer due must not leave a wake-up behind (a timeout run for
+    // nothing still starts a new ACK round, [ACK-13]).
+    if (cached_deadline_ == hello_copy_deadline_) cached_deadline_ = hello_deadline_;
     hello_copy_deadline_ = kNever;
     hello_deadline_ = kNever;
     for (uint32_t sid : streams_) {
