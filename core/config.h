@@ -121,10 +121,13 @@ struct EndpointConfig {
     // spec §4 handshake.
     Duration handshake_timeout = 1ms;   // [CONN-12] first HELLO retransmission: max(5 G, initial_rtt)
     uint32_t handshake_retries = 16;   // [CONN-12] gaps double up to 32 x handshake_timeout
-    // [CONN-30] each round of HELLOs (and the confirming HELLO_ACK) leaves as this many
-    // copies at once, on as many paths: a round is lost only with every copy. 1..kMaxHelloCopies.
-    // 1 by default: 4 made 256 -> 1 incast cycle at 2 of 5 seeds (docs/results.md).
-    uint32_t hello_copies = 1;
+    // [CONN-30] each round of HELLOs leaves as this many copies on as many paths, the first
+    // at once and the others handshake_timeout / hello_copies apart until established: a
+    // round is lost only with every copy. 1..kMaxHelloCopies. (All at once, 4 made 256 -> 1
+    // incast cycle at 7 of 10 seeds; spread, a handshake answered within the gap sends one.)
+    uint32_t hello_copies = 4;
+    bool window_conn_loss = false;  // EXPERIMENT
+    bool resend_to_opening_peer = true;  // [CONN-31] DATA in flight again when the peer is still opening
     static constexpr uint32_t kMaxHelloCopies = 8;
 
     // spec §8: RNR wait. (The per-stream window is the protocol constant kStreamWindow.)

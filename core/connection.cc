@@ -81,7 +81,7 @@ Connection::Connection(Endpoint& ep, uint32_t id, const Address& peer, uint64_t 
 
 void Connection::start_connect(Time now) {
     initiator_ = true;
-    start_hello_round();
+    start_hello_round(now);
     hello_tries_ = 0;
     hello_deadline_ = now + cfg_.handshake_timeout;
     note_deadline(hello_deadline_);
@@ -179,10 +179,19 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     return *n;
 }
 
-void Connection::start_hello_round() {
-    hellos_pending_ = cfg_.hello_copies;
+void Connection::start_hello_round(Time now) {
+    // [CONN-30]: the round's first HELLO now, its other copies one gap of
+    // handshake_timeout / hello_copies apart, none once established.
+    hellos_pending_ = 1;
     hello_round_first_ = true;
     if (hello_acks_pending_ == 0) hello_cursor_ = kNoPathChoice;
+    hello_copies_due_ = cfg_.hello_copies - 1;
+    hello_copy_deadline_ = hello_copies_due_ > 0 ? now + hello_copy_gap() : kNever;
+    note_deadline(hello_copy_deadline_);
+}
+
+Duration Connection::hello_copy_gap() const {
+    return std::max(Duration{1}, cfg_.handshake_timeout / cfg_.hello_copies);
 }
 
 void Connection::owe_hello_acks(uint32_t n) {
@@ -209,13 +218,21 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
         // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
         // of our own: it carries the peer's token, which proves to an unproven peer that
         // its HELLO_ACK reached us (an idle connection sends nothing else).
-        if (h.common.type == wire::PacketType::kHelloAck) owe_hello_acks(cfg_.hello_copies);
+        if (h.common.type == wire::PacketType::kHelloAck) owe_hello_acks(1);
     } else if (h.src_conn_id != peer_conn_id_ || h.src_token != peer_token_) {
         ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
         return;
     }
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
-    if (h.common.type == wire::PacketType::kHello) owe_hello_acks(1);
+    if (h.common.type != wire::PacketType::kHello) return;
+    owe_hello_acks(1);
+    // [CONN-31]: the peer is still opening and no ACK has come back, so the DATA it received
+    // so far was dropped ([CONN-19]): what is in flight is lost and goes again behind the
+    // answer (declared lost, it no longer holds the first-RTT budget).
+    if (state_ != ConnState::kEstablished || in_flight_total_ == 0 || !cfg_.resend_to_opening_peer) return;
+    for (const PathStats& ps : path_stats_)
+        if (ps.acks_received > 0) return;
+    for (TxPath& p : tx_paths_) declare_all_lost(p, LossReason::kTimeout, now);
 }
 
 void Connection::answer_hello(const wire::HelloPacket& h) {
@@ -226,7 +243,7 @@ void Connection::answer_hello(const wire::HelloPacket& h) {
     owe_hello_acks(1);
 }
 
-void Connection::on_retry(const wire::RetryPacket& r) {
+void Connection::on_retry(const wire::RetryPacket& r, Time now) {
     // Only a connection that is sending HELLOs has a HELLO to repeat; the RETRY passed the
     // token check, so it answers one of ours.
     if (state_ != ConnState::kConnecting || !initiator_) return;
@@ -237,7 +254,7 @@ void Connection::on_retry(const wire::RetryPacket& r) {
     // retransmission timer keeps its schedule.
     if (!retry_round_sent_) {
         retry_round_sent_ = true;
-        start_hello_round();
+        start_hello_round(now);
     }
 }
 
@@ -269,6 +286,11 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     for (RxPath& rp : rx_paths_) rp.window.reset(peer_isn_);
     state_ = ConnState::kEstablished;
     hellos_pending_ = 0;
+    hello_copies_due_ = 0;
+    // [CONN-30]: a copy no longer due must not leave a wake-up behind (a timeout run for
+    // nothing still starts a new ACK round, [ACK-13]).
+    if (cached_deadline_ == hello_copy_deadline_) cached_deadline_ = hello_deadline_;
+    hello_copy_deadline_ = kNever;
     hello_deadline_ = kNever;
     for (uint32_t sid : streams_) {
         Stream* s = ep_.stream_mut(sid);
@@ -445,6 +467,8 @@ void Connection::end(ConnState final_state, EventKind kind, Status why, Time now
     nacks_.clear();
     hellos_pending_ = 0;
     hello_acks_pending_ = 0;
+    hello_copies_due_ = 0;
+    hello_copy_deadline_ = kNever;
     hello_deadline_ = kNever;
     cached_deadline_ = exact_deadline();
     emit_state(kind, now, why);
@@ -462,10 +486,16 @@ void Connection::run_timers(Time now) {
         // timeout and stays there (many tries soon beat a few late ones under heavy loss),
         // then the connection fails with kPeerDead.
         if (++hello_tries_ > cfg_.handshake_retries) return fail(Status::kPeerDead, now);
-        start_hello_round();
+        start_hello_round(now);
         retry_round_sent_ = false;
         hello_deadline_ = now + cfg_.handshake_timeout * (int64_t{1} << std::min(hello_tries_, 5u));
         note_deadline(hello_deadline_);
+    } else if (state_ == ConnState::kConnecting && hello_copy_deadline_ <= now) {
+        // [CONN-30]: the round's next copy falls due.
+        ++hellos_pending_;
+        --hello_copies_due_;
+        hello_copy_deadline_ = hello_copies_due_ > 0 ? hello_copy_deadline_ + hello_copy_gap() : kNever;
+        note_deadline(hello_copy_deadline_);
     }
     if (state_ != ConnState::kEstablished) return;
     if (!proven_ && unproven_deadline_ <= now) {
@@ -520,7 +550,7 @@ void Connection::settle_deadline() {
 
 Time Connection::exact_deadline() const {
     Time d = kNever;
-    if (state_ == ConnState::kConnecting) d = hello_deadline_;
+    if (state_ == ConnState::kConnecting) d = std::min(hello_deadline_, hello_copy_deadline_);
     if (state_ != ConnState::kEstablished) return d;
     d = std::min(d, pace_deadline_);
     if (!proven_) d = std::min(d, unproven_deadline_);

@@ -79,7 +79,7 @@ public:
     void answer_hello(const wire::HelloPacket& h);
     // on_retry: the peer asks this (initiating) connection to prove its address by echoing
     // the cookie in a HELLO, sent at once ([CONN-25]).
-    void on_retry(const wire::RetryPacket& r);
+    void on_retry(const wire::RetryPacket& r, Time now);
     // on_v1_hello_ack: the peer answered our version-1 probe: it speaks version 1 ([VER-1]).
     // Returns true if the connection failed for it (it was waiting for this answer).
     bool on_v1_hello_ack(Time now);
@@ -191,8 +191,10 @@ private:
     }
     void establish(const wire::HelloPacket& h, Time now);
     size_t write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type, Time now);
-    // [CONN-30]: a round of hello_copies HELLOs from now; owe_hello_acks: n more HELLO_ACKs.
-    void start_hello_round();
+    // [CONN-30]: a round of hello_copies HELLOs, the first now and the others one
+    // hello_copy_gap apart; owe_hello_acks: n more HELLO_ACKs.
+    void start_hello_round(Time now);
+    Duration hello_copy_gap() const;
     void owe_hello_acks(uint32_t n);
     // next_copy_path: the path of a HELLO or HELLO_ACK copy: the first of a burst as
     // [ACK-13], each later one the next path that is not Failed ([CONN-30]).
@@ -225,13 +227,16 @@ private:
     // path_view: the paths as the selectors see them, on the NIC ports that can send now
     // ([PATH-15]).
     PathView path_view() const;
+    // window_loss_floor: EXPERIMENT the connection's loss score under every path's own in
+    // [PATH-13] item 4's window stretch.
+    uint32_t window_loss_floor() const { return cfg_.window_conn_loss ? tx_loss_score_ : 0; }
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
     // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
     size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
     // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
     bool path_can_send(const TxPath& p, uint32_t bytes) const {
-        return PathView::can_send(p, bytes, *cc_);
+        return PathView::can_send(p, bytes, *cc_, window_loss_floor());
     }
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
@@ -433,6 +438,8 @@ private:
     // per HELLO received, plus the confirmation's copies; at most kMaxHelloCopies).
     uint32_t hellos_pending_ = 0;
     uint32_t hello_acks_pending_ = 0;
+    uint32_t hello_copies_due_ = 0;          // copies of the round not yet due
+    Time hello_copy_deadline_ = kNever;      // when the next of them is due
     bool hello_round_first_ = false;  // the round's first copy is still to go ([VER-1] form)
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took

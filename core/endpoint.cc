@@ -719,7 +719,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kRetry: {
             auto r = wire::decode_retry(datagram);
             if (!r) return count_decode_error(r.error());
-            c->on_retry(*r);
+            c->on_retry(*r, now);
             break;
         }
         case wire::PacketType::kClose: {

@@ -181,7 +181,7 @@ MUTANTS = {
                                 "    (void)r;",
                                 "[CONN-25] the initiator does not echo a RETRY's cookie"),
     "no_confirming_hello_ack": ("core/connection.cc",
-                                "        if (h.common.type == wire::PacketType::kHelloAck) owe_hello_acks(cfg_.hello_copies);",
+                                "        if (h.common.type == wire::PacketType::kHelloAck) owe_hello_acks(1);",
                                 "        (void)0;",
                                 "[CONN-26] [CONN-16] the initiator does not confirm with its own HELLO_ACK"),
     "unproven_never_ends": ("core/connection.cc",

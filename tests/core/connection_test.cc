@@ -147,13 +147,15 @@ TEST(Connection, UnansweredHellosBackOffToACapThenFail) {
     p.host_a().kick();
     ASSERT_TRUE(run(p, [&] { return failed != kNever; }, 2s));
     const Duration t = cfg.handshake_timeout;
-    // [CONN-30]: each round is hello_copies HELLOs that leave together.
+    // [CONN-30]: each round is hello_copies HELLOs, the first at the round's time and the
+    // others t / hello_copies apart.
     const size_t copies = cfg.hello_copies;
     ASSERT_EQ(sink.sent.size(), (1u + cfg.handshake_retries) * copies);
     for (size_t i = 0; i < sink.sent.size(); ++i) {
         const size_t k = i / copies;
         const int64_t units = k <= 6 ? (int64_t{1} << k) - 1 : 63 + 32 * static_cast<int64_t>(k - 6);
-        EXPECT_EQ(sink.sent[i] - sink.sent[0], units * t) << "retransmission " << k << " copy " << i % copies;
+        const Duration copy_at = static_cast<int64_t>(i % copies) * (t / static_cast<int64_t>(copies));
+        EXPECT_EQ(sink.sent[i] - sink.sent[0], units * t + copy_at) << "retransmission " << k << " copy " << i % copies;
     }
     EXPECT_EQ(failed - sink.sent[0], 415 * t);
 }

@@ -17,6 +17,7 @@
 #include "tests/core/harness.h"
 #include "util/rng.h"
 #include "wire/control.h"
+#include "wire/data.h"
 
 namespace mroce::test {
 namespace {
@@ -245,8 +246,9 @@ TEST(Handshake, GenuineRestartReestablishesWithin10ms) {
         EXPECT_LE(f.p.now() - start, 10ms);
         EXPECT_EQ(f.p.b->stats().peer_restarts, 1u);
         EXPECT_EQ(f.p.b->stats().cookies_accepted - cookies_before, 1u);
-        // [CONN-30]: each copy of the first round drew a RETRY; one round echoed the cookie.
-        EXPECT_EQ(f.p.a->connection(new_a)->stats().retries_received, core::EndpointConfig{}.hello_copies);
+        // [CONN-30]: the first copy drew a RETRY, answered before the round's second copy
+        // was due; one round echoed the cookie.
+        EXPECT_EQ(f.p.a->connection(new_a)->stats().retries_received, 1u);
         EXPECT_EQ(f.p.b->connection(old_b)->state(), ConnState::kFailed);
         const uint32_t new_b = f.p.b->connection_to(f.p.host_a().address());
         EXPECT_NE(new_b, old_b);
@@ -272,10 +274,11 @@ TEST(Handshake, EveryNewPeerProvesItsAddressWhenTheBudgetIsZero) {
         EXPECT_EQ(p.a->connection(ca)->state(), ConnState::kEstablished);
         EXPECT_EQ(p.b->connection(cb)->state(), ConnState::kEstablished);
         EXPECT_TRUE(p.b->connection(cb)->proven());
-        // [CONN-30]: a RETRY for each copy of the first round, one cookie accepted.
-        EXPECT_EQ(p.b->stats().retries_sent, cfg.hello_copies);
+        // [CONN-30]: a RETRY for the first copy, answered before the second was due; one
+        // cookie accepted.
+        EXPECT_EQ(p.b->stats().retries_sent, 1u);
         EXPECT_EQ(p.b->stats().cookies_accepted, 1u);
-        EXPECT_EQ(p.a->connection(ca)->stats().retries_received, cfg.hello_copies);
+        EXPECT_EQ(p.a->connection(ca)->stats().retries_received, 1u);
         EXPECT_EQ(p.b->connection(cb)->peer_conn_id(), ca);
     }
 }
@@ -437,16 +440,15 @@ TEST(Handshake, Version1PeerFailsTheConnectionWithVersionMismatch) {
     const uint32_t pd = a.alloc_pd();
     ASSERT_TRUE(a.create_stream(pd, old_peer, 1, now).ok());
     const uint32_t ca = a.connection_to(old_peer);
-    // rounds[r]: the sizes of round r's copies ([CONN-30]).
-    std::vector<std::vector<size_t>> rounds;
+    // rounds[r]: the sizes of round r's copies ([CONN-30]: hello_copies of them, spread).
+    std::vector<std::vector<size_t>> rounds(1);
     wire::HelloPacket probe;
-    for (int i = 0; i < 40 && rounds.size() < 4; ++i) {
-        std::vector<size_t> round;
+    for (int i = 0; i < 200 && rounds.size() < 4; ++i) {
         for (const Sent& s : drain(a, now)) {
-            round.push_back(s.bytes.size());
+            if (rounds.back().size() == cfg.hello_copies) rounds.emplace_back();
+            rounds.back().push_back(s.bytes.size());
             if (s.bytes.size() == wire::kHelloV1Size) probe = *wire::decode_hello_v1(s.bytes);
         }
-        if (!round.empty()) rounds.push_back(round);
         now = std::min(a.next_deadline(), now + 100ms);
         a.on_timeout(now);
     }
@@ -500,14 +502,12 @@ TEST(Handshake, PeerThatSentAVersion2HelloGetsNoVersion1Probe) {
             m.dst = a_addr;
             a.on_datagram(buf, m, now);
         }
-        size_t v1 = 0, v2 = 0, rounds = 0;
-        for (int i = 0; i < 40 && rounds < 6; ++i) {
-            size_t hellos = 0;
+        size_t v1 = 0, v2 = 0;
+        for (int i = 0; i < 200 && v1 + v2 < 6u * cfg.hello_copies; ++i) {
             for (const Sent& s : drain(a, now)) {
-                if (s.bytes.size() == wire::kHelloV1Size) ++v1, ++hellos;
-                if (s.bytes.size() == wire::kHelloSize && s.bytes[1] == std::byte{4}) ++v2, ++hellos;
+                if (s.bytes.size() == wire::kHelloV1Size) ++v1;
+                if (s.bytes.size() == wire::kHelloSize && s.bytes[1] == std::byte{4}) ++v2;
             }
-            rounds += hellos > 0;
             now = std::min(a.next_deadline(), now + 100ms);
             a.on_timeout(now);
         }
@@ -526,18 +526,39 @@ std::vector<Sent> deliver(const std::vector<Sent>& sent, core::Endpoint& to, Tim
 
 wire::PacketType type_of(const Sent& s) { return static_cast<wire::PacketType>(s.bytes[1]); }
 
+// [CONN-30]: the copies of the round that starts at `start`: the first at once, each further
+// one handshake_timeout / hello_copies after the one before (checked: nothing leaves in
+// between). Returns them in order.
+std::vector<Sent> spread_round(core::Endpoint& ep, const core::EndpointConfig& cfg, Time start) {
+    const Duration gap = cfg.handshake_timeout / cfg.hello_copies;
+    std::vector<Sent> round;
+    for (uint32_t j = 0; j < cfg.hello_copies; ++j) {
+        const Time at = start + j * gap;
+        if (j > 0) {
+            ep.on_timeout(at - 1ns);
+            EXPECT_TRUE(drain(ep, at - 1ns).empty()) << "copy " << j << " early";
+            EXPECT_EQ(ep.next_deadline(), at) << "copy " << j;
+            ep.on_timeout(at);
+        }
+        std::vector<Sent> now = drain(ep, at);
+        EXPECT_EQ(now.size(), 1u) << "copy " << j << " alone";
+        round.insert(round.end(), now.begin(), now.end());
+    }
+    return round;
+}
+
 size_t count_events(core::Endpoint& ep, core::EventKind kind) {
     size_t n = 0;
     while (auto e = ep.poll_event()) n += e->kind == kind;
     return n;
 }
 
-// [CONN-30]: a round of HELLOs is hello_copies copies of one HELLO on as many paths. The
-// responder answers each copy with one HELLO_ACK, none larger than the HELLO, even when
-// all arrive in one receive batch (with one flag for "a HELLO_ACK is due" it sent one),
-// and binds one connection. The initiator is established by the first HELLO_ACK, ignores
-// the others, and confirms with as many copies, which the responder does not answer. A
-// late copy is answered once more and binds nothing.
+// [CONN-30]: a round of HELLOs is hello_copies copies of one HELLO on as many paths, one
+// handshake_timeout / hello_copies apart. The responder answers each copy with one
+// HELLO_ACK, none larger than the HELLO, even when all arrive in one receive batch (with
+// one flag for "a HELLO_ACK is due" it sent one), and binds one connection. The initiator
+// is established by the first HELLO_ACK, ignores the others, and confirms once, which the
+// responder does not answer. A late copy is answered once more and binds nothing.
 TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
     for (const uint32_t copies : {1u, 4u, 8u}) {
         SCOPED_TRACE("hello_copies " + std::to_string(copies));
@@ -546,11 +567,12 @@ TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
         const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
         const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
         core::Endpoint a(cfg, a_addr, 21), b(cfg, b_addr, 22);
-        const Time now = time_from_ns(1'000'000);
-        ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, now).ok());
+        const Time t0 = time_from_ns(1'000'000);
+        ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, t0).ok());
         const uint32_t ca = a.connection_to(b_addr);
-        const std::vector<Sent> hellos = drain(a, now);
+        const std::vector<Sent> hellos = spread_round(a, cfg, t0);
         ASSERT_EQ(hellos.size(), copies);
+        const Time now = t0 + (copies - 1) * (cfg.handshake_timeout / copies);
         std::set<uint16_t> ports;
         for (const Sent& h : hellos) {
             ASSERT_EQ(type_of(h), wire::PacketType::kHello);
@@ -582,7 +604,7 @@ TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
         EXPECT_EQ(a.connection(ca)->peer_conn_id(), cb);
         EXPECT_EQ(a.connection(ca)->stats().malformed, 0u);
         EXPECT_EQ(count_events(a, core::EventKind::kConnectionUp), 1u);
-        ASSERT_EQ(confirms.size(), copies) << "the confirmation's copies";
+        ASSERT_EQ(confirms.size(), 1u) << "the confirmation is one HELLO_ACK";
         for (const Sent& s : confirms) EXPECT_EQ(type_of(s), wire::PacketType::kHelloAck);
 
         EXPECT_TRUE(deliver(confirms, b, now).empty()) << "a HELLO_ACK is never answered";
@@ -598,8 +620,9 @@ TEST(Handshake, CopiesLeaveOnDistinctPathsAndEachIsAnsweredOnce) {
 }
 
 // [CONN-30] with [CONN-12]: when every copy is lost, the round is sent again whole after
-// handshake_timeout, then 2 x handshake_timeout later, each round on distinct paths; one
-// surviving copy of a later round establishes both sides.
+// handshake_timeout, then 2 x handshake_timeout later, each round's copies spread over
+// handshake_timeout on distinct paths; one surviving copy of a later round establishes
+// both sides, and the round's copies not yet due are not sent.
 TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
     core::EndpointConfig cfg;
     cfg.hello_copies = 4;
@@ -610,14 +633,14 @@ TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
     ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, t0).ok());
     const uint32_t ca = a.connection_to(b_addr);
     const Duration t = cfg.handshake_timeout;
-    std::vector<Sent> round = drain(a, t0);
-    ASSERT_EQ(round.size(), cfg.hello_copies);  // all lost
+    std::vector<Sent> round = spread_round(a, cfg, t0);  // all lost
+    ASSERT_EQ(round.size(), cfg.hello_copies);
     for (const Time at : {t0 + t, t0 + 3 * t}) {
         a.on_timeout(at - 1ns);
         EXPECT_TRUE(drain(a, at - 1ns).empty()) << "early";
         EXPECT_EQ(a.next_deadline(), at);
         a.on_timeout(at);
-        round = drain(a, at);
+        round = spread_round(a, cfg, at);
         ASSERT_EQ(round.size(), cfg.hello_copies);
         std::set<uint16_t> ports;
         for (const Sent& s : round) {
@@ -627,21 +650,27 @@ TEST(Handshake, EveryCopyLostIsSentAgainAfterTheTimeout) {
         EXPECT_EQ(ports.size(), cfg.hello_copies);
         EXPECT_EQ(a.connection(ca)->state(), ConnState::kConnecting);
     }
-    // The last copy of the third round arrives; its one answer establishes A.
-    const Time now = t0 + 3 * t;
-    const std::vector<Sent> acks = deliver({round.back()}, b, now);
+    // The fourth round: its first copy arrives; its one answer establishes A before the
+    // round's second copy is due, and no further copy leaves.
+    const Time r4 = t0 + 7 * t;
+    a.on_timeout(r4);
+    round = drain(a, r4);
+    ASSERT_EQ(round.size(), 1u);
+    const std::vector<Sent> acks = deliver(round, b, r4);
     ASSERT_EQ(acks.size(), 1u);
-    (void)deliver(acks, a, now);
+    (void)deliver(acks, a, r4);
     EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
-    a.on_timeout(now + 10 * t);
-    for (const Sent& s : drain(a, now + 10 * t))
-        EXPECT_NE(type_of(s), wire::PacketType::kHello) << "a HELLO after establishment";
+    for (Time at = r4; at <= r4 + 10 * t; at += t / cfg.hello_copies) {
+        a.on_timeout(at);
+        for (const Sent& s : drain(a, at))
+            EXPECT_NE(type_of(s), wire::PacketType::kHello) << "a HELLO after establishment";
+    }
 }
 
 // [CONN-30] with [CONN-25]: each copy of a round that must prove its address draws a RETRY
-// (no larger than it, nothing kept), but the RETRYs prompt one round at once, not one per
-// RETRY; RETRYs again before the timer prompt nothing. The round echoing the cookie binds
-// one proven connection and each of its copies is answered once.
+// (no larger than it, nothing kept), but the RETRYs prompt one round, not one per RETRY:
+// its first HELLO at once (the others spread as any round's); RETRYs again before the
+// timer prompt nothing. The round echoing the cookie binds one proven connection.
 TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     core::EndpointConfig cfg;
     cfg.hello_copies = 4;
@@ -650,11 +679,12 @@ TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
     const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
     core::Endpoint a(cfg, a_addr, 41), b(cfg_b, b_addr, 42);
-    const Time now = time_from_ns(1'000'000);
-    ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, now).ok());
+    const Time t0 = time_from_ns(1'000'000);
+    ASSERT_TRUE(a.create_stream(a.alloc_pd(), b_addr, 1, t0).ok());
     const uint32_t ca = a.connection_to(b_addr);
-    const std::vector<Sent> hellos = drain(a, now);
+    const std::vector<Sent> hellos = spread_round(a, cfg, t0);
     ASSERT_EQ(hellos.size(), cfg.hello_copies);
+    const Time now = t0 + (cfg.hello_copies - 1) * (cfg.handshake_timeout / cfg.hello_copies);
     const std::vector<Sent> retries = deliver(hellos, b, now);
     ASSERT_EQ(retries.size(), cfg.hello_copies);
     for (const Sent& s : retries) {
@@ -664,12 +694,10 @@ TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     EXPECT_EQ(b.num_connections(), 0u);
 
     const std::vector<Sent> again = deliver(retries, a, now);
-    ASSERT_EQ(again.size(), cfg.hello_copies) << "one round, not one per RETRY";
-    for (const Sent& s : again) {
-        const auto d = wire::decode_hello(s.bytes);
-        ASSERT_TRUE(d.ok());
-        EXPECT_NE(d->cookie, wire::Cookie{}) << "the round echoes the cookie";
-    }
+    ASSERT_EQ(again.size(), 1u) << "one round's first HELLO, not one per RETRY";
+    const auto d = wire::decode_hello(again[0].bytes);
+    ASSERT_TRUE(d.ok());
+    EXPECT_NE(d->cookie, wire::Cookie{}) << "the round echoes the cookie";
     EXPECT_TRUE(deliver(retries, a, now).empty()) << "RETRYs again before the timer";
     EXPECT_EQ(a.connection(ca)->stats().retries_received, 2u * cfg.hello_copies);
 
@@ -678,10 +706,83 @@ TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     EXPECT_EQ(b.stats().cookies_accepted, 1u);
     EXPECT_EQ(b.stats().retries_sent, cfg.hello_copies);
     EXPECT_TRUE(b.connection(b.connection_to(a_addr))->proven());
-    ASSERT_EQ(acks.size(), cfg.hello_copies);
-    for (const Sent& s : acks) EXPECT_EQ(type_of(s), wire::PacketType::kHelloAck);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(type_of(acks[0]), wire::PacketType::kHelloAck);
     (void)deliver(acks, a, now);
     EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+}
+
+// [CONN-31]: a simultaneous open in which A is established (by B's answer to its HELLO)
+// while B is not (A's answer and confirmation lost): A's first DATA reaches a Connecting B
+// and is dropped ([CONN-19]). B's next HELLO copy shows A that B is still opening, and no
+// ACK has come back: A answers it and sends every segment in flight again (RETX), behind
+// the answer, so B, established by that answer, gets the data at once. Without the rule
+// A sends the answer alone and the data waits for a timeout.
+TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
+    for (const bool rule : {true, false}) {
+        SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
+        core::EndpointConfig cfg;
+        cfg.resend_to_opening_peer = rule;
+        const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+        const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+        core::Endpoint a(cfg, a_addr, 51), b(cfg, b_addr, 52);
+        const Time t0 = time_from_ns(1'000'000);
+        std::vector<std::byte> src(3 * 4096, std::byte{7}), dst(3 * 4096);
+        const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
+        const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+        const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
+                                           core::access::kLocalWrite | core::access::kRemoteWrite);
+        const uint32_t sa = *a.create_stream(pa, b_addr, 1, t0);
+        ASSERT_TRUE(b.create_stream(pb, a_addr, 1, t0).ok());
+        core::SendWr wr;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = static_cast<uint32_t>(src.size());
+        wr.lkey = ka.lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = kb.rkey;
+        ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
+        const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+
+        const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
+        ASSERT_EQ(hello_a.size(), 1u);
+        ASSERT_EQ(hello_b.size(), 1u);
+        const std::vector<Sent> b_answers = deliver(hello_a, b, t0);  // B, opening, answers
+        ASSERT_EQ(b_answers.size(), 1u);
+        EXPECT_EQ(b.connection(cb)->state(), ConnState::kConnecting);
+        (void)deliver(hello_b, a, t0);  // A answers B's HELLO: lost
+        const std::vector<Sent> a_out = deliver(b_answers, a, t0);
+        ASSERT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+        size_t data = 0;
+        for (const Sent& s : a_out) data += type_of(s) == wire::PacketType::kData;
+        ASSERT_EQ(data, 3u) << "the write's three segments";
+        // A's confirmation is lost; its DATA reaches B while B is still Connecting.
+        std::vector<Sent> a_data;
+        for (const Sent& s : a_out)
+            if (type_of(s) == wire::PacketType::kData) a_data.push_back(s);
+        EXPECT_TRUE(deliver(a_data, b, t0).empty());
+        EXPECT_EQ(b.connection(cb)->state(), ConnState::kConnecting);
+
+        // B's second HELLO copy, a quarter of handshake_timeout later.
+        const Time t1 = t0 + cfg.handshake_timeout / cfg.hello_copies;
+        b.on_timeout(t1);
+        const std::vector<Sent> hello_b2 = drain(b, t1);
+        ASSERT_EQ(hello_b2.size(), 1u);
+        ASSERT_EQ(type_of(hello_b2[0]), wire::PacketType::kHello);
+        const std::vector<Sent> again = deliver(hello_b2, a, t1);
+        ASSERT_FALSE(again.empty());
+        EXPECT_EQ(type_of(again[0]), wire::PacketType::kHelloAck) << "the answer first";
+        size_t retx = 0;
+        for (const Sent& s : again)
+            if (type_of(s) == wire::PacketType::kData) {
+                EXPECT_NE(static_cast<uint8_t>(s.bytes[17]) & wire::data_flag::kRetx, 0) << "RETX";
+                ++retx;
+            }
+        EXPECT_EQ(retx, rule ? 3u : 0u);
+        (void)deliver(again, b, t1);
+        EXPECT_EQ(b.connection(cb)->state(), ConnState::kEstablished);
+        EXPECT_EQ(dst == src, rule) << "the data placed at once only with the rule";
+    }
 }
 
 }  // namespace
