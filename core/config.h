@@ -126,7 +126,6 @@ struct EndpointConfig {
     // round is lost only with every copy. 1..kMaxHelloCopies. (All at once, 4 made 256 -> 1
     // incast cycle at 7 of 10 seeds; spread, a handshake answered within the gap sends one.)
     uint32_t hello_copies = 4;
-    bool window_conn_loss = false;  // EXPERIMENT
     bool resend_to_opening_peer = true;  // [CONN-31] DATA in flight again when the peer is still opening
     static constexpr uint32_t kMaxHelloCopies = 8;
 

@@ -227,16 +227,13 @@ private:
     // path_view: the paths as the selectors see them, on the NIC ports that can send now
     // ([PATH-15]).
     PathView path_view() const;
-    // window_loss_floor: EXPERIMENT the connection's loss score under every path's own in
-    // [PATH-13] item 4's window stretch.
-    uint32_t window_loss_floor() const { return cfg_.window_conn_loss ? tx_loss_score_ : 0; }
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
     // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
     size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
     // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
     bool path_can_send(const TxPath& p, uint32_t bytes) const {
-        return PathView::can_send(p, bytes, *cc_, window_loss_floor());
+        return PathView::can_send(p, bytes, *cc_);
     }
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.

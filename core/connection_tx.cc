@@ -138,9 +138,7 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
     return psn;
 }
 
-PathView Connection::path_view() const {
-    return PathView{tx_paths_, *cc_, ep_.ready_ports(), window_loss_floor()};
-}
+PathView Connection::path_view() const { return PathView{tx_paths_, *cc_, ep_.ready_ports()}; }
 
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
     const uint16_t p = selector_->next_path(path_view(), bytes);
