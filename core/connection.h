@@ -293,7 +293,9 @@ private:
 
     // connection_rx.cc
     void place(Stream& s, const wire::DataPacket& p, Time now);
-    void deliver_in_order(Stream& s);
+    // deliver_in_order completes s's messages that are complete, in msg_seq order
+    // ([PLACE-5]); true when one of them had ACK_NOW on its LAST segment ([ACK-11]).
+    bool deliver_in_order(Stream& s);
     void report_delivery(Stream& s);
     // note_reported remembers stream id as the most recently reported ([ACK-20]).
     void note_reported(uint32_t id);

@@ -220,6 +220,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         slot.nsg = nsg;
         slot.read_len = read_len;
         slot.tail.clear();
+        slot.last_asked_ack = false;
     } else if (slot.msg_seq != h.msg_seq || slot.opcode != h.opcode || slot.msg_len != h.msg_len ||
                slot.recv_seq != h.recv_seq || slot.rkey != h.rkey ||
                slot.remote_addr != h.remote_addr || slot.imm != h.immediate) {
@@ -265,13 +266,19 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         }
     }
     s.bytes_placed += h.payload_len;  // first copy only: duplicates returned above
+    if ((h.flags & wire::data_flag::kLast) && (h.flags & wire::data_flag::kAckNow))
+        slot.last_asked_ack = true;
     if (slot.segs.complete()) {
         if (slot.tail.held()) {
             write_payload(slot, slot.tail.off, slot.tail.bytes.data(), slot.tail.len);
             slot.tail.clear();
         }
         slot.complete = true;
-        deliver_in_order(s);
+        // [ACK-11]: a message whose LAST segment asked for ACK_NOW but arrived before
+        // another of its segments is reported at once by the DATA that lets it deliver,
+        // not max_ack_delay later. (When the LAST itself delivers it, its ACK is queued.)
+        if (deliver_in_order(s) && rx_paths_[h.path_id].seen && rx_paths_[h.path_id].gen == h.path_gen)
+            queue_ack(h.path_id);
     }
 }
 
@@ -370,9 +377,10 @@ bool Connection::accept_request(Stream& s, const wire::DataPacket& p, std::byte*
     return true;
 }
 
-void Connection::deliver_in_order(Stream& s) {
-    if (s.ring.empty()) return;  // nothing received yet
+bool Connection::deliver_in_order(Stream& s) {
+    if (s.ring.empty()) return false;  // nothing received yet
     bool moved = false;
+    bool asked_ack = false;
     for (;;) {
         RxMessage& slot = s.ring.at(s.delivered_seq);
         if (!slot.active || slot.msg_seq != s.delivered_seq || !slot.complete) break;
@@ -417,11 +425,13 @@ void Connection::deliver_in_order(Stream& s) {
             execute_request(s, slot);
         }
         ++stats_.messages_received;
+        asked_ack |= slot.last_asked_ack;
         slot.active = false;
         ++s.delivered_seq;
         moved = true;
     }
     if (moved) report_delivery(s);
+    return asked_ack;
 }
 
 // report_delivery puts the stream's delivery state in the next ACKs ([ACK-14]), once.

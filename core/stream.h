@@ -153,6 +153,9 @@ struct RxMessage {
     uint64_t remote_addr = 0;
     SegmentMap segs;  // [PLACE-31] which segments are written, in fixed space
     HeldTail tail;    // [PLACE-12] the held end of an early last segment
+    // [ACK-11]: the LAST segment arrived with ACK_NOW; the DATA that lets the message
+    // deliver after it asks for an ACK at once, as the LAST did.
+    bool last_asked_ack = false;
     // Where byte 0 of the message goes. Requests land in `body` and `target` is the
     // checked remote memory they name. (Answers take no slot: [PLACE-30].)
     std::byte* target = nullptr;

@@ -1489,6 +1489,90 @@ TEST(Connection, AckNowOnlyWhenTheSenderPauses) {
     }
 }
 
+// Records, at A, B's delivery reports for one stream; holds back (never hands to A) B's
+// ACKs while `swallow` is set, for ACKs of DATA that a test crafted as A's.
+class ReportClock final : public EngineTap {
+  public:
+    ReportClock(core::Engine& inner, uint32_t stream) : EngineTap(inner), stream_(stream) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(d));
+        if (a.ok() && swallow) {
+            ++acks;
+            for (uint16_t i = 0; i < a->stream_count; ++i)
+                if (a->streams[i].stream_id == stream_) reports.emplace_back(now, a->streams[i].delivered_seq);
+            return;
+        }
+        inner_.on_datagram(d, m, now);
+    }
+    bool swallow = false;
+    size_t acks = 0;
+    std::vector<std::pair<Time, uint32_t>> reports;  // (arrival at A, delivered_seq)
+
+  private:
+    uint32_t stream_;
+};
+
+// [ACK-11] a two-segment WRITE whose LAST segment (ACK_NOW) arrives first, on one path, and
+// whose first segment follows on another path, alone there (below ack_every): the LAST's
+// ACK leaves before the message is complete, so only the first segment's ACK can carry the
+// delivery report ([ACK-14]), and it must leave at once, not max_ack_delay (1 ms) later.
+// The DATA are crafted as A's on two of A's paths at their next PSNs; B's answers are
+// held back from A.
+TEST(Connection, SegmentThatCompletesAMessageAfterItsLastIsAcknowledgedAtOnce) {
+    core::EndpointConfig cfg;
+    cfg.max_ack_delay = 1ms;
+    Pair p(41, ten_gbit_net(), cfg, cfg);
+    WriteFlow f(p, 1, 2 * cfg.max_payload);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    p.sim.run_for(5ms);  // every delayed ACK of that WRITE is out
+    ReportClock clock(*p.a, f.sb);
+    p.host_a().attach(&clock);
+    clock.swallow = true;
+    const core::Connection& ca = f.conn_a();
+    const uint32_t conn_b = p.b->connection_to(p.host_a().address());
+    const uint32_t msg = p.b->stream(f.sb)->delivered_seq;  // the next message of the stream
+    auto inject = [&](uint16_t path, uint32_t seg, uint8_t flags) {
+        wire::DataHeader h;
+        h.common.dst_conn_id = conn_b;
+        h.common.dst_token = p.b->connection(conn_b)->token();
+        h.opcode = wire::Opcode::kWrite;
+        h.flags = flags;
+        h.path_id = path;
+        h.path_gen = ca.tx_path(path).gen;
+        h.payload_len = static_cast<uint16_t>(cfg.max_payload);
+        h.path_psn = ca.tx_path(path).next_psn;
+        h.psn_floor = ca.tx_path(path).base;
+        h.stream_id = f.sb;
+        h.msg_seq = msg;
+        h.msg_len = 2 * cfg.max_payload;
+        h.offset = seg * cfg.max_payload;
+        h.timestamp = static_cast<uint32_t>(to_ns(p.now()));
+        h.rkey = f.kb.rkey;
+        h.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
+        std::vector<std::byte> pkt(wire::kDataHeaderSize + cfg.max_payload, std::byte{0x5a});
+        ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+        seal_for(*p.b, p.host_a().address(), pkt);
+        PacketMeta m;
+        m.src = p.host_a().address().with_port(ca.tx_path(path).src_port);
+        m.dst = p.host_b().address();
+        p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, p.now()); });
+        p.host_b().kick();
+    };
+    inject(6, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
+    p.sim.run_for(50us);  // the LAST's ACK reaches A (a round trip is about 10 us)
+    EXPECT_GE(clock.acks, 1u) << "the LAST asked for ACK_NOW";
+    EXPECT_TRUE(clock.reports.empty()) << "the message is not complete yet";
+    const Time completed = p.now();
+    inject(7, 0, 0);
+    ASSERT_TRUE(run(p, [&] { return !clock.reports.empty(); }, 5ms));
+    EXPECT_EQ(clock.reports.front().second, msg + 1);
+    EXPECT_LT(clock.reports.front().first - completed, cfg.max_ack_delay / 10)
+        << "the report waited for a delayed ACK";
+    EXPECT_EQ(f.dst, std::vector<std::byte>(f.dst.size(), std::byte{0x5a}));
+    p.host_a().attach(p.a.get());
+}
+
 // [ACK-12] with [CC-15]: the DATA that spends the first-RTT budget asks for an immediate
 // ACK, and only that one. The 32 KiB budget puts one segment on each of the 8 paths, below
 // ack_every = 2, and the sender may send no 9th segment before its first ACK: with delayed
