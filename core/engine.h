@@ -23,8 +23,9 @@ public:
     virtual ~Engine() = default;
 
     // on_datagram feeds one received UDP payload. meta.src is the remote address, meta.dst
-    // the local one, meta.ecn the IP ECN bits as received. Malformed or unauthenticated
-    // datagrams are counted and dropped; nothing is returned.
+    // the local one, meta.ecn the IP ECN bits as received, meta.arrival when it reached the
+    // host where the datapath can tell (spec [UDP-11]; kNever: `now` stands for it).
+    // Malformed or unauthenticated datagrams are counted and dropped; nothing is returned.
     virtual void on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                              Time now) = 0;
 
