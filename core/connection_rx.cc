@@ -86,7 +86,7 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
         const uint8_t tc = s && s->conn == id_ ? s->limits.traffic_class : control_class_;
         // [CC-14]: the one-way delay ends where the datagram reached this host: a
         // software receiver's own backlog (its socket buffer) is not the downlink's queue.
-        const Time reached = meta.arrival < now ? meta.arrival : now;
+        const Time reached = std::min(meta.arrival, now);
         const uint32_t owd = static_cast<uint32_t>(to_ns(reached)) - h.timestamp;
         ep_.fair_share_.on_arrival(slot(), tc, h.payload_len, owd, now,
                                    (h.flags & wire::data_flag::kDrained) != 0);
