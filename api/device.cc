@@ -317,7 +317,7 @@ DeviceStats Device::stats() const {
         s.shards.push_back({one.driver, one.udp, one.endpoint});
         add_counters<20>(s.driver, one.driver);
         add_counters<22>(s.udp, one.udp);
-        add_counters<21>(s.endpoint, one.endpoint);
+        add_counters<22>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;
         s.events_dropped += one.events_dropped;
     }

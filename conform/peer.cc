@@ -520,7 +520,7 @@ void Peer::check_target_packet(const Rx& rx) {
         case PacketType::kHelloAck:
             if (!rx.hello.src_conn_id || !rx.hello.src_token)
                 violation("[CONN-2] HELLO/HELLO_ACK with src_conn_id or src_token 0");
-            if (rx.hello.capabilities & ~wire::kCapIntegrity)
+            if (rx.hello.capabilities & ~wire::kCapDefined)
                 violation("[CONN-2] [VER-2] capability bits this version does not define");
             if (!rx.hello.isn || !rx.hello.msg_isn) violation("[CONN-5] isn or msg_isn 0");
             if (rx.type == PacketType::kHelloAck &&
@@ -544,7 +544,12 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[DATA-7] DATA psn_floor after path_psn");
             break;
         case PacketType::kAck:
-            if (rx.ack.flags & 0xFE) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
+            if (rx.ack.flags & 0xFC) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
+            // [WIRE-10]: FOLLOWED only where both announced COALESCE (the suite's peer never
+            // does, and decodes a datagram as one packet).
+            if ((rx.ack.flags & wire::ack_flag::kFollowed) &&
+                !(remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapCoalesce)))
+                violation("[WIRE-10] ACK with FOLLOWED to a peer that did not announce COALESCE");
             if (!(rx.ack.flags & wire::ack_flag::kProbeReply) && rx.ack.probe_psn)
                 violation("[ACK-8] probe_psn not 0 without PROBE_REPLY");
             if (rx.ack.sack.test(0)) violation("[ACK-2] SACK bit 0 set");

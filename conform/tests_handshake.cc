@@ -29,7 +29,7 @@ void hello_ack(Context& ctx) {
           "[UDP-1] [CONN-2] endpoint_port {} is not the port the target was configured with, {}",
           h.endpoint_port,
           ctx.target.udp.port);
-    check((h.capabilities & ~wire::kCapIntegrity) == 0, "[CONN-2] [VER-2] undefined capability bits {:#x}",
+    check((h.capabilities & ~wire::kCapDefined) == 0, "[CONN-2] [VER-2] undefined capability bits {:#x}",
           h.capabilities);
     check(rx->raw.from.same_host(ctx.target.udp), "[CONN-2] HELLO_ACK from another host");
 }

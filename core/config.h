@@ -25,6 +25,10 @@ struct EndpointConfig {
     // on: it now costs about 5% of CPU per byte (docs/results.md), and a corrupted byte
     // placed in application memory is the worst a transport can do.
     bool integrity_check = false;
+    // spec [WIRE-10]: announce COALESCE, an ACK and a DATA of one connection in one datagram.
+    // Used only with ack_with_reverse_data ([ACK-12]), where the ACK that rides with an
+    // answer would otherwise go as a second datagram of a GSO super-packet.
+    bool coalesce = true;
     // spec §9: the congestion controller, ECN AIMD ([CC-7], the default) or the fixed
     // window ([CC-1], kept as an ablation and for the loss-theory tests).
     enum class Cc : uint8_t { kFixed, kAimd };

@@ -160,7 +160,8 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.endpoint_port = ep_.local_.port;
     h.num_paths = num_paths();
     h.max_payload = cfg_.max_payload;
-    h.capabilities = cfg_.integrity_check ? wire::kCapIntegrity : 0;  // [INT-1]
+    h.capabilities = (cfg_.integrity_check ? wire::kCapIntegrity : 0) |  // [INT-1]
+                     (cfg_.coalesce ? wire::kCapCoalesce : 0);           // [WIRE-10]
     Result<size_t> n = Error::kInvalidArgument;
     const bool round_first = type == wire::PacketType::kHello && hello_round_first_;
     if (type == wire::PacketType::kHello) hello_round_first_ = false;
@@ -280,6 +281,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     segment_size_ = std::min(cfg_.max_payload, h.max_payload);
     // [INT-1]: both HELLOs announce it; fixed for the life of the connection.
     integrity_ = cfg_.integrity_check && (h.capabilities & wire::kCapIntegrity) != 0;
+    coalesce_ = cfg_.coalesce && (h.capabilities & wire::kCapCoalesce) != 0;  // [WIRE-10]
     rx_paths_.assign(h.num_paths, RxPath{});
     return_routes_.reset(num_paths(), h.num_paths);
     if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);

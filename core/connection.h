@@ -90,6 +90,7 @@ public:
     // integrity: the connection negotiated INTEGRITY ([INT-1]): fixed when it became
     // Established; Endpoint appends and checks the trailer ([INT-2], [INT-3]).
     bool integrity() const { return integrity_; }
+    bool coalesce() const { return coalesce_; }
     void set_unproven(Time now);
     void prove() { proven_ = true; }
 
@@ -446,6 +447,7 @@ private:
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY
+    bool coalesce_ = false;        // [WIRE-10] both HELLOs announced COALESCE
     Time unproven_deadline_ = kNever;
     wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
     // [CONN-7]: while Connecting, the identity a HELLO_ACK answers (nothing is bound).

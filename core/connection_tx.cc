@@ -251,13 +251,27 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         // datagrams of one size followed by one shorter, so the pair then travels as one
         // super-packet and the peer receives both in one read. A tiny DATA (a ping-pong
         // of 8-byte WRITEs) is shorter than the ACK, so the ACK goes first; otherwise the
-        // DATA does (send_segment queues the ACKs after it).
-        if (cfg_.ack_with_reverse_data && ack_queue_.empty() &&
-            wire::kDataHeaderSize + bytes < next_ack_size() && acks_delayed()) {
-            send_delayed_acks(p->id, now);
-            if (size_t n = write_queued_ack(buf, meta, now)) {
-                kept_data_path_ = p->id;  // the segment itself leaves on the next call
-                return n;
+        // DATA does (send_segment queues the ACKs after it). [WIRE-10]: on a connection
+        // that negotiated COALESCE, one ACK and a DATA that fit a full DATA's size share
+        // one datagram instead, the ACK first: cheaper to send and receive than a
+        // two-datagram super-packet.
+        size_t ack_bytes = 0;
+        if (cfg_.ack_with_reverse_data && ack_queue_.empty() && acks_delayed()) {
+            const bool ack_first = wire::kDataHeaderSize + bytes < next_ack_size();
+            const bool coalesce = coalesce_ && next_ack_size() + bytes <= segment_size_;
+            if (ack_first || coalesce) {
+                send_delayed_acks(p->id, now);
+                const bool one_ack = ack_queue_.size() == 1;
+                if (size_t n = write_queued_ack(buf, meta, now)) {
+                    // (A probe reply's ACK may have grown beyond next_ack_size().)
+                    if (!coalesce || !one_ack || n + bytes > segment_size_) {
+                        kept_data_path_ = p->id;  // the segment itself leaves on the next call
+                        return n;
+                    }
+                    buf[19] |= std::byte{wire::ack_flag::kFollowed};
+                    ack_bytes = n;
+                    ++stats_.acks_coalesced;
+                }
             }
         }
         const uint32_t seg = m->next_new_seg++;
@@ -273,7 +287,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             ready_streams_.pop_front();
             s->in_ready_list = false;
         }
-        return send_segment(*s, *m, seg, false, *p, buf, meta, now);
+        return ack_bytes + send_segment(*s, *m, seg, false, *p, buf.subspan(ack_bytes), meta, now);
     }
     return 0;
 }

@@ -682,10 +682,34 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
             break;
         }
         case wire::PacketType::kAck: {
+            // [WIRE-10]: on a connection that negotiated COALESCE an ACK with FOLLOWED is
+            // as long as its count says and a DATA of the same connection follows. Both
+            // are parsed before either is applied ([WIRE-8]).
+            const size_t ack_len = c->coalesce() ? wire::coalesced_ack_size(datagram) : 0;
+            const bool followed = ack_len > 0;
+            std::span<const std::byte> rest;
+            if (followed) {
+                if (ack_len >= datagram.size()) return count_decode_error(Error::kBadLength);
+                rest = datagram.subspan(ack_len);
+                datagram = datagram.first(ack_len);
+            }
             if (Error e = wire::parse_ack_body(datagram, rx_ack_); e != Error::kOk)
                 return count_decode_error(e);
             rx_ack_.common = common;
+            if (followed) {
+                wire::CommonHeader inner;
+                if (Error e = wire::parse_common_header(rest, inner); e != Error::kOk)
+                    return count_decode_error(e);
+                if (inner.type != wire::PacketType::kData || inner.dst_conn_id != common.dst_conn_id ||
+                    inner.dst_token != common.dst_token)
+                    return count_decode_error(Error::kBadType);
+                if (Error e = wire::parse_data_body(rest, rx_data_); e != Error::kOk)
+                    return count_decode_error(e);
+                rx_data_.hdr.common = inner;
+                ++stats_.coalesced_received;
+            }
             c->on_ack(rx_ack_, now);
+            if (followed) c->on_data(rx_data_, meta, now);
             // The ACK may have ended timers (issue 19): the connection's deadline is made
             // exact once, when the deadlines are next flushed, not after every ACK of a batch.
             if (!c->settle_pending) {

@@ -76,6 +76,7 @@ struct ConnectionStats {
     uint64_t retransmits_read_request = 0;  // [PLACE-19] READ/atomic requests re-sent awaiting the answer
     uint64_t closes_answered = 0;       // [CONN-29] CLOSE(CONFIRM) sent: the peer's CLOSE arrived
     uint64_t retransmits_copied = 0;    // [LOSS-17] extra copies of a drained sender's retransmissions
+    uint64_t acks_coalesced = 0;        // [WIRE-10] ACKs sent in one datagram with a DATA
 };
 
 struct EndpointStats {
@@ -101,6 +102,7 @@ struct EndpointStats {
     uint64_t unproven_ended = 0;       // [CONN-26] connections that never proved their peer
     uint64_t peer_restarts = 0;        // [CONN-14] restarts accepted (with proof)
     uint64_t version_mismatch = 0;     // [VER-1] version-1 HELLO / HELLO_ACK refused
+    uint64_t coalesced_received = 0;   // [WIRE-10] datagrams of an ACK and a DATA, both applied
 };
 
 }  // namespace mroce::core

@@ -35,6 +35,8 @@ constexpr CounterField<ES> kEndpoint[] = {
     {"unproven_ended", &ES::unproven_ended, "Connections that ended without proving their peer.", nullptr},
     {"peer_restarts", &ES::peer_restarts, "Peer restarts accepted (with proof).", nullptr},
     {"version_mismatch", &ES::version_mismatch, "Version-1 HELLOs and HELLO_ACKs refused.", nullptr},
+    {"coalesced_received", &ES::coalesced_received,
+     "Datagrams that carried an ACK and a DATA, both applied.", nullptr},
 };
 
 constexpr CounterField<CS> kConnection[] = {
@@ -53,6 +55,7 @@ constexpr CounterField<CS> kConnection[] = {
     {"retransmits_copied", &CS::retransmits_copied,
      "Extra copies of a drained sender's retransmissions, on other paths, for its measured loss.",
      "retransmits_copied"},
+    {"acks_coalesced", &CS::acks_coalesced, "ACKs sent in one datagram with a DATA.", "acks_coalesced"},
     {"retransmits_cancelled", &CS::retransmits_cancelled,
      "Declared lost, then acknowledged before the retransmission left.", "retransmits_cancelled"},
     {"duplicate_segments", &CS::duplicate_segments, "Segments received that were already placed.",

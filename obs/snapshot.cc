@@ -70,7 +70,7 @@ Snapshot merge_shards(std::vector<Snapshot> shards, uint64_t complete_through) {
         sh.connections = one.connections.size();
         sh.driver_counters = one.driver_counters;
         s.shards.push_back(std::move(sh));
-        add_counters<21>(s.endpoint_stats, one.endpoint_stats);
+        add_counters<22>(s.endpoint_stats, one.endpoint_stats);
         s.streams += one.streams;
         // Every shard lists the same driver counters in the same order (api/metrics.cc).
         MROCE_DCHECK(one.driver_counters.size() == s.driver_counters.size());

@@ -243,6 +243,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     // ACKs ride with the peer's answer, so an application waiting in ibv_poll_cq receives
     // the answer itself, with no progress thread to wake (MROCE_ACK_WITH_DATA).
     cfg.endpoint.ack_with_reverse_data = s.ack_with_data;
+    cfg.endpoint.coalesce = s.coalesce;
     cfg.send_first = s.send_first;
     api::StageTrace* trace = nullptr;
     if (!s.stages_file.empty()) cfg.stage_trace = trace = new api::StageTrace(kStageStamps);

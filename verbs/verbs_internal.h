@@ -46,6 +46,8 @@ struct Settings {
     bool ack_with_data = true;
     // MROCE_SEND_FIRST: api::DeviceConfig::send_first.
     bool send_first = true;
+    // MROCE_COALESCE: core::EndpointConfig::coalesce (spec [WIRE-10]).
+    bool coalesce = true;
     // MROCE_STAGES: where to write the stage stamps of each context (api/stage_trace.h) when
     // it closes or the process exits, as FILE.PID; empty: no tracing. For latency
     // questions (scripts/latency-stages.py --verbs).

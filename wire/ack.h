@@ -2,6 +2,7 @@
 // receiver rate hint and per-stream cumulative delivery.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@ inline constexpr uint16_t kMaxAckStreams = 32;
 
 namespace ack_flag {
 inline constexpr uint8_t kProbeReply = 0x01;  // answers a PROBE; probe_psn is valid
+inline constexpr uint8_t kFollowed = 0x02;    // a DATA of the connection follows ([WIRE-10])
 }
 
 struct StreamAck {
@@ -91,6 +93,18 @@ inline size_t store_ack(const AckPacket& a, std::byte* p) {
         store_be32(e + 4, a.streams[i].delivered_seq);
     }
     return kAckFixedSize + size_t{a.stream_count} * kAckStreamEntrySize;
+}
+
+// coalesced_ack_size is, for a datagram that starts with an ACK whose FOLLOWED flag is set,
+// the length of that ACK ([WIRE-10]: its count's, not the datagram's); 0 when the flag is
+// clear or the datagram is too short to hold an ACK (parse_ack_body then reports it
+// truncated). The count is not trusted: at most one above the cap, which parse_ack_body
+// refuses.
+inline size_t coalesced_ack_size(std::span<const std::byte> datagram) {
+    if (datagram.size() < kAckFixedSize) return 0;
+    if ((static_cast<uint8_t>(datagram[19]) & ack_flag::kFollowed) == 0) return 0;
+    const size_t count = std::min<size_t>(load_be16(datagram.data() + 76), kMaxAckStreams + 1u);
+    return kAckFixedSize + count * kAckStreamEntrySize;
 }
 
 // parse_ack_body is the per-packet decoder: decode_ack's checks and errors for everything

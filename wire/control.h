@@ -59,6 +59,10 @@ struct HelloPacket {
 inline constexpr size_t kHelloSize = 64;
 // spec §4.8 [VER-2]: capability bits. INTEGRITY: the CRC32C trailer (§4.9, [INT-1]).
 inline constexpr uint32_t kCapIntegrity = 0x00000001u;
+// COALESCE: a datagram may carry an ACK (flag FOLLOWED) and then a DATA ([WIRE-10]).
+inline constexpr uint32_t kCapCoalesce = 0x00000002u;
+// Every bit this revision defines; the others are reserved ([WIRE-6]).
+inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce;
 // Version 1's HELLO / HELLO_ACK: the first 48 bytes of version 2's, with `version` 1 and no
 // cookie. Decoded only to refuse the peer clearly (spec §4.8).
 inline constexpr size_t kHelloV1Size = 48;

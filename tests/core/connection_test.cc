@@ -1757,6 +1757,7 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
         core::EndpointConfig cfg;
         cfg.ack_now_every_message = false;
         cfg.ack_with_reverse_data = true;
+        cfg.coalesce = false;  // [WIRE-10] would put the pair in one datagram (below)
         cfg.max_ack_delay = 100us;
         Pair p(26, ten_gbit_net(), cfg, cfg);
         struct Seen {
@@ -1789,6 +1790,238 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
         EXPECT_EQ(from_b[0].port, from_b[1].port) << "the ACK and the DATA left from two ports";
         EXPECT_GE(from_b[0].len, from_b[1].len) << "the shorter one went first";
     }
+}
+
+// What B sent A, datagram by datagram (the ack_with_reverse_data tests below).
+struct FromB {
+    uint8_t type;       // of the first packet
+    bool followed;      // an ACK with FOLLOWED ([WIRE-10])
+    uint16_t port;
+    std::vector<std::byte> bytes;  // without an integrity trailer
+};
+
+// [WIRE-10], [ACK-12]: on a connection that negotiated COALESCE, the ACK that waited for
+// the receiver's own DATA leaves in that DATA's datagram, the ACK first with FOLLOWED,
+// whichever is longer; the peer applies both (the WRITE completes, the answer lands). An
+// answer too long to share a full DATA's size still leaves as the GSO pair, DATA first;
+// with INTEGRITY the datagram carries one trailer at its end.
+TEST(Connection, DelayedAckSharesTheAnswersDatagram) {
+    for (const bool integrity : {false, true})
+        for (const uint32_t answer : {8u, 1000u, 4000u}) {
+            SCOPED_TRACE("answer of " + std::to_string(answer) + " bytes" + (integrity ? ", integrity" : ""));
+            core::EndpointConfig cfg;
+            cfg.ack_now_every_message = false;
+            cfg.ack_with_reverse_data = true;
+            cfg.integrity_check = integrity;
+            cfg.max_ack_delay = 100us;
+            Pair p(27, ten_gbit_net(), cfg, cfg);
+            std::vector<FromB> from_b;
+            std::vector<std::byte> scratch;
+            p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+                if (&rx != &p.host_a()) return;
+                const auto v = pkt.bytes.view(scratch);
+                const auto d = without_trailer(v);
+                const auto type = static_cast<uint8_t>(d[1]);
+                if (wire::carries_integrity(static_cast<wire::PacketType>(type))) {
+                    EXPECT_EQ(v.size() - d.size(), integrity ? wire::kIntegritySize : 0u);
+                }
+                const bool followed = type == static_cast<uint8_t>(wire::PacketType::kAck) &&
+                                      (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed);
+                from_b.push_back({type, followed, pkt.meta.src.port, {d.begin(), d.end()}});
+            });
+            WriteFlow f(p, 1, 8);
+            f.post_all();
+            ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+            from_b.clear();
+            Answer a(answer);
+            const Time t1 = p.now();
+            a.post(p, f);
+            ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
+            EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+            EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+            ASSERT_FALSE(from_b.empty());
+            const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
+            const auto data = static_cast<uint8_t>(wire::PacketType::kData);
+            const core::Connection& cb = *b_connection(p);
+            if (answer + 88 <= cfg.max_payload) {
+                ASSERT_TRUE(from_b[0].followed) << "the ACK and the answer left apart";
+                const auto& d = from_b[0].bytes;
+                const size_t ack_len = wire::coalesced_ack_size(d);
+                ASSERT_GT(ack_len, 0u);
+                ASSERT_TRUE(wire::decode_ack(std::span(d).first(ack_len)).ok());
+                const auto dd = wire::decode_data(std::span(d).subspan(ack_len));
+                ASSERT_TRUE(dd.ok());
+                EXPECT_EQ(dd->hdr.payload_len, answer);
+                EXPECT_LE(d.size(), wire::kDataHeaderSize + cfg.max_payload) << "longer than a full DATA";
+                EXPECT_EQ(cb.stats().acks_coalesced, 1u);
+                EXPECT_EQ(p.a->stats().coalesced_received, 1u);
+            } else {
+                ASSERT_GE(from_b.size(), 2u);
+                EXPECT_FALSE(from_b[0].followed);
+                EXPECT_EQ(from_b[0].type, data);
+                EXPECT_EQ(from_b[1].type, ack);
+                EXPECT_EQ(from_b[0].port, from_b[1].port);
+                EXPECT_EQ(cb.stats().acks_coalesced, 0u);
+                EXPECT_EQ(p.a->stats().coalesced_received, 0u);
+            }
+            for (const FromB& x : from_b) EXPECT_FALSE(x.followed && x.bytes.size() <= 88u);
+            EXPECT_EQ(p.a->stats().bad_length + p.a->stats().bad_type + p.a->stats().bad_integrity, 0u);
+        }
+}
+
+// [WIRE-10], [VER-2]: COALESCE is used only when both HELLOs announce it: with one side's
+// `coalesce` off, no ACK leaves with FOLLOWED in either direction.
+TEST(Connection, NoCoalescingUnlessBothAnnounce) {
+    for (const bool a_side : {true, false}) {
+        core::EndpointConfig on, off;
+        for (core::EndpointConfig* c : {&on, &off}) {
+            c->ack_now_every_message = false;
+            c->ack_with_reverse_data = true;
+            c->max_ack_delay = 100us;
+        }
+        off.coalesce = false;
+        Pair p(28, ten_gbit_net(), a_side ? off : on, a_side ? on : off);
+        size_t followed = 0;
+        std::vector<std::byte> scratch;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host&) {
+            const auto d = without_trailer(pkt.bytes.view(scratch));
+            followed += d.size() >= wire::kAckFixedSize &&
+                        static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
+                        (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed);
+        });
+        WriteFlow f(p, 1, 8);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+        Answer a(8);
+        a.post(p, f);
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
+        EXPECT_EQ(followed, 0u);
+        EXPECT_EQ(b_connection(p)->stats().acks_coalesced, 0u);
+    }
+}
+
+// HoldCoalesced wraps A's engine and keeps back (does not deliver) every coalesced
+// datagram B sends, for a test that hands A broken copies of it first.
+class HoldCoalesced final : public EngineTap {
+public:
+    explicit HoldCoalesced(core::Engine& inner) : EngineTap(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        if (d.size() > wire::kAckFixedSize &&
+            static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
+            (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed) && held.empty()) {
+            held.assign(d.begin(), d.end());
+            meta = m;
+            return;
+        }
+        inner_.on_datagram(d, m, now);
+    }
+    void give(std::span<const std::byte> d, Time now) { inner_.on_datagram(d, meta, now); }
+    std::vector<std::byte> held;
+    PacketMeta meta;
+};
+
+// [WIRE-10], [WIRE-8]: a coalesced datagram that breaks a rule is dropped whole, counted as
+// the failing packet's error, and changes nothing: neither the ACK (the WRITE stays
+// incomplete) nor the DATA (the answer is not placed) is applied. The intact datagram,
+// given afterwards, completes both. On a connection without COALESCE the same datagram is
+// an ACK of the wrong length ([ACK-1]).
+TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
+    core::EndpointConfig cfg;
+    cfg.ack_now_every_message = false;
+    cfg.ack_with_reverse_data = true;
+    cfg.max_ack_delay = 5ms;  // the held ACK is the only way the WRITE completes in the test
+    Pair p(29, ten_gbit_net(), cfg, cfg);
+    HoldCoalesced hold(*p.a);
+    p.host_a().attach(&hold);
+    WriteFlow f(p, 1, 8);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+    Answer a(8);
+    a.post(p, f);
+    ASSERT_TRUE(run(p, [&] { return !hold.held.empty(); }, 1ms));
+    const std::vector<std::byte> good = hold.held;
+    const size_t ack_len = wire::coalesced_ack_size(good);
+    ASSERT_EQ(ack_len, wire::kAckFixedSize + wire::kAckStreamEntrySize);  // one stream report
+
+    struct Broken {
+        const char* what;
+        std::vector<std::byte> bytes;
+        uint64_t core::EndpointStats::*counter;
+    };
+    std::vector<Broken> cases;
+    auto with = [&](const char* what, uint64_t core::EndpointStats::*counter, auto&& change) {
+        std::vector<std::byte> b = good;
+        change(b);
+        cases.push_back({what, std::move(b), counter});
+    };
+    using ES = core::EndpointStats;
+    with("nothing after the ACK", &ES::bad_length, [&](auto& b) { b.resize(ack_len); });
+    with("a DATA cut short", &ES::bad_length, [&](auto& b) { b.pop_back(); });
+    with("a byte too many", &ES::bad_length, [&](auto& b) { b.push_back(std::byte{0}); });
+    with("a count over the cap", &ES::bad_length, [&](auto& b) { wire::store_be16(b.data() + 76, 40); });
+    // Counted one short, the ACK ends before its report and the follower starts inside it,
+    // with the report's stream id (a small number) where the version should be.
+    with("a count one too low", &ES::bad_version, [&](auto& b) { wire::store_be16(b.data() + 76, 0); });
+    with("a follower of another connection", &ES::bad_type,
+         [&](auto& b) { b[ack_len + 4] ^= std::byte{0x01}; });
+    with("a follower with another token", &ES::bad_type,
+         [&](auto& b) { b[ack_len + 8] ^= std::byte{0x01}; });
+    with("a follower that is an ACK", &ES::bad_type,
+         [&](auto& b) { b[ack_len + 1] = static_cast<std::byte>(wire::PacketType::kAck); });
+    with("a follower of another version", &ES::bad_version, [&](auto& b) { b[ack_len] = std::byte{7}; });
+    with("a follower too short for a header", &ES::truncated, [&](auto& b) { b.resize(ack_len + 10); });
+    // Given straight to A's engine, between two simulator steps: what they change shows at
+    // once (no timer may fire meanwhile and re-send what they carry).
+    const uint64_t acks = f.path_sum(&core::PathStats::acks_received);
+    const uint64_t placed = p.a->stream_bytes_placed(f.sa);
+    for (const Broken& c : cases) {
+        SCOPED_TRACE(c.what);
+        const ES before = p.a->stats();
+        hold.give(c.bytes, p.now());
+        EXPECT_EQ(p.a->stats().*c.counter, before.*c.counter + 1);
+        EXPECT_EQ(p.a->stats().coalesced_received, 0u);
+        EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks) << "its ACK was applied";
+        EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed) << "its DATA was placed";
+    }
+    hold.give(good, p.now());
+    EXPECT_EQ(p.a->stats().coalesced_received, 1u);
+    EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks + 1);
+    EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed + 8);
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 2ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+}
+
+// [WIRE-10]: an endpoint that did not announce COALESCE reads an ACK with FOLLOWED by
+// [ACK-1]: the DATA behind it makes the ACK's length wrong, and the datagram is dropped.
+TEST(Connection, CoalescedDatagramToAPeerWithoutCoalesceIsABadLength) {
+    core::EndpointConfig cfg;
+    cfg.ack_now_every_message = false;
+    cfg.ack_with_reverse_data = true;
+    // A datagram as B would coalesce it, given to an endpoint whose connection did not
+    // negotiate COALESCE (A's side off).
+    core::EndpointConfig off = cfg;
+    off.coalesce = false;
+    Pair q(31, ten_gbit_net(), off, cfg);
+    WriteFlow g(q, 1, 8);
+    g.post_all();
+    ASSERT_TRUE(run(q, [&] { return g.all_completions() == 1; }, 20ms));
+    std::vector<std::byte> d(wire::kAckFixedSize);
+    wire::AckPacket ack = peer_ack(q, 0);
+    ack.flags = wire::ack_flag::kFollowed;
+    ASSERT_EQ(wire::store_ack(ack, d.data()), wire::kAckFixedSize);
+    wire::DataHeader h;
+    h.common.type = wire::PacketType::kData;
+    h.common.dst_conn_id = ack.common.dst_conn_id;
+    h.common.dst_token = ack.common.dst_token;
+    d.resize(wire::kAckFixedSize + wire::kDataHeaderSize);
+    wire::store_data_header(h, d.data() + wire::kAckFixedSize);
+    seal_for(*q.a, q.host_b().address(), d);
+    const uint64_t bad = q.a->stats().bad_length;
+    const uint64_t acks = g.path_sum(&core::PathStats::acks_received);
+    q.a->on_datagram(d, PacketMeta{}, q.now());
+    EXPECT_EQ(q.a->stats().bad_length, bad + 1);
+    EXPECT_EQ(g.path_sum(&core::PathStats::acks_received), acks);
+    EXPECT_EQ(q.a->stats().coalesced_received, 0u);
 }
 
 // [PROBE-2] a probe is answered twice, on two different return paths (source ports), so

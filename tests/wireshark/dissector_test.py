@@ -418,8 +418,10 @@ def crafted_cases():
     add("data return_echo without RETURN_ECHO", data(reserved=1), None, {"rule"})
     add("data last, sender drained", data(flags=0x11))  # [CC-12]
     add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
-    add("undefined ack flag", ack(flags=0x02), None, {"reserved_nonzero"})
-    add("hello capabilities: a bit no version defines", hello(caps=2), None, {"reserved_nonzero"})
+    add("undefined ack flag", ack(flags=0x04), None, {"reserved_nonzero"})
+    add("ack FOLLOWED, nothing follows", ack(flags=0x02), None, set())
+    add("hello capabilities: a bit no version defines", hello(caps=4), None, {"reserved_nonzero"})
+    add("hello capabilities: INTEGRITY and COALESCE", hello(caps=3), None, set())
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})

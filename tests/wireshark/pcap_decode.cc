@@ -212,6 +212,7 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.path_gen"] = a->path_gen;
             f["mroce.ack.flags"] = a->flags;
             f["mroce.ack.flags.probe_reply"] = (a->flags & wire::ack_flag::kProbeReply) != 0;
+            f["mroce.ack.flags.followed"] = (a->flags & wire::ack_flag::kFollowed) != 0;
             f["mroce.ack.cum_psn"] = a->cum_psn;
             sack_fields(f, *a);
             f["mroce.ack.ecn_ce_count"] = a->ecn_ce_count;

@@ -177,8 +177,9 @@ local f = {
     ack_flags = ProtoField.uint8("mroce.ack.flags", "Flags", base.HEX),
     ack_probe_reply = ProtoField.bool("mroce.ack.flags.probe_reply", "PROBE_REPLY", 8, nil,
                                       0x01),
-    ack_flags_undef = ProtoField.uint8("mroce.ack.flags.undefined", "Undefined in v1",
-                                       base.HEX, nil, 0xFE),
+    ack_followed = ProtoField.bool("mroce.ack.flags.followed", "FOLLOWED", 8, nil, 0x02),
+    ack_flags_undef = ProtoField.uint8("mroce.ack.flags.undefined", "Undefined",
+                                       base.HEX, nil, 0xFC),
     ack_cum_psn = ProtoField.uint32("mroce.ack.cum_psn", "Cumulative PSN", base.DEC),
     ack_sack = ProtoField.bytes("mroce.ack.sack", "SACK bitmap"),
     ack_sack_count = ProtoField.uint16("mroce.ack.sack.count", "PSNs acknowledged by SACK",
@@ -514,8 +515,9 @@ local function dissect_ack(c, t)
     local flags, flags_item = c:add(t, f.ack_flags, 19, 1)
     if flags_item then
         flags_item:add(f.ack_probe_reply, c.tvb(19, 1))
+        flags_item:add(f.ack_followed, c.tvb(19, 1))  -- [WIRE-10]
         local undef = flags_item:add(f.ack_flags_undef, c.tvb(19, 1))
-        if flags >= 2 then undef:add_proto_expert_info(e.reserved) end  -- [ACK-8]
+        if flags >= 4 then undef:add_proto_expert_info(e.reserved) end  -- [ACK-8]
     end
     local cum = c:add(t, f.ack_cum_psn, 20, 4)
     local sack_count, sack_holes = nil, nil
@@ -559,9 +561,16 @@ local function dissect_ack(c, t)
         c:fail("bad_length", count_item, string.format(
             "stream_count %d is above the cap of %d [ACK-5]", count, kMaxAckStreams))
     elseif entries_bytes ~= 8 * count then
+        -- [WIRE-10]: a capture does not say whether the connection negotiated COALESCE; read
+        -- as [ACK-1] (as wire/ without it does), with a note where a DATA may follow.
+        local note = ""
+        if flags and bit_set(flags, 0x02) and entries_bytes > 8 * count then
+            note = string.format("; with COALESCE, a DATA follows at byte %d [WIRE-10]",
+                                 fixed_size[T_ACK] + 8 * count)
+        end
         c:fail("bad_length", count_item, string.format(
-            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]",
-            count, 8 * count, entries_bytes))
+            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]%s",
+            count, 8 * count, entries_bytes, note))
     end
     if not bit_set(flags, 0x01) and probe_psn ~= 0 then
         c:warn(probe_item, "probe_psn must be 0 without PROBE_REPLY [ACK-8]")
@@ -656,9 +665,11 @@ local function dissect_hello(c, t, typ)
     if is_zero64(src_token) then
         c:warn(token_item, "src_token 0: dropped as malformed_hello [CONN-23]")
     end
-    -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]); the others are reserved ([CONN-2]).
+    -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]), 0x2 COALESCE ([WIRE-10]); the others are
+    -- reserved ([CONN-2]).
     if caps % 2 == 1 then c:info_add("INTEGRITY") end
-    if caps >= 2 then caps_item:add_proto_expert_info(e.reserved) end
+    if math.floor(caps / 2) % 2 == 1 then c:info_add("COALESCE") end
+    if caps >= 4 then caps_item:add_proto_expert_info(e.reserved) end
 end
 
 local function dissect_probe(c, t)
