@@ -141,8 +141,9 @@ public:
             return true;
         if (retx_.empty() && ready_streams_.empty() && retx_copies_.left == 0) return false;
         if (!data_gate_open(segment_size_, now)) return false;
+        const uint32_t prior = window_loss_prior();
         for (const TxPath& p : tx_paths_)
-            if (path_can_send(p, segment_size_)) return true;
+            if (PathView::can_send(p, segment_size_, *cc_, prior)) return true;
         return false;
     }
 
@@ -231,10 +232,9 @@ private:
     TxPath* pick_retx_path(uint32_t bytes);
     // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
     size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
-    // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
-    bool path_can_send(const TxPath& p, uint32_t bytes) const {
-        return PathView::can_send(p, bytes, *cc_);
-    }
+    // window_loss_prior: [PATH-13] item 5: the connection's loss estimate, its score
+    // started from the endpoint's, where each path's estimate for its window starts.
+    uint32_t window_loss_prior() const;
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
     bool data_gate_open(uint32_t bytes, Time now) const {
@@ -546,6 +546,7 @@ private:
     std::vector<wire::StreamAck> final_reports_;
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t tx_loss_score_ = 0;             // [PATH-13] loss score of all paths together
+    uint32_t tx_prior_weight_ = 1u << 16;    // [PATH-13] item 5: the endpoint's weight in it
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA
     uint32_t probes_pending_ = 0;            // paths with probe_pending set

@@ -138,7 +138,13 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
     return psn;
 }
 
-PathView Connection::path_view() const { return PathView{tx_paths_, *cc_, ep_.ready_ports()}; }
+uint32_t Connection::window_loss_prior() const {
+    return path_health::score_with_prior(tx_loss_score_, tx_prior_weight_, ep_.loss_estimate());
+}
+
+PathView Connection::path_view() const {
+    return PathView{tx_paths_, *cc_, ep_.ready_ports(), window_loss_prior()};
+}
 
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
     const uint16_t p = selector_->next_path(path_view(), bytes);
