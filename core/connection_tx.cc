@@ -139,7 +139,11 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
 }
 
 uint32_t Connection::window_loss_prior() const {
-    return path_health::score_with_prior(tx_loss_score_, tx_prior_weight_, ep_.loss_estimate());
+    // A queue's losses are not to be stretched for ([PATH-13] item 4): once the peer has
+    // echoed a CE mark on any path, each path's own score stands alone.
+    for (const PathStats& ps : path_stats_)
+        if (ps.ecn_echoed != 0) return 0;
+    return path_health::unbiased_score(tx_loss_score_, tx_prior_weight_);
 }
 
 PathView Connection::path_view() const {

@@ -200,13 +200,7 @@ public:
     // packets than one path or one connection carries.
     uint32_t loss_score() const { return loss_score_; }
     void note_loss() { path_health::score_loss(loss_score_); }
-    void note_delivery() {
-        path_health::score_delivery(loss_score_);
-        path_health::weight_delivery(prior_weight_);
-    }
-    // loss_estimate: [PATH-13] item 5: the score corrected for the memory it has not yet
-    // filled (path_health::unbiased_score), the prior of every connection's estimate.
-    uint32_t loss_estimate() const { return path_health::unbiased_score(loss_score_, prior_weight_); }
+    void note_delivery() { path_health::score_delivery(loss_score_); }
 
     // [PATH-16]: a NIC port that heard nothing while the host's others went on receiving:
     // its plane is likely dead, and no ACK or probe reply is sent on it.
@@ -299,7 +293,6 @@ private:
     EndpointStats stats_;
     TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
     uint32_t loss_score_ = 0;  // loss_score(), note_loss(), note_delivery()
-    uint32_t prior_weight_ = path_health::kOne;  // loss_estimate(): (63/64)^deliveries
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
     QuietPorts quiet_ports_;    // [PATH-16] port_quiet(); fed by on_datagram
 
