@@ -63,6 +63,10 @@ public:
     const PathStats& path_stats(uint16_t path) const { return path_stats_[path]; }
     uint16_t num_paths() const { return static_cast<uint16_t>(tx_paths_.size()); }
     const TxPath& tx_path(uint16_t p) const { return tx_paths_[p]; }
+    // window_loss_prior: [PATH-13] item 5: the connection's loss estimate (its score
+    // corrected for the memory it has not filled), where each path's estimate for its
+    // window starts; 0 once any path has had a CE mark echoed.
+    uint32_t window_loss_prior() const;
     uint64_t token() const { return token_; }
     // Congestion state, for counters and cc.csv (spec §9).
     const cc::CongestionControl& congestion() const { return *cc_; }
@@ -142,8 +146,9 @@ public:
             return true;
         if (retx_.empty() && ready_streams_.empty() && retx_copies_.left == 0) return false;
         if (!data_gate_open(segment_size_, now)) return false;
+        const uint32_t prior = window_loss_prior();
         for (const TxPath& p : tx_paths_)
-            if (path_can_send(p, segment_size_)) return true;
+            if (PathView::can_send(p, segment_size_, *cc_, prior)) return true;
         return false;
     }
 
@@ -232,10 +237,6 @@ private:
     TxPath* pick_retx_path(uint32_t bytes);
     // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
     size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
-    // path_can_send: [PATH-10] (core/path_selector.h). Inline: asked by has_work.
-    bool path_can_send(const TxPath& p, uint32_t bytes) const {
-        return PathView::can_send(p, bytes, *cc_);
-    }
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
     bool data_gate_open(uint32_t bytes, Time now) const {
@@ -548,6 +549,8 @@ private:
     std::vector<wire::StreamAck> final_reports_;
     uint64_t in_flight_total_ = 0;           // sum of in_flight_pkts over the paths
     uint32_t tx_loss_score_ = 0;             // [PATH-13] loss score of all paths together
+    uint32_t tx_prior_weight_ = 1u << 16;    // [PATH-13] item 5: (63/64)^(packets acknowledged)
+    bool ce_echoed_ = false;                 // the peer has echoed a CE mark on some path
     uint64_t in_flight_bytes_ = 0;           // sum of in_flight_bytes over the paths
     uint16_t last_rx_path_ = 0;              // the peer's path that last brought DATA
     uint32_t probes_pending_ = 0;            // paths with probe_pending set

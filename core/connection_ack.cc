@@ -184,6 +184,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         const uint32_t ce = a.ecn_ce_count - path.last_ce;
         if (ce > 0 && ce < kCeWindow) {
             ps.ecn_echoed += ce;
+            if (ce) ce_echoed_ = true;  // [PATH-13] item 5: the prior is off from now on
             cc_->on_ecn(path.id, ce, now);
             path.last_ce = a.ecn_ce_count;
         }
@@ -257,6 +258,8 @@ void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
         bytes_acked += r.bytes;
         path_health::score_delivery(path.loss_score);  // losses are forgotten as packets get through
         path_health::score_delivery(tx_loss_score_);
+        path_health::weight_delivery(path.prior_weight);  // [PATH-13] item 5
+        path_health::weight_delivery(tx_prior_weight_);
         ep_.note_delivery();
     } else if (r.state == TxRecord::State::kLost) {
         // [LOSS-3]: a SACK bit proves a packet declared lost arrived after all (a spurious

@@ -138,7 +138,16 @@ uint32_t Connection::psn_floor(const TxPath& p) const {
     return psn;
 }
 
-PathView Connection::path_view() const { return PathView{tx_paths_, *cc_, ep_.ready_ports()}; }
+uint32_t Connection::window_loss_prior() const {
+    // A queue's losses are not to be stretched for ([PATH-13] item 4): once the peer has
+    // echoed a CE mark on any path, each path's own score stands alone.
+    if (ce_echoed_) return 0;
+    return path_health::unbiased_score(tx_loss_score_, tx_prior_weight_);
+}
+
+PathView Connection::path_view() const {
+    return PathView{tx_paths_, *cc_, ep_.ready_ports(), window_loss_prior()};
+}
 
 TxPath* Connection::pick_new_data_path(uint32_t bytes) {
     const uint16_t p = selector_->next_path(path_view(), bytes);

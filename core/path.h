@@ -69,6 +69,9 @@ struct TxPath {
     uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
                                    // replies answered another route
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
+    // [PATH-13] item 5: the weight (Q16, 1.0 at first) of the connection's loss estimate in
+    // this path's, for its window: (63/64)^(packets acknowledged on the path).
+    uint32_t prior_weight = 1u << 16;
 
     TxRecord& rec(uint32_t psn) { return ring[psn & (ring.size() - 1)]; }
     const TxRecord& rec(uint32_t psn) const { return ring[psn & (ring.size() - 1)]; }

@@ -75,6 +75,36 @@ constexpr bool skip_for_loss(uint32_t& debt, uint32_t score) {
     return true;
 }
 
+// --- [PATH-13] item 5: a window's loss estimate that starts from a prior ---
+//
+// A score that starts at 0 reads as no loss until it has seen tens of packets: after d
+// deliveries at a steady loss rate it holds only 1 - (63/64)^d of its settled value. A
+// path carries few packets in its first round trips, so [PATH-13] item 4's stretch would
+// start at nothing where it matters most. The remedy is to start the score from a prior:
+// the estimate of something that has seen more packets (the connection's, all paths
+// together; the endpoint's, all connections together), weighted by (63/64)^d, the share of
+// its memory that the score has not yet filled with its own samples. The weight is kept in
+// Q16: it starts at kOne and loses 1/64 per delivery, as the score itself does.
+constexpr void weight_delivery(uint32_t& weight) { weight -= weight >> 6; }
+
+// kMaxEstimate: a cap on the estimates below (L = 255/256); callers cap L lower still.
+inline constexpr uint32_t kMaxEstimate = 255 * kOne;
+
+// score_with_prior: score + weight x prior, the score as if it had started at `prior`.
+constexpr uint32_t score_with_prior(uint32_t score, uint32_t weight, uint32_t prior) {
+    return static_cast<uint32_t>(
+        std::min<uint64_t>(score + ((uint64_t{weight} * prior) >> 16), kMaxEstimate));
+}
+
+// unbiased_score: a score with no prior, corrected for the memory it has not filled:
+// score / (1 - weight). Before any delivery (weight = kOne) any loss reads as kMaxEstimate.
+constexpr uint32_t unbiased_score(uint32_t score, uint32_t weight) {
+    if (score == 0) return 0;
+    if (weight >= kOne) return kMaxEstimate;
+    return static_cast<uint32_t>(
+        std::min<uint64_t>((uint64_t{score} << 16) / (kOne - weight), kMaxEstimate));
+}
+
 // window_for_loss: the bytes a path may have in flight under its measured loss ([PATH-13]
 // item 4): the congestion window divided by 1 - L, L at most 1/2 (so at most twice the
 // window). A lost DATA keeps its place in flight until it is declared lost, a round trip

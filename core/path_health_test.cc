@@ -33,6 +33,50 @@ TEST(PathHealth, ScoreEstimatesTheLossRate) {
     }
 }
 
+// [PATH-13] item 5: a score that starts at 0 reads low for its first tens of deliveries;
+// started from a prior weighted (63/64)^d it estimates the loss from the first packet, and
+// unbiased_score corrects a score that has no prior. Deterministic: losses every 1/l-th event.
+TEST(PathHealth, AScoreStartedFromAPriorIsNotBiasedLow) {
+    constexpr double l = 0.344;
+    const uint32_t settled = settled_score(l);
+    uint32_t score = 0;
+    uint32_t weight = kOne;
+    double carry = 0;
+    int deliveries = 0;
+    for (int event = 1; event <= 40; ++event) {
+        carry += l;
+        if (carry >= 1) {
+            carry -= 1;
+            score_loss(score);
+        } else {
+            score_delivery(score);
+            weight_delivery(weight);
+            ++deliveries;
+        }
+        // Early on the plain score is far below the settled one; with the settled score as
+        // its prior, the estimate stays within 20 % of it.
+        const double with_prior = loss_q16(score_with_prior(score, weight, settled)) / 65536.0;
+        EXPECT_NEAR(with_prior, l, 0.2 * l) << "event " << event;
+        if (event >= 5) {  // the unbiased score follows the losses seen so far
+            const double seen = 1.0 - static_cast<double>(deliveries) / event;
+            const double unbiased = loss_q16(unbiased_score(score, weight)) / 65536.0;
+            EXPECT_NEAR(unbiased, seen, 0.1 * seen) << "event " << event;
+        }
+        if (event == 10) {
+            EXPECT_LT(loss_q16(score) / 65536.0, l / 2);  // the bias removed
+        }
+    }
+    // The prior's weight fades as the score's own samples come: (63/64)^d after d
+    // deliveries; none of the prior is left at weight 0.
+    EXPECT_NEAR(weight / 65536.0, std::pow(63.0 / 64, deliveries), 0.01);
+    EXPECT_EQ(score_with_prior(score, 0, settled), score);
+    EXPECT_EQ(score_with_prior(0, kOne, settled), settled);
+    // No sample at all: no loss reads as none, a loss before any delivery as the cap.
+    EXPECT_EQ(unbiased_score(0, kOne), 0u);
+    EXPECT_EQ(unbiased_score(1024, kOne), kMaxEstimate);
+    EXPECT_EQ(score_with_prior(kMaxEstimate, kOne, kMaxEstimate), kMaxEstimate);
+}
+
 // [LOSS-17]: a drained sender's retransmission goes as the fewest copies n (at most 4)
 // for which L^n <= 1/16: one at the losses of a healthy fabric, three at 34 %.
 TEST(PathHealth, RetxCopiesFollowTheLoss) {

@@ -29,29 +29,35 @@ class PathView {
 public:
     // ready_ports: [PATH-15] the NIC ports that can start a datagram now (Engine::
     // set_ready_ports); a path on another port cannot send through this view.
+    // loss_prior: [PATH-13] item 5 the connection's loss estimate, where a path's window
+    // estimate starts (Connection::window_loss_prior; 0: each path's own score alone).
     PathView(std::span<const TxPath> paths, const cc::CongestionControl& cc,
-             uint64_t ready_ports = kAllPorts)
-        : paths_(paths), cc_(cc), ready_ports_(ready_ports) {}
+             uint64_t ready_ports = kAllPorts, uint32_t loss_prior = 0)
+        : paths_(paths), cc_(cc), ready_ports_(ready_ports), loss_prior_(loss_prior) {}
 
     uint16_t size() const { return static_cast<uint16_t>(paths_.size()); }
     const TxPath& operator[](uint16_t i) const { return paths_[i]; }
-    uint64_t window_bytes(uint16_t i) const { return window(paths_[i], cc_); }
+    uint64_t window_bytes(uint16_t i) const { return window(paths_[i], cc_, loss_prior_); }
 
     // window: what path p may have in flight: its congestion window ([CC-1], [CC-7]),
-    // stretched for the path's measured loss ([PATH-13] item 4).
-    static uint64_t window(const TxPath& p, const cc::CongestionControl& cc) {
-        return path_health::window_for_loss(cc.window_bytes(p.id), p.loss_score);
+    // stretched for the path's estimated loss ([PATH-13] item 4), its score started from
+    // the connection's estimate `loss_prior` (item 5).
+    static uint64_t window(const TxPath& p, const cc::CongestionControl& cc, uint32_t loss_prior) {
+        return path_health::window_for_loss(
+            cc.window_bytes(p.id), path_health::score_with_prior(p.loss_score, p.prior_weight, loss_prior));
     }
 
     // can_send: [PATH-10] the path is Active, has room in its PSN window (open) and its
     // window allows `bytes` ([CC-1]; asked only when something is in flight).
     // Inline: asked for every path choice and every has_work.
-    static bool can_send(const TxPath& p, uint32_t bytes, const cc::CongestionControl& cc) {
+    static bool can_send(const TxPath& p, uint32_t bytes, const cc::CongestionControl& cc,
+                         uint32_t loss_prior) {
         if (!open(p)) return false;
-        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= window(p, cc);
+        return p.in_flight_pkts == 0 || p.in_flight_bytes + bytes <= window(p, cc, loss_prior);
     }
     bool can_send(uint16_t i, uint32_t bytes) const {
-        return port_ready(ready_ports_, paths_[i].local_port) && can_send(paths_[i], bytes, cc_);
+        return port_ready(ready_ports_, paths_[i].local_port) &&
+               can_send(paths_[i], bytes, cc_, loss_prior_);
     }
 
     // send_room: as can_send, but with one window look-up: the room left in path i's
@@ -60,7 +66,7 @@ public:
     uint64_t send_room(uint16_t i, uint32_t bytes) const {
         const TxPath& p = paths_[i];
         if (!open(p) || !port_ready(ready_ports_, p.local_port)) return kCannotSend;
-        const uint64_t window = PathView::window(p, cc_);
+        const uint64_t window = PathView::window(p, cc_, loss_prior_);
         if (p.in_flight_pkts > 0 && p.in_flight_bytes + bytes > window) return kCannotSend;
         return window > p.in_flight_bytes ? window - p.in_flight_bytes : 0;
     }
@@ -77,6 +83,7 @@ private:
     std::span<const TxPath> paths_;
     const cc::CongestionControl& cc_;
     uint64_t ready_ports_;
+    uint32_t loss_prior_;
 };
 
 // PathSelector: the policy for new data. Called on the sending thread of the connection's

@@ -38,7 +38,9 @@ struct Paths {
             tx[i].ring.resize(16);
         }
     }
-    PathView view(uint64_t ready_ports = kAllPorts) const { return PathView{tx, cc, ready_ports}; }
+    PathView view(uint64_t ready_ports = kAllPorts, uint32_t loss_prior = 0) const {
+        return PathView{tx, cc, ready_ports, loss_prior};
+    }
     // in_flight: `segs` full segments outstanding on path i.
     void in_flight(uint16_t i, uint32_t segs) {
         tx[i].in_flight_pkts = segs;
@@ -73,6 +75,30 @@ TEST(PathSelector, LossStretchesTheWindowAtMostTwofold) {
     ps.in_flight(0, 32);
     EXPECT_FALSE(ps.view().can_send(0, kSeg));
     EXPECT_EQ(ps.view().window_bytes(1), kWindow);  // the clean path is unchanged
+}
+
+// [PATH-13] item 5: the stretch uses the path's score started from the connection's
+// estimate, weighted by the path's prior weight: a path that has carried nothing yet is
+// stretched for the connection's loss, one that has carried many packets for its own.
+TEST(PathSelector, APathsWindowStartsFromTheConnectionsLoss) {
+    Paths ps(2, 1);
+    const uint32_t conn = 65536 / 3;  // L = 1/4
+    const uint64_t quarter = kWindow * 65536 / (65536 - path_health::loss_q16(conn));
+    EXPECT_EQ(ps.view(kAllPorts, conn).window_bytes(0), quarter);  // no sample yet: the prior
+    ps.in_flight(0, 17);
+    EXPECT_FALSE(ps.view().can_send(0, kSeg));  // without a prior: W
+    EXPECT_TRUE(ps.view(kAllPorts, conn).can_send(0, kSeg));
+    // Half the prior's weight left: score + prior / 2.
+    ps.tx[0].prior_weight = 32768;
+    ps.tx[0].loss_score = 1024;
+    const uint32_t mixed = 1024 + conn / 2;
+    EXPECT_EQ(ps.view(kAllPorts, conn).window_bytes(0),
+              kWindow * 65536 / (65536 - path_health::loss_q16(mixed)));
+    // A path with many samples: its own score only, however lossy the connection.
+    ps.tx[1].prior_weight = 0;
+    EXPECT_EQ(ps.view(kAllPorts, 9 * 65536).window_bytes(1), kWindow);
+    // A lossy prior still stretches at most twofold.
+    EXPECT_EQ(ps.view(kAllPorts, 9 * 65536).window_bytes(0), 2 * kWindow);
 }
 
 // counts: how often each path is chosen in `turns` choices.

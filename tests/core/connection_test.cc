@@ -798,6 +798,45 @@ TEST(Connection, LossyPathCarriesLessAndIsNotFailed) {
     }
 }
 
+// [PATH-13] item 5: the connection's estimate, where each path's window estimate starts,
+// follows random loss (20 % of the sender's packets on every route), and is 0 on a
+// connection whose packets come back CE-marked (every route marks at any queue), whose
+// losses may be a queue's.
+TEST(Connection, WindowLossPriorFollowsRandomLossNotMarkedLoss) {
+    for (const uint64_t seed : seeds_from_env(2, 70)) {
+        for (const bool marked : {false, true}) {
+            core::EndpointConfig cfg;
+            cfg.max_payload = 1024;
+            sim::NetworkConfig nc = ten_gbit_net();
+            if (marked) nc.link.ecn_threshold_bytes = 0;
+            Pair p(seed, nc, cfg, cfg);
+            for (uint32_t r = 0; r < nc.routes; ++r)
+                p.net.link(p.host_a(), p.host_b(), r).config().loss_probability = 0.2;
+            WriteFlow f(p, 8, 64 * 1024);
+            f.post_all();
+            ASSERT_TRUE(run(p, [&] { return f.all_completions() == 8; }, 500ms)) << "seed " << seed;
+            const core::Connection& c = f.conn_a();
+            uint64_t echoed = 0, lost = 0;
+            for (uint16_t i = 0; i < c.num_paths(); ++i) {
+                echoed += c.path_stats(i).ecn_echoed;
+                lost += c.path_stats(i).lost_by_sack + c.path_stats(i).lost_by_timeout;
+            }
+            const double l = core::path_health::loss_q16(c.window_loss_prior()) / 65536.0;
+            std::printf("seed %llu, %s: %llu lost, %llu CE echoed, estimate %.3f\n",
+                        static_cast<unsigned long long>(seed), marked ? "marked" : "unmarked",
+                        static_cast<unsigned long long>(lost), static_cast<unsigned long long>(echoed), l);
+            EXPECT_GT(lost, 0u) << "seed " << seed;
+            if (marked) {
+                EXPECT_GT(echoed, 0u) << "seed " << seed;
+                EXPECT_EQ(c.window_loss_prior(), 0u) << "seed " << seed;
+            } else {
+                EXPECT_EQ(echoed, 0u) << "seed " << seed;
+                EXPECT_NEAR(l, 0.2, 0.1) << "seed " << seed;
+            }
+        }
+    }
+}
+
 // [ERR-2] [ERR-1] [ERR-4] a peer that vanishes surfaces as typed error completions, never
 // a hang.
 TEST(Connection, DeadPeerFailsEveryWorkRequest) {
