@@ -406,6 +406,7 @@ TEST(Hello, UnknownCapabilitiesAndReservedAreIgnored) {
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     HelloPacket want = vector_hello();
     want.capabilities = 0xFFFFFFFF;
+    want.sending = true;  // [CC-20]: byte 2's 0x01 is SENDING in a HELLO; its other bits are ignored
     EXPECT_EQ(*d, want);
 }
 
@@ -444,8 +445,13 @@ TEST(Hello, RoundTripProperty) {
         p.num_paths = static_cast<uint16_t>(rng.uniform_range(1, kMaxPaths));
         p.max_payload = static_cast<uint32_t>(rng.uniform_range(kMinMaxPayload, kMaxMaxPayload));
         p.capabilities = rng.uniform(2) ? 0 : rng.next_u32();
-        if (rng.uniform(2))
-            for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
+        if (p.common.type == PacketType::kHello) {
+            if (rng.uniform(2))
+                for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
+            p.sending = rng.uniform(2) != 0;  // [CC-20]
+        } else {
+            p.grant_mbps = rng.uniform(2) ? 0 : rng.next_u32();  // [CC-20]: its cookie is the grant
+        }
         auto d = decode_hello(encode(p));
         ASSERT_TRUE(d.ok()) << to_string(d.error());
         ASSERT_EQ(*d, p);
