@@ -49,7 +49,11 @@ void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
     if (!cfg_.use_hint || mbps == 0 || to_ns(rtt) <= 0 || grant_bps_ != 0) return;
     grant_bps_ = uint64_t{mbps} * 1'000'000;
     grant_srtt_ = rtt;
-    hint_expiry_ = now;  // no hint in force (hint_bps_ is 0); idle halving counts from now
+    // The grant is also the hint in force until the first ACK brings one (its TTL, [CC-16]):
+    // the first round trip's budget is paced at the grant, not sent at line rate at once.
+    if (grant_bps_ >= 2 * hint_bps(now)) hint_rose_ = now;
+    hint_bps_ = grant_bps_;
+    hint_expiry_ = now + ttl(rtt, hint_bps_);
 }
 
 uint64_t SendRate::idle_budget(Time now) const {

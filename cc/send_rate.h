@@ -48,10 +48,10 @@ public:
     // on_hint: the hint of an ACK of the current generation (0 = none), with the smoothed
     // RTT of the path it arrived on.
     void on_hint(uint32_t mbps, Duration srtt, Time now);
-    // on_grant: [CC-20] the grant of the HELLO_ACK that established a new connection, with
-    // the handshake's round trip as measured from the latest HELLO sent: the grant becomes
-    // the connection's grant of [CC-15] as if its hint had expired now, so its first round
-    // trip may have max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight.
+    // on_grant: [CC-20] the grant of a new connection's HELLO_ACK, with the handshake's round
+    // trip as measured from the latest HELLO sent: the grant becomes the connection's grant
+    // of [CC-15] and its hint for one TTL, so its first round trip may have
+    // max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight, paced at it.
     void on_grant(uint32_t mbps, Duration rtt, Time now);
     // on_acked: an ACK acknowledged new data; srtt as on_hint.
     void on_acked(Duration srtt, Time now);
