@@ -48,12 +48,10 @@ void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
     // over a grant it already holds (a new connection has none).
     if (!cfg_.use_hint || mbps == 0 || to_ns(rtt) <= 0 || grant_bps_ != 0) return;
     grant_bps_ = uint64_t{mbps} * 1'000'000;
-    grant_srtt_ = rtt;
-    // The grant is also the hint in force until the first ACK brings one (its TTL, [CC-16]):
-    // the first round trip's budget is paced at the grant, not sent at line rate at once.
-    if (grant_bps_ >= 2 * hint_bps(now)) hint_rose_ = now;
-    hint_bps_ = grant_bps_;
-    hint_expiry_ = now + ttl(rtt, hint_bps_);
+    // A grant is worth at most the 2 hint intervals the receiver reserves it for: a long
+    // handshake RTT must not turn a share into a burst of megabytes.
+    grant_srtt_ = std::min(rtt, 2 * cfg_.grant_interval);
+    hint_expiry_ = now;  // no hint in force (hint_bps_ is 0); idle halving counts from now
 }
 
 uint64_t SendRate::idle_budget(Time now) const {

@@ -39,6 +39,8 @@ struct SendRateConfig {
     // [CC-15]: after idle, the budget is the grant (one BDP at the last hint) halved for
     // each idle_halving_rtts round trips since the hint expired; 0 = first_rtt_bytes only.
     uint16_t idle_halving_rtts = 8;
+    // [CC-20]: the hint interval; a HELLO_ACK's grant counts over at most 2 of them.
+    Duration grant_interval = std::chrono::microseconds(8);
 };
 
 class SendRate {

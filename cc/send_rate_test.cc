@@ -84,15 +84,17 @@ TEST(SendRate, HandshakeGrantIsTheFirstRoundTripsBudget) {
     c.idle_halving_rtts = 16;
     SendRate r(c);
     r.on_grant(80'000, 10us, now);  // 80 Gbit/s × 10 µs = 100 000 bytes
-    // The grant is the hint in force for its TTL (4 × 10 µs): the budget is paced at it.
-    EXPECT_EQ(r.hint_bps(now + 39us), 80'000'000'000u);
-    EXPECT_EQ(r.hint_bps(now + 40us), 0u);
-    EXPECT_EQ(r.rate_bps(400'000'000'000u, now), 80'000'000'000u);
+    EXPECT_EQ(r.hint_bps(now), 0u);  // a grant is no hint: the pacer goes by the window
     EXPECT_EQ(r.inflight_cap(now), 100'000u);
-    EXPECT_EQ(r.inflight_cap(now + 199us), 100'000u);
-    EXPECT_EQ(r.idle_budget(now + 200us), 50'000u);  // unused 16 RTTs past its TTL: halved
+    EXPECT_EQ(r.inflight_cap(now + 159us), 100'000u);
+    EXPECT_EQ(r.idle_budget(now + 160us), 50'000u);  // unused for 16 RTTs: halved
     r.on_acked(10us, now + 10us);                     // the first RTT is over
     EXPECT_EQ(r.inflight_cap(now + 11us), 1u << 20);
+
+    // A long handshake counts as at most 2 hint intervals (2 × 8 µs): 80 Gbit/s × 16 µs.
+    SendRate slow(c);
+    slow.on_grant(80'000, 1ms, now);
+    EXPECT_EQ(slow.inflight_cap(now), 160'000u);
 
     // A hostile or huge grant: at most max_inflight_bytes.
     SendRate huge(c);

@@ -32,6 +32,7 @@ cc::SendRateConfig send_rate_config(const EndpointConfig& c, uint16_t phase) {
     r.pacing = c.pacing;
     r.first_rtt_bytes = c.first_rtt_bytes;
     r.idle_halving_rtts = c.idle_halving_rtts;
+    r.grant_interval = c.hint_interval;
     r.max_inflight_bytes = c.max_inflight_bytes;
     r.burst_bytes = c.pacing_burst_bytes;
     r.burst_time = c.hint_interval;
