@@ -27,7 +27,7 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(Aimd::kPathStateBytes, 88u);
     EXPECT_EQ(sizeof(Aimd), 80u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
-    EXPECT_EQ(sizeof(SendRate), 136u);
+    EXPECT_EQ(sizeof(SendRate), 144u);
     EXPECT_EQ(FairShare::kSenderStateBytes, 120u);
     EXPECT_EQ(sizeof(FairShare), 232u);
 }
