@@ -51,6 +51,7 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         // one that drained it does not count: it is the tail of what the sender sent
         // before it drained; it took the downlink, but it asks for no share.)
         s.active = true;
+        s.granted_until = Time{};  // [CC-20]: counted as active from now on
         s.told = 0;
         s.measured = false;
         s.window_start = now;
@@ -114,6 +115,29 @@ void FairShare::forget(uint32_t sender) {
     Sender& s = senders_[sender];
     if (s.active) active_.erase(std::find(active_.begin(), active_.end(), sender));
     s = Sender{};
+}
+
+uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
+    if (sender >= senders_.size()) senders_.resize(sender + 1);
+    if (senders_[sender].active) return senders_[sender].share;
+    // [CC-20]: lapsed grants, and grants whose sender is active now (it counts as such),
+    // no longer count.
+    std::erase_if(granted_, [&](uint32_t id) { return senders_[id].active || senders_[id].granted_until <= now; });
+    const uint64_t w = std::max<uint8_t>(cfg_.class_weights[0], 1);
+    uint64_t total = w;
+    for (uint32_t id : active_) total += senders_[id].weight;
+    bool pending = false;
+    for (uint32_t id : granted_) {
+        if (id == sender) pending = true;
+        else total += w;
+    }
+    Sender& s = senders_[sender];
+    if (!pending) {
+        // A repeat (another copy of the HELLO) keeps its first grant's lifetime.
+        s.granted_until = now + 2 * cfg_.interval;
+        granted_.push_back(sender);
+    }
+    return allocation_ * w / total;
 }
 
 bool FairShare::bursting(const Sender& s, Time now) const {

@@ -86,6 +86,15 @@ public:
     // an ACK to it (what it was told decides its pushes and its idle timeout).
     uint32_t hint_mbps(uint32_t sender);
 
+    // grant_bps: [CC-20] the share a new sender answered by a HELLO_ACK would get now,
+    // ⌊A × w / (w + the weights of the active senders + w per other pending grant)⌋ with w
+    // the weight of class 0, carried in the HELLO_ACK; the sender's own share if it is
+    // already active. The sender then counts as granted (weight w in later grants) until
+    // it becomes active or for 2 intervals, so that the grants of an N → 1 incast's
+    // handshakes fall as A, A/2, …, A/N instead of each being A.
+    uint64_t grant_bps(uint32_t sender, Time now);
+    size_t pending_grants() const { return granted_.size(); }
+
     // For counters and tests.
     size_t active_senders() const { return active_.size(); }
     uint64_t allocation_bps() const { return allocation_; }
@@ -126,6 +135,9 @@ private:
         uint32_t first_sent = 0;
         uint32_t sent_span = 0;
         uint32_t bytes_after_first = 0;
+        // [CC-20]: a HELLO_ACK granted it a share; it counts in later grants until then
+        // (or until it becomes active).
+        Time granted_until{};
     };
 
 public:
@@ -145,6 +157,7 @@ private:
     std::vector<Sender> senders_;
     std::vector<uint32_t> active_;
     std::vector<uint32_t> raised_;
+    std::vector<uint32_t> granted_;  // [CC-20] pending grants (some may have lapsed)
     std::vector<std::pair<uint64_t, uint32_t>> order_;  // scratch: (demand per weight, id)
     Time last_update_{};
     Time next_update_ = kNever;

@@ -342,5 +342,39 @@ TEST(FairShare, ForgottenSenderIsGone) {
     EXPECT_EQ(f.fs.next_update(), kNever);
 }
 
+// [CC-20] a HELLO_ACK's grant is the share the new sender would get now: the whole
+// allocation at an idle receiver, an equal part beside active senders, the share itself
+// for a sender already active.
+TEST(FairShare, HelloGrantIsTheShareOfANewSender) {
+    Feed f;
+    EXPECT_EQ(f.fs.grant_bps(5, f.now), kC);  // idle receiver: C before any recomputation
+    f.fs.forget(5);
+    f.run({kC, kC, kC}, 50us);
+    ASSERT_EQ(f.fs.active_senders(), 3u);
+    const uint64_t a = f.fs.allocation_bps();
+    EXPECT_EQ(f.fs.grant_bps(7, f.now), a / 4);
+    EXPECT_EQ(f.fs.grant_bps(0, f.now), f.fs.share_bps(0));  // active: its share
+    EXPECT_EQ(f.fs.pending_grants(), 1u);
+}
+
+// [CC-20] the grants of an incast's handshakes fall as A, A/2, ..., A/N: each counts the
+// pending ones before it, a repeat (another copy of a HELLO) counts once and keeps its
+// expiry, a grant ends when its sender becomes active (then counted as active, once) or
+// after 2 intervals.
+TEST(FairShare, GrantsOfAnIncastFall) {
+    FairShare fs(config());
+    const Time t{1ms};
+    for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(fs.grant_bps(i, t + 1ns * i), kC / (i + 1)) << i;
+    EXPECT_EQ(fs.grant_bps(3, t + 100ns), kC / 64);  // a repeat: the 63 others are pending
+    EXPECT_EQ(fs.pending_grants(), 64u);
+    fs.on_arrival(0, 0, kMss, 5000, t + 1us);  // sender 0 is active: counted once
+    EXPECT_EQ(fs.grant_bps(64, t + 1us), kC / 65);
+    // Senders 1..63 were granted at t + i ns (sender 3's repeat did not extend its grant):
+    // lapsed at t + 20.5 µs, when sender 0 (active) and sender 64 (pending) remain.
+    EXPECT_EQ(fs.grant_bps(65, t + 20500ns), kC / 3);
+    // Lapsed grants no longer count; an active sender does.
+    EXPECT_EQ(fs.grant_bps(66, t + 42us), kC / 2);
+}
+
 }  // namespace
 }  // namespace mroce::cc

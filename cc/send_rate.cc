@@ -43,6 +43,17 @@ void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     }
 }
 
+void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
+    // [CC-20]: only a connection that obeys hints, with a round trip to scale by, and never
+    // over a grant it already holds (a new connection has none).
+    if (!cfg_.use_hint || mbps == 0 || to_ns(rtt) <= 0 || grant_bps_ != 0) return;
+    grant_bps_ = uint64_t{mbps} * 1'000'000;
+    // A grant is worth at most the 2 hint intervals the receiver reserves it for: a long
+    // handshake RTT must not turn a share into a burst of megabytes.
+    grant_srtt_ = std::min(rtt, 2 * cfg_.grant_interval);
+    hint_expiry_ = now;  // no hint in force (hint_bps_ is 0); idle halving counts from now
+}
+
 uint64_t SendRate::idle_budget(Time now) const {
     if (grant_bps_ == 0 || cfg_.idle_halving_rtts == 0) return 0;
     const uint64_t srtt_ns = static_cast<uint64_t>(to_ns(grant_srtt_));

@@ -39,6 +39,8 @@ struct SendRateConfig {
     // [CC-15]: after idle, the budget is the grant (one BDP at the last hint) halved for
     // each idle_halving_rtts round trips since the hint expired; 0 = first_rtt_bytes only.
     uint16_t idle_halving_rtts = 8;
+    // [CC-20]: the hint interval; a HELLO_ACK's grant counts over at most 2 of them.
+    Duration grant_interval = std::chrono::microseconds(8);
 };
 
 class SendRate {
@@ -48,6 +50,11 @@ public:
     // on_hint: the hint of an ACK of the current generation (0 = none), with the smoothed
     // RTT of the path it arrived on.
     void on_hint(uint32_t mbps, Duration srtt, Time now);
+    // on_grant: [CC-20] the grant of a new connection's HELLO_ACK, with the handshake's round
+    // trip as measured from the latest HELLO sent: the grant becomes the connection's grant
+    // of [CC-15] and its hint for one TTL, so its first round trip may have
+    // max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight, paced at it.
+    void on_grant(uint32_t mbps, Duration rtt, Time now);
     // on_acked: an ACK acknowledged new data; srtt as on_hint.
     void on_acked(Duration srtt, Time now);
 

@@ -72,6 +72,52 @@ TEST(SendRate, IdleBudgetIsTheLastGrantHalvedOverIdleTime) {
     EXPECT_EQ(nohint.inflight_cap(now + 40us), 64u * 1024);
 }
 
+// [CC-20] the HELLO_ACK's grant over the handshake's RTT is a new connection's first-RTT
+// budget at once; without one, first_rtt_bytes. A grant from the wire is never trusted
+// beyond max_inflight_bytes, and it ages as an idle grant does.
+TEST(SendRate, HandshakeGrantIsTheFirstRoundTripsBudget) {
+    const Time now{1ms};
+    SendRate plain(config());
+    EXPECT_EQ(plain.inflight_cap(now), 64u * 1024);
+
+    SendRateConfig c = config();
+    c.idle_halving_rtts = 16;
+    SendRate r(c);
+    r.on_grant(80'000, 10us, now);  // 80 Gbit/s × 10 µs = 100 000 bytes
+    EXPECT_EQ(r.hint_bps(now), 0u);  // a grant is no hint: the pacer goes by the window
+    EXPECT_EQ(r.inflight_cap(now), 100'000u);
+    EXPECT_EQ(r.inflight_cap(now + 159us), 100'000u);
+    EXPECT_EQ(r.idle_budget(now + 160us), 50'000u);  // unused for 16 RTTs: halved
+    r.on_acked(10us, now + 10us);                     // the first RTT is over
+    EXPECT_EQ(r.inflight_cap(now + 11us), 1u << 20);
+
+    // A long handshake counts as at most 2 hint intervals (2 × 8 µs): 80 Gbit/s × 16 µs.
+    SendRate slow(c);
+    slow.on_grant(80'000, 1ms, now);
+    EXPECT_EQ(slow.inflight_cap(now), 160'000u);
+
+    // A hostile or huge grant: at most max_inflight_bytes.
+    SendRate huge(c);
+    huge.on_grant(0xFFFFFFFFu, 1ms, now);
+    EXPECT_EQ(huge.inflight_cap(now), 1u << 20);
+
+    // A small grant never goes below first_rtt_bytes; a grant of 0, an RTT of 0, hints
+    // ignored or a second grant change nothing.
+    SendRate small(c);
+    small.on_grant(1, 10us, now);
+    EXPECT_EQ(small.inflight_cap(now), 64u * 1024);
+    small.on_grant(80'000, 10us, now);  // not over the grant it holds
+    EXPECT_EQ(small.inflight_cap(now), 64u * 1024);
+    SendRate zero(c);
+    zero.on_grant(0, 10us, now);
+    zero.on_grant(80'000, 0us, now);
+    EXPECT_EQ(zero.inflight_cap(now), 64u * 1024);
+    c.use_hint = false;
+    SendRate nohint(c);
+    nohint.on_grant(80'000, 10us, now);
+    EXPECT_EQ(nohint.inflight_cap(now), 64u * 1024);
+}
+
 // [CC-15] the grant is capped by max_inflight_bytes: a hint × srtt above the connection's
 // cap does not let a returning sender send more than any other could.
 TEST(SendRate, IdleBudgetNeverAboveTheInflightCap) {

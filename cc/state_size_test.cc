@@ -27,9 +27,9 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(Aimd::kPathStateBytes, 88u);
     EXPECT_EQ(sizeof(Aimd), 80u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
-    EXPECT_EQ(sizeof(SendRate), 136u);
-    EXPECT_EQ(FairShare::kSenderStateBytes, 112u);
-    EXPECT_EQ(sizeof(FairShare), 208u);
+    EXPECT_EQ(sizeof(SendRate), 144u);
+    EXPECT_EQ(FairShare::kSenderStateBytes, 120u);
+    EXPECT_EQ(sizeof(FairShare), 232u);
 }
 
 }  // namespace

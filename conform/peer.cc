@@ -494,7 +494,10 @@ Rx Peer::decode(Datagram d) {
 // check_target_packet: the rules every datagram a conforming sender produces obeys.
 void Peer::check_target_packet(const Rx& rx) {
     const auto& b = rx.raw.bytes;
-    if (!reserved_zero(b, 2, 4)) violation("[WIRE-6] common header reserved bytes not zero");
+    // [CC-20]: a HELLO's byte 2 is hello_flags, of which SENDING (0x01) is defined.
+    const bool hello_flags = rx.type == PacketType::kHello && b.size() > 2 &&
+                             (static_cast<uint8_t>(b[2]) & ~wire::kHelloFlagSending) == 0;
+    if (!reserved_zero(b, hello_flags ? 3 : 2, 4)) violation("[WIRE-6] common header reserved bytes not zero");
     if (rx.raw.ecn >= 0 && rx.raw.ecn != kEct0)
         violation(fmt::format("[UDP-5] target sent {} with ECN field {} (not ECT(0))",
                               static_cast<int>(rx.type), rx.raw.ecn));
@@ -523,9 +526,10 @@ void Peer::check_target_packet(const Rx& rx) {
             if (rx.hello.capabilities & ~wire::kCapDefined)
                 violation("[CONN-2] [VER-2] capability bits this version does not define");
             if (!rx.hello.isn || !rx.hello.msg_isn) violation("[CONN-5] isn or msg_isn 0");
-            if (rx.type == PacketType::kHelloAck &&
-                std::any_of(rx.hello.cookie.begin(), rx.hello.cookie.end(), [](uint8_t c) { return c; }))
-                violation("[CONN-2] HELLO_ACK with a non-zero cookie");
+            // [CONN-2] [CC-20]: a HELLO_ACK's cookie is zero but for its first 4 bytes, the
+            // grant (decoded apart, so the raw bytes are checked).
+            if (rx.type == PacketType::kHelloAck && b.size() == wire::kHelloSize && !reserved_zero(b, 52, 64))
+                violation("[CONN-2] HELLO_ACK with a non-zero cookie beyond its grant");
             break;
         case PacketType::kRetry:
             if (std::all_of(rx.retry.cookie.begin(), rx.retry.cookie.end(), [](uint8_t c) { return !c; }))

@@ -64,6 +64,10 @@ struct EndpointConfig {
     // halved for each idle_halving_rtts round trips since the hint expired (0: with
     // first_rtt_bytes, as a new one).
     uint16_t idle_halving_rtts = 8;
+    // [CC-20]: a responder's HELLO_ACK grants the new sender a share of its downlink, and an
+    // initiator's first round trip may have one handshake RTT's worth of it in flight
+    // (false: no grant sent, none taken; the ablation).
+    bool hello_grant = true;
     // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
     uint64_t pacing_burst_bytes = 16 * 1024;
     // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).

@@ -32,6 +32,7 @@ cc::SendRateConfig send_rate_config(const EndpointConfig& c, uint16_t phase) {
     r.pacing = c.pacing;
     r.first_rtt_bytes = c.first_rtt_bytes;
     r.idle_halving_rtts = c.idle_halving_rtts;
+    r.grant_interval = c.hint_interval;
     r.max_inflight_bytes = c.max_inflight_bytes;
     r.burst_bytes = c.pacing_burst_bytes;
     r.burst_time = c.hint_interval;
@@ -162,6 +163,19 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.max_payload = cfg_.max_payload;
     h.capabilities = (cfg_.integrity_check ? wire::kCapIntegrity : 0) |  // [INT-1]
                      (cfg_.coalesce ? wire::kCapCoalesce : 0);           // [WIRE-10]
+    // [CC-20]: a HELLO_ACK grants the peer, as a new sender to us, the share it would get
+    // now, if the peer's HELLO said it has DATA waiting (SENDING); a HELLO says so.
+    if (type == wire::PacketType::kHello) {
+        for (uint32_t sid : streams_) {
+            const Stream* st = ep_.stream(sid);
+            if (st && !st->tx.empty()) h.sending = true;
+        }
+    }
+    if (type == wire::PacketType::kHelloAck && peer_sending_ && cfg_.hello_grant && cfg_.rate_hint) {
+        const uint64_t mbps = ep_.fair_share_.grant_bps(slot(), now) / 1'000'000;
+        h.grant_mbps = static_cast<uint32_t>(std::clamp<uint64_t>(mbps, 1, UINT32_MAX));
+    }
+    if (type == wire::PacketType::kHello) last_hello_sent_ = now, sent_hello_ = true;
     Result<size_t> n = Error::kInvalidArgument;
     const bool round_first = type == wire::PacketType::kHello && hello_round_first_;
     if (type == wire::PacketType::kHello) hello_round_first_ = false;
@@ -214,6 +228,7 @@ uint16_t Connection::next_copy_path(Time now) {
 
 void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
+    if (h.common.type == wire::PacketType::kHello && h.sending) peer_sending_ = true;  // [CC-20]
     if (!peer_known_) {
         establish(h, now);
         // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
@@ -224,6 +239,7 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
         ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
         return;
     }
+    if (h.common.type == wire::PacketType::kHelloAck) return take_grant(h, now);
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
     if (h.common.type != wire::PacketType::kHello) return;
     owe_hello_acks(1);
@@ -236,11 +252,26 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     for (TxPath& p : tx_paths_) declare_all_lost(p, LossReason::kTimeout, now);
 }
 
+void Connection::take_grant(const wire::HelloPacket& h, Time now) {
+    // [CC-20]: the peer's grant, over the handshake's round trip from the latest HELLO we
+    // sent (the answer may be to an earlier copy: never longer than the truth), while our
+    // first round trip lasts: no ACK yet, and no grant taken before.
+    if (!cfg_.hello_grant || !cfg_.rate_hint || h.grant_mbps == 0 || !sent_hello_ ||
+        now <= last_hello_sent_ || state_ != ConnState::kEstablished)
+        return;
+    for (const PathStats& ps : path_stats_)
+        if (ps.acks_received > 0) return;
+    if (stats_.hello_grants_taken > 0) return;
+    rate_.on_grant(h.grant_mbps, now - last_hello_sent_, now);
+    ++stats_.hello_grants_taken;
+}
+
 void Connection::answer_hello(const wire::HelloPacket& h) {
     if (state_ != ConnState::kConnecting || peer_known_) return;
     peer_speaks_v2_ = true;  // [VER-1]: its own version-2 HELLO says so
     answer_conn_id_ = h.src_conn_id;
     answer_token_ = h.src_token;
+    if (h.sending) peer_sending_ = true;  // [CC-20]
     owe_hello_acks(1);
 }
 

@@ -202,6 +202,8 @@ private:
     void start_hello_round(Time now);
     Duration hello_copy_gap() const;
     void owe_hello_acks(uint32_t n);
+    // take_grant: [CC-20] a HELLO_ACK's grant becomes the first round trip's budget.
+    void take_grant(const wire::HelloPacket& h, Time now);
     // next_copy_path: the path of a HELLO or HELLO_ACK copy: the first of a burst as
     // [ACK-13], each later one the next path that is not Failed ([CONN-30]).
     uint16_t next_copy_path(Time now);
@@ -445,6 +447,9 @@ private:
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
+    Time last_hello_sent_{};       // [CC-20]: the latest HELLO copy, for the handshake RTT
+    bool sent_hello_ = false;      // ... if any was sent
+    bool peer_sending_ = false;    // [CC-20]: a HELLO of the peer's had SENDING
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY

@@ -86,7 +86,15 @@ Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
     Writer w(out);
     write_common_header(w, p.common, p.common.type);
     write_hello_body(w, p);
-    for (uint8_t b : p.cookie) w.u8(b);  // 48
+    // [CC-20]: a HELLO's hello_flags, byte 2 (0 in a HELLO_ACK, as in every other type).
+    if (p.common.type == PacketType::kHello && p.sending) out[kHelloFlagsOffset] = std::byte{kHelloFlagSending};
+    if (p.common.type == PacketType::kHelloAck) {
+        // [CONN-2] [CC-20]: a HELLO_ACK's cookie is zero but for its grant.
+        w.u32(p.grant_mbps);  // 48
+        for (size_t i = 4; i < p.cookie.size(); ++i) w.u8(0);
+    } else {
+        for (uint8_t b : p.cookie) w.u8(b);  // 48
+    }
     MROCE_DCHECK(w.ok() && w.pos() == kHelloSize);
     return kHelloSize;
 }
@@ -100,7 +108,16 @@ Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
     HelloPacket p;
     p.common = *common;
     read_hello_body(r, p);
-    for (uint8_t& b : p.cookie) b = r.u8();
+    // [CC-20]: SENDING; the other bits of hello_flags are reserved, ignored ([WIRE-6]).
+    p.sending = p.common.type == PacketType::kHello &&
+                (static_cast<uint8_t>(datagram[kHelloFlagsOffset]) & kHelloFlagSending) != 0;
+    if (p.common.type == PacketType::kHelloAck) {
+        // [CONN-2] [CC-20]: the grant; the rest of the cookie is ignored.
+        p.grant_mbps = r.u32();
+        r.skip(p.cookie.size() - 4);
+    } else {
+        for (uint8_t& b : p.cookie) b = r.u8();
+    }
     if (Error e = finish_fixed(r); e != Error::kOk) return e;
     if (Error e = check_hello_caps(p); e != Error::kOk) return e;
     return p;

@@ -54,6 +54,13 @@ struct HelloPacket {
     uint32_t max_payload = 0;
     uint32_t capabilities = 0;  // kCap* bits; unknown bits ignored [CONN-2]
     Cookie cookie{};            // HELLO: 0, or the cookie of a RETRY; HELLO_ACK: 0
+    // HELLO_ACK only ([CC-20]): the rate in Mbit/s the responder grants the initiator's
+    // first round trip, 0 = none. It takes the cookie's first 4 bytes (offset 48); the
+    // other 12 are zero. Ignored (not encoded, decoded as 0) in a HELLO.
+    uint32_t grant_mbps = 0;
+    // HELLO only ([CC-20]): flag SENDING (0x01 of the common header's byte 2, `hello_flags`):
+    // its sender has DATA waiting for this connection, so the answer's grant is reserved.
+    bool sending = false;
     friend bool operator==(const HelloPacket&, const HelloPacket&) = default;
 };
 inline constexpr size_t kHelloSize = 64;
@@ -63,6 +70,9 @@ inline constexpr uint32_t kCapIntegrity = 0x00000001u;
 inline constexpr uint32_t kCapCoalesce = 0x00000002u;
 // Every bit this revision defines; the others are reserved ([WIRE-6]).
 inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce;
+// spec §3.5 [CC-20]: a HELLO's `hello_flags` (byte 2, reserved in other types): SENDING.
+inline constexpr size_t kHelloFlagsOffset = 2;
+inline constexpr uint8_t kHelloFlagSending = 0x01;
 // Version 1's HELLO / HELLO_ACK: the first 48 bytes of version 2's, with `version` 1 and no
 // cookie. Decoded only to refuse the peer clearly (spec §4.8).
 inline constexpr size_t kHelloV1Size = 48;

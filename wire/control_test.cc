@@ -229,7 +229,8 @@ const Annotated kHelloAckVector = {
     {38, {0x01, 0x00}, "num_paths", kT},                // [CONN-3] 256, the cap
     {40, {0x00, 0x00, 0x23, 0x28}, "max_payload", kT},  // [CONN-3] 9000, the cap
     {44, {0x00, 0x00, 0x00, 0x00}, "capabilities", kT},
-    {48, std::vector<uint8_t>(16, 0x00), "cookie", kT},  // [CONN-2] 0 in HELLO_ACK
+    {48, {0x00, 0x0C, 0x35, 0x00}, "grant_mbps", kT},   // [CC-20] 800000 Mbit/s
+    {52, std::vector<uint8_t>(12, 0x00), "cookie", kT},  // [CONN-2] rest 0 in HELLO_ACK
 };
 
 HelloPacket vector_hello_ack() {
@@ -244,6 +245,7 @@ HelloPacket vector_hello_ack() {
     p.endpoint_port = 49152;
     p.num_paths = 256;
     p.max_payload = 9000;
+    p.grant_mbps = 800000;
     return p;
 }
 
@@ -278,6 +280,67 @@ TEST(Hello, HelloAckAnnotatedVector) {
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     EXPECT_EQ(*d, vector_hello_ack());
     EXPECT_EQ(d->common.type, PacketType::kHelloAck);
+}
+
+// [CC-20]: the grant is a HELLO_ACK's alone. A HELLO's cookie bytes are never read as a
+// grant, and a HELLO encodes its cookie whatever grant_mbps holds.
+TEST(Hello, GrantOnlyInHelloAck) {
+    HelloPacket h = vector_hello();
+    h.grant_mbps = 12345;
+    std::vector<std::byte> b = encode(h);
+    expect_bytes(kHelloVector, b);
+    auto d = decode_hello(b);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->grant_mbps, 0u);
+    EXPECT_EQ(d->cookie, vector_hello().cookie);
+}
+
+// [CC-20]: a HELLO's SENDING flag is bit 0x01 of byte 2; a HELLO_ACK never carries it, and
+// the other bits of the byte are ignored.
+TEST(Hello, SendingFlag) {
+    HelloPacket h = vector_hello();
+    h.sending = true;
+    std::vector<std::byte> b = encode(h);
+    EXPECT_EQ(b[2], std::byte{0x01});
+    b[3] = std::byte{0};
+    auto d = decode_hello(b);
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d->sending);
+    b[2] = std::byte{0xFE};
+    d = decode_hello(b);
+    ASSERT_TRUE(d.ok());
+    EXPECT_FALSE(d->sending);
+    HelloPacket a = vector_hello_ack();
+    a.sending = true;
+    std::vector<std::byte> ab = encode(a);
+    EXPECT_EQ(ab[2], std::byte{0});
+    ab[2] = std::byte{0x01};
+    auto da = decode_hello(ab);
+    ASSERT_TRUE(da.ok());
+    EXPECT_FALSE(da->sending);
+}
+
+// [CC-20] [CONN-2]: a HELLO_ACK's cookie bytes after the grant are ignored on receive (a
+// hostile or older peer's garbage there is not a cookie), and the grant round-trips at
+// every width, 0 (no grant) and 2^32 - 1 included.
+TEST(Hello, HelloAckGrantRoundTripsAndRestIsIgnored) {
+    for (uint32_t g : {0u, 1u, 800000u, 0xFFFFFFFFu}) {
+        HelloPacket p = vector_hello_ack();
+        p.grant_mbps = g;
+        p.cookie[5] = 0x77;  // not encoded in a HELLO_ACK
+        std::vector<std::byte> b = encode(p);
+        EXPECT_EQ(b[53], std::byte{0});
+        auto d = decode_hello(b);
+        ASSERT_TRUE(d.ok());
+        EXPECT_EQ(d->grant_mbps, g);
+        EXPECT_EQ(d->cookie, Cookie{});
+    }
+    std::vector<std::byte> b = join(kHelloAckVector);
+    for (size_t i = 52; i < kHelloSize; ++i) b[i] = std::byte{0xEE};
+    auto d = decode_hello(b);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->grant_mbps, 800000u);
+    EXPECT_EQ(d->cookie, Cookie{});
 }
 
 // [WIRE-5] [WIRE-7]: every prefix of both is truncated.
@@ -343,6 +406,7 @@ TEST(Hello, UnknownCapabilitiesAndReservedAreIgnored) {
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     HelloPacket want = vector_hello();
     want.capabilities = 0xFFFFFFFF;
+    want.sending = true;  // [CC-20]: byte 2's 0x01 is SENDING in a HELLO; its other bits are ignored
     EXPECT_EQ(*d, want);
 }
 
@@ -381,8 +445,13 @@ TEST(Hello, RoundTripProperty) {
         p.num_paths = static_cast<uint16_t>(rng.uniform_range(1, kMaxPaths));
         p.max_payload = static_cast<uint32_t>(rng.uniform_range(kMinMaxPayload, kMaxMaxPayload));
         p.capabilities = rng.uniform(2) ? 0 : rng.next_u32();
-        if (rng.uniform(2))
-            for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
+        if (p.common.type == PacketType::kHello) {
+            if (rng.uniform(2))
+                for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
+            p.sending = rng.uniform(2) != 0;  // [CC-20]
+        } else {
+            p.grant_mbps = rng.uniform(2) ? 0 : rng.next_u32();  // [CC-20]: its cookie is the grant
+        }
         auto d = decode_hello(encode(p));
         ASSERT_TRUE(d.ok()) << to_string(d.error());
         ASSERT_EQ(*d, p);

@@ -256,6 +256,69 @@ TEST(RateControl, ConnectionBackFromIdleStartsWithItsGrant) {
     }
 }
 
+// [CC-20] a new connection whose HELLO_ACK carries a grant starts its first round trip
+// with one bandwidth-delay product at the grant over the handshake's RTT in flight, not
+// first_rtt_bytes: B is idle, so it grants its whole downlink (100 Gbit/s), and A, which
+// queued a 1 MiB WRITE while Connecting, has more than 4 segments in flight before its
+// first ACK, and no more than the grant × the handshake's RTT (+ one segment). With
+// hello_grant off, the same sender has one segment in flight (first_rtt_bytes = one
+// segment here, so the two cases cannot meet by chance).
+TEST(RateControl, GrantedNewConnectionSendsABandwidthDelayProductAtOnce) {
+    sim::NetworkConfig nc = fast_net();
+    nc.link.rate_bps = 100'000'000'000;
+    nc.host.line_rate_bps = 100'000'000'000;
+    for (const bool grant : {true, false}) {
+        core::EndpointConfig tx;
+        tx.first_rtt_bytes = tx.max_payload;
+        tx.hello_grant = grant;
+        core::EndpointConfig rx;
+        rx.port_rate_bps = nc.link.rate_bps;
+        rx.hello_grant = grant;
+        Pair p(23, nc, tx, rx);
+        const uint32_t len = 1 << 20;
+        std::vector<std::byte> src(len), dst(len);
+        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+        const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
+        const auto kb = *p.b->register_memory(pb, dst.data(), len,
+                                              core::access::kLocalWrite | core::access::kRemoteWrite);
+        const Time t0 = p.now();
+        const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, t0);
+        ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), t0), Error::kOk);
+        p.host_a().kick();
+        // B answers as a pure responder; its stream is made on the connection A's HELLO made.
+        p.sim.run_until([&] { return p.b->connection_to(p.host_a().address()) != 0; }, p.sim.now() + 1ms, 1'000'000);
+        ASSERT_NE(p.b->connection_to(p.host_a().address()), 0u);
+        (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+        const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+        Time up{};
+        uint64_t peak = 0;
+        auto acked = [&] {
+            for (uint16_t i = 0; i < ca.num_paths(); ++i)
+                if (ca.path_stats(i).acks_received > 0) return true;
+            return false;
+        };
+        p.sim.run_until([&] {
+            if (up == Time{} && ca.state() == core::ConnState::kEstablished) up = p.now();
+            if (acked()) return true;
+            peak = std::max(peak, ca.in_flight_bytes());
+            return false;
+        }, p.sim.now() + 1ms, 1'000'000);
+        ASSERT_TRUE(acked());
+        ASSERT_NE(up, Time{});
+        const uint64_t bdp = nc.link.rate_bps / 8 * static_cast<uint64_t>(to_ns(up - t0)) / 1'000'000'000;
+        std::printf("hello_grant %d: handshake %lld ns, %llu bytes in flight before the first ACK (grant x RTT %llu)\n",
+                    grant, static_cast<long long>(to_ns(up - t0)), static_cast<unsigned long long>(peak),
+                    static_cast<unsigned long long>(bdp));
+        EXPECT_EQ(ca.stats().hello_grants_taken, grant ? 1u : 0u);
+        if (grant) {
+            EXPECT_GT(peak, 4u * tx.max_payload);
+            EXPECT_LE(peak, bdp + tx.max_payload);
+        } else {
+            EXPECT_LE(peak, uint64_t{tx.max_payload});
+        }
+    }
+}
+
 // [CC-12], [INT-6]: with INTEGRITY every DATA datagram is 4 bytes longer, so the receiver
 // divides its capacity by max_payload + 76: the senders paced at its hints then fill its
 // downlink and no more (at + 72, as before, they would offer 4 bytes a packet too many,

@@ -259,7 +259,14 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.hello.num_paths"] = h->num_paths;
             f["mroce.hello.max_payload"] = h->max_payload;
             f["mroce.hello.capabilities"] = h->capabilities;
-            f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
+            if (h->common.type == wire::PacketType::kHello) {
+                f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
+                // [CC-20]: the whole byte, as the dissector shows it; wire/ reads bit 0x01.
+                f["mroce.hello.flags"] = static_cast<unsigned>(static_cast<uint8_t>(d[wire::kHelloFlagsOffset]));
+                if (h->sending != ((static_cast<uint8_t>(d[wire::kHelloFlagsOffset]) & wire::kHelloFlagSending) != 0))
+                    return fail(Error::kInvalidArgument);
+            } else
+                f["mroce.hello.grant_mbps"] = h->grant_mbps;  // [CC-20]
             return f;
         }
         case wire::PacketType::kRetry: {

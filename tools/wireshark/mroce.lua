@@ -217,6 +217,8 @@ local f = {
                                           base.DEC),
     hello_capabilities = ProtoField.uint32("mroce.hello.capabilities", "Capabilities", base.HEX),
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
+    hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
+    hello_flags = ProtoField.uint8("mroce.hello.flags", "HELLO flags (0x01 SENDING) [CC-20]", base.HEX),
 
     retry_cookie = ProtoField.bytes("mroce.retry.cookie", "Cookie"),
 
@@ -634,11 +636,16 @@ local function dissect_hello(c, t, typ)
     local paths, paths_item = c:add(t, f.hello_num_paths, 38, 2)
     local max_payload, mp_item = c:add(t, f.hello_max_payload, 40, 4)
     local caps, caps_item = c:add(t, f.hello_capabilities, 44, 4)
-    local cookie = c:fits(48, 16) and c:nonzero(48, 16)
-    c:add(t, f.hello_cookie, 48, 16)
-    if cookie then
-        if typ == T_HELLO then c:info_add("cookie") else
-            c:warn(nil, "HELLO_ACK with a nonzero cookie [CONN-2]")
+    if typ == T_HELLO then
+        local cookie = c:fits(48, 16) and c:nonzero(48, 16)
+        c:add(t, f.hello_cookie, 48, 16)
+        if cookie then c:info_add("cookie") end
+    else
+        -- [CC-20]: a HELLO_ACK's cookie is its grant, then 12 zero bytes.
+        local grant = c:add(t, f.hello_grant, 48, 4)
+        if grant and grant ~= 0 then c:info_add("grant=" .. grant .. "Mbps") end
+        if c:fits(52, 12) and c:nonzero(52, 12) then
+            c:warn(nil, "HELLO_ACK with a nonzero cookie beyond its grant [CONN-2]")
         end
     end
 
@@ -731,7 +738,12 @@ local function dissect_one(tvb, pinfo, tree)
     end
     -- 3: type.
     local typ, type_item = c:add(t, f.type, 1, 1)
-    c:reserved(t, 2, 2)
+    if typ == T_HELLO and c:fits(2, 1) then
+        c:add(t, f.hello_flags, 2, 1)  -- [CC-20]: a HELLO's byte 2
+        c:reserved(t, 3, 1)
+    else
+        c:reserved(t, 2, 2)
+    end
     local conn_id = c:add(t, f.conn_id, 4, 4)
     c:add(t, f.token, 8, 8)
     local name = type_names[typ]
