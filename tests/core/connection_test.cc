@@ -1749,6 +1749,19 @@ struct Answer {
     std::vector<std::byte> src, dst;
 };
 
+// write_then_answer: A's 8-byte WRITE (f) lands at B, whose ACK is held; `landed` runs;
+// then B answers with `a` and the run goes on until both A's WRITE completes and the
+// answer lands. Returns how long that took from B's post.
+Duration write_then_answer(Pair& p, WriteFlow& f, Answer& a, const std::function<void()>& landed) {
+    f.post_all();
+    EXPECT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+    landed();
+    const Time t1 = p.now();
+    a.post(p, f);
+    EXPECT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
+    return p.now() - t1;
+}
+
 // [ACK-12], [ACK-11] with ack_with_reverse_data: the last message before a pause asks for
 // no immediate ACK, so a lone WRITE completes only after max_ack_delay; when the receiver
 // sends DATA of its own meanwhile, its delayed ACK leaves with it and the WRITE completes
@@ -1814,15 +1827,11 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
             const auto d = without_trailer(pkt.bytes.view(scratch));
             from_b.push_back({static_cast<uint8_t>(d[1]), pkt.meta.src.port, d.size()});
         });
-        WriteFlow f(p, 1, 8);
-        f.post_all();  // A's WRITE: B delays its ACK
-        ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
-        from_b.clear();
+        WriteFlow f(p, 1, 8);  // A's WRITE: B delays its ACK
         Answer a(answer);
-        const Time t1 = p.now();
-        a.post(p, f);
-        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
-        EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+        EXPECT_LT(write_then_answer(p, f, a, [&] { from_b.clear(); }), cfg.max_ack_delay / 4)
+            << "the ACK did not ride with B's WRITE";
+        ASSERT_EQ(f.all_completions(), 1u);
         ASSERT_GE(from_b.size(), 2u);
         const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
         const auto data = static_cast<uint8_t>(wire::PacketType::kData);
@@ -1872,14 +1881,9 @@ TEST(Connection, DelayedAckSharesTheAnswersDatagram) {
                 from_b.push_back({type, followed, pkt.meta.src.port, {d.begin(), d.end()}});
             });
             WriteFlow f(p, 1, 8);
-            f.post_all();
-            ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
-            from_b.clear();
             Answer a(answer);
-            const Time t1 = p.now();
-            a.post(p, f);
-            ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 20ms));
-            EXPECT_LT(p.now() - t1, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+            EXPECT_LT(write_then_answer(p, f, a, [&] { from_b.clear(); }), cfg.max_ack_delay / 4)
+                << "the ACK did not ride with B's WRITE";
             EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
             ASSERT_FALSE(from_b.empty());
             const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
