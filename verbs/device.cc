@@ -309,13 +309,18 @@ int ibv_close_device(ibv_context* context) {
     if (log_level() >= 3) {
         // How the work was shared between the progress thread and the application's own
         // passes (ibv_poll_cq), and what woke the thread: for latency questions.
-        const api::DriverStats d = ctx->dev->stats().driver;
+        const api::DeviceStats stats = ctx->dev->stats();
+        const api::DriverStats& d = stats.driver;
+        const datapath::UdpStats& u = stats.udp;
         log(3, "mroce0 closed: passes %llu (by the application %llu), sleeps %llu (standing by "
-               "%llu; woken by posts %llu, by timers %llu), datagrams %llu in %llu out",
+               "%llu; woken by posts %llu, by timers %llu), datagrams %llu in %llu out; "
+               "system calls %llu recv %llu send, GRO receives %llu, GSO sends %llu",
             static_cast<unsigned long long>(d.passes), static_cast<unsigned long long>(d.assisted_passes),
             static_cast<unsigned long long>(d.sleeps), static_cast<unsigned long long>(d.stand_by_sleeps),
             static_cast<unsigned long long>(d.wakeups_posted), static_cast<unsigned long long>(d.wakeups_timer),
-            static_cast<unsigned long long>(d.datagrams_in), static_cast<unsigned long long>(d.datagrams_out));
+            static_cast<unsigned long long>(d.datagrams_in), static_cast<unsigned long long>(d.datagrams_out),
+            static_cast<unsigned long long>(u.recv_calls), static_cast<unsigned long long>(u.send_calls),
+            static_cast<unsigned long long>(u.gro_receives), static_cast<unsigned long long>(u.gso_sends));
     }
     ctx->dev->set_event_notify(nullptr, nullptr);
     if (context->cmd_fd >= 0) ::close(context->cmd_fd);
