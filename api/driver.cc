@@ -138,10 +138,15 @@ void Driver::notify() {
     // work_pending_ before it sleeps, or we see sleeping_ and wake it.
     // A progress thread standing by is not woken: the application's next pass takes
     // the work (DriverConfig::stand_by).
-    work_pending_.store(true);
+    // Only the post that finds no work pending wakes the thread: work already pending
+    // either kept the thread from sleeping (sleep() checks it) or its own post woke it. A
+    // burst of posts (perftest posts up to its send queue's depth at once) then costs one
+    // eventfd write, not one per post while the woken thread waits for the CPU.
+    if (work_pending_.exchange(true)) return;
     if (sleeping_.load() && !standing_by_.load()) {
         const uint64_t one = 1;
         (void)!::write(event_fd_, &one, sizeof(one));
+        sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
@@ -152,6 +157,7 @@ void Driver::release_stand_by() {
     if (standing_by_.load()) {
         const uint64_t one = 1;
         (void)!::write(event_fd_, &one, sizeof(one));
+        sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
@@ -161,8 +167,17 @@ void Driver::with_datapath(const std::function<void(datapath::Datapath&)>& fn) {
 }
 
 DriverStats Driver::stats() const {
-    std::lock_guard<std::mutex> g(mu_);
-    return stats_;
+    DriverStats s;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        s = stats_;
+    }
+    s.sleeps = sleep_counts_.sleeps.load(std::memory_order_relaxed);
+    s.stand_by_sleeps = sleep_counts_.stand_by.load(std::memory_order_relaxed);
+    s.wakeups_posted = sleep_counts_.posted.load(std::memory_order_relaxed);
+    s.wakeups_timer = sleep_counts_.timer.load(std::memory_order_relaxed);
+    s.wakes_sent = sleep_counts_.wakes_sent.load(std::memory_order_relaxed);
+    return s;
 }
 
 bool Driver::run_once() {
@@ -172,12 +187,21 @@ bool Driver::run_once() {
 }
 
 bool Driver::try_run_once(bool polling) {
+    const bool stand_by = polling && quiet_epoll_fd_ >= 0;
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
-    if (!g.owns_lock() || closed_) return false;
+    if (!g.owns_lock()) {
+        // The lock is busy: the progress thread (or another poller) is in a pass. This
+        // thread polls all the same, so the progress thread stands by once its pass ends,
+        // rather than keep the datapath to itself while the application spins beside it.
+        if (stand_by) assisted_ns_.store(to_ns(dp_.now()), std::memory_order_relaxed);
+        return false;
+    }
+    if (closed_) return false;
     ++stats_.assisted_passes;
     const bool did = pass();
-    // pass() read the clock into last_pass_ns_: the stand-by runs from this pass.
-    if (polling && quiet_epoll_fd_ >= 0) assisted_ns_.store(last_pass_ns_, std::memory_order_relaxed);
+    // The stand-by runs from the end of this pass: a pass that sent a full batch took long
+    // enough (100 µs and more) to spend much of a stand-by measured from its start.
+    if (stand_by) assisted_ns_.store(to_ns(dp_.now()), std::memory_order_relaxed);
     return did;
 }
 
@@ -468,11 +492,10 @@ void Driver::sleep(Duration max, bool may_stand_by) {
             timer = true;
         }
     }
-    std::lock_guard<std::mutex> g(mu_);
-    ++stats_.sleeps;
-    if (quiet) ++stats_.stand_by_sleeps;
-    if (posted) ++stats_.wakeups_posted;
-    if (timer) ++stats_.wakeups_timer;
+    sleep_counts_.sleeps.fetch_add(1, std::memory_order_relaxed);
+    if (quiet) sleep_counts_.stand_by.fetch_add(1, std::memory_order_relaxed);
+    if (posted) sleep_counts_.posted.fetch_add(1, std::memory_order_relaxed);
+    if (timer) sleep_counts_.timer.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Driver::thread_main() {

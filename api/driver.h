@@ -103,6 +103,7 @@ struct DriverStats {
     uint64_t sleeps = 0;          // waits on the wake fds
     uint64_t wakeups_posted = 0;  // sleeps ended early by posted work (eventfd)
     uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
+    uint64_t wakes_sent = 0;      // eventfd writes to wake a sleeper (notify, release_stand_by)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
     uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
     uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
@@ -225,6 +226,13 @@ private:
     std::atomic<int64_t> assisted_ns_{-1};  // when an application pass last ran; -1: released
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
+    // The sleep counters of DriverStats, kept apart from mu_: a sleeper that took the
+    // driver lock to count its sleep would wait out a polling application's whole pass,
+    // then wake it with a futex call (issue 15: ib_write_bw's two threads on one CPU).
+    struct SleepCounters {
+        std::atomic<uint64_t> sleeps{0}, stand_by{0}, posted{0}, timer{0}, wakes_sent{0};
+    };
+    SleepCounters sleep_counts_;
     std::thread thread_;
 
     // Everything below is guarded by mu_ (the driver lock).

@@ -479,6 +479,8 @@ public:
     }
     Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override { return p.size(); }
     Result<size_t> recv_batch(std::span<datapath::RxPacket> out) override {
+        entered.store(true);
+        while (gate_closed.load()) std::this_thread::yield();
         std::lock_guard<std::mutex> g(mu_);
         uint64_t v;
         (void)!::read(fd_, &v, sizeof(v));  // level: readable while the inbox holds some
@@ -495,6 +497,11 @@ public:
     Time now() const override { return monotonic_now(); }
     int wake_fd() const override { return fd_; }
     Address local_address() const override { return loopback(4791); }
+
+    // A pass that reads while the gate is closed waits in recv_batch (holding the driver
+    // lock); `entered` says a read began.
+    std::atomic<bool> gate_closed{false};
+    std::atomic<bool> entered{false};
 
 private:
     int fd_;
@@ -548,6 +555,78 @@ TEST(Driver, AProgressThreadStandsByForAPollingApplication) {
             EXPECT_EQ(st.stand_by_sleeps, 0u);
         }
     }
+}
+
+// A burst of posts wakes a sleeper once: the first post finds no work pending and writes
+// the eventfd, the others find it pending (issue 15: perftest posts up to its send queue's
+// depth at once, and each write woke, or tried to wake, a thread already woken).
+TEST(Driver, ABurstOfPostsWakesASleeperOnce) {
+    CountingEngine engine;
+    WakeDatapath dp;
+    std::mutex mu;
+    api::DriverConfig cfg;
+    cfg.spin = Duration::zero();
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    // No work pending (a pass consumes the flag the driver starts with), then a sleeper.
+    (void)driver.run_once();
+    std::thread sleeper([&] { driver.wait(std::chrono::seconds(5)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 1000; ++i) driver.notify();
+    sleeper.join();
+    const api::DriverStats st = driver.stats();
+    EXPECT_LE(st.wakes_sent, 1u);
+    EXPECT_EQ(st.wakes_sent, st.wakeups_posted) << "the sleep ended without the post's wake-up";
+    // The work stays pending until a pass takes it: the next sleep returns at once.
+    const auto t0 = std::chrono::steady_clock::now();
+    driver.wait(std::chrono::seconds(5));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+// An application poll that finds the driver lock taken (the progress thread in a pass)
+// still counts as polling: the progress thread stands by once that pass ends, instead of
+// keeping the datapath while the application spins beside it on the same CPU.
+TEST(Driver, APollThatFindsTheLockTakenStillHoldsTheStandBy) {
+    CountingEngine engine;
+    WakeDatapath dp;
+    std::mutex mu;
+    api::DriverConfig cfg;
+    cfg.spin = Duration::zero();
+    cfg.stand_by = std::chrono::seconds(5);
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    // The "progress thread's pass": a thread inside run_once, held in its read.
+    dp.gate_closed.store(true);
+    std::thread pass([&] { (void)driver.run_once(); });
+    while (!dp.entered.load()) std::this_thread::yield();
+    EXPECT_FALSE(driver.try_run_once(true));  // the lock is taken
+    dp.gate_closed.store(false);
+    pass.join();
+    EXPECT_EQ(driver.stats().assisted_passes, 0u);
+    ASSERT_EQ(driver.start_thread(), Error::kOk);
+    // The thread stands by: a datagram that arrives now is left to the application.
+    dp.push(std::byte{'D'});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    {
+        std::lock_guard<std::mutex> g(mu);
+        EXPECT_EQ(engine.others, 0u) << "the progress thread took the datagram while standing by";
+    }
+    driver.release_stand_by();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            if (engine.others == 1u || std::chrono::steady_clock::now() >= until) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    driver.stop_thread();
+    const api::DriverStats st = driver.stats();
+    EXPECT_GE(st.stand_by_sleeps, 1u);
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_EQ(engine.others, 1u) << "nobody received the datagram";
 }
 
 }  // namespace
