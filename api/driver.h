@@ -73,10 +73,14 @@ struct DriverConfig {
     // work does not wake it: the polling thread receives and sends in its own passes.
     // Otherwise every datagram and every post wakes the progress thread, which on a busy
     // CPU preempts the very thread that would have done the same work (issue 15: about
-    // two wake-ups and a lock hand-off per round trip of ib_write_lat). The cost: work
-    // posted by a thread that stops polling afterwards, and datagrams that arrive after
-    // the last poll, wait until the stand-by ends, at most this long after that poll,
-    // unless release_stand_by() ends it first. 0: never stand by.
+    // two wake-ups and a lock hand-off per round trip of ib_write_lat). The stand-by runs
+    // from the end of the application's pass (it holds while one runs), and it doubles,
+    // up to 8 times this, each time the application polled through a whole one: a thread
+    // that polls in a loop is checked on rarely (each check is a timer interrupt and two
+    // context switches on its CPU). The cost: work posted by a thread that stops polling
+    // afterwards, and datagrams that arrive after the last poll, wait until the stand-by
+    // ends, at most 8 times this long after that poll, unless release_stand_by() ends it
+    // first. 0: never stand by.
     Duration stand_by = Duration::zero();
     // send_first: a pass that starts with work posted since the previous one produces and
     // sends it before it reads the sockets, and leaves the read to the next pass. For an
@@ -203,7 +207,10 @@ private:
     void flush_tx();      // driver lock held
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
-    // app_polling: an application pass ran less than DriverConfig::stand_by ago.
+    // stand_by: the stand-by in force: DriverConfig::stand_by, longer while the
+    // application keeps polling (stand_by_scale_).
+    Duration stand_by() const;
+    // app_polling: an application pass runs, or ended less than stand_by() ago.
     bool app_polling() const;
     // sleep is wait(); the progress thread's (may_stand_by) sleeps without the datapath
     // while an application thread polls.
@@ -223,7 +230,14 @@ private:
     std::atomic<bool> work_pending_{true};
     std::atomic<bool> sleeping_{false};
     std::atomic<bool> standing_by_{false};  // the sleeper does not watch the datapath
-    std::atomic<int64_t> assisted_ns_{-1};  // when an application pass last ran; -1: released
+    // When an application pass last ended; -1: released; kAppInPass: one is running.
+    std::atomic<int64_t> assisted_ns_{-1};
+    static constexpr int64_t kAppInPass = INT64_MAX;
+    // The progress thread's own (no lock): the stand-by doubles each time the application
+    // polled through a whole one, up to kMaxStandByScale times DriverConfig::stand_by, and
+    // is back to 1 when the thread takes the datapath again.
+    static constexpr int kMaxStandByScale = 8;
+    int stand_by_scale_ = 1;
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
     // The sleep counters of DriverStats, kept apart from mu_: a sleeper that took the

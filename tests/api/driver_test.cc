@@ -629,5 +629,78 @@ TEST(Driver, APollThatFindsTheLockTakenStillHoldsTheStandBy) {
     EXPECT_EQ(engine.others, 1u) << "nobody received the datagram";
 }
 
+// The stand-by holds for the whole of an application's pass, however long: a pass that
+// outlasts it (a full batch over loopback takes 100-200 µs) must not have the progress
+// thread wake mid-pass, queue on the driver lock and take the next pass itself.
+TEST(Driver, TheStandByHoldsThroughALongApplicationPass) {
+    CountingEngine engine;
+    WakeDatapath dp;
+    std::mutex mu;
+    api::DriverConfig cfg;
+    cfg.spin = Duration::zero();
+    cfg.stand_by = std::chrono::milliseconds(20);
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    ASSERT_EQ(driver.start_thread(), Error::kOk);
+    while (driver.stats().assisted_passes == 0) (void)driver.try_run_once(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a pass it queued for ends
+    const api::DriverStats before = driver.stats();
+    // The next application pass waits in its read for 10 stand-bys.
+    dp.entered.store(false);
+    dp.gate_closed.store(true);
+    std::thread app([&] {
+        while (driver.stats().assisted_passes == before.assisted_passes) (void)driver.try_run_once(true);
+    });
+    while (!dp.entered.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    dp.gate_closed.store(false);
+    app.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    driver.stop_thread();
+    const api::DriverStats after = driver.stats();
+    EXPECT_EQ(after.passes - after.assisted_passes, before.passes - before.assisted_passes)
+        << "the progress thread took a pass while the application's was running";
+}
+
+// While the application keeps polling, the progress thread checks on it less and less
+// often (the stand-by doubles up to 8 times DriverConfig::stand_by): each check is a
+// timer interrupt and two context switches on a CPU the application is using. Once the
+// application stops, the thread takes the datapath back within the longest stand-by.
+TEST(Driver, AStandByGrowsWhileTheApplicationKeepsPolling) {
+    CountingEngine engine;
+    WakeDatapath dp;
+    std::mutex mu;
+    api::DriverConfig cfg;
+    cfg.spin = Duration::zero();
+    cfg.stand_by = std::chrono::milliseconds(10);
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    ASSERT_EQ(driver.start_thread(), Error::kOk);
+    // 600 ms of polling, a pass every 2 ms: 60 stand-bys of 10 ms, 10 or so grown ones.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    while (std::chrono::steady_clock::now() < end) {
+        (void)driver.try_run_once(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const uint64_t checks = driver.stats().stand_by_sleeps;
+    EXPECT_LE(checks, 20u);
+    EXPECT_GE(checks, 2u);
+    // The application stopped: a datagram is the thread's within 8 stand-bys (80 ms).
+    dp.push(std::byte{'D'});
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            if (engine.others == 1u || std::chrono::steady_clock::now() >= until) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    driver.stop_thread();
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_EQ(engine.others, 1u) << "nobody received the datagram";
+}
+
 }  // namespace
 }  // namespace mroce::test
