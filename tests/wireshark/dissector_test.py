@@ -419,7 +419,6 @@ def crafted_cases():
     add("data last, sender drained", data(flags=0x11))  # [CC-12]
     add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x04), None, {"reserved_nonzero"})
-    add("ack FOLLOWED, nothing follows", ack(flags=0x02), None, set())
     add("hello capabilities: a bit no version defines", hello(caps=4), None, {"reserved_nonzero"})
     add("hello capabilities: INTEGRITY and COALESCE", hello(caps=3), None, set())
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
@@ -461,6 +460,33 @@ def crafted_cases():
     add("aggregate data+data with trailers", full + sealed(
         data(flags=0x01, offset=1024, msg_len=2048, payload=b"r" * 1024)), experts={"aggregate"},
         sport=51117, dport=52228)
+
+    # [WIRE-10]: coalesced datagrams, read by the FOLLOWED flag (a capture does not say
+    # whether COALESCE was negotiated): the ACK at its count's length, then a DATA of the same
+    # connection, one trailer for both; a broken one is dropped whole, each packet showing
+    # the datagram's verdict.
+    pair = ack(flags=0x02) + data()
+    add("coalesced ack+data", pair)
+    add("coalesced ack+data, one integrity trailer", sealed(pair))
+    add("coalesced ack+data, a bad trailer", sealed(pair, flip=True), "bad_integrity",
+        {"bad_integrity"})
+    add("coalesced ack+data, a read response and no streams",
+        ack(flags=0x02, streams=()) + data(opcode=6, rkey=0, addr=7, payload=b"r" * 300))
+    add("ack FOLLOWED, nothing follows", ack(flags=0x02), "bad_length", {"bad_length"})
+    add("ack FOLLOWED, nothing follows but a trailer", sealed(ack(flags=0x02)), "bad_length",
+        {"bad_length"})
+    add("coalesced ack+data, the data truncated in its header", ack(flags=0x02) + data()[:40],
+        "truncated", {"truncated"})
+    add("coalesced ack+data, the data one byte short", pair[:-1], "bad_length", {"bad_length"})
+    add("coalesced ack, then 10 bytes", ack(flags=0x02) + data()[:10], "truncated", {"truncated"})
+    add("coalesced ack, then a probe", ack(flags=0x02) + probe(), "bad_type", {"bad_type"})
+    add("coalesced ack, then a data of another connection", ack(flags=0x02) + data()[:4] +
+        struct.pack("!I", CONN + 1) + data()[8:], "bad_type", {"bad_type"})
+    add("coalesced ack+data, 33 stream entries", ack(flags=0x02, streams=((1, 1),) * 33) + data(),
+        "bad_length", {"bad_length"})
+    add("coalesced ack+data, longer than any full DATA (9072 bytes)", ack(flags=0x02) + data(
+        payload=b"y" * 9000), "bad_length", {"bad_length"})
+    add("heuristic coalesced ack+data", pair, sport=51119, dport=52230)
 
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
