@@ -27,9 +27,11 @@ Cases (`sim`):
             set at random, a cut, bytes appended, a length field rewritten): the same again.
             The seed is printed; MROCE_SEED=N replays one.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
-`mroce perf` runs (write with GSO off and on, atomic, read) on a loopback address of its
-own; every datagram, and every packet of each GSO aggregate, agrees with wire/, through the
-heuristic (the ports are ephemeral).
+`mroce perf` runs (write with GSO off and on, atomic, read) and the conformance test
+coalesce.target_pair against an agent that coalesces (a READ response and its ACK in one
+datagram, [WIRE-10]), on a loopback address of its own; every datagram, and every packet of
+each GSO aggregate or coalesced pair, agrees with wire/, through the heuristic (the ports
+are ephemeral).
 
 usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE
                          [--corpus DIR] [CASE ...]
@@ -40,6 +42,8 @@ import collections
 import json
 import os
 import random
+import re
+import select
 import signal
 import socket
 import struct
@@ -208,6 +212,8 @@ def compare_capture(name, pcap, truth, frames, allowed_experts):
                 seen["retx"] += 1
             if f.get("mroce.ack.sack.count"):
                 seen["sack"] += 1
+            if "mroce.coalesced.offset" in f:
+                seen["coalesced"] += 1
         if len(truths) > 1:
             seen["aggregates"] += 1
         unexpected = [e for e in experts if e.startswith("mroce.")
@@ -804,6 +810,30 @@ def perf_pair(addr, args):
             server.wait()
 
 
+def conform_pair(addr):
+    """The conformance suite's coalesce.target_pair against `mroce conform-agent
+    --ack-with-reverse-data` on addr: the target sends a READ response and the ACK of its
+    request in one coalesced datagram ([WIRE-10])."""
+    agent = subprocess.Popen([ARGS.mroce, "conform-agent", "--listen", "127.0.0.1:0", "--udp",
+                              addr + ":0", "--ack-with-reverse-data"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([agent.stdout], [], [], 10)
+        m = re.match(r"conform-agent: control (\S+) udp", agent.stdout.readline() if ready else "")
+        if check(m is not None, "loopback: the conform agent did not start"):
+            run = subprocess.run([ARGS.mroce, "conform", m.group(1), "--test", "coalesce.target_pair"],
+                                 capture_output=True, text=True, timeout=60)
+            check(run.returncode == 0 and re.search(r"coalesce.target_pair\s.*PASS", run.stdout),
+                  "loopback: coalesce.target_pair did not pass: %s" % run.stdout.strip()[-300:])
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+
+
 def case_loopback(tmp):
     # A loopback address of its own (all of 127/8 is local on Linux), so the capture filter
     # keeps out whatever else runs on lo at the same time.
@@ -832,6 +862,7 @@ def case_loopback(tmp):
         perf_pair(addr, ["-n", "30", "-s", "65536"])
         perf_pair(addr, ["--verb", "atomic", "-n", "20"])
         perf_pair(addr, ["--verb", "read", "-n", "20", "-s", "1024", "--no-offload"])
+        conform_pair(addr)
         time.sleep(0.5)  # let the last packets reach the capture
     finally:
         cap.send_signal(signal.SIGINT)
@@ -860,6 +891,7 @@ def case_loopback(tmp):
                               for ts in truth.values() for t in ts)
     check(seen[4] >= 4 and seen[5] >= 4 and seen[7] >= 4,
           "loopback: expected a HELLO, HELLO_ACK and CLOSE per run: %s" % dict(seen))
+    check(seen["coalesced"] >= 1, "loopback: no coalesced datagram (an ACK and a DATA) captured")
     check(ops[3] >= 60 and ops[7] >= 20 and ops[9] >= 20 and ops[5] >= 20 and ops[6] >= 20,
           "loopback: missing WRITE, FETCH_ADD, ATOMIC_RESPONSE, READ_REQUEST or READ_RESPONSE "
           "packets: opcodes %s" % dict(ops))
