@@ -355,6 +355,21 @@ wire::AckPacket Peer::ack_for_target_path(uint16_t p) const {
     return a;
 }
 
+std::vector<std::byte> Peer::ack_bytes(wire::AckPacket ack) {
+    ack.common.type = PacketType::kAck;
+    std::vector<std::byte> buf(wire::encoded_size(ack));
+    auto n = wire::encode_ack(ack, buf);
+    buf.resize(n ? *n : 0);
+    return buf;
+}
+
+std::vector<std::byte> Peer::coalesced(wire::AckPacket ack, std::span<const std::byte> follower) {
+    ack.flags |= wire::ack_flag::kFollowed;  // [ACK-8], [WIRE-10]
+    auto out = ack_bytes(ack);
+    out.insert(out.end(), follower.begin(), follower.end());
+    return out;
+}
+
 void Peer::send_ack(wire::AckPacket ack) {
     ack.common.type = PacketType::kAck;
     std::vector<std::byte> buf(wire::encoded_size(ack));
@@ -427,6 +442,13 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 2: {
+            // [WIRE-10]: with COALESCE negotiated, an ACK with FOLLOWED is as long as its count
+            // and a DATA follows it; without, the flag is itself a violation (below) and the
+            // datagram is read as one ACK.
+            if (const size_t ack_len = wire::coalesced_ack_size(packet); ack_len > 0 && coalesce()) {
+                if (!decode_coalesced(rx, packet, ack_len)) return rx;
+                break;
+            }
             auto r = wire::decode_ack(packet);
             if (!r) {
                 fail("ACK", r.error());
@@ -491,6 +513,58 @@ Rx Peer::decode(Datagram d) {
     return rx;
 }
 
+bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ack_len) {
+    if (packet.size() <= ack_len) {
+        violation(fmt::format("[WIRE-10] ACK with FOLLOWED and nothing after it ({} bytes, its count "
+                              "gives {})", packet.size(), ack_len));
+        return false;
+    }
+    auto ack = wire::decode_ack(packet.first(ack_len));
+    if (!ack) {
+        violation(fmt::format("[WIRE-10] [ACK-1] the ACK of a coalesced datagram does not decode ({})",
+                              to_string(ack.error())));
+        return false;
+    }
+    // The sender's bound is a full DATA of our max_payload (with the one trailer).
+    const size_t bound = wire::kDataHeaderSize + me_.max_payload + (integrity() ? wire::kIntegritySize : 0);
+    if (rx.raw.bytes.size() > bound)
+        violation(fmt::format("[WIRE-10] coalesced datagram of {} bytes, longer than a full DATA ({})",
+                              rx.raw.bytes.size(), bound));
+    const auto rest = packet.subspan(ack_len);
+    wire::CommonHeader inner;
+    if (Error e = wire::parse_common_header(rest, inner); e != Error::kOk) {
+        violation(fmt::format("[WIRE-10] the packet after a FOLLOWED ACK does not decode ({})", to_string(e)));
+        return false;
+    }
+    if (inner.type != PacketType::kData || inner.dst_conn_id != ack->common.dst_conn_id ||
+        inner.dst_token != ack->common.dst_token) {
+        violation(fmt::format("[WIRE-10] a FOLLOWED ACK followed by type {} to connection {:#x} (the "
+                              "ACK's: {:#x}), not a DATA of the same connection and token",
+                              static_cast<int>(inner.type), inner.dst_conn_id, ack->common.dst_conn_id));
+        return false;
+    }
+    auto data = wire::decode_data(rest);
+    if (!data) {
+        violation(fmt::format("[WIRE-10] [DATA-3] the DATA of a coalesced datagram does not decode ({})",
+                              to_string(data.error())));
+        return false;
+    }
+    rx.ack = *ack;
+    rx.coalesced = true;
+    Rx f;
+    f.raw.bytes.assign(rest.begin(), rest.end());
+    f.raw.from = rx.raw.from;
+    f.raw.ecn = rx.raw.ecn;
+    f.decoded = true;
+    f.type = PacketType::kData;
+    f.data = data->hdr;
+    f.payload.assign(data->payload.begin(), data->payload.end());
+    f.coalesced = true;
+    follower_ = std::move(f);
+    ++coalesced_seen_;
+    return true;
+}
+
 // check_target_packet: the rules every datagram a conforming sender produces obeys.
 void Peer::check_target_packet(const Rx& rx) {
     const auto& b = rx.raw.bytes;
@@ -549,10 +623,9 @@ void Peer::check_target_packet(const Rx& rx) {
             break;
         case PacketType::kAck:
             if (rx.ack.flags & 0xFC) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
-            // [WIRE-10]: FOLLOWED only where both announced COALESCE (the suite's peer never
-            // does, and decodes a datagram as one packet).
-            if ((rx.ack.flags & wire::ack_flag::kFollowed) &&
-                !(remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapCoalesce)))
+            // [WIRE-10]: FOLLOWED only where both announced COALESCE (decode_coalesced then
+            // read the DATA after it).
+            if ((rx.ack.flags & wire::ack_flag::kFollowed) && !coalesce())
                 violation("[WIRE-10] ACK with FOLLOWED to a peer that did not announce COALESCE");
             if (!(rx.ack.flags & wire::ack_flag::kProbeReply) && rx.ack.probe_psn)
                 violation("[ACK-8] probe_psn not 0 without PROBE_REPLY");
@@ -579,8 +652,10 @@ bool Peer::receive_one(Duration timeout) {
     auto d = socket_.receive(timeout);
     if (!d) return false;
     // Only the target's endpoint or its path ports (same host) speak to us.
+    follower_.reset();
     Rx rx = decode(std::move(*d));
     if (rx.decoded) check_target_packet(rx);
+    if (follower_) check_target_packet(*follower_);
     if (rx.is(PacketType::kAck)) {
         for (uint16_t i = 0; i < rx.ack.stream_count; ++i) {
             const auto& e = rx.ack.streams[i];
@@ -592,6 +667,10 @@ bool Peer::receive_one(Duration timeout) {
         }
     }
     inbox_.push_back(std::move(rx));
+    if (follower_) {
+        inbox_.push_back(std::move(*follower_));
+        follower_.reset();
+    }
     return true;
 }
 

@@ -55,6 +55,9 @@ struct Rx {
     wire::ProbePacket probe;
     wire::ClosePacket close;
     wire::RetryPacket retry;
+    // coalesced: this ACK, or this DATA, shared its datagram with the other ([WIRE-10]).
+    // The ACK's raw holds the whole datagram, the DATA's its own bytes (no trailer).
+    bool coalesced = false;
 
     bool is(wire::PacketType t) const { return decoded && type == t; }
 };
@@ -113,6 +116,12 @@ public:
     bool integrity() const {
         return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapIntegrity);
     }
+    // coalesce: both our HELLOs and the target's announced COALESCE ([WIRE-10], [VER-2]).
+    bool coalesce() const {
+        return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapCoalesce);
+    }
+    // coalesced_seen: coalesced datagrams of the target that passed every check of [WIRE-10].
+    uint64_t coalesced_seen() const { return coalesced_seen_; }
     // trailers_checked: target packets whose integrity trailer was verified (a bad or
     // missing one is a violation, [INT-2]).
     uint64_t trailers_checked() const { return trailers_checked_; }
@@ -181,6 +190,11 @@ public:
     wire::AckPacket probe_reply(const wire::ProbePacket& probe);
     wire::AckPacket ack_for_target_path(uint16_t path) const;
     void send_ack(wire::AckPacket ack);
+    // ack_bytes: the ACK as encoded (type set), without a trailer.
+    static std::vector<std::byte> ack_bytes(wire::AckPacket ack);
+    // coalesced: an ACK with FOLLOWED (set here) immediately followed by `follower` in one
+    // datagram ([WIRE-10]), without a trailer: send_bytes adds the one trailer at its end.
+    static std::vector<std::byte> coalesced(wire::AckPacket ack, std::span<const std::byte> follower);
 
     // now_stamp: our clock's low 32 bits of nanoseconds (the DATA/PROBE timestamp).
     static uint32_t now_stamp();
@@ -188,6 +202,9 @@ public:
 private:
     bool receive_one(Duration timeout);
     Rx decode(Datagram d);
+    // decode_coalesced: the ACK with FOLLOWED of a coalesced datagram into rx, its DATA into
+    // follower_, every rule of [WIRE-10] checked. False (a violation recorded) if one fails.
+    bool decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ack_len);
     void check_target_packet(const Rx& rx);
     void violation(std::string what);
     wire::CommonHeader to_target() const;
@@ -211,6 +228,8 @@ private:
     std::deque<Rx> inbox_;
     std::vector<std::string> violations_;
     uint64_t trailers_checked_ = 0;
+    uint64_t coalesced_seen_ = 0;
+    std::optional<Rx> follower_;  // the DATA of the coalesced datagram decode just read
 };
 
 // bytes_of: a deterministic pattern for a message body: byte i = f(seed, i), so a byte at

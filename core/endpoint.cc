@@ -689,7 +689,10 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
             const bool followed = ack_len > 0;
             std::span<const std::byte> rest;
             if (followed) {
-                if (ack_len >= datagram.size()) return count_decode_error(Error::kBadLength);
+                // Nothing after the ACK, or longer than the bound a sender keeps (a full DATA
+                // of our max_payload; the trailer is already stripped): a bad length.
+                if (ack_len >= datagram.size() || datagram.size() > wire::kDataHeaderSize + cfg_.max_payload)
+                    return count_decode_error(Error::kBadLength);
                 rest = datagram.subspan(ack_len);
                 datagram = datagram.first(ack_len);
             }

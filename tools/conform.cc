@@ -89,6 +89,9 @@ void register_conform(CLI::App& app) {
                   "control address ADDR:PORT (TCP; default 127.0.0.1:4798; port 0: ephemeral)");
     a->add_option("--udp", agent->udp,
                   "the device's UDP address ADDR:PORT (default 127.0.0.1:4797; port 0: ephemeral)");
+    a->add_flag("--ack-with-reverse-data", agent->ack_with_reverse_data,
+                "a delayed ACK leaves with the next DATA, coalesced where the peer announced "
+                "COALESCE (spec [ACK-12], [WIRE-10]; off: the spec's default ACK rule)");
     a->callback([agent] { std::exit(conform::run_agent(*agent)); });
 }
 

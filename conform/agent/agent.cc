@@ -166,7 +166,8 @@ struct Agent::Queue {
     ~Queue() { qp.reset(); }
 };
 
-Agent::Agent(Address udp) : udp_(udp) {}
+Agent::Agent(Address udp, bool ack_with_reverse_data)
+    : udp_(udp), ack_with_reverse_data_(ack_with_reverse_data) {}
 Agent::~Agent() { close_all(); }
 
 void Agent::close_all() {
@@ -188,6 +189,9 @@ bool Agent::open(std::string* why) {
     // Likewise [PATH-10]'s default of one segment per turn, not the runs a UDP Device uses
     // to fill its GSO super-packets: the suite checks that segments are spread.
     cfg.endpoint.path_run_segments = 1;
+    // Off by default (the spec's default); on, a delayed ACK leaves with the next DATA, in
+    // one datagram where COALESCE was negotiated: coalesce.target_pair needs it to pass.
+    cfg.endpoint.ack_with_reverse_data = ack_with_reverse_data_;
     auto dev = api::Device::open(cfg, why);
     if (!dev) return false;
     dev_ = std::move(dev).value();

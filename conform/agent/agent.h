@@ -24,7 +24,9 @@ namespace mroce::conform {
 class Agent {
 public:
     // udp is the address the Device binds (port 0: ephemeral; reset keeps the port bound).
-    explicit Agent(Address udp);
+    // ack_with_reverse_data: the engine's [ACK-12] option of that name (off: the spec's
+    // default), under which it coalesces an ACK with its DATA ([WIRE-10]).
+    explicit Agent(Address udp, bool ack_with_reverse_data = false);
     ~Agent();
     Agent(const Agent&) = delete;
     Agent& operator=(const Agent&) = delete;
@@ -64,6 +66,7 @@ private:
     api::ProtectionDomain& pd(const nlohmann::json& r);
 
     Address udp_;
+    bool ack_with_reverse_data_ = false;
     std::unique_ptr<api::Device> dev_;
     std::map<uint32_t, std::unique_ptr<api::ProtectionDomain>> pds_;
     uint32_t default_pd_ = 0;
@@ -75,6 +78,7 @@ private:
 struct AgentOptions {
     std::string listen = "127.0.0.1:0";  // control protocol (TCP)
     std::string udp = "127.0.0.1:0";     // the Device's endpoint (UDP)
+    bool ack_with_reverse_data = false;  // --ack-with-reverse-data ([ACK-12], [WIRE-10])
 };
 
 // run_agent binds both addresses, prints one line

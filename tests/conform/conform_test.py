@@ -38,8 +38,9 @@ def die_with_parent():
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def start_agent(mroce):
-    agent = subprocess.Popen([mroce, "conform-agent", "--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0"],
+def start_agent(mroce, extra=()):
+    agent = subprocess.Popen([mroce, "conform-agent", "--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
+                              *extra],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=die_with_parent)
     ready, _, _ = select.select([agent.stdout], [], [], 10)
@@ -111,6 +112,29 @@ def check_bad_input(mroce, control):
             fail(f"{args}: exit {p.returncode}, stderr {p.stderr!r} (want exit 2 and one line)")
 
 
+def check_coalescing_target(mroce):
+    """With the agent's --ack-with-reverse-data the target coalesces a delayed ACK with its
+    DATA ([ACK-12], [WIRE-10]): the coalesce group must pass there, and coalesce.target_pair
+    must pass rather than skip, so the peer's checks of a coalesced datagram really ran."""
+    agent, control = start_agent(mroce, ["--ack-with-reverse-data"])
+    try:
+        if control is None:
+            fail("the agent with --ack-with-reverse-data did not report its addresses")
+        with tempfile.TemporaryDirectory() as d:
+            junit = os.path.join(d, "coalesce.xml")
+            run = subprocess.run([mroce, "conform", control, "--group", "coalesce", "--junit", junit],
+                                 capture_output=True, text=True, timeout=60)
+            sys.stdout.write(run.stdout)
+            if run.returncode != 0:
+                fail(f"--group coalesce against --ack-with-reverse-data exited {run.returncode}")
+            cases = {c.get("name"): c for c in ET.parse(junit).getroot().findall("testcase")}
+            pair = cases.get("coalesce.target_pair")
+            if pair is None or pair.find("skipped") is not None or pair.find("failure") is not None:
+                fail("coalesce.target_pair did not pass against a target that coalesces")
+    finally:
+        stop(agent)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -154,6 +178,7 @@ def main():
         check_control_protocol(control)
         check_bad_input(mroce, control)
         check_unreachable(mroce)
+        check_coalescing_target(mroce)
         if agent.poll() is not None:
             fail(f"the agent exited {agent.returncode} during the run")
     finally:

@@ -1976,6 +1976,8 @@ TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
     cfg.ack_now_every_message = false;
     cfg.ack_with_reverse_data = true;
     cfg.max_ack_delay = 5ms;  // the held ACK is the only way the WRITE completes in the test
+    // Small segments, so that 31 more stream entries make the pair longer than a full DATA.
+    cfg.max_payload = wire::kMinMaxPayload;
     Pair p(29, ten_gbit_net(), cfg, cfg);
     HoldCoalesced hold(*p.a);
     p.host_a().attach(&hold);
@@ -2016,6 +2018,15 @@ TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
          [&](auto& b) { b[ack_len + 1] = static_cast<std::byte>(wire::PacketType::kAck); });
     with("a follower of another version", &ES::bad_version, [&](auto& b) { b[ack_len] = std::byte{7}; });
     with("a follower too short for a header", &ES::truncated, [&](auto& b) { b.resize(ack_len + 10); });
+    // Well formed but for [WIRE-10]'s bound: 31 more entries (streams A does not know,
+    // [ACK-9]) make it longer than 72 + max_payload.
+    with("a pair longer than a full DATA", &ES::bad_length, [&](auto& b) {
+        std::vector<std::byte> entries(31 * wire::kAckStreamEntrySize);
+        for (size_t i = 0; i < 31; ++i) wire::store_be32(entries.data() + 8 * i, 0x5a0000u + i);
+        b.insert(b.begin() + static_cast<std::ptrdiff_t>(ack_len), entries.begin(), entries.end());
+        wire::store_be16(b.data() + 76, 32);
+        ASSERT_GT(b.size(), wire::kDataHeaderSize + cfg.max_payload);
+    });
     // Given straight to A's engine, between two simulator steps: what they change shows at
     // once (no timer may fire meanwhile and re-send what they carry).
     const uint64_t acks = f.path_sum(&core::PathStats::acks_received);

@@ -27,9 +27,11 @@ Cases (`sim`):
             set at random, a cut, bytes appended, a length field rewritten): the same again.
             The seed is printed; MROCE_SEED=N replays one.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
-`mroce perf` runs (write with GSO off and on, atomic, read) on a loopback address of its
-own; every datagram, and every packet of each GSO aggregate, agrees with wire/, through the
-heuristic (the ports are ephemeral).
+`mroce perf` runs (write with GSO off and on, atomic, read) and the conformance test
+coalesce.target_pair against an agent that coalesces (a READ response and its ACK in one
+datagram, [WIRE-10]), on a loopback address of its own; every datagram, and every packet of
+each GSO aggregate or coalesced pair, agrees with wire/, through the heuristic (the ports
+are ephemeral).
 
 usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE
                          [--corpus DIR] [CASE ...]
@@ -40,6 +42,8 @@ import collections
 import json
 import os
 import random
+import re
+import select
 import signal
 import socket
 import struct
@@ -208,6 +212,8 @@ def compare_capture(name, pcap, truth, frames, allowed_experts):
                 seen["retx"] += 1
             if f.get("mroce.ack.sack.count"):
                 seen["sack"] += 1
+            if "mroce.coalesced.offset" in f:
+                seen["coalesced"] += 1
         if len(truths) > 1:
             seen["aggregates"] += 1
         unexpected = [e for e in experts if e.startswith("mroce.")
@@ -419,7 +425,6 @@ def crafted_cases():
     add("data last, sender drained", data(flags=0x11))  # [CC-12]
     add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x04), None, {"reserved_nonzero"})
-    add("ack FOLLOWED, nothing follows", ack(flags=0x02), None, set())
     add("hello capabilities: a bit no version defines", hello(caps=4), None, {"reserved_nonzero"})
     add("hello capabilities: INTEGRITY and COALESCE", hello(caps=3), None, set())
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
@@ -461,6 +466,33 @@ def crafted_cases():
     add("aggregate data+data with trailers", full + sealed(
         data(flags=0x01, offset=1024, msg_len=2048, payload=b"r" * 1024)), experts={"aggregate"},
         sport=51117, dport=52228)
+
+    # [WIRE-10]: coalesced datagrams, read by the FOLLOWED flag (a capture does not say
+    # whether COALESCE was negotiated): the ACK at its count's length, then a DATA of the same
+    # connection, one trailer for both; a broken one is dropped whole, each packet showing
+    # the datagram's verdict.
+    pair = ack(flags=0x02) + data()
+    add("coalesced ack+data", pair)
+    add("coalesced ack+data, one integrity trailer", sealed(pair))
+    add("coalesced ack+data, a bad trailer", sealed(pair, flip=True), "bad_integrity",
+        {"bad_integrity"})
+    add("coalesced ack+data, a read response and no streams",
+        ack(flags=0x02, streams=()) + data(opcode=6, rkey=0, addr=7, payload=b"r" * 300))
+    add("ack FOLLOWED, nothing follows", ack(flags=0x02), "bad_length", {"bad_length"})
+    add("ack FOLLOWED, nothing follows but a trailer", sealed(ack(flags=0x02)), "bad_length",
+        {"bad_length"})
+    add("coalesced ack+data, the data truncated in its header", ack(flags=0x02) + data()[:40],
+        "truncated", {"truncated"})
+    add("coalesced ack+data, the data one byte short", pair[:-1], "bad_length", {"bad_length"})
+    add("coalesced ack, then 10 bytes", ack(flags=0x02) + data()[:10], "truncated", {"truncated"})
+    add("coalesced ack, then a probe", ack(flags=0x02) + probe(), "bad_type", {"bad_type"})
+    add("coalesced ack, then a data of another connection", ack(flags=0x02) + data()[:4] +
+        struct.pack("!I", CONN + 1) + data()[8:], "bad_type", {"bad_type"})
+    add("coalesced ack+data, 33 stream entries", ack(flags=0x02, streams=((1, 1),) * 33) + data(),
+        "bad_length", {"bad_length"})
+    add("coalesced ack+data, longer than any full DATA (9072 bytes)", ack(flags=0x02) + data(
+        payload=b"y" * 9000), "bad_length", {"bad_length"})
+    add("heuristic coalesced ack+data", pair, sport=51119, dport=52230)
 
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
@@ -778,6 +810,30 @@ def perf_pair(addr, args):
             server.wait()
 
 
+def conform_pair(addr):
+    """The conformance suite's coalesce.target_pair against `mroce conform-agent
+    --ack-with-reverse-data` on addr: the target sends a READ response and the ACK of its
+    request in one coalesced datagram ([WIRE-10])."""
+    agent = subprocess.Popen([ARGS.mroce, "conform-agent", "--listen", "127.0.0.1:0", "--udp",
+                              addr + ":0", "--ack-with-reverse-data"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([agent.stdout], [], [], 10)
+        m = re.match(r"conform-agent: control (\S+) udp", agent.stdout.readline() if ready else "")
+        if check(m is not None, "loopback: the conform agent did not start"):
+            run = subprocess.run([ARGS.mroce, "conform", m.group(1), "--test", "coalesce.target_pair"],
+                                 capture_output=True, text=True, timeout=60)
+            check(run.returncode == 0 and re.search(r"coalesce.target_pair\s.*PASS", run.stdout),
+                  "loopback: coalesce.target_pair did not pass: %s" % run.stdout.strip()[-300:])
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+
+
 def case_loopback(tmp):
     # A loopback address of its own (all of 127/8 is local on Linux), so the capture filter
     # keeps out whatever else runs on lo at the same time.
@@ -806,6 +862,7 @@ def case_loopback(tmp):
         perf_pair(addr, ["-n", "30", "-s", "65536"])
         perf_pair(addr, ["--verb", "atomic", "-n", "20"])
         perf_pair(addr, ["--verb", "read", "-n", "20", "-s", "1024", "--no-offload"])
+        conform_pair(addr)
         time.sleep(0.5)  # let the last packets reach the capture
     finally:
         cap.send_signal(signal.SIGINT)
@@ -834,6 +891,7 @@ def case_loopback(tmp):
                               for ts in truth.values() for t in ts)
     check(seen[4] >= 4 and seen[5] >= 4 and seen[7] >= 4,
           "loopback: expected a HELLO, HELLO_ACK and CLOSE per run: %s" % dict(seen))
+    check(seen["coalesced"] >= 1, "loopback: no coalesced datagram (an ACK and a DATA) captured")
     check(ops[3] >= 60 and ops[7] >= 20 and ops[9] >= 20 and ops[5] >= 20 and ops[6] >= 20,
           "loopback: missing WRITE, FETCH_ADD, ATOMIC_RESPONSE, READ_REQUEST or READ_RESPONSE "
           "packets: opcodes %s" % dict(ops))

@@ -298,6 +298,55 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
     return fail(Error::kBadType);
 }
 
+// Piece: one packet of a datagram as printed (fields, or the error that drops it).
+struct Piece {
+    ordered_json fields = ordered_json::object();
+    const char* error = nullptr;
+};
+
+// decode_pair reads a datagram that starts with an ACK whose FOLLOWED flag is set as a
+// coalesced pair ([WIRE-10]): a capture does not say whether the connection negotiated
+// COALESCE, so the flag decides, as it does for the dissector. It mirrors the receiver
+// (core/endpoint.cc): one integrity trailer at the end when the lengths say so, checked
+// first; then nothing after the ACK or longer than 72 + 9000 (the largest max_payload; the
+// receiver's own bound is not in the capture) is a bad length; then the ACK at its count's
+// length; then the follower must be a version-2 DATA of the same connection and token (a bad
+// type otherwise), and decode. Two pieces (the ACK, the DATA) when a DATA of the connection
+// follows, else one; on an error every piece carries the datagram's one error.
+std::vector<Piece> decode_pair(std::span<const std::byte> d) {
+    const size_t ack_len = wire::coalesced_ack_size(d);
+    size_t body = d.size();
+    if (d.size() == ack_len + wire::kIntegritySize ||
+        (d.size() >= ack_len + 24 &&
+         ack_len + wire::kDataHeaderSize + wire::load_be16(d.data() + ack_len + 22) ==
+             d.size() - wire::kIntegritySize))
+        body = d.size() - wire::kIntegritySize;
+    const auto packet = d.first(body);
+    const auto rest = body > ack_len ? packet.subspan(ack_len) : std::span<const std::byte>{};
+    const bool follower = rest.size() >= wire::kCommonHeaderSize &&
+                          static_cast<uint8_t>(rest[0]) == wire::kProtocolVersion &&
+                          static_cast<uint8_t>(rest[1]) == static_cast<uint8_t>(wire::PacketType::kData) &&
+                          std::equal(rest.begin() + 4, rest.begin() + 16, d.begin() + 4);
+    const auto failed = [&](const char* error) {
+        return std::vector<Piece>(follower ? 2 : 1, Piece{ordered_json::object(), error});
+    };
+    std::span<const std::byte> checked;
+    if (body < d.size() && !wire::strip_integrity(d, checked)) return failed("bad_integrity");
+    if (rest.empty() || body > wire::kDataHeaderSize + wire::kMaxMaxPayload) return failed("bad_length");
+    auto ack = wire::decode_ack(packet.first(ack_len));
+    if (!ack) return failed(error_name(ack.error()));
+    wire::CommonHeader inner;
+    if (Error e = wire::parse_common_header(rest, inner); e != Error::kOk) return failed(error_name(e));
+    if (!follower) return failed("bad_type");
+    const char* e = nullptr;
+    Piece a{decode_plain(packet.first(ack_len), &e), nullptr};
+    Piece b{decode_plain(rest, &e), nullptr};
+    if (e) return failed(e);
+    b.fields["mroce.coalesced.offset"] = ack_len;
+    if (body < d.size()) b.fields["mroce.integrity"] = wire::load_be32(d.data() + body);
+    return {a, b};
+}
+
 // Pcap file reading: only what the sources above produce.
 constexpr uint32_t kLinkEthernet = 1, kLinkRaw = 101, kLinkSll = 113, kLinkIpv4 = 228,
                    kLinkIpv6 = 229;
@@ -396,6 +445,13 @@ int run(int argc, char** argv) {
             line["legacy_v1"] = !datagram.empty() && static_cast<uint8_t>(datagram[0]) == 1;
             std::cout << line.dump() << "\n";
         };
+        if (datagram.size() >= wire::kAckFixedSize && static_cast<uint8_t>(datagram[0]) == wire::kProtocolVersion &&
+            static_cast<uint8_t>(datagram[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
+            (static_cast<uint8_t>(datagram[19]) & wire::ack_flag::kFollowed)) {
+            const auto pieces = decode_pair(datagram);
+            for (size_t i = 0; i < pieces.size(); ++i) print(pieces[i].fields, pieces[i].error, i);
+            continue;
+        }
         const char* error = nullptr;
         ordered_json fields = decode(datagram, &error);
         if (!error) {

@@ -11,7 +11,10 @@
 -- mroce.drop_reason, named as wire/ names the error (truncated, bad_version, bad_type,
 -- bad_length), checked in the order of [WIRE-9] so that the verdict is the one a receiver
 -- counts. Rules a well-formed packet can still break (reserved bytes that must be sent as
--- zero, [DATA-5], [DATA-7], [CONN-2], ...) are expert warnings. tools/wireshark/README.md
+-- zero, [DATA-5], [DATA-7], [CONN-2], ...) are expert warnings. An ACK with FOLLOWED starts
+-- a coalesced datagram ([WIRE-10]): its DATA is shown as a packet of its own (dissect_pair;
+-- the flag decides, since a capture does not show whether COALESCE was negotiated).
+-- tools/wireshark/README.md
 -- lists the fields; tests/wireshark/ checks them against wire/'s decoders.
 --
 -- Written for the Lua 5.2 of Wireshark 4.0 and the Lua 5.4 of 4.4 and later: no bitwise
@@ -147,6 +150,8 @@ local f = {
                                      base.DEC),
     gso_size = ProtoField.uint16("mroce.gso.size", "Size of each (the last may be shorter)",
                                  base.DEC),
+    coalesced_offset = ProtoField.uint16("mroce.coalesced.offset",
+        "Coalesced [WIRE-10]: offset of this DATA, after its FOLLOWED ACK", base.DEC),
 
     data_opcode = ProtoField.uint8("mroce.data.opcode", "Opcode", base.HEX, opcode_names),
     data_flags = ProtoField.uint8("mroce.data.flags", "Flags", base.HEX),
@@ -563,16 +568,11 @@ local function dissect_ack(c, t)
         c:fail("bad_length", count_item, string.format(
             "stream_count %d is above the cap of %d [ACK-5]", count, kMaxAckStreams))
     elseif entries_bytes ~= 8 * count then
-        -- [WIRE-10]: a capture does not say whether the connection negotiated COALESCE; read
-        -- as [ACK-1] (as wire/ without it does), with a note where a DATA may follow.
-        local note = ""
-        if flags and bit_set(flags, 0x02) and entries_bytes > 8 * count then
-            note = string.format("; with COALESCE, a DATA follows at byte %d [WIRE-10]",
-                                 fixed_size[T_ACK] + 8 * count)
-        end
+        -- (An ACK with FOLLOWED and bytes after it is read as a coalesced pair, dissect_pair;
+        -- it comes here only when the capture cut it.)
         c:fail("bad_length", count_item, string.format(
-            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]%s",
-            count, 8 * count, entries_bytes, note))
+            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]",
+            count, 8 * count, entries_bytes))
     end
     if not bit_set(flags, 0x01) and probe_psn ~= 0 then
         c:warn(probe_item, "probe_psn must be 0 without PROBE_REPLY [ACK-8]")
@@ -713,7 +713,9 @@ end
 
 -- dissect_one decodes one datagram (tvb) into a new protocol item under tree and returns
 -- its Info column text, the item and its drop verdict (nil when a receiver accepts it).
-local function dissect_one(tvb, pinfo, tree)
+-- in_pair: tvb is one packet of a coalesced datagram (dissect_pair): no trailer of its own
+-- is looked for, and the verdict is left to the caller (the datagram's, not the packet's).
+local function dissect_one(tvb, pinfo, tree, in_pair)
     local t = tree:add(proto, tvb())
     local c = new_ctx(tvb, pinfo, t)
     local len = c.len
@@ -756,7 +758,7 @@ local function dissect_one(tvb, pinfo, tree)
     t:append_text(", " .. name)
     -- [INT-2], [INT-3]: a trailer, checked before the body (spec §4.5 step 4); the rest of
     -- the packet is then read without it.
-    if carries_trailer[typ] and c.cap >= len and len >= kCommonSize + kTrailerSize then
+    if not in_pair and carries_trailer[typ] and c.cap >= len and len >= kCommonSize + kTrailerSize then
         local plain = fixed_size[typ]
         if typ == T_DATA and len >= 24 then plain = plain + tvb(22, 2):uint()
         elseif typ == T_ACK and len >= 78 then plain = plain + 8 * tvb(76, 2):uint() end
@@ -806,11 +808,102 @@ local function dissect_one(tvb, pinfo, tree)
     for _, s in ipairs(c.info) do
         if s ~= "" then info = info .. " " .. s end
     end
-    if c.drop then
+    if c.drop and not in_pair then
         t:add(f.drop_reason, c.drop):set_generated()
         info = "[" .. c.drop .. "] " .. info
     end
     return info, t, c.drop
+end
+
+-- [WIRE-10] Coalesced datagrams. A capture cannot tell whether a connection negotiated
+-- COALESCE (its HELLOs may not be in it), so the FOLLOWED flag decides, as it decides for
+-- the sender: an ACK with FOLLOWED is read at the length its count gives, and what follows
+-- it as a DATA of the same connection, with one integrity trailer at the datagram's end when
+-- the lengths say so. The datagram is dropped whole, each packet showing the one verdict,
+-- when a check fails, in the order a receiver makes them (core/endpoint.cc): the trailer;
+-- nothing after the ACK; longer than 72 + 9000 bytes (the largest max_payload: a
+-- receiver's own bound, 72 + its max_payload, is not in the capture); the ACK's own
+-- checks; a follower that is not a version-2 DATA of the ACK's connection and token (one
+-- packet then, the rest shown as bytes); the DATA's own checks.
+
+-- followed_ack: whether the datagram is read as a coalesced pair (whole in the capture).
+local function followed_ack(tvb)
+    local len = tvb:reported_length_remaining(0)
+    if tvb:len() < len or len < fixed_size[T_ACK] then return false end
+    return tvb(0, 1):uint() == kVersion and tvb(1, 1):uint() == T_ACK and
+           bit_set(tvb(19, 1):uint(), 0x02)
+end
+
+-- dissect_pair shows a coalesced datagram as its ACK and (when it is one) its DATA, each
+-- its own mroce item, and returns the Info text and the datagram's verdict.
+local function dissect_pair(tvb, pinfo, tree)
+    local len = tvb:reported_length_remaining(0)
+    local ack_len = fixed_size[T_ACK] + 8 * math.min(tvb(76, 2):uint(), kMaxAckStreams + 1)
+    -- [INT-2]: one trailer over both, when the lengths say a DATA (or nothing) ends 4 bytes
+    -- before the datagram does.
+    local body = len
+    if len == ack_len + kTrailerSize or (len >= ack_len + 24 and
+            ack_len + fixed_size[T_DATA] + tvb(ack_len + 22, 2):uint() == len - kTrailerSize) then
+        body = len - kTrailerSize
+    end
+    local rest = body - ack_len
+    local follower = rest >= kCommonSize and tvb(ack_len, 1):uint() == kVersion and
+        tvb(ack_len + 1, 1):uint() == T_DATA and
+        tostring(tvb(ack_len + 4, 12):bytes()) == tostring(tvb(4, 12):bytes())
+
+    local ack_info, ack_item, ack_drop = dissect_one(tvb(0, math.min(ack_len, body)):tvb(), pinfo, tree, true)
+    local data_info, data_item, data_drop
+    if follower then
+        data_info, data_item, data_drop = dissect_one(tvb(ack_len, rest):tvb(), pinfo, tree, true)
+        data_item:add(f.coalesced_offset, ack_len):set_generated()
+    end
+    local last = data_item or ack_item
+    local drop, fail_item, why = nil, nil, nil
+    local function fail(kind, item, text)
+        if drop then return end
+        drop, fail_item, why = kind, item, text
+        item:add_proto_expert_info(e[kind], text)
+    end
+    if body < len then
+        local item = last:add(f.integrity, tvb(body, kTrailerSize))
+        local got, want = tvb(body, kTrailerSize):uint(), crc32c(tvb, body)
+        if got ~= want then
+            fail("bad_integrity", item, string.format(
+                "Trailer 0x%08x; the CRC32C of the coalesced datagram is 0x%08x [INT-3]", got, want))
+        end
+    end
+    if rest <= 0 then
+        fail("bad_length", ack_item, string.format(
+            "FOLLOWED, but nothing follows the ACK's %d bytes [WIRE-10] (a receiver without " ..
+            "COALESCE reads it as a plain ACK)", ack_len))
+    elseif body > fixed_size[T_DATA] + kMaxMaxPayload then
+        fail("bad_length", ack_item, string.format(
+            "A coalesced datagram of %d bytes is longer than any full DATA (%d) [WIRE-10]", body,
+            fixed_size[T_DATA] + kMaxMaxPayload))
+    end
+    if ack_drop and not drop then drop = ack_drop end
+    if not drop and not follower then
+        local b = ack_item:add(f.extra, tvb(ack_len, rest))
+        if rest < kCommonSize then
+            fail("truncated", b, string.format(
+                "%d bytes after the FOLLOWED ACK: shorter than a common header [WIRE-10] [WIRE-7]", rest))
+        elseif tvb(ack_len, 1):uint() ~= kVersion then
+            fail("bad_version", b, "What follows the FOLLOWED ACK is not version 2 [WIRE-10] [WIRE-3]")
+        elseif not type_names[tvb(ack_len + 1, 1):uint()] then
+            fail("bad_type", b, "What follows the FOLLOWED ACK has an unknown type [WIRE-10] [WIRE-4]")
+        else
+            fail("bad_type", b, "What follows the FOLLOWED ACK is not a DATA of the same " ..
+                "connection and token [WIRE-10]")
+        end
+    end
+    if data_drop and not drop then drop = data_drop end
+    local info = ack_info .. (data_info and (" + " .. data_info) or "")
+    if drop then
+        ack_item:add(f.drop_reason, drop):set_generated()
+        if data_item then data_item:add(f.drop_reason, drop):set_generated() end
+        info = "[" .. drop .. "] " .. info
+    end
+    return info, drop
 end
 
 -- null_tree stands in for the tree when only a packet's verdict is wanted: each of its
@@ -876,6 +969,10 @@ end
 local function dissect(tvb, pinfo, tree)
     pinfo.cols.protocol = "mroce"
     local len = tvb:reported_length_remaining(0)
+    if followed_ack(tvb) then
+        pinfo.cols.info = (dissect_pair(tvb, pinfo, tree))
+        return len
+    end
     local seg = aggregate_size(tvb, pinfo)
     if not seg then
         pinfo.cols.info = (dissect_one(tvb, pinfo, tree))
@@ -914,7 +1011,13 @@ local function heuristic(tvb, pinfo, tree)
     local typ = tvb(1, 1):uint()
     local own = own_size(tvb, 0)
     local sealed = carries_trailer[typ] and own and own + kTrailerSize == len
-    if own ~= len and not sealed and not aggregate_size(tvb, pinfo) then return false end
+    if followed_ack(tvb) then
+        -- [WIRE-10]: a coalesced pair a receiver accepts.
+        local _, drop = dissect_pair(tvb, pinfo, null_tree)
+        if drop then return false end
+    elseif own ~= len and not sealed and not aggregate_size(tvb, pinfo) then
+        return false
+    end
     if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
     if typ == T_ACK and tvb(76, 2):uint() > kMaxAckStreams then return false end
     -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
