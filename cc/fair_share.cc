@@ -68,7 +68,11 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         s.sent_span = 0;
         s.bytes_after_first = 0;
         s.attained = 0;
-        // [CC-21]: weights as the shares count them, a young sender's (this one's) raised.
+        // [CC-21]: favoured beside an old sender only: the senders of an incast into an idle
+        // receiver are not, and share as they would without the preference (favoured ones
+        // that became old at different times would starve each other in turn).
+        s.favoured = cfg_.young_weight > 1 && any_old();
+        // [CC-21]: weights as the shares count them, a favoured sender's raised.
         const uint64_t weight = effective_weight(s);
         uint64_t total_weight = weight;
         for (uint32_t id : active_) total_weight += effective_weight(senders_[id]);
@@ -100,15 +104,10 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
     // young, the shares are divided again at the next update, not an interval later, so
     // that the old ones make room before its paced phase begins (its packets would queue
     // behind theirs). One that ends within its budget moves no one.
-    if (cfg_.young_weight > 1 && !realloc_ && !s.drained && attained_before < cfg_.first_rtt_bytes &&
-        s.attained >= cfg_.first_rtt_bytes && s.attained < cfg_.young_bytes) {
-        for (uint32_t id : active_) {
-            if (effective_weight(senders_[id]) == senders_[id].weight) {
-                realloc_ = true;
-                realloc_at_ = now;
-                break;
-            }
-        }
+    if (s.favoured && !realloc_ && !s.drained && attained_before < cfg_.first_rtt_bytes &&
+        s.attained >= cfg_.first_rtt_bytes && s.attained < cfg_.young_bytes && any_old()) {
+        realloc_ = true;
+        realloc_at_ = now;
     }
     if (s.drained) s.backlog = 0;  // it has nothing left to send
     s.bytes += bytes;
@@ -145,8 +144,10 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     // [CC-20]: lapsed grants, and grants whose sender is active now (it counts as such),
     // no longer count.
     std::erase_if(granted_, [&](uint32_t id) { return senders_[id].active || senders_[id].granted_until <= now; });
-    // [CC-21]: a new sender is young; the active ones count as the shares count them.
-    const uint64_t w = uint64_t{std::max<uint8_t>(cfg_.class_weights[0], 1)} * cfg_.young_weight;
+    // [CC-21]: a new sender beside an old one will be favoured; the active ones count as
+    // the shares count them.
+    const uint64_t w = uint64_t{std::max<uint8_t>(cfg_.class_weights[0], 1)} *
+                       (cfg_.young_weight > 1 && any_old() ? cfg_.young_weight : 1);
     uint64_t total = w;
     for (uint32_t id : active_) total += effective_weight(senders_[id]);
     bool pending = false;
@@ -161,6 +162,12 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
         granted_.push_back(sender);
     }
     return allocation_ * w / total;
+}
+
+bool FairShare::any_old() const {
+    for (uint32_t id : active_)
+        if (senders_[id].attained >= cfg_.young_bytes) return true;
+    return false;
 }
 
 bool FairShare::bursting(const Sender& s, Time now) const {

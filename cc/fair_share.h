@@ -52,8 +52,9 @@ struct FairShareConfig {
     // [CC-14]: what a new sender may send before its first hint ([CC-15]); the receiver
     // takes its own setting for its peers'.
     uint64_t first_rtt_bytes = 32 * 1024;
-    // [CC-21]: a sender that has brought fewer than young_bytes since it became active is
-    // young, and its weight counts young_weight times in the shares (1: no preference).
+    // [CC-21]: a sender that becomes active while another has brought young_bytes or more
+    // since it became active (an old one) is favoured: while it has brought fewer than
+    // young_bytes (young), its weight counts young_weight times in the shares (1: none).
     uint8_t young_weight = 16;
     uint32_t young_bytes = 128 * 1024;
 };
@@ -116,6 +117,7 @@ private:
         bool active = false;
         bool has_base = false;
         bool owd_sampled = false;  // owd_min holds a sample of this interval
+        bool favoured = false;     // [CC-21]: became active beside a sender that is old
         uint8_t classes = 0;       // bit per class seen this interval
         uint16_t weight = 1;       // sum of the weights of the classes last seen
         uint32_t owd_base = 0;     // smallest one-way delay seen (sender's clock offset)
@@ -161,10 +163,13 @@ private:
     bool bursting(const Sender& s, Time now) const;
     void allocate();
     uint64_t demand(const Sender& s, uint64_t equal) const;
-    // effective_weight: [CC-21] its weight, young_weight times while it is young.
+    // effective_weight: [CC-21] its weight, young_weight times while it is favoured and young.
     uint64_t effective_weight(const Sender& s) const {
-        return s.attained < cfg_.young_bytes ? uint64_t{s.weight} * cfg_.young_weight : s.weight;
+        return s.favoured && s.attained < cfg_.young_bytes ? uint64_t{s.weight} * cfg_.young_weight
+                                                           : s.weight;
     }
+    // any_old: [CC-21] an active sender has brought young_bytes or more since it became active.
+    bool any_old() const;
     Duration idle_timeout(const Sender& s) const;
 
     FairShareConfig cfg_;

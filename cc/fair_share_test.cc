@@ -412,9 +412,10 @@ TEST(FairShare, YoungSenderIsFavouredUntilItHasBroughtYoungBytes) {
     }
 }
 
-// [CC-21] senders that are young together are weighted alike: an incast's shares stay equal
-// and its grants still fall as A, A/2, ..., A/N; a grant beside senders that are no longer
-// young counts the newcomer young.
+// [CC-21] senders of an incast into an idle receiver are not favoured (no old sender was
+// active when they came): their shares stay equal while some of them grow old before the
+// others, and their grants still fall as A, A/2, ..., A/N; a grant beside senders that are
+// old counts the newcomer favoured.
 TEST(FairShare, YoungSendersTogetherShareEquallyAndGrantsStillFall) {
     FairShareConfig c = config();
     c.young_weight = 4;
@@ -429,6 +430,11 @@ TEST(FairShare, YoungSendersTogetherShareEquallyAndGrantsStillFall) {
     const uint64_t a = f.fs.allocation_bps();
     for (uint32_t i = 0; i < 8; ++i)
         EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a / 8.0, a / 800.0) << i;
+    // Half of them at twice the rate: they pass young_bytes (128 KiB) first, at 10.5 µs.
+    f.run({kC, kC / 2, kC, kC / 2, kC, kC / 2, kC, kC / 2}, 8us);
+    const uint64_t a1 = f.fs.allocation_bps();
+    for (uint32_t i = 0; i < 8; ++i)
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a1 / 8.0, a1 / 800.0) << i;
     Feed g(c);
     g.run({kC, kC, kC}, 200us);
     const uint64_t a2 = g.fs.allocation_bps();
