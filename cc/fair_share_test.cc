@@ -414,8 +414,8 @@ TEST(FairShare, YoungSenderIsFavouredUntilItHasBroughtYoungBytes) {
 
 // [CC-21] senders of an incast into an idle receiver are not favoured (no old sender was
 // active when they came): their shares stay equal while some of them grow old before the
-// others, and their grants still fall as A, A/2, ..., A/N; a grant beside senders that are
-// old counts the newcomer favoured.
+// others, and their grants still fall as A, A/2, ..., A/N. A grant counts a favoured young
+// sender's weight raised, but not the new sender's own.
 TEST(FairShare, YoungSendersTogetherShareEquallyAndGrantsStillFall) {
     FairShareConfig c = config();
     c.young_weight = 4;
@@ -438,7 +438,10 @@ TEST(FairShare, YoungSendersTogetherShareEquallyAndGrantsStillFall) {
     Feed g(c);
     g.run({kC, kC, kC}, 200us);
     const uint64_t a2 = g.fs.allocation_bps();
-    EXPECT_EQ(g.fs.grant_bps(7, g.now), a2 * 4 / 7);
+    EXPECT_EQ(g.fs.grant_bps(7, g.now), a2 / 4);  // beside three old senders: as without [CC-21]
+    g.run({kC, kC, kC, kC / 8}, 1us);              // sender 3 joins them, favoured
+    const uint64_t a3 = g.fs.allocation_bps();
+    EXPECT_EQ(g.fs.grant_bps(8, g.now), a3 / (1 + 3 + 4 + 1));  // and sender 7, pending
 }
 
 // [CC-21] when a young sender's whole first-RTT budget has arrived (without DRAINED) beside
