@@ -145,8 +145,8 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     // no longer count.
     std::erase_if(granted_, [&](uint32_t id) { return senders_[id].active || senders_[id].granted_until <= now; });
     // [CC-21]: the active ones count as the shares count them; the new sender's own weight
-    // is not raised (a favoured grant let a 10 ms-RTT sender send 166 KB at once beside
-    // three 10 µs senders and lose a third of its goodput after).
+    // is not raised (a favoured grant, a larger first round trip, cost a 10 ms-RTT sender
+    // beside three 10 µs senders a third of its goodput after).
     const uint64_t w = std::max<uint8_t>(cfg_.class_weights[0], 1);
     uint64_t total = w;
     for (uint32_t id : active_) total += effective_weight(senders_[id]);
