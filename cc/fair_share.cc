@@ -28,7 +28,9 @@ uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
 FairShare::FairShare(const FairShareConfig& cfg)
     : cfg_(cfg),
       capacity_(mul_div(cfg.capacity_bps, cfg.mss, uint64_t{cfg.mss} + cfg.header_bytes)),
-      allocation_(capacity_) {}
+      allocation_(capacity_) {
+    cfg_.young_weight = std::max<uint8_t>(cfg_.young_weight, 1);
+}
 
 void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t owd, Time now,
                            bool drained) {
@@ -65,9 +67,16 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         s.first_sent = sent;
         s.sent_span = 0;
         s.bytes_after_first = 0;
-        uint64_t total_weight = s.weight;
-        for (uint32_t id : active_) total_weight += senders_[id].weight;
-        s.share = allocation_ * s.weight / total_weight;
+        s.attained = 0;
+        // [CC-21]: favoured beside an old sender only: the senders of an incast into an idle
+        // receiver are not, and share as they would without the preference (favoured ones
+        // that became old at different times would starve each other in turn).
+        s.favoured = cfg_.young_weight > 1 && any_old();
+        // [CC-21]: weights as the shares count them, a favoured sender's raised.
+        const uint64_t weight = effective_weight(s);
+        uint64_t total_weight = weight;
+        for (uint32_t id : active_) total_weight += effective_weight(senders_[id]);
+        s.share = allocation_ * weight / total_weight;
         active_.push_back(sender);
         if (active_.size() == 1) {
             last_update_ = now;
@@ -88,6 +97,18 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         if (since > static_cast<int32_t>(s.sent_span)) s.sent_span = static_cast<uint32_t>(since);
     }
     s.backlog -= std::min(s.backlog, bytes);
+    const uint32_t attained_before = s.attained;
+    s.attained = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{s.attained} + bytes, UINT32_MAX));
+    // [CC-21]: a young sender whose whole first-RTT budget has arrived without DRAINED has
+    // more to send than its first round trip carries. Beside a sender that is no longer
+    // young, the shares are divided again at the next update, not an interval later, so
+    // that the old ones make room before its paced phase begins (its packets would queue
+    // behind theirs). One that ends within its budget moves no one.
+    if (s.favoured && !realloc_ && !s.drained && attained_before < cfg_.first_rtt_bytes &&
+        s.attained >= cfg_.first_rtt_bytes && s.attained < cfg_.young_bytes && any_old()) {
+        realloc_ = true;
+        realloc_at_ = now;
+    }
     if (s.drained) s.backlog = 0;  // it has nothing left to send
     s.bytes += bytes;
     s.classes |= static_cast<uint8_t>(1u << (tc & 7));
@@ -123,9 +144,12 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     // [CC-20]: lapsed grants, and grants whose sender is active now (it counts as such),
     // no longer count.
     std::erase_if(granted_, [&](uint32_t id) { return senders_[id].active || senders_[id].granted_until <= now; });
+    // [CC-21]: the active ones count as the shares count them; the new sender's own weight
+    // is not raised (a favoured grant, a larger first round trip, cost a 10 ms-RTT sender
+    // beside three 10 µs senders a third of its goodput after).
     const uint64_t w = std::max<uint8_t>(cfg_.class_weights[0], 1);
     uint64_t total = w;
-    for (uint32_t id : active_) total += senders_[id].weight;
+    for (uint32_t id : active_) total += effective_weight(senders_[id]);
     bool pending = false;
     for (uint32_t id : granted_) {
         if (id == sender) pending = true;
@@ -140,6 +164,12 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     return allocation_ * w / total;
 }
 
+bool FairShare::any_old() const {
+    for (uint32_t id : active_)
+        if (senders_[id].attained >= cfg_.young_bytes) return true;
+    return false;
+}
+
 bool FairShare::bursting(const Sender& s, Time now) const {
     // [CC-14]: still in its first two intervals (its first rate window cannot close before
     // eight), and its packets after the first left at least at half the capacity: it sent
@@ -152,7 +182,14 @@ bool FairShare::bursting(const Sender& s, Time now) const {
 
 const std::vector<uint32_t>& FairShare::update(Time now) {
     raised_.clear();
-    if (!active_.empty() && now >= next_update_) recompute(now);
+    if (active_.empty()) {
+        realloc_ = false;
+    } else if (now >= next_update_) {
+        recompute(now);
+    } else if (realloc_ && now >= realloc_at_) {
+        allocate();  // [CC-21]: the allocation and the demands of the last recomputation
+    }
+    realloc_ = realloc_ && now < realloc_at_;
     return raised_;
 }
 
@@ -285,29 +322,32 @@ void FairShare::allocate() {
     // weight; each takes its demand while that is below an equal weighted part of what is
     // left, and the rest split what remains by weight. What no sender wants is then split
     // by weight over all of them: the shares always add up to the allocation.
+    // [CC-21]: with each sender's effective weight (a young one's raised).
     order_.clear();
     uint64_t total_weight = 0;
-    for (uint32_t id : active_) total_weight += senders_[id].weight;
+    for (uint32_t id : active_) total_weight += effective_weight(senders_[id]);
     const uint64_t all_weight = total_weight;
     for (uint32_t id : active_) {
         const Sender& s = senders_[id];
-        const uint64_t d = demand(s, allocation_ * s.weight / all_weight);
-        order_.emplace_back(d == kUnbounded ? kUnbounded : d / s.weight, id);
+        const uint64_t w = effective_weight(s);
+        const uint64_t d = demand(s, allocation_ * w / all_weight);
+        order_.emplace_back(d == kUnbounded ? kUnbounded : d / w, id);
     }
     std::sort(order_.begin(), order_.end());
     uint64_t left = allocation_;
     for (const auto& [per_weight, id] : order_) {
         Sender& s = senders_[id];
-        const uint64_t equal = total_weight ? left * s.weight / total_weight : 0;
-        const uint64_t d = per_weight == kUnbounded ? kUnbounded : demand(s, allocation_ * s.weight / all_weight);
+        const uint64_t w = effective_weight(s);
+        const uint64_t equal = total_weight ? left * w / total_weight : 0;
+        const uint64_t d = per_weight == kUnbounded ? kUnbounded : demand(s, allocation_ * w / all_weight);
         s.share = std::min(d, equal);
         left -= s.share;
-        total_weight -= s.weight;
+        total_weight -= w;
     }
     const uint64_t spare = left;
     for (size_t i = 0; i < active_.size(); ++i) {
         Sender& s = senders_[active_[i]];
-        s.share += spare * s.weight / all_weight;
+        s.share += spare * effective_weight(s) / all_weight;
         // [CC-14]: pushed at once when its share is a quarter above the hint it last heard,
         // or below half of it: a sender told too much while an incast builds would
         // otherwise keep sending at it until its own packets, queued, bring back the ACKs.

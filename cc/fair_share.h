@@ -52,6 +52,11 @@ struct FairShareConfig {
     // [CC-14]: what a new sender may send before its first hint ([CC-15]); the receiver
     // takes its own setting for its peers'.
     uint64_t first_rtt_bytes = 32 * 1024;
+    // [CC-21]: a sender that becomes active while another has brought young_bytes or more
+    // since it became active (an old one) is favoured: while it has brought fewer than
+    // young_bytes (young), its weight counts young_weight times in the shares (1: none).
+    uint8_t young_weight = 16;
+    uint32_t young_bytes = 128 * 1024;
 };
 
 class FairShare {
@@ -76,10 +81,14 @@ public:
     void forget(uint32_t sender);
 
     // next_update: when update() should run next; kNever while no sender is active.
-    Time next_update() const { return active_.empty() ? kNever : next_update_; }
-    // update recomputes the shares if the interval has passed. Returns the senders whose
-    // share rose a quarter above the hint they last heard, which the owner tells at once
-    // ([CC-14] push); the vector is valid until the next call.
+    Time next_update() const {
+        if (active_.empty()) return kNever;
+        return realloc_ ? std::min(next_update_, realloc_at_) : next_update_;
+    }
+    // update recomputes the shares if the interval has passed, or only divides the
+    // allocation again after a young sender joined old ones ([CC-21]). Returns the senders
+    // whose share rose a quarter above the hint they last heard or fell below half of it,
+    // which the owner tells at once ([CC-14] push); the vector is valid until the next call.
     const std::vector<uint32_t>& update(Time now);
 
     // hint_mbps: the sender's share in Mbit/s (at least 1), or 0 if it is not active; for
@@ -108,11 +117,15 @@ private:
         bool active = false;
         bool has_base = false;
         bool owd_sampled = false;  // owd_min holds a sample of this interval
+        bool favoured = false;     // [CC-21]: became active beside a sender that is old
         uint8_t classes = 0;       // bit per class seen this interval
         uint16_t weight = 1;       // sum of the weights of the classes last seen
         uint32_t owd_base = 0;     // smallest one-way delay seen (sender's clock offset)
         uint32_t owd_min = 0;      // smallest this interval
         bool measured = false;     // rate holds a whole measurement window
+        // [CC-21]: payload bytes that arrived since it became active (saturating): while
+        // below young_bytes the sender is young.
+        uint32_t attained = 0;
         uint64_t bytes = 0;        // this interval
         uint64_t window_bytes = 0; // the rate's window so far
         Time window_start{};
@@ -150,6 +163,13 @@ private:
     bool bursting(const Sender& s, Time now) const;
     void allocate();
     uint64_t demand(const Sender& s, uint64_t equal) const;
+    // effective_weight: [CC-21] its weight, young_weight times while it is favoured and young.
+    uint64_t effective_weight(const Sender& s) const {
+        return s.favoured && s.attained < cfg_.young_bytes ? uint64_t{s.weight} * cfg_.young_weight
+                                                           : s.weight;
+    }
+    // any_old: [CC-21] an active sender has brought young_bytes or more since it became active.
+    bool any_old() const;
     Duration idle_timeout(const Sender& s) const;
 
     FairShareConfig cfg_;
@@ -161,10 +181,15 @@ private:
     std::vector<std::pair<uint64_t, uint32_t>> order_;  // scratch: (demand per weight, id)
     Time last_update_{};
     Time next_update_ = kNever;
+    // [CC-21]: a young sender spent its first-RTT budget beside one that is not young: the
+    // shares are divided again (and the lowered ones pushed) at the next update, not an
+    // interval later.
+    Time realloc_at_{};
     uint64_t allocation_ = 0;
     int64_t queue_ns_ = 0;           // the queue delay measured at the last recomputation
     int64_t previous_queue_ns_ = 0;  // ... and at the one before
     uint32_t last_excess_ = 0;  // the queue the latest arrival showed, ns
+    bool realloc_ = false;      // [CC-21], above
     Time last_arrival_{};       // of any sender
     uint64_t bytes_ = 0;       // this interval, all senders
 };

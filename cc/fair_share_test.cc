@@ -3,6 +3,8 @@
 // allocation, idle senders that leave, and the push of raised shares.
 #include "cc/fair_share.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace mroce::cc {
@@ -346,7 +348,9 @@ TEST(FairShare, ForgottenSenderIsGone) {
 // allocation at an idle receiver, an equal part beside active senders, the share itself
 // for a sender already active.
 TEST(FairShare, HelloGrantIsTheShareOfANewSender) {
-    Feed f;
+    FairShareConfig c = config();
+    c.young_weight = 1;  // [CC-20] alone; with [CC-21]: YoungSendersTogether... below
+    Feed f(c);
     EXPECT_EQ(f.fs.grant_bps(5, f.now), kC);  // idle receiver: C before any recomputation
     f.fs.forget(5);
     f.run({kC, kC, kC}, 50us);
@@ -374,6 +378,95 @@ TEST(FairShare, GrantsOfAnIncastFall) {
     EXPECT_EQ(fs.grant_bps(65, t + 20500ns), kC / 3);
     // Lapsed grants no longer count; an active sender does.
     EXPECT_EQ(fs.grant_bps(66, t + 42us), kC / 2);
+}
+
+// [CC-21] a young sender (fewer than young_bytes since it became active) counts young_weight
+// times its weight: a newcomer beside three long senders gets 4/7 of the allocation from
+// its first hint on, not 1/4, and an equal part once it has brought young_bytes. Without
+// the preference (young_weight 1) it gets 1/4 throughout.
+TEST(FairShare, YoungSenderIsFavouredUntilItHasBroughtYoungBytes) {
+    for (const uint8_t young : {uint8_t{1}, uint8_t{4}}) {
+        FairShareConfig c = config();
+        c.young_weight = young;
+        c.young_bytes = 64 * 1024;
+        Feed f(c);
+        f.run({kC, kC, kC}, 200us);  // three long senders, long past young
+        ASSERT_EQ(f.fs.active_senders(), 3u);
+        const uint64_t a = f.fs.allocation_bps();
+        // The newcomer at an eighth of C: 64 KiB take 42 µs, four intervals.
+        f.run({kC, kC, kC, kC / 8}, 100ns);
+        ASSERT_EQ(f.fs.active_senders(), 4u);
+        // [CC-15] at once (and, with the preference, divided again at once: [CC-21]).
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(3)), a * young / (young + 3.0), a / 1000.0)
+            << int{young};
+        f.run({kC, kC, kC, kC / 8}, 25us);  // two recomputations, still young
+        const uint64_t a2 = f.fs.allocation_bps();
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(3)), a2 * young / (young + 3.0), a2 / 100.0)
+            << int{young};
+        for (uint32_t i = 0; i < 3; ++i)
+            EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a2 / (young + 3.0), a2 / 100.0) << i;
+        f.run({kC, kC, kC, kC / 8}, 40us);  // 65 µs: more than 64 KiB have arrived
+        const uint64_t a3 = f.fs.allocation_bps();
+        for (uint32_t i = 0; i < 4; ++i)
+            EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a3 / 4.0, a3 / 100.0) << i;
+    }
+}
+
+// [CC-21] senders of an incast into an idle receiver are not favoured (no old sender was
+// active when they came): their shares stay equal while some of them grow old before the
+// others, and their grants still fall as A, A/2, ..., A/N. A grant counts a favoured young
+// sender's weight raised, but not the new sender's own.
+TEST(FairShare, YoungSendersTogetherShareEquallyAndGrantsStillFall) {
+    FairShareConfig c = config();
+    c.young_weight = 4;
+    {
+        FairShare fs(c);
+        const Time t{1ms};
+        for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(fs.grant_bps(i, t + 1ns * i), kC / (i + 1)) << i;
+    }
+    Feed f(c);
+    f.run({kC / 2, kC / 2, kC / 2, kC / 2, kC / 2, kC / 2, kC / 2, kC / 2}, 12us);  // 8 → 1, young
+    ASSERT_EQ(f.fs.active_senders(), 8u);
+    const uint64_t a = f.fs.allocation_bps();
+    for (uint32_t i = 0; i < 8; ++i)
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a / 8.0, a / 800.0) << i;
+    // Half of them at twice the rate: they pass young_bytes (128 KiB) first, at 10.5 µs.
+    f.run({kC, kC / 2, kC, kC / 2, kC, kC / 2, kC, kC / 2}, 8us);
+    const uint64_t a1 = f.fs.allocation_bps();
+    for (uint32_t i = 0; i < 8; ++i)
+        EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a1 / 8.0, a1 / 800.0) << i;
+    Feed g(c);
+    g.run({kC, kC, kC}, 200us);
+    const uint64_t a2 = g.fs.allocation_bps();
+    EXPECT_EQ(g.fs.grant_bps(7, g.now), a2 / 4);  // beside three old senders: as without [CC-21]
+    g.run({kC, kC, kC, kC / 8}, 1us);              // sender 3 joins them, favoured
+    const uint64_t a3 = g.fs.allocation_bps();
+    EXPECT_EQ(g.fs.grant_bps(8, g.now), a3 / (1 + 3 + 4 + 1));  // and sender 7, pending
+}
+
+// [CC-21] when a young sender's whole first-RTT budget has arrived (without DRAINED) beside
+// senders that are no longer young, the shares are divided again at the next update and the
+// old senders, now below half of their last hint, are pushed at once, not at the next
+// recomputation. Without the preference nothing moves until then.
+TEST(FairShare, YoungSenderPastItsBudgetMakesTheOldOnesRoomAtOnce) {
+    for (const uint8_t young : {uint8_t{1}, uint8_t{16}}) {
+        FairShareConfig c = config();  // interval 10 µs, first_rtt_bytes 32 KiB
+        c.young_weight = young;
+        Feed f(c);
+        f.run({kC, kC, kC}, 201us);  // 1 µs past a recomputation
+        const uint64_t a = f.fs.allocation_bps();
+        f.raised.clear();
+        f.run({kC, kC, kC, kC / 2}, 7us);  // 32 KiB at C/2 take 5.2 µs; no recomputation yet
+        const bool pushed = std::count(f.raised.begin(), f.raised.end(), 0u) > 0;
+        EXPECT_EQ(pushed, young > 1) << int{young};
+        if (young > 1) {
+            for (uint32_t i = 0; i < 3; ++i)
+                EXPECT_NEAR(static_cast<double>(f.fs.share_bps(i)), a / 19.0, a / 1000.0) << i;
+            EXPECT_NEAR(static_cast<double>(f.fs.share_bps(3)), a * 16 / 19.0, a / 1000.0);
+        } else {
+            EXPECT_NEAR(static_cast<double>(f.fs.share_bps(0)), a / 3.0, a / 1000.0);
+        }
+    }
 }
 
 }  // namespace

@@ -68,6 +68,10 @@ struct EndpointConfig {
     // initiator's first round trip may have one handshake RTT's worth of it in flight
     // (false: no grant sent, none taken; the ablation).
     bool hello_grant = true;
+    // [CC-21]: a sender that has brought fewer than young_bytes since it became active counts
+    // young_weight times its weight in the receiver's shares (1: no preference).
+    uint8_t young_weight = 16;
+    uint32_t young_bytes = 128 * 1024;
     // [CC-17]: the pacer's bucket depth: how far ahead of its rate a connection may send.
     uint64_t pacing_burst_bytes = 16 * 1024;
     // Bytes in flight per path: the fixed window, or AIMD's cap ([CC-1], [CC-7]).

@@ -29,6 +29,8 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     f.class_weights = c.class_weights;
     f.mss = c.max_payload;
     f.first_rtt_bytes = c.first_rtt_bytes;
+    f.young_weight = c.young_weight;  // [CC-21]
+    f.young_bytes = c.young_bytes;
     // [CC-12], [INT-6]: every byte a full DATA datagram adds to its payload, the integrity
     // trailer included when this endpoint announces it; without it, senders paced at the
     // sum of the shares would offer 4 bytes per packet more than the downlink carries.
