@@ -510,6 +510,36 @@ private:
     std::array<std::byte, api::Driver::kBatch> held_{};
 };
 
+// StandByRig: a driver over WakeDatapath and CountingEngine, without spinning, with the
+// stand-by given; for the tests of DriverConfig::stand_by below.
+struct StandByRig {
+    explicit StandByRig(Duration stand_by) {
+        api::DriverConfig cfg;
+        cfg.spin = Duration::zero();
+        cfg.stand_by = stand_by;
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        EXPECT_TRUE(d.ok());
+        if (d.ok()) driver = std::move(*d);
+    }
+    // fed: the datagrams the engine was given.
+    size_t fed() {
+        std::lock_guard<std::mutex> g(mu);
+        return engine.others;
+    }
+    // wait_fed: until the engine was given n datagrams, or 2 s (a loaded machine).
+    size_t wait_fed(size_t n) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (fed() < n && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return fed();
+    }
+
+    CountingEngine engine;
+    WakeDatapath dp;
+    std::mutex mu;
+    std::unique_ptr<api::Driver> driver;
+};
+
 // DriverConfig::stand_by (issue 15): after an application thread's pass (try_run_once, as
 // ibv_poll_cq makes), the progress thread leaves the datapath to it: a datagram that
 // arrives is left for the application's next pass, and a post does not wake the thread.
@@ -520,20 +550,12 @@ private:
 TEST(Driver, AProgressThreadStandsByForAPollingApplication) {
     for (const bool polling : {true, false}) {
         SCOPED_TRACE(polling ? "the application polls" : "the application's pass before a sleep");
-        CountingEngine engine;
-        WakeDatapath dp;
-        std::mutex mu;
-        api::DriverConfig cfg;
-        cfg.spin = Duration::zero();
-        cfg.stand_by = std::chrono::seconds(5);
-        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
-        ASSERT_TRUE(d.ok());
-        api::Driver& driver = **d;
+        StandByRig rig(std::chrono::seconds(5));
+        ASSERT_TRUE(rig.driver);
+        api::Driver& driver = *rig.driver;
+        WakeDatapath& dp = rig.dp;
         ASSERT_EQ(driver.start_thread(), Error::kOk);
-        auto fed = [&] {
-            std::lock_guard<std::mutex> g(mu);
-            return engine.others;
-        };
+        auto fed = [&] { return rig.fed(); };
         // The application's pass; the progress thread may be in one of its own, so retry.
         while (driver.stats().assisted_passes == 0) (void)driver.try_run_once(polling);
         dp.push(std::byte{'D'});
@@ -543,10 +565,7 @@ TEST(Driver, AProgressThreadStandsByForAPollingApplication) {
             EXPECT_EQ(fed(), 0u) << "the progress thread took the datagram while standing by";
             driver.release_stand_by();
         }
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-        while (fed() == 0 && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        EXPECT_EQ(fed(), 1u) << "nobody received the datagram";
+        EXPECT_EQ(rig.wait_fed(1), 1u) << "nobody received the datagram";
         driver.stop_thread();
         const api::DriverStats st = driver.stats();
         if (polling) {
@@ -561,14 +580,9 @@ TEST(Driver, AProgressThreadStandsByForAPollingApplication) {
 // the eventfd, the others find it pending (issue 15: perftest posts up to its send queue's
 // depth at once, and each write woke, or tried to wake, a thread already woken).
 TEST(Driver, ABurstOfPostsWakesASleeperOnce) {
-    CountingEngine engine;
-    WakeDatapath dp;
-    std::mutex mu;
-    api::DriverConfig cfg;
-    cfg.spin = Duration::zero();
-    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
-    ASSERT_TRUE(d.ok());
-    api::Driver& driver = **d;
+    StandByRig rig(Duration::zero());
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
     // No work pending (a pass consumes the flag the driver starts with), then a sleeper.
     (void)driver.run_once();
     std::thread sleeper([&] { driver.wait(std::chrono::seconds(5)); });
@@ -588,15 +602,10 @@ TEST(Driver, ABurstOfPostsWakesASleeperOnce) {
 // still counts as polling: the progress thread stands by once that pass ends, instead of
 // keeping the datapath while the application spins beside it on the same CPU.
 TEST(Driver, APollThatFindsTheLockTakenStillHoldsTheStandBy) {
-    CountingEngine engine;
-    WakeDatapath dp;
-    std::mutex mu;
-    api::DriverConfig cfg;
-    cfg.spin = Duration::zero();
-    cfg.stand_by = std::chrono::seconds(5);
-    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
-    ASSERT_TRUE(d.ok());
-    api::Driver& driver = **d;
+    StandByRig rig(std::chrono::seconds(5));
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
+    WakeDatapath& dp = rig.dp;
     // The "progress thread's pass": a thread inside run_once, held in its read.
     dp.gate_closed.store(true);
     std::thread pass([&] { (void)driver.run_once(); });
@@ -609,39 +618,21 @@ TEST(Driver, APollThatFindsTheLockTakenStillHoldsTheStandBy) {
     // The thread stands by: a datagram that arrives now is left to the application.
     dp.push(std::byte{'D'});
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    {
-        std::lock_guard<std::mutex> g(mu);
-        EXPECT_EQ(engine.others, 0u) << "the progress thread took the datagram while standing by";
-    }
+    EXPECT_EQ(rig.fed(), 0u) << "the progress thread took the datagram while standing by";
     driver.release_stand_by();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> g(mu);
-            if (engine.others == 1u || std::chrono::steady_clock::now() >= until) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    EXPECT_EQ(rig.wait_fed(1), 1u) << "nobody received the datagram";
     driver.stop_thread();
-    const api::DriverStats st = driver.stats();
-    EXPECT_GE(st.stand_by_sleeps, 1u);
-    std::lock_guard<std::mutex> g(mu);
-    EXPECT_EQ(engine.others, 1u) << "nobody received the datagram";
+    EXPECT_GE(driver.stats().stand_by_sleeps, 1u);
 }
 
 // The stand-by holds for the whole of an application's pass, however long: a pass that
 // outlasts it (a full batch over loopback takes 100-200 µs) must not have the progress
 // thread wake mid-pass, queue on the driver lock and take the next pass itself.
 TEST(Driver, TheStandByHoldsThroughALongApplicationPass) {
-    CountingEngine engine;
-    WakeDatapath dp;
-    std::mutex mu;
-    api::DriverConfig cfg;
-    cfg.spin = Duration::zero();
-    cfg.stand_by = std::chrono::milliseconds(20);
-    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
-    ASSERT_TRUE(d.ok());
-    api::Driver& driver = **d;
+    StandByRig rig(std::chrono::milliseconds(20));
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
+    WakeDatapath& dp = rig.dp;
     ASSERT_EQ(driver.start_thread(), Error::kOk);
     while (driver.stats().assisted_passes == 0) (void)driver.try_run_once(true);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a pass it queued for ends
@@ -668,15 +659,9 @@ TEST(Driver, TheStandByHoldsThroughALongApplicationPass) {
 // timer interrupt and two context switches on a CPU the application is using. Once the
 // application stops, the thread takes the datapath back within the longest stand-by.
 TEST(Driver, AStandByGrowsWhileTheApplicationKeepsPolling) {
-    CountingEngine engine;
-    WakeDatapath dp;
-    std::mutex mu;
-    api::DriverConfig cfg;
-    cfg.spin = Duration::zero();
-    cfg.stand_by = std::chrono::milliseconds(10);
-    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
-    ASSERT_TRUE(d.ok());
-    api::Driver& driver = **d;
+    StandByRig rig(std::chrono::milliseconds(10));
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
     ASSERT_EQ(driver.start_thread(), Error::kOk);
     // 600 ms of polling, a pass every 2 ms: 60 stand-bys of 10 ms, 10 or so grown ones.
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
@@ -688,18 +673,9 @@ TEST(Driver, AStandByGrowsWhileTheApplicationKeepsPolling) {
     EXPECT_LE(checks, 20u);
     EXPECT_GE(checks, 2u);
     // The application stopped: a datagram is the thread's within 8 stand-bys (80 ms).
-    dp.push(std::byte{'D'});
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> g(mu);
-            if (engine.others == 1u || std::chrono::steady_clock::now() >= until) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    rig.dp.push(std::byte{'D'});
+    EXPECT_EQ(rig.wait_fed(1), 1u) << "nobody received the datagram";
     driver.stop_thread();
-    std::lock_guard<std::mutex> g(mu);
-    EXPECT_EQ(engine.others, 1u) << "nobody received the datagram";
 }
 
 }  // namespace
