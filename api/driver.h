@@ -75,12 +75,13 @@ struct DriverConfig {
     // CPU preempts the very thread that would have done the same work (issue 15: about
     // two wake-ups and a lock hand-off per round trip of ib_write_lat). The stand-by runs
     // from the end of the application's pass (it holds while one runs), and it doubles,
-    // up to 8 times this, each time the application polled through a whole one: a thread
-    // that polls in a loop is checked on rarely (each check is a timer interrupt and two
-    // context switches on its CPU). The cost: work posted by a thread that stops polling
-    // afterwards, and datagrams that arrive after the last poll, wait until the stand-by
-    // ends, at most 8 times this long after that poll, unless release_stand_by() ends it
-    // first. 0: never stand by.
+    // up to 8 times this, each time the application polled through a whole one while work
+    // it posted had yet to complete (core::Engine::awaits_completions): a thread that polls
+    // in a loop for its completions is checked on rarely (each check is a timer interrupt
+    // and two context switches on its CPU). The cost: work posted by a thread that stops
+    // polling afterwards, and datagrams that arrive after the last poll, wait until the
+    // stand-by ends, at most 8 times this long after that poll (this long once nothing is
+    // left to complete), unless release_stand_by() ends it first. 0: never stand by.
     Duration stand_by = Duration::zero();
     // send_first: a pass that starts with work posted since the previous one produces and
     // sends it before it reads the sockets, and leaves the read to the next pass. For an
@@ -208,7 +209,7 @@ private:
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
     // stand_by: the stand-by in force: DriverConfig::stand_by, longer while the
-    // application keeps polling (stand_by_scale_).
+    // application keeps polling (stand_by_scale_) for work it posted (awaits_).
     Duration stand_by() const;
     // app_polling: an application pass runs, or ended less than stand_by() ago.
     bool app_polling() const;
@@ -238,6 +239,9 @@ private:
     // is back to 1 when the thread takes the datapath again.
     static constexpr int kMaxStandByScale = 8;
     int stand_by_scale_ = 1;
+    // The engine's awaits_completions() after the last pass that completed or took posted
+    // work: the stand-by grows only while the application has completions to poll for.
+    std::atomic<bool> awaits_{true};
     std::atomic<bool> stop_{false};
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
     // The sleep counters of DriverStats, kept apart from mu_: a sleeper that took the

@@ -75,6 +75,14 @@ bool Endpoint::work_outstanding() const {
     return false;
 }
 
+bool Endpoint::awaits_completions() const {
+    for (const auto& s : streams_)
+        if (s && (!s->tx.empty() || !s->posted.empty())) return true;
+    for (const auto& q : srqs_)
+        if (q && !q->posted.empty()) return true;
+    return false;
+}
+
 uint32_t Endpoint::connection_to(const Address& peer) const {
     auto it = by_peer_.find(peer);
     return it == by_peer_.end() ? 0 : it->second;

@@ -175,6 +175,8 @@ public:
     // work_outstanding: some live stream has posted work that has not completed (sent and
     // acknowledged, or answered). A driver that is about to end lets it finish first.
     bool work_outstanding() const;
+    // Engine: work_outstanding, or a receive posted to a live stream or to an SRQ.
+    bool awaits_completions() const override;
     // num_connections: the connection slots in use (live connections and ended ones in
     // their quiet period, [CONN-24]); at most max_connections.
     size_t num_connections() const { return conns_.size() - free_conns_.size(); }

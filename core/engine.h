@@ -65,6 +65,13 @@ public:
 
     // max_datagram_size is the largest datagram poll_transmit may produce.
     virtual size_t max_datagram_size() const = 0;
+
+    // awaits_completions says whether some work request posted to the engine has yet to
+    // complete (a send or request in progress, a receive posted): whether an application
+    // that polls for completions has a reason to poll again. A driver that leaves the
+    // datapath to a polling application (api/driver.h, DriverConfig::stand_by) checks on
+    // it rarely only while it does. An engine that cannot tell answers true.
+    virtual bool awaits_completions() const { return true; }
 };
 
 }  // namespace mroce::core

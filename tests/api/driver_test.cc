@@ -189,9 +189,11 @@ public:
     Time next_deadline() const override { return kNever; }
     std::optional<core::Event> poll_event() override { return std::nullopt; }
     size_t max_datagram_size() const override { return 64; }
+    bool awaits_completions() const override { return awaits; }
 
     size_t handshakes = 0;
     size_t others = 0;
+    bool awaits = true;
 };
 
 // A full batch of 100 handshakes and 20 others, interleaved: one pass feeds the engine the
@@ -678,6 +680,28 @@ TEST(Driver, AStandByGrowsWhileTheApplicationKeepsPolling) {
     // The application stopped: a datagram is the thread's within 8 stand-bys (80 ms).
     rig.dp.push(std::byte{'D'});
     EXPECT_EQ(rig.wait_fed(1), 1u) << "nobody received the datagram";
+    driver.stop_thread();
+}
+
+// An application that has nothing left to complete (core::Engine::awaits_completions) is
+// not about to poll again: ib_write_lat waits for the peer's WRITE by spinning on memory,
+// and only a pass of the progress thread places it. So the stand-by does not grow then:
+// the same polling as above gets a check at every configured stand-by (about 50 in 600
+// ms; 20 would be a grown one's most).
+TEST(Driver, AStandByDoesNotGrowWhenNothingIsLeftToComplete) {
+    StandByRig rig(std::chrono::milliseconds(10));
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
+    rig.engine.awaits = false;
+    driver.notify();  // posted work: the pass asks the engine what it awaits
+    (void)driver.try_run_once(true);
+    ASSERT_EQ(driver.start_thread(), Error::kOk);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    while (std::chrono::steady_clock::now() < end) {
+        (void)driver.try_run_once(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_GE(driver.stats().stand_by_sleeps, 30u);
     driver.stop_thread();
 }
 

@@ -861,6 +861,34 @@ TEST(RdmaOps, SharedReceiveQueue) {
     EXPECT_EQ(f.p.b->destroy_srq(srq), Error::kOk);
 }
 
+// Endpoint::awaits_completions (core::Engine, for the driver's stand-by, api/driver.h):
+// true exactly while a posted send or receive, on a stream or an SRQ, has yet to complete.
+TEST(RdmaOps, AwaitsCompletionsWhileWorkIsPosted) {
+    Fixture f(17, 0.0);
+    const auto [sa, sb] = f.stream(1);
+    EXPECT_FALSE(f.p.a->awaits_completions());
+    EXPECT_FALSE(f.p.b->awaits_completions());
+    f.post(sa, f.write(1, 0, 0, 4096));
+    EXPECT_TRUE(f.p.a->awaits_completions());
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1; }));
+    EXPECT_FALSE(f.p.a->awaits_completions());
+    EXPECT_FALSE(f.p.b->awaits_completions()) << "a WRITE's target posted nothing";
+    core::RecvWr rw{7, f.b.addr(0), 4096, f.b.keys.lkey};
+    ASSERT_EQ(f.p.b->post_recv(sb, rw, f.p.now()), Error::kOk);
+    EXPECT_TRUE(f.p.b->awaits_completions());
+    core::SendWr send = f.write(2, 0, 0, 100);
+    send.opcode = WorkOpcode::kSend;
+    send.remote_addr = 0;
+    send.rkey = 0;
+    f.post(sa, send);
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2 && f.b.done.size() == 1; }));
+    EXPECT_FALSE(f.p.a->awaits_completions());
+    EXPECT_FALSE(f.p.b->awaits_completions());
+    const uint32_t srq = *f.p.b->create_srq(f.b.pd);
+    ASSERT_EQ(f.p.b->post_srq_recv(srq, rw), Error::kOk);
+    EXPECT_TRUE(f.p.b->awaits_completions()) << "a receive posted to an SRQ";
+}
+
 // [STREAM-11]: streams share the connection fairly, and a stream stalled by RNR or failed
 // by an access error does not slow the others. Measured in simulated time, side by side:
 // three streams of bulk WRITE alone, then with a fourth stream that waits out RNR on a
