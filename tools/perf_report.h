@@ -26,8 +26,8 @@ Json bw_result(const Options& o, uint32_t size, uint64_t messages, uint64_t byte
 
 // lat_result: perftest's latency keys from one-way samples in microseconds (RTT/2), by
 // perftest's rules: t_typical is the median after dropping the 2 largest samples, and
-// percentile p is the sample of rank ceil(n * p). They are read from obs::Histogram (ns
-// resolution, within 3.2% of the exact sample); t_min, t_max, t_avg, t_stdev are exact.
+// percentile p is the sample of rank ceil(n * p), each exact (ns resolution), as
+// perftest's; t_min, t_max, t_avg, t_stdev too.
 Json lat_result(uint32_t size, const std::vector<double>& samples_usec);
 
 // counters_json: the engine's counters accumulated between two reports of one connection
