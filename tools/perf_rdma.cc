@@ -389,8 +389,10 @@ public:
                 ++received;
                 const size_t q = qp_index(c.stream);
                 if (o_.check) check_received(c, q, size);
-                if (!post_recv(q, error)) return std::nullopt;
+                // A ping-pong answers first: the queue pair holds kRecvDepth receives, so
+                // the one consumed is reposted after the answer, off the round trip.
                 if (o_.mode == Mode::kLatency && !post_one(q, size, error)) return std::nullopt;
+                if (!post_recv(q, error)) return std::nullopt;
             }
             if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
@@ -572,6 +574,7 @@ private:
         const auto stop_at = start + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(o_.duration_s));
         uint64_t sends_outstanding = 0;
+        uint32_t owed_recvs = 0;  // consumed by answers, not yet reposted
         const bool one_sided = o_.verb == Verb::kRead || o_.verb == Verb::kAtomic;
         IntervalRows rows(o_, size);
         if (trace_) trace_->clear();
@@ -590,6 +593,11 @@ private:
             auto last_busy = t;
             for (uint64_t loop = 0; !replied; ++loop) {
                 const bool busy = pump();
+                // The queue pair holds kRecvDepth receives: the one the last answer consumed
+                // is reposted once this ping has left (the pass above sent it), while it
+                // travels, not between the answer and the ping.
+                for (; owed_recvs > 0; --owed_recvs)
+                    if (!post_recv(0, error)) return std::nullopt;
                 size_t n = cq_->poll(comps);
                 if (!o_.busy_poll) {  // the serve loop's rule: poll for kSpin, then sleep
                     const auto now = Clock::now();
@@ -605,7 +613,7 @@ private:
                         c.opcode == api::WorkOpcode::kRecvWriteImm) {
                         replied = true;
                         if (o_.check) check_received(c, 0, size);
-                        if (!post_recv(0, error)) return std::nullopt;
+                        ++owed_recvs;
                     } else {
                         if (o_.check) check_completed(c.wr_id, size);
                         --sends_outstanding;
@@ -631,6 +639,8 @@ private:
                          samples.back());
             }
         }
+        for (; owed_recvs > 0; --owed_recvs)
+            if (!post_recv(0, error)) return std::nullopt;
         // Leave no requester completion behind for the next size.
         const auto deadline = Clock::now() + kStall;
         while (sends_outstanding > 0 && Clock::now() < deadline) {
