@@ -562,7 +562,8 @@ void Connection::run_timers(Time now) {
     }
     if (!delivery_timers_.empty() && delivery_timers_.top().at <= now) stream_timer_expired(now);
     if (!rnr_timers_.empty() && rnr_timers_.top().at <= now) rnr_timer_expired(now);
-    // [ERR-2]: no ACK on any path for peer_dead_timeout while data is outstanding.
+    // [ERR-2]: no ACK on any path answered anything new for peer_dead_timeout while data is
+    // outstanding (an ACK that repeats old state shows the peer alive but not progressing).
     if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
         now - last_progress_ >= cfg_.peer_dead_timeout)
         fail(Status::kPeerDead, now);

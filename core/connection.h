@@ -403,7 +403,7 @@ private:
         return newest_answered_sent_ - p.overdue_since > margin;
     }
     Duration reorder_window(const TxPath& path) const;
-    void stream_delivered(Stream& s, uint32_t delivered_seq, Time now);
+    bool stream_delivered(Stream& s, uint32_t delivered_seq, Time now);  // true: a new report
     void complete_front(Stream& s);
     void pop_completed(Stream& s, Time now);
     void fail_stream(Stream& s, Status why);
@@ -527,7 +527,11 @@ private:
     };
     TimedQueue delivery_timers_;             // [STREAM-5] path-acked, awaiting delivery
     TimedQueue rnr_timers_;                  // [PLACE-6] RNR waits
-    Time last_progress_ = kNever;            // last ACK on any path, for [ERR-2]
+    // [ERR-2] [LOSS-13]: the last ACK that answered something new (a PSN not acknowledged
+    // before, a fresh probe reply, a new delivery report). Any ACK shows the peer is alive,
+    // but one that repeats old state shows no progress: a peer (buggy or hostile) that
+    // replays an old ACK must neither hold off [ERR-2] nor hold every path in [LOSS-13].
+    Time last_progress_ = kNever;
     Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
     // overdue_floor_ is at most every path's overdue_since (check_overtaken's shortcut):
     // set_overdue lowers it, check_overtaken's scan makes it exact; kNever values (a path

@@ -121,8 +121,9 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
     TxPath& path = tx_paths_[a.path_id];
     PathStats& ps = path_stats_[a.path_id];
     ++ps.acks_received;
-    last_progress_ = now;  // [ERR-2] any authenticated ACK shows the peer is alive
     return_routes_.ack_arrived(a.return_path);  // [PATH-12]: echoed in a later DATA
+    // [ERR-2] [LOSS-13]: whether this ACK answered anything new (see last_progress_).
+    bool answered = false;
 
     // [PATH-7]: an ACK of an older generation says nothing about the current route.
     if (a.path_gen == path.gen) {
@@ -131,6 +132,10 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         const uint32_t before = path.in_flight_pkts;
         const SackWalk walk = walk_acks(path.base, path.next_psn, a.cum_psn, a.sack,
                                         [&](uint32_t psn, bool by_sack) {
+                                            // a record in flight or declared lost: news
+                                            const TxRecord::State st = path.rec(psn).state;
+                                            answered |= st == TxRecord::State::kInFlight ||
+                                                        st == TxRecord::State::kLost;
                                             ack_record(path, psn, by_sack, now, bytes_acked, cache);
                                         });
         const uint32_t highest = walk.highest;
@@ -152,10 +157,20 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         const bool stale_reply = path.state == PathState::kFailed && (a.flags & wire::ack_flag::kProbeReply) &&
                                  static_cast<int32_t>(a.ts_echo - path.rerolled_ts) < 0;
         if (stale_reply) ++stats_.stale_probe_replies;
+        // ts_echo is our own clock's low 32 bits when the echoed packet left.
+        const Duration age{static_cast<uint32_t>(ts32(now) - a.ts_echo)};
+        // [ERR-2] [LOSS-13]: a probe reply answers something new only if it echoes a packet
+        // sent after all this path had answered before. Later copies of one reply
+        // ([PROBE-2]) and late replies still count as progress here, as they always have;
+        // but an old reply repeated by a buggy or hostile peer must not keep the peer
+        // "progressing", so it restarts neither clock.
+        const bool probe_reply = a.flags & wire::ack_flag::kProbeReply;
+        const Time echoed = now - age;
+        answered |= !stale_reply && probe_reply && echoed > path.answered_sent;
         // RTT sample from the echoed timestamp, less the receiver's ACK delay.
-        const bool progress = !stale_reply &&
-            (path.in_flight_pkts < before || (a.flags & wire::ack_flag::kProbeReply));
+        const bool progress = !stale_reply && (path.in_flight_pkts < before || probe_reply);
         if (progress) {
+            path.answered_sent = std::max(path.answered_sent, echoed);
             const int64_t sample = static_cast<int64_t>(static_cast<uint32_t>(ts32(now) - a.ts_echo)) -
                                    static_cast<int64_t>(a.ack_delay_ns);
             if (sample > 0 && sample < 10'000'000'000LL) {
@@ -236,15 +251,14 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
                 path.pto_deadline = std::max(now, path.overdue_since + pto(path));
                 note_deadline(path.pto_deadline);
             }
-            // ts_echo is our own clock's low 32 bits when the echoed packet left.
-            const Duration age{static_cast<uint32_t>(ts32(now) - a.ts_echo)};
             check_overtaken(path, now - age, now);
         }
     }
     for (uint16_t i = 0; i < a.stream_count; ++i) {
         Stream* s = stream_by_remote(a.streams[i].stream_id);
-        if (s) stream_delivered(*s, a.streams[i].delivered_seq, now);
+        if (s) answered |= stream_delivered(*s, a.streams[i].delivered_seq, now);
     }
+    if (answered) last_progress_ = now;
 }
 
 void Connection::ack_record(TxPath& path, uint32_t psn, bool by_sack, Time now,
@@ -391,9 +405,15 @@ void Connection::path_timeout(TxPath& path, Time now) {
     if (path.overtaken) ++path_stats_[path.id].overtaken;
     path.overtaken = false;
     // [LOSS-13]: no path has answered anything sent since this path's oldest unanswered
-    // packet, and some ACK came less than stall_tolerance ago: nothing singles this route
-    // out. Every route going quiet at once is what a descheduled peer looks like, so probe
-    // again, holding the ladder at its first step; the replies show holes. An idle healthy
+    // packet, and some ACK answered something new less than stall_tolerance ago: nothing
+    // singles this route out. Every route going quiet at once is what a descheduled peer
+    // looks like, so probe again, holding the ladder at its first step; the replies show
+    // holes. A descheduled peer sends nothing at all, so its last ACK is also its last
+    // answer; an ACK that only repeats old state (a buggy or hostile peer replaying one)
+    // must not count, or it would hold every path here for ever, probing at every PTO with
+    // nothing ever declared lost or failed. Answers about packets older than the stall are
+    // finite (each acknowledges a record or echoes a newer send time), so the hold ends
+    // stall_tolerance after the last of them and the ladder takes over. An idle healthy
     // path sends nothing that could answer for the peer, so one of them is probed too: if
     // the peer is alive its reply proves this route is the silent one, and the next timeout
     // escalates (without it, a dead route beside idle ones would probe forever).
@@ -536,8 +556,8 @@ void Connection::fail_path(TxPath& path, Time now) {
     note_deadline(path.probe_deadline);
 }
 
-void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
-    if (!s.seq_ready || seq_gt(delivered_seq, s.next_msg_seq)) return;  // never trust: unsent
+bool Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
+    if (!s.seq_ready || seq_gt(delivered_seq, s.next_msg_seq)) return false;  // never trust: unsent
     // [STREAM-5]: the receiver answered a delivery probe and still lacks exactly the
     // message we think it has whole: it dropped some of its segments (no receive was
     // posted, say), so the whole message goes again.
@@ -550,11 +570,13 @@ void Connection::stream_delivered(Stream& s, uint32_t delivered_seq, Time now) {
             resend_message(s, *f, true, now);
         }
     }
-    if (seq_gt(delivered_seq, s.acked_seq)) {
+    const bool news = seq_gt(delivered_seq, s.acked_seq);
+    if (news) {
         s.acked_seq = delivered_seq;
         s.stalled_probes = 0;
     }
     pop_completed(s, now);
+    return news;
 }
 
 // pop_completed completes, in post order ([PLACE-7]), the front messages the peer reports

@@ -68,6 +68,10 @@ struct TxPath {
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
     uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
                                    // replies answered another route
+    // [ERR-2] [LOSS-13]: the newest send time an ACK of this path that made progress
+    // echoed; a probe reply echoing nothing later answers nothing new (a copy, a late
+    // reply, or an old one replayed) and restarts neither the peer-dead nor the stall clock.
+    Time answered_sent{};
     uint32_t loss_score = 0;       // decaying count of losses, for path choice [LOSS-6]
     // [PATH-13] item 5: the weight (Q16, 1.0 at first) of the connection's loss estimate in
     // this path's, for its window: (63/64)^(packets acknowledged on the path).

@@ -562,5 +562,106 @@ TEST(Hardening, RequestWithoutAnswerFailsInsteadOfWaiting) {
     }
 }
 
+// stale_acks: A WRITEs 512 KiB to B; once 64 KiB are placed, every route is cut both ways
+// for good, and from then on A gets, every `every`, the same ACK on path 0: one B could
+// have sent at the cut, answering nothing A sent since (`probe_reply`: flagged as the
+// reply to a PROBE), as a buggy or hostile peer would repeat it. Each ACK shows the peer
+// alive; none shows progress. Runs for `span` after the cut, or until A's WRITE completes.
+struct StaleAcks {
+    std::vector<uint64_t> probes;  // PROBEs A sent in each 100 ms after the cut
+    Duration done_after = Duration::max();  // the WRITE's completion, from the cut
+    Status status = Status::kSuccess;
+    uint64_t stalled = 0;  // [LOSS-13] stalled timeouts
+};
+StaleAcks stale_acks(bool probe_reply, std::chrono::microseconds every, std::chrono::milliseconds span) {
+    Peers f(31);
+    std::vector<std::byte> dst(512 * 1024, std::byte{0});
+    const auto kd = *f.p.b->register_memory(f.pb, dst.data(), dst.size(), kAllAccess);
+    core::SendWr w;
+    w.wr_id = 1;
+    w.opcode = WorkOpcode::kWrite;
+    w.local_addr = f.a_addr(0);
+    w.length = static_cast<uint32_t>(dst.size());
+    w.lkey = f.ka.lkey;
+    w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    w.rkey = kd.rkey;
+    f.post(w);
+    EXPECT_TRUE(f.run_until([&] { return f.p.b->stream_bytes_placed(f.sb) >= 64 * 1024; }));
+    EXPECT_TRUE(f.a_done.empty()) << "the WRITE completed before the cut: the test proves nothing";
+    const auto cut = f.p.sim.now();
+    for (uint32_t r = 0; r < 8; ++r) {
+        f.p.net.link(f.p.host_a(), f.p.host_b(), r).config().blackhole = sim::TimeWindow{cut, sim::kSimForever};
+        f.p.net.link(f.p.host_b(), f.p.host_a(), r).config().blackhole = sim::TimeWindow{cut, sim::kSimForever};
+    }
+    wire::AckPacket stale = peer_ack(f.p, 0);
+    if (probe_reply) {
+        stale.flags = wire::ack_flag::kProbeReply;
+        stale.probe_psn = f.conn_a().tx_path(0).base;
+    }
+    const uint32_t conn = f.p.a->connection_to(f.p.host_b().address());
+    auto probes = [&] {
+        uint64_t n = 0;
+        const core::Connection& c = *f.p.a->connection(conn);
+        for (uint16_t i = 0; i < c.num_paths(); ++i) n += c.path_stats(i).probes_sent;
+        return n;
+    };
+    StaleAcks r;
+    uint64_t counted = probes();
+    const auto end = cut + span;
+    auto window = cut + 100ms;
+    while (f.p.sim.now() < end && f.a_done.empty()) {
+        f.p.host_a().with_engine([&](core::Engine&) {
+            if (f.p.a->connection(conn)->state() == core::ConnState::kEstablished) give_to_a(f.p, stale);
+        });
+        f.p.sim.run_for(every);
+        if (f.p.sim.now() >= window || !f.a_done.empty()) {
+            r.probes.push_back(probes() - counted);
+            counted = probes();
+            window += 100ms;
+        }
+    }
+    const core::Connection& c = *f.p.a->connection(conn);
+    for (uint16_t i = 0; i < c.num_paths(); ++i) r.stalled += c.path_stats(i).stalled_timeouts;
+    if (!f.a_done.empty()) {
+        r.done_after = sim::to_core_time(f.p.sim.now()) - sim::to_core_time(cut);
+        r.status = f.a_done[0].status;
+    }
+    std::printf("stale %s every %lld us: %llu stalled timeouts; PROBEs per 100 ms:",
+                probe_reply ? "probe reply" : "ACK", static_cast<long long>(every.count()),
+                static_cast<unsigned long long>(r.stalled));
+    for (uint64_t n : r.probes) std::printf(" %llu", static_cast<unsigned long long>(n));
+    if (f.a_done.empty())
+        std::printf("; no completion after %lld ms\n", static_cast<long long>(span.count()));
+    else
+        std::printf("; WRITE completed %s %lld ms after the cut\n", core::to_string(r.status),
+                    static_cast<long long>(r.done_after.count() / 1'000'000));
+    return r;
+}
+
+// [LOSS-13] [ERR-2] a peer that keeps sending an old ACK (or an old probe reply), and
+// nothing else, is dead all the same: the stall rule holds a path's ladder only while some
+// ACK answered something new within stall_tolerance, and only such ACKs hold off
+// peer_dead_timeout. Before, the stale ACKs held every path at its first step for ever:
+// 17,500 to 19,500 PROBEs a second on the 8 paths, nothing lost, no path failed and no
+// completion in 3 s. Now the paths escalate after 50 ms and fail ([PATH-3]), and the WRITE
+// fails with kPeerDead peer_dead_timeout after the last answer.
+TEST(Hardening, StaleAcksDoNotKeepADeadPeerProbed) {
+    for (bool probe_reply : {false, true}) {
+        for (auto every : {1000us, 100us}) {
+            SCOPED_TRACE(std::string(probe_reply ? "stale probe reply" : "stale ACK") + " every " +
+                         std::to_string(every.count()) + " us");
+            const StaleAcks r = stale_acks(probe_reply, every, 3000ms);
+            ASSERT_FALSE(r.probes.empty());
+            EXPECT_EQ(r.status, Status::kPeerDead) << core::to_string(r.status);
+            // peer_dead_timeout (1 s) from the last answer, which came just before the cut.
+            EXPECT_LT(r.done_after, Duration{1100ms}) << "no error completion";
+            uint64_t total = 0;
+            for (uint64_t n : r.probes) total += n;
+            EXPECT_LT(total, 3000u) << "PROBEs sent after the cut";
+            EXPECT_LT(r.probes.back(), 200u) << "PROBEs in the last 100 ms";
+        }
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test
