@@ -575,6 +575,11 @@ private:
                                          std::chrono::duration<double>(o_.duration_s));
         uint64_t sends_outstanding = 0;
         uint32_t owed_recvs = 0;  // consumed by answers, not yet reposted
+        auto repost_owed = [&] {
+            for (; owed_recvs > 0; --owed_recvs)
+                if (!post_recv(0, error)) return false;
+            return true;
+        };
         const bool one_sided = o_.verb == Verb::kRead || o_.verb == Verb::kAtomic;
         IntervalRows rows(o_, size);
         if (trace_) trace_->clear();
@@ -596,8 +601,7 @@ private:
                 // The queue pair holds kRecvDepth receives: the one the last answer consumed
                 // is reposted once this ping has left (the pass above sent it), while it
                 // travels, not between the answer and the ping.
-                for (; owed_recvs > 0; --owed_recvs)
-                    if (!post_recv(0, error)) return std::nullopt;
+                if (!repost_owed()) return std::nullopt;
                 size_t n = cq_->poll(comps);
                 if (!o_.busy_poll) {  // the serve loop's rule: poll for kSpin, then sleep
                     const auto now = Clock::now();
@@ -639,8 +643,7 @@ private:
                          samples.back());
             }
         }
-        for (; owed_recvs > 0; --owed_recvs)
-            if (!post_recv(0, error)) return std::nullopt;
+        if (!repost_owed()) return std::nullopt;
         // Leave no requester completion behind for the next size.
         const auto deadline = Clock::now() + kStall;
         while (sends_outstanding > 0 && Clock::now() < deadline) {
