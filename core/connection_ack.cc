@@ -366,7 +366,7 @@ void Connection::requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_
     Stream* s = ep_.stream_mut(stream);
     TxMessage* m = live_msg(s, answer, msg_seq);
     if (!m || m->seg_acked(seg)) return;
-    if (count_retry && ++m->retries[seg] > cfg_.retry_limit) {
+    if (count_retry && ++m->segs.retries(seg) > cfg_.retry_limit) {
         // [LOSS-7]: retry exhaustion fails the connection with a typed error.
         return fail(Status::kRetryExceeded, now);
     }
@@ -673,7 +673,7 @@ void Connection::resend_segments(Stream& s, TxMessage& m, uint32_t first, uint32
     }
     for (uint32_t seg = first; seg <= last; ++seg) {
         if (m.seg_acked(seg)) {
-            m.acked[seg / 64] &= ~(uint64_t{1} << (seg % 64));
+            m.segs.clear_acked(seg);
             --m.path_acked;
             m.send_floor = std::min(m.send_floor, seg);  // [PLACE-31]
         }

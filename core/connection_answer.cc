@@ -54,9 +54,7 @@ void Connection::execute_request(Stream& s, const RxMessage& slot) {
     r.msg_seq = s.next_answer_seq++;
     r.nseg = static_cast<uint32_t>(
         std::max<uint64_t>(1, (uint64_t{r.msg_len} + segment_size_ - 1) / segment_size_));
-    r.acked.assign((r.nseg + 63) / 64, 0);
-    r.queued.assign((r.nseg + 63) / 64, 0);
-    r.retries.assign(r.nseg, 0);
+    r.segs.start(r.nseg);
     s.answers.push_back(std::move(r));
     stream_has_work(s);
 }

@@ -352,9 +352,7 @@ TxMessage* Connection::try_start(Stream& s, TxMessage& m) {
     // 64-bit: a length near 2^32 must not wrap the segment count.
     m.nseg = static_cast<uint32_t>(
         std::max<uint64_t>(1, (uint64_t{m.msg_len} + segment_size_ - 1) / segment_size_));
-    m.acked.assign((m.nseg + 63) / 64, 0);
-    m.queued.assign((m.nseg + 63) / 64, 0);
-    m.retries.assign(m.nseg, 0);
+    m.segs.start(m.nseg);
     return &m;
 }
 

@@ -292,18 +292,25 @@ Error Endpoint::post_send(uint32_t stream_id, const SendWr& wr, Time now) {
             for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
         }
         if (total > cfg_.max_inline_data) return Error::kInvalidArgument;
-        m.inline_bytes.resize(total);
+        std::byte* copy;
+        if (total <= TxMessage::kInlineSmall) {
+            m.in_inline_small = true;  // payload() finds them: the message moves
+            copy = m.inline_small.data();
+        } else {
+            m.inline_bytes.resize(total);
+            copy = m.inline_bytes.data();
+            m.src = copy;
+        }
         if (wr.num_sge == 0) {
-            if (total) std::memcpy(m.inline_bytes.data(), reinterpret_cast<const void*>(wr.local_addr), total);
+            if (total) std::memcpy(copy, reinterpret_cast<const void*>(wr.local_addr), total);
         } else {
             size_t at = 0;
             for (uint32_t i = 0; i < wr.num_sge; ++i) {
                 const Sge& g = wr.sg_list[i];
-                if (g.length) std::memcpy(m.inline_bytes.data() + at, reinterpret_cast<const void*>(g.addr), g.length);
+                if (g.length) std::memcpy(copy + at, reinterpret_cast<const void*>(g.addr), g.length);
                 at += g.length;
             }
         }
-        m.src = m.inline_bytes.data();
         m.wr.length = static_cast<uint32_t>(total);
     } else {
         // READ and atomics write their answer into the local buffer: LOCAL_WRITE.

@@ -14,6 +14,7 @@
 
 #include "core/memory.h"
 #include "core/segment_map.h"
+#include "core/tx_segments.h"
 #include "core/work.h"
 #include "util/lazy_deque.h"
 #include "util/time.h"
@@ -94,6 +95,12 @@ struct TxMessage {
     // copy of an inline send's bytes (src points into it).
     std::vector<Piece> sg;
     std::vector<std::byte> inline_bytes;
+    // An inline send of up to kInlineSmall bytes keeps them here instead ([PLACE-23]): a
+    // small inline send is what latency benchmarks post, and inline_bytes would cost an
+    // allocation and a free per message on their path. payload() finds them.
+    static constexpr size_t kInlineSmall = 64;
+    std::array<std::byte, kInlineSmall> inline_small{};
+    bool in_inline_small = false;
     uint32_t msg_seq = 0;         // an answer: its answer_seq, which stays local
     uint32_t recv_seq = 0;
     uint32_t nseg = 0;
@@ -102,9 +109,9 @@ struct TxMessage {
     // [PLACE-31]: every segment below it is acknowledged at path level; no segment at or
     // above send_floor + kSegmentWindow may leave.
     uint32_t send_floor = 0;
-    std::vector<uint64_t> acked;  // bit per segment (path level)
-    std::vector<uint16_t> retries; // per segment ([LOSS-7]; retry_limit <= 1000 fits)
-    std::vector<uint64_t> queued; // bit per segment: already in the retransmit queue
+    // Per segment: acknowledged at path level, already in the retransmit queue, and the
+    // retries of [LOSS-7] (retry_limit <= 1000 fits); started when the first segment may go.
+    TxSegments segs;
     // [PLACE-31] bit per segment: queued for retransmission but beyond the segment window
     // when its turn came; queued again when send_floor rises. Empty until first needed.
     std::vector<uint64_t> deferred;
@@ -117,24 +124,19 @@ struct TxMessage {
     bool rnr_wait = false;        // a resend after the RNR delay is scheduled
     bool rnr_probing = false;     // [PLACE-6] first segment re-sent after the wait
     Time delivery_deadline = kNever;  // [STREAM-5] the armed delivery timer, if any
-    bool started() const { return !acked.empty(); }
+    bool started() const { return segs.started(); }
     // payload: the message's bytes; a body lives inside the message itself.
     const std::byte* payload() const {
-        return is_request(opcode) || opcode == wire::Opcode::kAtomicResponse ? body.data() : src;
+        if (is_request(opcode) || opcode == wire::Opcode::kAtomicResponse) return body.data();
+        return in_inline_small ? inline_small.data() : src;
     }
 
-    bool seg_acked(uint32_t s) const { return (acked[s / 64] >> (s % 64)) & 1; }
+    bool seg_acked(uint32_t s) const { return segs.acked(s); }
     // try_queue marks segment s queued for retransmission; false if it already was, so the
     // retransmit queue never holds a segment twice and stays bounded by the segments.
-    bool try_queue(uint32_t s) {
-        uint64_t& w = queued[s / 64];
-        const uint64_t bit = uint64_t{1} << (s % 64);
-        if (w & bit) return false;
-        w |= bit;
-        return true;
-    }
-    void unqueue(uint32_t s) { queued[s / 64] &= ~(uint64_t{1} << (s % 64)); }
-    void set_acked(uint32_t s) { acked[s / 64] |= uint64_t{1} << (s % 64); }
+    bool try_queue(uint32_t s) { return segs.try_queue(s); }
+    void unqueue(uint32_t s) { segs.unqueue(s); }
+    void set_acked(uint32_t s) { segs.set_acked(s); }
     // in_segment_window: [PLACE-31] segment s may be sent now.
     bool in_segment_window(uint32_t s) const { return s < send_floor || s - send_floor < kSegmentWindow; }
 };

@@ -716,25 +716,36 @@ TEST(RdmaOps, ScatterGather) {
 
 // [PLACE-23]: an inline SEND copies its bytes when posted: the buffer may change at once,
 // and no lkey is needed; more than max_inline_data bytes, or an inline READ, is refused.
+// Up to TxMessage::kInlineSmall bytes live inside the message (which moves into its
+// stream's queue), more in a buffer of their own: both sides of that size, with loss, so
+// retransmissions read the copy again later.
 TEST(RdmaOps, InlineSend) {
     Fixture f(14, 0.02);
     const uint32_t sa = f.stream(1).first;
-    std::vector<std::byte> scratch(200, std::byte{0x5a});
-    core::RecvWr rw{9, f.b.addr(0), 256, f.b.keys.lkey};
-    ASSERT_EQ(f.p.b->post_recv(1, rw, f.p.now()), Error::kOk);
+    const uint32_t small = static_cast<uint32_t>(core::TxMessage::kInlineSmall);
+    const std::vector<uint32_t> sizes = {1, 8, small, small + 1, 200, 256};
+    std::vector<std::byte> scratch(256);
     core::SendWr w;
-    w.wr_id = 1;
     w.opcode = WorkOpcode::kSend;
     w.local_addr = reinterpret_cast<uint64_t>(scratch.data());  // not registered at all
-    w.length = 200;
     w.inline_data = true;
-    f.post(sa, w);
-    std::fill(scratch.begin(), scratch.end(), std::byte{0});  // reused before it is sent
-    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 1 && f.b.done.size() == 1; }));
-    EXPECT_EQ(f.a.done[0].status, Status::kSuccess);
-    EXPECT_EQ(f.b.done[0].byte_len, 200u);
-    EXPECT_TRUE(std::all_of(f.b.mem.begin(), f.b.mem.begin() + 200,
-                            [](std::byte x) { return x == std::byte{0x5a}; }));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        core::RecvWr rw{100 + i, f.b.addr(i * 256), 256, f.b.keys.lkey};
+        ASSERT_EQ(f.p.b->post_recv(1, rw, f.p.now()), Error::kOk);
+        for (uint32_t k = 0; k < sizes[i]; ++k) scratch[k] = pattern_byte(14, static_cast<uint32_t>(i), k);
+        w.wr_id = i;
+        w.length = sizes[i];
+        f.post(sa, w);
+        std::fill(scratch.begin(), scratch.end(), std::byte{0});  // reused before it is sent
+    }
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == sizes.size() && f.b.done.size() == sizes.size(); }));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        SCOPED_TRACE(sizes[i]);
+        EXPECT_EQ(f.a.done[i].status, Status::kSuccess);
+        EXPECT_EQ(f.b.done[i].byte_len, sizes[i]);
+        for (uint32_t k = 0; k < sizes[i]; ++k)
+            ASSERT_EQ(f.b.mem[i * 256 + k], pattern_byte(14, static_cast<uint32_t>(i), k)) << "byte " << k;
+    }
     w.length = 257;
     EXPECT_EQ(f.p.a->post_send(sa, w, f.p.now()), Error::kInvalidArgument);
     core::SendWr r = f.read(2, 0, 0, 8);
