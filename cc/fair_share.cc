@@ -2,7 +2,6 @@
 #include "cc/fair_share.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 
 #include "util/muldiv.h"
@@ -315,10 +314,6 @@ void FairShare::recompute(Time now) {
     // this way until its first sender finished).
     const uint64_t by_queue = std::max(by_delay, c / kFloorDivisor);
     allocation_ = std::min(by_queue, std::max(kRiseFactor * allocation_, c / kRiseBaseDivisor));
-    static const bool xlas = std::getenv("MROCE_XLAS") != nullptr;
-    if (xlas && cfg_.young_weight > 1 && any_old())
-        for (uint32_t id : active_)
-            if (senders_[id].attained < cfg_.young_bytes) senders_[id].favoured = true;
     allocate();
 }
 

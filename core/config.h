@@ -48,11 +48,6 @@ struct EndpointConfig {
     // super-packet and the receiver reads it as one GRO receive, so runs save both hosts
     // CPU per byte (api/udp_tuning.h).
     uint16_t path_run_segments = 1;
-    // [PATH-17]: a new segment sent on a path whose previous DATA left more than
-    // max_ack_delay before is followed at once, in the same turn and past the pacer (which
-    // still counts it), by the connection's next new segment on the same path, so that the
-    // peer's ack_every answers both with one ACK instead of one ACK each (false: no pairs).
-    bool data_pairs = true;
     // [CC-12]: inbound capacity = port_rate_bps x num_local_ports, unless
     // inbound_capacity_bps is set (non-zero).
     uint64_t port_rate_bps = 100'000'000'000;

@@ -133,15 +133,6 @@ public:
     // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
     void push_hint();
 
-    // pair_owed: [PATH-17] the DATA just produced opened a pair: the connection keeps its
-    // turn for the pair's second (which the pacer does not hold). end_pair drops it.
-    bool pair_owed() const { return pair_path_ != kNoPathChoice; }
-    void end_pair() { pair_path_ = kNoPathChoice; }
-    // pair_ready: the pair's second may leave now (the pacer does not hold it).
-    bool pair_ready(Time now) const {
-        return pair_path_ != kNoPathChoice && now >= pair_due_ && now < pair_until_ && retx_.empty() &&
-               retx_copies_.left == 0 && !ready_streams_.empty();
-    }
     // produce writes the next datagram; 0 when nothing may be sent now.
     size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
     // has_work: produce would write something now. Inline: asked after every packet in
@@ -154,7 +145,6 @@ public:
             probes_pending_ > 0)
             return true;
         if (retx_.empty() && ready_streams_.empty() && retx_copies_.left == 0) return false;
-        if (pair_ready(now)) return true;
         if (!data_gate_open(segment_size_, now)) return false;
         const uint32_t prior = window_loss_prior();
         for (const TxPath& p : tx_paths_)
@@ -240,8 +230,6 @@ private:
     bool acks_delayed() const;     // some path's ACK waits under [ACK-11]'s max_ack_delay
     size_t next_ack_size() const;  // the size of the next ACK written, without a probe reply
     size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
-    bool quiet_route(const TxPath& path) const;
-    size_t produce_new_data(std::span<std::byte> buf, PacketMeta& meta, Time now);  // [CONN-22] item 8
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                         std::span<std::byte> buf, PacketMeta& meta, Time now);
     // path_view: the paths as the selectors see them, on the NIC ports that can send now
@@ -564,15 +552,6 @@ private:
     // ack_with_reverse_data: the path chosen for the next new segment while the ACKs that
     // ride with it went first (produce_data); kNoPathChoice when none.
     uint16_t kept_data_path_ = kNoPathChoice;
-    // [PATH-17]: the path whose DATA just left as the first of a pair (kNoPathChoice when
-    // none is owed), and whether the DATA being sent now is a pair's second.
-    uint16_t pair_path_ = kNoPathChoice;
-    Time pair_due_ = kNever;    // when the pair's second may leave
-    Time pair_until_ = kNever;  // after this the first's ACK has left alone: no pair
-    bool pair_second_ = false;
-public:
-    bool data_sent_ = false;  // experiment: any DATA sent yet
-private:
     ReturnRoutes return_routes_;             // [PATH-12] echoes owed and awaited
     // [ACK-14]: the last reports of streams destroyed before an ACK carried them; at most
     // one per destroyed stream, sent in the next ACK.

@@ -1,7 +1,6 @@
 // core/connection_ack.cc — the sending half's feedback: ACK processing, loss detection,
 // retransmission, path health and completions (spec §5, §7, §8, §10).
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/connection.h"
 #include "core/endpoint.h"
@@ -220,7 +219,7 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         // [CC-17]: a raised rate re-times the held packet earlier than the timer armed at
         // the old rate; the timer follows (a later time is left to the old timer, whose run
         // re-checks the gate).
-        if (pace_deadline_ != kNever || std::getenv("MROCE_XARM")) arm_pacer(now);
+        if (pace_deadline_ != kNever) arm_pacer(now);
         // Acknowledged records at the bottom go first, so the hole scan below starts at
         // the first unresolved PSN (in the loss-free steady state it scans nothing).
         advance_base(path);

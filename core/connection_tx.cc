@@ -3,7 +3,6 @@
 // on the path its selector picks (core/path_selector.h; spec §5, §7).
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 
 #include "core/connection.h"
 #include "core/endpoint.h"
@@ -166,32 +165,15 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
     // The Engine contract: buf holds max_datagram_size(). Checked before any state moves,
     // so a short buffer can never lose a segment.
     if (buf.size() < wire::kDataHeaderSize + segment_size_) return 0;
-    // [PATH-17]: the second of a pair goes on the first's path past the pacer (which counts
-    // it), if the path and the in-flight cap take it and no retransmission waits; otherwise
-    // the pair is given up and the DATA waits its turn as any other.
-    const uint16_t pair = pair_path_;
-    if (pair != kNoPathChoice && now >= pair_until_) pair_path_ = kNoPathChoice;
-    const bool pair_ok = pair_ready(now) &&
-                         (in_flight_bytes_ == 0 || in_flight_bytes_ + segment_size_ <= rate_.inflight_cap(now)) &&
-                         path_view().can_send(pair, segment_size_);
-    if (pair_ready(now) && !pair_ok) pair_path_ = kNoPathChoice;
     // [CC-15] [CC-17] [CC-18]: the connection-wide limits come before any path's window.
     // A full-size segment is assumed: a shorter one waits at most one segment's time.
-    if (!pair_ok && !data_gate_open(segment_size_, now)) {
+    if (!data_gate_open(segment_size_, now)) {
         // The gate may have closed since has_work said it was open (a hint that rose
         // re-times the held packet to this connection's phase of the new gap). The
         // connection now leaves the ready list, so a closed pacer must have its timer:
         // nothing else would wake it. (The in-flight cap reopens on an ACK.)
         arm_pacer(now);
         return 0;
-    }
-    if (pair_ok) {
-        kept_data_path_ = pair;
-        pair_second_ = true;
-        const size_t n = produce_new_data(buf, meta, now);
-        pair_second_ = false;
-        kept_data_path_ = kNoPathChoice;
-        return n;
     }
     if (retx_copies_.left > 0) {
         if (size_t n = send_retx_copy(buf, meta, now)) return n;
@@ -237,10 +219,6 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         }
         return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
     }
-    return produce_new_data(buf, meta, now);
-}
-
-size_t Connection::produce_new_data(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
         // The stream stays at the front until we know where it goes: a lone ready stream
         // that keeps sending is never popped and pushed back.
@@ -380,15 +358,6 @@ TxMessage* Connection::try_start(Stream& s, TxMessage& m) {
     return &m;
 }
 
-bool Connection::quiet_route(const TxPath& path) const {
-    static const int64_t pct = [] { const char* e = std::getenv("MROCE_XPAIRQ"); return e ? std::atoll(e) : 125; }();
-    if (!path.rtt.has_rtt) return false;
-    Duration lo = path.rtt.srtt;
-    for (const TxPath& p : tx_paths_)
-        if (p.rtt.has_rtt && p.rtt.srtt < lo) lo = p.rtt.srtt;
-    return path.rtt.srtt * 100 <= lo * pct;
-}
-
 size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
                                 std::span<std::byte> buf, PacketMeta& meta, Time now) {
     const uint32_t bytes = segment_bytes(m, seg);
@@ -497,23 +466,6 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     // [LOSS-4]: no delayed ACK to wait for; but the cap-spending DATA keeps max_ack_delay
     // in its path's PTO (without it, 7 live paths failed in the 64-host all-to-all at 1 %).
     path.newest_asks_ack = ack_now && !spends_cap;
-    // [PATH-17]: a sparse path's new segment that asks for no ACK of its own opens a pair:
-    // alone, it would be acknowledged alone, max_ack_delay after it arrived.
-    static const int xmode = [] { const char* e = std::getenv("MROCE_XPAIR"); return e ? std::atoi(e) : 0; }();
-    static const int64_t xgap = [] { const char* e = std::getenv("MROCE_XPAIRD"); return e ? std::atoll(e) : -1; }();
-    if (pair_second_ || path.id == pair_path_) {
-        pair_path_ = kNoPathChoice;  // the pair is complete
-    } else if (cfg_.data_pairs && pair_path_ == kNoPathChoice && !retx && !ack_now && !cfg_.ack_with_reverse_data &&
-        path.last_data_sent != kNever && now - path.last_data_sent > cfg_.max_ack_delay &&
-        !((xmode & 1) && seg + 2 == m.nseg) && !((xmode & 2) && !quiet_route(path))) {
-        pair_path_ = path.id;
-        pair_due_ = now + (xgap >= 0 ? Duration{xgap} : cfg_.max_ack_delay / 2);
-        pair_until_ = now + cfg_.max_ack_delay;
-        if (pair_due_ < pace_deadline_) pace_deadline_ = pair_due_;  // its timer
-        note_deadline(pair_due_);
-    }
-    path.last_data_sent = now;
-    data_sent_ = true;
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
     return wire::kDataHeaderSize + bytes;

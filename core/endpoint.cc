@@ -1,7 +1,6 @@
 #include "core/endpoint.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "wire/ack.h"
@@ -846,10 +845,7 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
         // Re-queue at the back if it has more (round-robin). A connection that produced
         // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
         // ready connection that has more simply stays where it is.
-        static const bool xfirst = std::getenv("MROCE_XFIRST") != nullptr;
-        if (xfirst && n > 0 && !c->data_sent_ && buf[1] != std::byte{1} && c->has_work(now)) {
-            // experiment: a connection that has sent no DATA yet keeps its turn after a control packet
-        } else if ((n > 0 || some_ports_busy) && c->has_work(now)) {
+        if ((n > 0 || some_ports_busy) && c->has_work(now)) {
             if (&ready_.front() != &ready_.back()) {  // more than one ready
                 ready_.pop_front();
                 ready_.push_back(id);

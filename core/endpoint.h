@@ -248,9 +248,7 @@ private:
     void touched(Connection& c, Time now, bool may_send = true) {
         if (may_send && !c.in_ready && c.has_work(now)) {
             c.in_ready = true;
-            // [PATH-17]: a pair's second goes next, before the connections already waiting.
-            if (c.pair_ready(now)) ready_.push_front(c.id());
-            else ready_.push_back(c.id());
+            ready_.push_back(c.id());
         }
         // Only a connection whose deadline moved needs flushing. Every change to a
         // connection goes through an Endpoint entry point that ends here, so one whose

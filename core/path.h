@@ -63,7 +63,6 @@ struct TxPath {
     bool overtaken = false;        // pto_deadline was brought forward by [PATH-11]
     bool probe_pending = false;    // a PROBE should go out now
     bool newest_asks_ack = false;  // [LOSS-4]: the newest DATA sent had ACK_NOW
-    Time last_data_sent = kNever;  // [PATH-17]: when the path's newest DATA left
     uint8_t probe_copies = 0;      // [PATH-13]: PROBEs of this step still to send
     uint32_t probe_ts = 0;         // [PATH-13]: the timestamp every copy of this step carries
     uint32_t last_ce = 0;          // last ecn_ce_count echoed

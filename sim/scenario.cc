@@ -503,7 +503,6 @@ void read_mroce(Section s, RunSpec& r) {
     c.min_pto = us(s.duration_us("min_pto_us", sim(c.min_pto), 1, 1e7));
     c.handshake_timeout = us(s.duration_us("handshake_timeout_us", sim(c.handshake_timeout), 1, 1e7));
     c.retx_copies = s.boolean("retx_copies", c.retx_copies);  // [LOSS-17]
-    c.data_pairs = s.boolean("data_pairs", c.data_pairs);  // [PATH-17]
     c.hello_copies = s.u32("hello_copies", c.hello_copies, 1, core::EndpointConfig::kMaxHelloCopies);  // [CONN-30]
     c.resend_to_opening_peer = s.boolean("resend_to_opening_peer", c.resend_to_opening_peer);  // [CONN-31]
     // [LOSS-13]: how long every route may be silent before a timeout escalates (a
