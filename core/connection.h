@@ -174,7 +174,6 @@ public:
     // Scheduling state owned by the Endpoint (its ready list and timer heap), kept here
     // so the hot path needs no hash lookups.
     bool in_ready = false;
-    bool x_seen_ready = false;  // experiment: has been in the ready list
     bool deadline_dirty = false;
     bool settle_pending = false;  // an ACK arrived: settle_deadline at the next flush
     Time armed_deadline = kNever;

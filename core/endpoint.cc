@@ -1,7 +1,6 @@
 #include "core/endpoint.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "wire/ack.h"
@@ -47,8 +46,6 @@ Endpoint::Endpoint(const EndpointConfig& cfg, const Address& local, uint64_t see
       memory_(CryptoRng(child_seed(secrets_)), cfg.memory_key_tag_bits),
       fair_share_(fair_share_config(cfg)), quiet_ports_(cfg.num_local_ports, cfg.min_pto) {
     MROCE_DCHECK(config_error(cfg).empty());
-    xorder_ = rng_.fork("ready-order");
-    xorder_on_ = std::getenv("MROCE_XORDER") != nullptr;
     // A shard (conn_id_shard_bits): the cookie key and the memory table came from the
     // common secret (cookies and memory keys are the same in every shard); what follows
     // (connection tokens) comes from a generator keyed by the secret and the shard.

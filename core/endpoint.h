@@ -248,12 +248,7 @@ private:
     void touched(Connection& c, Time now, bool may_send = true) {
         if (may_send && !c.in_ready && c.has_work(now)) {
             c.in_ready = true;
-            if (xorder_on_ && !c.x_seen_ready && !ready_.empty()) {
-                ready_.insert(ready_.begin() + static_cast<std::ptrdiff_t>(xorder_.uniform(ready_.size() + 1)), c.id());
-            } else {
-                ready_.push_back(c.id());
-            }
-            c.x_seen_ready = true;
+            ready_.push_back(c.id());
         }
         // Only a connection whose deadline moved needs flushing. Every change to a
         // connection goes through an Endpoint entry point that ends here, so one whose
@@ -293,8 +288,6 @@ private:
     EndpointConfig cfg_;
     Address local_;
     Rng rng_;
-    Rng xorder_{0};  // experiment: where a new connection joins the ready list
-    bool xorder_on_ = false;
     CryptoRng secrets_;  // [CONN-5]: tokens, memory-key tags, the cookie key
     HelloGuard guard_;   // [CONN-25]: cookies and the replies that belong to no connection
     uint32_t unproven_ = 0;  // [CONN-26]: connections (live or in their quiet period) not proven
