@@ -92,7 +92,7 @@ struct TxMessage {
     std::unique_ptr<AnswerRx> resp_rx;
     std::array<std::byte, kMaxBody> body{};  // request or atomic response body
     // A local buffer of several pieces (src for sends, dst for READ), else empty; and the
-    // copy of an inline send's bytes (src points into it).
+    // copy of an inline send of more than kInlineSmall bytes (src points into it).
     std::vector<Piece> sg;
     std::vector<std::byte> inline_bytes;
     // An inline send of up to kInlineSmall bytes keeps them here instead ([PLACE-23]): a
