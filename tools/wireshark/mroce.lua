@@ -35,6 +35,7 @@ local kTwo32 = 4294967296
 
 local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
     1, 2, 3, 4, 5, 6, 7, 8
+local kHelloSending = 0x01     -- spec §3.5 [CC-20]: `hello_flags` SENDING, a HELLO's byte 2
 
 -- spec §3.1 [WIRE-2]
 local type_names = {
@@ -999,16 +1000,21 @@ function proto.dissector(tvb, pinfo, tree)
     return dissect(tvb, pinfo, tree)
 end
 
--- The heuristic accepts only what a version-1 receiver would decode without a length
--- error (version 1, a known type, reserved bytes zero and a length that matches the type),
--- or an aggregate of such packets. That is strict enough that other UDP traffic is very
+-- The heuristic accepts only what a version-2 receiver would decode without a length
+-- error (version 2, a known type, reserved bytes zero and a length that matches the type),
+-- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags` ([CC-20]), not
+-- reserved: its defined bit SENDING is allowed, which every HELLO of a sender with data
+-- waiting sets, and the copies of such a HELLO on other paths ([CONN-30]) each open a
+-- conversation of their own. That is strict enough that other UDP traffic is very
 -- unlikely to pass; broken packets on a non-default port are still decoded once their
 -- conversation was recognised.
 local function heuristic(tvb, pinfo, tree)
     local len = tvb:reported_length_remaining(0)
     if len < kCommonSize or tvb:len() < kCommonSize then return false end
-    if tvb(0, 1):uint() ~= kVersion or tvb(2, 2):uint() ~= 0 then return false end
+    if tvb(0, 1):uint() ~= kVersion or tvb(3, 1):uint() ~= 0 then return false end
     local typ = tvb(1, 1):uint()
+    local byte2 = tvb(2, 1):uint()
+    if byte2 ~= 0 and not (typ == T_HELLO and byte2 == kHelloSending) then return false end
     local own = own_size(tvb, 0)
     local sealed = carries_trailer[typ] and own and own + kTrailerSize == len
     if followed_ack(tvb) then
