@@ -139,6 +139,7 @@ std::string set_receive_options(int fd, int family, bool pktinfo) {
 // Scratch holds the arrays of the batched system calls and the receive bounce buffer, all
 // allocated once: nothing is allocated per packet.
 struct UdpDatapath::Scratch {
+    // Send: sendmmsg's messages, rebuilt for each run.
     std::array<mmsghdr, kMaxBatch> msgs{};
     std::array<iovec, kMaxBatch * kMaxGsoSegments> iovs{};
     std::array<sockaddr_storage, kMaxBatch> addrs{};
@@ -146,6 +147,37 @@ struct UdpDatapath::Scratch {
     // Send: the first packet (index in the run) and the datagram count of each message.
     std::array<size_t, kMaxBatch> first{}, segments{};
     std::array<bool, kMaxBatch> own_tos{};  // the message carries its TOS in a cmsg
+    // Receive: recvmmsg's messages, one slot of the bounce buffer each, built once (by
+    // prepare_receive) because a latency-bound loop reads one datagram per call: building
+    // all kMaxBatch headers on every call cost about a thousand instructions, a tenth of a
+    // ping-pong's round trip. The kernel writes back only each filled message's name and
+    // control lengths (and flags); `filled` counts the messages whose lengths to restore.
+    std::array<mmsghdr, kMaxBatch> rx_msgs{};
+    std::array<iovec, kMaxBatch> rx_iovs{};
+    std::array<sockaddr_storage, kMaxBatch> rx_addrs{};
+    alignas(cmsghdr) std::array<std::array<char, kControlBytes>, kMaxBatch> rx_control{};
+    size_t filled = 0;
+    void prepare_receive(size_t slot_bytes) {
+        bounce.assign(slot_bytes * kMaxBatch, std::byte{0});
+        for (size_t k = 0; k < kMaxBatch; ++k) {
+            rx_iovs[k].iov_base = bounce.data() + k * slot_bytes;
+            rx_iovs[k].iov_len = slot_bytes;
+            msghdr& h = rx_msgs[k].msg_hdr;
+            h = msghdr{};
+            h.msg_name = &rx_addrs[k];
+            h.msg_iov = &rx_iovs[k];
+            h.msg_iovlen = 1;
+            h.msg_control = rx_control[k].data();
+        }
+        filled = kMaxBatch;
+    }
+    void restore_receive_lengths() {
+        for (size_t k = 0; k < filled; ++k) {
+            rx_msgs[k].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+            rx_msgs[k].msg_hdr.msg_controllen = kControlBytes;
+        }
+        filled = 0;
+    }
     // Receive: what recvmmsg said about each message.
     struct RxInfo {
         size_t len = 0;
@@ -265,7 +297,7 @@ Result<std::unique_ptr<UdpDatapath>> UdpDatapath::open(const Address& local,
     if (options.gso) dp->gso_ = set_int(fd, SOL_UDP, UDP_SEGMENT, 0) == 0;
     if (options.gro) dp->gro_ = set_int(fd, SOL_UDP, UDP_GRO, 1) == 0;
     dp->rx_slot_bytes_ = dp->gro_ ? kGroSlotBytes : options.max_datagram_bytes;
-    dp->scratch_->bounce.resize(dp->rx_slot_bytes_ * kMaxBatch);
+    dp->scratch_->prepare_receive(dp->rx_slot_bytes_);
 
     dp->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (dp->epoll_fd_ < 0) return report("udp: epoll_create1: " + error_text(errno), Error::kIo);
@@ -600,18 +632,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     if (pending_msg_ < pending_count_) return emit_pending(packets);
     Scratch& sc = *scratch_;
     const size_t n = std::min(packets.size(), kMaxBatch);
-    for (size_t k = 0; k < n; ++k) {
-        sc.iovs[k].iov_base = sc.bounce.data() + k * rx_slot_bytes_;
-        sc.iovs[k].iov_len = rx_slot_bytes_;
-        msghdr& h = sc.msgs[k].msg_hdr;
-        h = msghdr{};
-        h.msg_name = &sc.addrs[k];
-        h.msg_namelen = sizeof(sockaddr_storage);
-        h.msg_iov = &sc.iovs[k];
-        h.msg_iovlen = 1;
-        h.msg_control = sc.control[k].data();
-        h.msg_controllen = kControlBytes;
-    }
+    sc.restore_receive_lengths();
     // With a handshake socket (open_handshake_socket), every kHandshakeEvery-th call keeps
     // kHandshakeBatch slots for it whatever the endpoint socket holds; other calls read it
     // only when the endpoint socket had nothing: while established traffic flows, a flood
@@ -620,7 +641,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
     const bool handshake_turn = handshakes && ++handshake_tick_ % kHandshakeEvery == 0 && n > kHandshakeBatch;
     const size_t endpoint_slots = handshake_turn ? n - kHandshakeBatch : n;
     int r;
-    do r = ::recvmmsg(endpoint_.fd, sc.msgs.data(), static_cast<unsigned>(endpoint_slots),
+    do r = ::recvmmsg(endpoint_.fd, sc.rx_msgs.data(), static_cast<unsigned>(endpoint_slots),
                       MSG_DONTWAIT, nullptr);
     while (r < 0 && errno == EINTR);
     if (r < 0) {
@@ -631,13 +652,17 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         }
         r = 0;
     }
+    // The kernel wrote back the lengths of the messages it filled; one more, in case a
+    // failing receive after them wrote some too.
+    sc.filled = std::min(endpoint_slots, static_cast<size_t>(r) + 1);
     if (r > 0) ++stats_.recv_calls;
     if (handshakes && (handshake_turn || r == 0)) {
         const size_t room = std::min(kHandshakeBatch, n - static_cast<size_t>(r));
         int h;
-        do h = ::recvmmsg(handshake_fd_, sc.msgs.data() + r, static_cast<unsigned>(room),
+        do h = ::recvmmsg(handshake_fd_, sc.rx_msgs.data() + r, static_cast<unsigned>(room),
                           MSG_DONTWAIT, nullptr);
         while (h < 0 && errno == EINTR);
+        sc.filled = std::max(sc.filled, static_cast<size_t>(r) + std::min(room, static_cast<size_t>(std::max(h, 0)) + 1));
         if (h > 0) {
             ++stats_.recv_calls;
             stats_.handshakes_received += static_cast<uint64_t>(h);
@@ -657,9 +682,9 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         wall_to_mono_ns_ = clocks.wall_to_mono_ns;
     }
     for (int k = 0; k < r; ++k) {
-        msghdr& h = sc.msgs[k].msg_hdr;
+        msghdr& h = sc.rx_msgs[k].msg_hdr;
         Scratch::RxInfo& info = sc.rx[k];
-        info.len = sc.msgs[k].msg_len;
+        info.len = sc.rx_msgs[k].msg_len;
         info.segment = 0;
         info.ok = !(h.msg_flags & MSG_TRUNC);
         if (!info.ok) {
@@ -668,7 +693,7 @@ Result<size_t> UdpDatapath::recv_batch(std::span<RxPacket> packets) {
         }
         PacketMeta& meta = info.meta;
         meta = PacketMeta{};
-        meta.src = from_sockaddr(sc.addrs[k]);
+        meta.src = from_sockaddr(sc.rx_addrs[k]);
         meta.dst = local_;
         for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
             if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
