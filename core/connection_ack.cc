@@ -218,8 +218,11 @@ void Connection::on_ack(const wire::AckPacket& a, Time now) {
         }
         // [CC-17]: a raised rate re-times the held packet earlier than the timer armed at
         // the old rate; the timer follows (a later time is left to the old timer, whose run
-        // re-checks the gate).
-        if (pace_deadline_ != kNever) arm_pacer(now);
+        // re-checks the gate). A pacer still behind its virtual time keeps a timer even
+        // when none runs: a rise re-timed the gate open and its timer ran and stopped, and a
+        // fall now shuts it again; a WRITE posted before the gate reopens finds it shut, and
+        // nothing else would wake it.
+        if (pace_deadline_ != kNever || !rate_.ahead(now)) arm_pacer(now);
         // Acknowledged records at the bottom go first, so the hole scan below starts at
         // the first unresolved PSN (in the loss-free steady state it scans nothing).
         advance_base(path);

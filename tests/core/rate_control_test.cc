@@ -386,6 +386,45 @@ TEST(RateControl, HintThatRisesAndFallsNeverStrandsPacedData) {
     EXPECT_GT(ca.stats().paced_waits, 0u);
 }
 
+// [CC-17] the same rise and fall while no data waits: the rise brings the pacer's timer
+// forward, it runs with nothing to send and stops, and the fall shuts the gate again until
+// the time paced at the low hint. A WRITE posted then has no packet in flight and nothing
+// else to wake it: the pacer must have kept its timer. (on_ack re-armed the pacer only while
+// its timer ran, and such a WRITE waited for the next packet from the peer: for ever.)
+TEST(RateControl, HintThatRisesAndFallsWhileIdleStillTimesTheNextPost) {
+    core::EndpointConfig rx;
+    rx.inbound_capacity_bps = 1'000'000'000;  // B's own hint: 982 Mbit/s
+    core::EndpointConfig tx;
+    Pair p(17, fast_net(), tx, rx);
+    ASSERT_GT(write_gbps(p, 1, 4096), 0);  // establishes the connection
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    std::vector<std::byte> src(4096, std::byte{7}), dst(4096);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
+    (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+    uint32_t ok = 0;
+    p.host_a().set_event_callback([&](const core::Event& e) {
+        ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
+    });
+    // 10 Mbit/s: the next packet after a 4 KiB one may leave 3.3 ms later.
+    inject_ack(p, 0, 0, 10);
+    ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, 4096), p.now()), Error::kOk);
+    p.host_a().kick();
+    // Its ACK brings B's 982 Mbit/s (a rise); the timer it brought forward runs and stops.
+    p.sim.run_until([&] { return ok == 1; }, p.sim.now() + 1ms, 10'000'000);
+    ASSERT_EQ(ok, 1u);
+    p.sim.run_until([] { return false; }, p.sim.now() + 100us, 10'000'000);
+    inject_ack(p, 0, 0, 10);  // the fall: the gate shuts until 3.3 ms after the WRITE
+    const uint64_t waits = ca.stats().paced_waits;
+    ASSERT_EQ(p.a->post_send(sa, write_wr(2, src, ka.lkey, dst, kb.rkey, 4096), p.now()), Error::kOk);
+    p.host_a().kick();
+    p.sim.run_until([&] { return ok == 2; }, p.sim.now() + 50ms, 10'000'000);
+    EXPECT_EQ(ok, 2u) << "a WRITE posted while the pacer held the gate shut never left";
+    EXPECT_GE(ca.stats().paced_waits, waits);
+}
+
 // [CC-13] two senders into one receiver, one in class 1 (weight 4) and one in class 0
 // (weight 1): the receiver's hint alone splits its capacity 4:1 (the network, 10 Gbit/s per
 // sender, is no bottleneck: the receiver's 2.5 Gbit/s is), within 5% once converged.
