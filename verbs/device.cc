@@ -395,11 +395,9 @@ int ibv_get_pkey_index(ibv_context* context, uint8_t port, __be16 pkey) {
 // sysfs: there is no kernel device, so there are no files to read.
 int ibv_read_sysfs_file(const char*, const char*, char*, size_t) { return -1; }
 int ibv_read_ibdev_sysfs_file(char*, size_t, void*, const char*, ...) { return -1; }
-int ibv_get_sysfs_path(char* buf, size_t size) {
-    if (!buf || size == 0) return -1;
-    std::snprintf(buf, size, "/sys");
-    return 0;
-}
+// rdma-core's signature: the sysfs root, no arguments (librdmacm builds its paths from it;
+// it took (char*, size_t) here once, and `ib_send_bw -R` crashed in librdmacm's snprintf).
+const char* ibv_get_sysfs_path(void) { return "/sys"; }
 
 // fork support: memory is ordinary process memory (nothing is pinned for a device), so a
 // child sees its own copy and there is nothing to protect.

@@ -331,6 +331,17 @@ def case_refusals():
             server.wait()
 
 
+def case_rdma_cm():
+    # rdma_cm is not provided: Debian's librdmacm, loaded beside the library, finds no
+    # rdma_cm device and the program exits with its own error, server and client alike
+    # (librdmacm builds paths from ibv_get_sysfs_path(); a wrong signature crashed it).
+    for args in (["ib_send_bw", "-R", "-n", "10"], ["ib_write_lat", "-z", "-n", "10"],
+                 ["ib_read_bw", "-R", "-n", "10", "127.0.0.1"]):
+        rc, out, err = run(args + ["-p", str(free_tcp_port())])
+        assert rc == 1 and "rdma_create_event_channel failed" in err, \
+            f"{' '.join(args)}: exit {rc} (a negative one is a signal):\n{out}\n{err}"
+
+
 def case_lid_addressing():
     # Without -g, ibv_rc_pingpong addresses its peer by LID; the LID is the UDP port, which
     # reaches a peer on this host.
