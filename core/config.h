@@ -89,9 +89,8 @@ struct EndpointConfig {
     // message end would cost an ACK datagram (api/udp_tuning.h).
     bool ack_now_every_message = true;
     // spec §6 [ACK-12], [ACK-11]: with ack_now_every_message false, true makes the last
-    // message before a pause leave without ACK_NOW unless it consumes a receive (SEND,
-    // SEND_IMM, WRITE_IMM), and makes a receiver send its delayed ACKs as soon as it sends
-    // DATA of its own on the connection. In a request/response
+    // message before a pause leave without ACK_NOW, and makes a receiver send its delayed
+    // ACKs as soon as it sends DATA of its own on the connection. In a request/response
     // exchange the ACK then rides with the response, and neither side's progress thread
     // has to be woken for a lone ACK while the application waits in the library (the Verbs
     // library sets it: ib_write_lat, docs/results.md). A message that no DATA answers

@@ -381,12 +381,12 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     h.opcode = m.opcode;
     const bool last = seg + 1 == m.nseg;
     // [ACK-12]: the last segment of a message (of the last one queued, when configured so)
-    // and retransmissions ask for an immediate ACK. With ack_with_reverse_data only a
-    // message that consumes a receive still does at a pause: its receiver's application
-    // sees it complete and may destroy the queue pair at once, and a delayed ACK would then
-    // leave without the stream's delivery report (ibv_rc_pingpong's last SEND failed so).
+    // and retransmissions ask for an immediate ACK. With ack_with_reverse_data none does at
+    // a pause, SENDs included: the ACK rides with the answer. (A receiver that destroys the
+    // stream as soon as the message completes keeps its delivery report for that ACK,
+    // [ACK-14].)
     const bool nothing_queued = ready_streams_.empty() && retx_.empty() && retx_copies_.left == 0;
-    const bool pause = nothing_queued && (!cfg_.ack_with_reverse_data || wire::consumes_receive(m.opcode));
+    const bool pause = nothing_queued && !cfg_.ack_with_reverse_data;
     // [ACK-12]: and, without ack_with_reverse_data, the DATA that spends the connection's
     // in-flight cap ([CC-5]: the first-RTT budget, [CC-15], or max_inflight_bytes): nothing
     // more may leave until an ACK returns, and the budget's one or two segments per path,

@@ -11,6 +11,7 @@
 
 #include "tests/core/harness.h"
 #include "wire/ack.h"
+#include "wire/data.h"
 
 namespace mroce::test {
 namespace {
@@ -175,6 +176,92 @@ TEST(RdmaOps, DestroyedStreamStillReportsItsLastDelivery) {
         << f.a.done.size() << " of 2 completions";
     EXPECT_TRUE(destroyed);
     EXPECT_EQ(f.a.count(Status::kSuccess), 2u);
+}
+
+// [ACK-12] with ack_with_reverse_data, a ping-pong of SENDs: a SEND at a pause asks for no
+// immediate ACK, and its ACK leaves with the answering SEND, so each side's SEND completes
+// with the answer (one datagram each way, as for WRITEs) and not max_ack_delay later. Then
+// [ACK-14]: a receiver that destroys its stream as soon as a SEND completes, with nothing
+// to answer, still reports the delivery in the delayed ACK, and the SEND succeeds.
+TEST(RdmaOps, SendPingPongAcksRideWithTheAnswer) {
+    core::EndpointConfig cfg;
+    cfg.ack_now_every_message = false;
+    cfg.ack_with_reverse_data = true;
+    cfg.max_ack_delay = 1ms;  // far above a round trip: which rule acknowledged is plain
+    Fixture f(5, 0.0, cfg, cfg);
+    const auto [sa, sb] = f.stream(1);
+    uint64_t a_data = 0, a_ack_now = 0, b_lone_acks = 0;
+    std::vector<std::byte> scratch;
+    f.p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+        std::span<const std::byte> bytes = pkt.bytes.view(scratch);
+        if (&rx != &f.p.host_b()) {  // what A receives: B's ACKs that no DATA carried
+            b_lone_acks += bytes.size() > 1 && bytes[1] == std::byte{2} && wire::coalesced_ack_size(bytes) == 0;
+            return;
+        }
+        if (const size_t ack = wire::coalesced_ack_size(bytes)) bytes = bytes.subspan(std::min(ack, bytes.size()));
+        if (auto d = wire::decode_data(bytes)) {
+            ++a_data;
+            a_ack_now += (d->hdr.flags & wire::data_flag::kAckNow) != 0;
+        }
+    });
+    auto recv = [&](core::Endpoint& ep, Side& side, uint32_t stream, uint64_t id, size_t off) {
+        core::RecvWr rw;
+        rw.wr_id = id;
+        rw.addr = side.addr(off);
+        rw.length = 64;
+        rw.lkey = side.keys.lkey;
+        ASSERT_EQ(ep.post_recv(stream, rw, f.p.now()), Error::kOk);
+    };
+    auto send = [&](core::Endpoint& ep, Side& side, uint32_t stream, uint64_t id) {
+        core::SendWr wr;
+        wr.wr_id = id;
+        wr.opcode = WorkOpcode::kSend;
+        wr.local_addr = side.addr(4096);
+        wr.length = 8;
+        wr.lkey = side.keys.lkey;
+        ASSERT_EQ(ep.post_send(stream, wr, f.p.now()), Error::kOk);
+    };
+    // B answers every SEND it receives with one of its own, until told to stop; then it
+    // destroys its stream at the next receive instead.
+    constexpr int kRounds = 20;
+    int answered = 0;
+    bool destroy_next = false, destroyed = false;
+    f.p.host_b().set_event_callback([&](const core::Event& e) {
+        Fixture::on(f.b, e);
+        if (e.kind != core::EventKind::kCompletion || e.completion.opcode != WorkOpcode::kRecv) return;
+        if (destroy_next) {
+            EXPECT_EQ(f.p.b->destroy_stream(sb, f.p.now()), Error::kOk);
+            destroyed = true;
+            return;
+        }
+        recv(*f.p.b, f.b, sb, 1000 + answered, 0);
+        send(*f.p.b, f.b, sb, 2000 + answered);
+        ++answered;
+        f.p.host_b().kick();
+    });
+    recv(*f.p.b, f.b, sb, 999, 0);
+    const Time t0 = f.p.now();
+    for (int i = 0; i < kRounds; ++i) {
+        recv(*f.p.a, f.a, sa, 100 + i, 0);
+        send(*f.p.a, f.a, sa, 200 + i);
+        f.p.host_a().kick();
+        const size_t want = 2 * static_cast<size_t>(i + 1);  // A's SEND and its answer
+        ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == want; }, 50ms)) << "round " << i;
+    }
+    const Duration per_round = (f.p.now() - t0) / kRounds;
+    EXPECT_EQ(f.a.count(Status::kSuccess), 2u * kRounds);
+    EXPECT_LT(per_round, cfg.max_ack_delay / 10) << "a SEND waited for its delayed ACK";
+    EXPECT_GE(a_data, static_cast<uint64_t>(kRounds));  // every SEND seen, coalesced or not
+    EXPECT_EQ(a_ack_now, 0u) << "of " << a_data << " SEND segments";
+    EXPECT_EQ(b_lone_acks, 0u) << "B acknowledged SENDs apart from its answers";
+
+    // The last SEND: B destroys its stream at once; the report leaves with the delayed ACK.
+    destroy_next = true;
+    send(*f.p.a, f.a, sa, 300);
+    f.p.host_a().kick();
+    ASSERT_TRUE(f.run_until([&] { return f.a.done.size() == 2u * kRounds + 1; }, 100ms));
+    EXPECT_TRUE(destroyed);
+    EXPECT_EQ(f.a.done.back().status, Status::kSuccess);
 }
 
 // [PLACE-15] [PLACE-16] [PLACE-19]: READs of many sizes, over loss, duplication and
