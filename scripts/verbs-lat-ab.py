@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""verbs-lat-ab.py — builds of mroce's libibverbs.so.1 side by side on 127.0.0.1, alternated,
+in the unmodified latency programs: perftest's ib_send_lat and ib_write_lat (8 bytes) and
+rdma-core's ibv_rc_pingpong (8 bytes).
+
+usage: scripts/verbs-lat-ab.py REPS [-n ITERS] NAME=LIBDIR [NAME=LIBDIR ...]
+
+Each repetition runs every program once per library, the libraries in an order that
+reverses every repetition; server and client on one host, unpinned. Prints every run, then
+per program and library the medians of t_typical and p99 (perftest) or of the time per
+iteration (ibv_rc_pingpong, one round trip), each with the median of the per-repetition
+ratios to the first library. Copy each library to its own directory first: a rebuild
+under a running comparison corrupts it.
+"""
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+PROGRAMS = {
+    "ib_send_lat": ["ib_send_lat", "-s", "8"],
+    "ib_write_lat": ["ib_write_lat", "-s", "8"],
+    "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-s", "8"],
+}
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_pair(libdir, argv, iters):
+    """Server and client of one program on the library; returns the client's figures."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    port = free_port()
+    args = argv + ["-n", str(iters), "-p", str(port)]
+    server = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)  # perftest's and rdma-core's servers listen within milliseconds
+        client = subprocess.run(args + ["127.0.0.1"], env=env, capture_output=True, text=True, timeout=120)
+        server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    if client.returncode != 0:
+        sys.exit(f"verbs-lat-ab.py: {' '.join(args)} on {libdir}: exit {client.returncode}\n{client.stderr}")
+    if argv[0] == "ibv_rc_pingpong":
+        m = re.search(r"= ([\d.]+) usec/iter", client.stdout)
+        return {"per_iteration_us": float(m.group(1))}
+    rows = [l.split() for l in client.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s+[\d.]+", l)]
+    # #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+    return {"typical_us": float(rows[-1][4]), "p99_us": float(rows[-1][7])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reps", type=int)
+    ap.add_argument("libs", nargs="+", metavar="NAME=LIBDIR")
+    ap.add_argument("-n", type=int, default=10000, help="iterations per run (default 10000)")
+    a = ap.parse_args()
+    libs = []
+    for spec in a.libs:
+        name, sep, path = spec.partition("=")
+        if not sep or not os.path.exists(os.path.join(path, "libibverbs.so.1")):
+            sys.exit(f"verbs-lat-ab.py: '{spec}' is not NAME=DIR with DIR/libibverbs.so.1")
+        libs.append((name, path))
+    runs = {(p, n): [] for p in PROGRAMS for n, _ in libs}
+    for rep in range(a.reps):
+        order = libs if rep % 2 == 0 else list(reversed(libs))
+        for prog, argv in PROGRAMS.items():
+            for name, path in order:
+                r = run_pair(path, argv, a.n)
+                runs[(prog, name)].append(r)
+                print(f"rep {rep} {prog} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items()), flush=True)
+    print(f"\nmedians of {a.reps} (ratio to {libs[0][0]}, paired per repetition)")
+    for prog in PROGRAMS:
+        base = runs[(prog, libs[0][0])]
+        for name, _ in libs:
+            mine = runs[(prog, name)]
+            cols = []
+            for k in mine[0]:
+                med = statistics.median(r[k] for r in mine)
+                ratio = statistics.median(m[k] / b[k] for m, b in zip(mine, base))
+                cols.append(f"{k} {med:.2f} ({ratio:.3f})")
+            print(f"{prog:16} {name:10} " + "  ".join(cols))
+
+
+if __name__ == "__main__":
+    main()
