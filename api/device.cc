@@ -100,7 +100,10 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     dcfg.max_handshakes_per_second = cfg.max_handshakes_per_second;
     // Only in manual progress does the application run the passes itself.
     dcfg.answer_first = cfg.answer_first && cfg.progress == ProgressMode::kManual;
-    if (cfg.progress == ProgressMode::kThread) dcfg.stand_by = cfg.stand_by;
+    if (cfg.progress == ProgressMode::kThread) {
+        dcfg.stand_by = cfg.stand_by;
+        dcfg.send_on_post = cfg.send_on_post;
+    }
     dcfg.send_first = cfg.send_first;
     if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
@@ -315,7 +318,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<21>(s.driver, one.driver);
+        add_counters<22>(s.driver, one.driver);
         add_counters<22>(s.udp, one.udp);
         add_counters<22>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;
@@ -745,7 +748,7 @@ Error QueuePair::post_send(const SendWr& wr) {
         if (e != Error::kOk) return e;
         if (st.cfg.stage_trace) st.cfg.stage_trace->stamp(Stage::kPost);
     }
-    st.driver->notify();
+    st.driver->notify_send();
     return Error::kOk;
 }
 

@@ -130,6 +130,11 @@ struct DeviceConfig {
     // send_first: DriverConfig::send_first, for every shard's driver: a pass sends work
     // posted since the previous one before it reads the sockets.
     bool send_first = false;
+    // send_on_post: with a progress thread, a thread that posts a send while that thread
+    // sleeps on the sockets sends it itself (DriverConfig::send_on_post) instead of waking
+    // it: an application that blocks on a completion channel saves a thread wake-up on
+    // the way out of every message.
+    bool send_on_post = false;
     // stage_trace: where the device stamps the stages of its work (api/stage_trace.h,
     // issue 19), for a latency breakdown; not owned, it must outlive the device. nullptr
     // (the default): no tracing.

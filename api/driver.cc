@@ -150,6 +150,28 @@ void Driver::notify() {
     }
 }
 
+void Driver::notify_send() {
+    if (cfg_.send_on_post && sleeping_.load() && !standing_by_.load()) {
+        std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
+        if (g.owns_lock() && !closed_) {
+            // The work is pending, so the pass produces and sends it (first, and without
+            // a read, under DriverConfig::send_first); the sleeper keeps the sockets.
+            work_pending_.store(true);
+            ++stats_.posting_passes;
+            (void)pass();
+            const bool more = want_poll_ || tx_next_ < tx_count_;
+            g.unlock();
+            if (more || next_deadline_ns_.load() < sleep_until_ns_.load()) {
+                const uint64_t one = 1;
+                (void)!::write(event_fd_, &one, sizeof(one));
+                sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
+            }
+            return;
+        }
+    }
+    notify();
+}
+
 void Driver::release_stand_by() {
     // Pairs with sleep(): either the sleeper sees the release before it stands by, or we
     // see it standing by and wake it.
@@ -471,6 +493,7 @@ void Driver::sleep(Duration max, bool may_stand_by) {
     }
     if (timeout <= Duration::zero()) return;
     standing_by_.store(quiet);
+    sleep_until_ns_.store(to_ns(dp_.now()) + timeout.count());
     sleeping_.store(true);
     // Posted work is the polling application's to send while we stand by.
     if ((!quiet && work_pending_.load()) || stop_.load() || (quiet && assisted_ns_.load() < 0)) {

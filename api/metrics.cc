@@ -39,6 +39,8 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
         "Handshake datagrams over the per-pass bound or the budget: dropped unread.", d.handshakes_shed);
     add("driver_assisted_passes", "mroce_driver_assisted_passes_total",
         "Passes an application thread made to help the progress thread.", d.assisted_passes);
+    add("driver_posting_passes", "mroce_driver_posting_passes_total",
+        "Passes a posting thread made to send its work while the progress thread slept.", d.posting_passes);
     add("driver_stand_by_sleeps", "mroce_driver_stand_by_sleeps_total",
         "Sleeps that left the sockets to a polling application thread.", d.stand_by_sleeps);
     add("driver_handshake_holds", "mroce_driver_handshake_holds_total",

@@ -245,6 +245,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.endpoint.ack_with_reverse_data = s.ack_with_data;
     cfg.endpoint.coalesce = s.coalesce;
     cfg.send_first = s.send_first;
+    cfg.send_on_post = true;  // ibv_post_send sends while the progress thread sleeps
     api::StageTrace* trace = nullptr;
     if (!s.stages_file.empty()) cfg.stage_trace = trace = new api::StageTrace(kStageStamps);
     std::string why;
@@ -312,11 +313,11 @@ int ibv_close_device(ibv_context* context) {
         const api::DeviceStats stats = ctx->dev->stats();
         const api::DriverStats& d = stats.driver;
         const datapath::UdpStats& u = stats.udp;
-        log(3, "mroce0 closed: passes %llu (by the application %llu), sleeps %llu (standing by "
+        log(3, "mroce0 closed: passes %llu (by the application %llu, posting %llu), sleeps %llu (standing by "
                "%llu; woken by posts %llu, by timers %llu), datagrams %llu in %llu out; "
                "system calls %llu recv %llu send, GRO receives %llu, GSO sends %llu",
             static_cast<unsigned long long>(d.passes), static_cast<unsigned long long>(d.assisted_passes),
-            static_cast<unsigned long long>(d.sleeps), static_cast<unsigned long long>(d.stand_by_sleeps),
+            static_cast<unsigned long long>(d.posting_passes), static_cast<unsigned long long>(d.sleeps), static_cast<unsigned long long>(d.stand_by_sleeps),
             static_cast<unsigned long long>(d.wakeups_posted), static_cast<unsigned long long>(d.wakeups_timer),
             static_cast<unsigned long long>(d.datagrams_in), static_cast<unsigned long long>(d.datagrams_out),
             static_cast<unsigned long long>(u.recv_calls), static_cast<unsigned long long>(u.send_calls),

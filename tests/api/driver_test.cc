@@ -708,5 +708,120 @@ TEST(Driver, AStandByDoesNotGrowWhenNothingIsLeftToComplete) {
     driver.stop_thread();
 }
 
+// PostingEngine: post() queues one datagram; sending it arms a timer `pto` later (as a
+// DATA arms its path's PTO), which on_timeout counts and clears.
+class PostingEngine final : public core::Engine {
+public:
+    explicit PostingEngine(Duration pto) : pto_(pto) {}
+    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {}
+    void on_timeout(Time now) override {
+        if (deadline_ <= now) {
+            deadline_ = kNever;
+            ++timeouts;
+        }
+    }
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        if (queued_ == 0) return 0;
+        --queued_;
+        meta = PacketMeta{};
+        buf[0] = std::byte{'D'};
+        deadline_ = now + pto_;
+        return 1;
+    }
+    Time next_deadline() const override { return deadline_; }
+    std::optional<core::Event> poll_event() override { return std::nullopt; }
+    size_t max_datagram_size() const override { return 64; }
+    void post() { ++queued_; }
+
+    int timeouts = 0;
+
+private:
+    Duration pto_;
+    Time deadline_ = kNever;
+    int queued_ = 0;
+};
+
+// SenderDatapath: WakeDatapath's wake fd with nothing to read; notes which thread sent.
+class SenderDatapath final : public datapath::Datapath {
+public:
+    SenderDatapath() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+    ~SenderDatapath() override { ::close(fd_); }
+    Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override {
+        std::lock_guard<std::mutex> g(mu);
+        for (size_t i = 0; i < p.size(); ++i) senders.push_back(std::this_thread::get_id());
+        return p.size();
+    }
+    Result<size_t> recv_batch(std::span<datapath::RxPacket>) override { return size_t{0}; }
+    Time now() const override { return monotonic_now(); }
+    int wake_fd() const override { return fd_; }
+    Address local_address() const override { return loopback(4793); }
+
+    std::mutex mu;
+    std::vector<std::thread::id> senders;
+
+private:
+    int fd_;
+};
+
+// DriverConfig::send_on_post: a send posted while the progress thread sleeps on the
+// sockets leaves from the posting thread, before notify_send returns, instead of after the
+// sleeper's wake-up; and the timer the send armed (earlier than the sleeper's own end of
+// sleep, a second away) still ends the sleep on time: the sleeper is woken to re-arm. Off,
+// notify_send wakes the progress thread, which sends.
+TEST(Driver, ASendPostedWhileTheThreadSleepsLeavesFromThePostingThread) {
+    for (const bool send_on_post : {true, false}) {
+        SCOPED_TRACE(send_on_post ? "send_on_post" : "off");
+        PostingEngine engine(std::chrono::milliseconds(30));
+        SenderDatapath dp;
+        std::mutex mu;
+        api::DriverConfig cfg;
+        cfg.spin = Duration::zero();
+        cfg.send_on_post = send_on_post;
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        ASSERT_TRUE(d.ok());
+        api::Driver& driver = **d;
+        ASSERT_EQ(driver.start_thread(), Error::kOk);
+        // Until the thread sleeps with nothing to do (its first pass took the initial work).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (driver.stats().sleeps == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const auto posted = std::chrono::steady_clock::now();
+        {
+            std::lock_guard<std::mutex> g(mu);
+            engine.post();
+        }
+        driver.notify_send();
+        size_t sent_at_return;
+        {
+            std::lock_guard<std::mutex> g(dp.mu);
+            sent_at_return = dp.senders.size();
+        }
+        // The timer: 30 ms after the send, whoever sent it.
+        auto timeouts = [&] {
+            std::lock_guard<std::mutex> g(mu);
+            return engine.timeouts;
+        };
+        while (timeouts() == 0 && std::chrono::steady_clock::now() - posted < std::chrono::milliseconds(900))
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        const auto fired = std::chrono::steady_clock::now() - posted;
+        driver.stop_thread();
+        std::lock_guard<std::mutex> g(dp.mu);
+        ASSERT_EQ(dp.senders.size(), 1u);
+        const api::DriverStats st = driver.stats();
+        if (send_on_post) {
+            EXPECT_EQ(sent_at_return, 1u) << "notify_send returned before the datagram left";
+            EXPECT_EQ(dp.senders[0], std::this_thread::get_id());
+            EXPECT_EQ(st.posting_passes, 1u);
+        } else {
+            EXPECT_NE(dp.senders[0], std::this_thread::get_id());
+            EXPECT_EQ(st.posting_passes, 0u);
+        }
+        EXPECT_EQ(timeouts(), 1) << "the timer armed by the send never ran";
+        EXPECT_GE(fired, std::chrono::milliseconds(30));
+        EXPECT_LT(fired, std::chrono::milliseconds(500)) << "the sleeper kept its old end of sleep";
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test
