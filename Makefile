@@ -28,11 +28,12 @@ test: build
 	$(MAKE) tsan
 
 # The multi-threaded device (docs/design.md §12) under ThreadSanitizer: its shards must
-# share nothing on the packet path. Only the tests that exercise it are built.
+# share nothing on the packet path; and the driver, whose passes an application thread
+# makes beside the progress thread (stand-by, send_on_post). Only those tests are built.
 tsan: deps
 	cmake --preset tsan
-	cmake --build build-tsan -j2 --target api_shards_test
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^(Shards|Steering)\.' \
+	cmake --build build-tsan -j2 --target api_shards_test api_test
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^(Shards|Steering|Driver)\.' \
 	    --output-on-failure -j2
 
 fuzz: deps

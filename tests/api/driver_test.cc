@@ -806,15 +806,19 @@ TEST(Driver, ASendPostedWhileTheThreadSleepsLeavesFromThePostingThread) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         const auto fired = std::chrono::steady_clock::now() - posted;
         driver.stop_thread();
-        std::lock_guard<std::mutex> g(dp.mu);
-        ASSERT_EQ(dp.senders.size(), 1u);
+        std::vector<std::thread::id> senders;
+        {
+            std::lock_guard<std::mutex> g(dp.mu);  // not held into the driver's lock
+            senders = dp.senders;
+        }
+        ASSERT_EQ(senders.size(), 1u);
         const api::DriverStats st = driver.stats();
         if (send_on_post) {
             EXPECT_EQ(sent_at_return, 1u) << "notify_send returned before the datagram left";
-            EXPECT_EQ(dp.senders[0], std::this_thread::get_id());
+            EXPECT_EQ(senders[0], std::this_thread::get_id());
             EXPECT_EQ(st.posting_passes, 1u);
         } else {
-            EXPECT_NE(dp.senders[0], std::this_thread::get_id());
+            EXPECT_NE(senders[0], std::this_thread::get_id());
             EXPECT_EQ(st.posting_passes, 0u);
         }
         EXPECT_EQ(timeouts(), 1) << "the timer armed by the send never ran";
