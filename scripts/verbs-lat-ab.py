@@ -3,7 +3,10 @@
 in the unmodified latency programs: perftest's ib_send_lat and ib_write_lat (8 bytes) and
 rdma-core's ibv_rc_pingpong (8 bytes).
 
-usage: scripts/verbs-lat-ab.py REPS [-n ITERS] NAME=LIBDIR [NAME=LIBDIR ...]
+usage: scripts/verbs-lat-ab.py REPS [-n ITERS] [--events] NAME=LIBDIR [NAME=LIBDIR ...]
+
+With --events, also ib_send_lat -e and ibv_rc_pingpong -e (completion channels: the
+application blocks in ibv_get_cq_event between messages), at a tenth of ITERS.
 
 Each repetition runs every program once per library, the libraries in an order that
 reverses every repetition; server and client on one host, unpinned. Prints every run, then
@@ -25,6 +28,10 @@ PROGRAMS = {
     "ib_send_lat": ["ib_send_lat", "-s", "8"],
     "ib_write_lat": ["ib_write_lat", "-s", "8"],
     "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-s", "8"],
+}
+EVENT_PROGRAMS = {
+    "ib_send_lat -e": ["ib_send_lat", "-s", "8", "-e"],
+    "ibv_rc_pingpong -e": ["ibv_rc_pingpong", "-g", "0", "-s", "8", "-e"],
 }
 
 
@@ -63,23 +70,27 @@ def main():
     ap.add_argument("reps", type=int)
     ap.add_argument("libs", nargs="+", metavar="NAME=LIBDIR")
     ap.add_argument("-n", type=int, default=10000, help="iterations per run (default 10000)")
+    ap.add_argument("--events", action="store_true", help="also the completion-channel variants")
     a = ap.parse_args()
+    programs = {k: (v, a.n) for k, v in PROGRAMS.items()}
+    if a.events:
+        programs.update({k: (v, max(1, a.n // 10)) for k, v in EVENT_PROGRAMS.items()})
     libs = []
     for spec in a.libs:
         name, sep, path = spec.partition("=")
         if not sep or not os.path.exists(os.path.join(path, "libibverbs.so.1")):
             sys.exit(f"verbs-lat-ab.py: '{spec}' is not NAME=DIR with DIR/libibverbs.so.1")
         libs.append((name, path))
-    runs = {(p, n): [] for p in PROGRAMS for n, _ in libs}
+    runs = {(p, n): [] for p in programs for n, _ in libs}
     for rep in range(a.reps):
         order = libs if rep % 2 == 0 else list(reversed(libs))
-        for prog, argv in PROGRAMS.items():
+        for prog, (argv, iters) in programs.items():
             for name, path in order:
-                r = run_pair(path, argv, a.n)
+                r = run_pair(path, argv, iters)
                 runs[(prog, name)].append(r)
                 print(f"rep {rep} {prog} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items()), flush=True)
     print(f"\nmedians of {a.reps} (ratio to {libs[0][0]}, paired per repetition)")
-    for prog in PROGRAMS:
+    for prog in programs:
         base = runs[(prog, libs[0][0])]
         for name, _ in libs:
             mine = runs[(prog, name)]
@@ -88,7 +99,7 @@ def main():
                 med = statistics.median(r[k] for r in mine)
                 ratio = statistics.median(m[k] / b[k] for m, b in zip(mine, base))
                 cols.append(f"{k} {med:.2f} ({ratio:.3f})")
-            print(f"{prog:16} {name:10} " + "  ".join(cols))
+            print(f"{prog:20} {name:10} " + "  ".join(cols))
 
 
 if __name__ == "__main__":
