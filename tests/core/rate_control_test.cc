@@ -65,6 +65,28 @@ void inject_ack(Pair& p, uint16_t path, uint32_t ce_count, uint32_t hint_mbps) {
     p.host_a().kick();
 }
 
+// Writer: stream 2 from A to B over an established connection, a registered source and
+// destination of `bytes` each, and A's successful completions counted in `ok`.
+struct Writer {
+    Writer(Pair& p, size_t bytes, std::byte fill = std::byte{0}) : src(bytes, fill), dst(bytes) {
+        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+        ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+        kb = *p.b->register_memory(pb, dst.data(), dst.size(),
+                                   core::access::kLocalWrite | core::access::kRemoteWrite);
+        stream = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
+        (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
+        p.host_a().set_event_callback([this](const core::Event& e) {
+            ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
+        });
+    }
+    core::SendWr wr(uint64_t id, uint32_t len) const { return write_wr(id, src, ka.lkey, dst, kb.rkey, len); }
+
+    std::vector<std::byte> src, dst;
+    core::MemoryKeys ka, kb;
+    uint32_t stream = 0;
+    uint32_t ok = 0;
+};
+
 // [CC-4] ACKs overtake each other on their random return paths: a late ACK's older CE
 // count must not rewind the stored one, or the next ACK counts the same marks again.
 TEST(RateControl, EcnEchoIsCountedOnceUnderReorderedAcks) {
@@ -347,19 +369,11 @@ TEST(RateControl, HintThatRisesAndFallsNeverStrandsPacedData) {
     Pair p(13, fast_net(), tx, slow_rx);
     ASSERT_GT(write_gbps(p, 1, 4096), 0);  // establishes the connection
     const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
-    std::vector<std::byte> src(1 << 20), dst(1 << 20);
-    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
-    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
-    (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
-    uint32_t ok = 0;
-    p.host_a().set_event_callback([&](const core::Event& e) {
-        ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
-    });
+    Writer w(p, 1 << 20);
+    uint32_t& ok = w.ok;
     constexpr uint32_t kWrites = 16;
     for (uint32_t i = 0; i < kWrites; ++i)
-        ASSERT_EQ(p.a->post_send(sa, write_wr(i, src, ka.lkey, dst, kb.rkey, 64 * 1024), p.now()), Error::kOk);
+        ASSERT_EQ(p.a->post_send(w.stream, w.wr(i, 64 * 1024), p.now()), Error::kOk);
     p.host_a().kick();
     // Paced at its hint (982 Mbit/s: 1 Gbit/s of payload, [CC-12]). At each step, at a time
     // between paced packets, a rise (which brings the held packet's timer forward) and at
@@ -398,19 +412,11 @@ TEST(RateControl, HintThatRisesAndFallsWhileIdleStillTimesTheNextPost) {
     Pair p(17, fast_net(), tx, rx);
     ASSERT_GT(write_gbps(p, 1, 4096), 0);  // establishes the connection
     const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
-    std::vector<std::byte> src(4096, std::byte{7}), dst(4096);
-    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
-    const auto kb = *p.b->register_memory(pb, dst.data(), dst.size(), core::access::kLocalWrite | core::access::kRemoteWrite);
-    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
-    (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
-    uint32_t ok = 0;
-    p.host_a().set_event_callback([&](const core::Event& e) {
-        ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
-    });
+    Writer w(p, 4096, std::byte{7});
+    uint32_t& ok = w.ok;
     // 10 Mbit/s: the next packet after a 4 KiB one may leave 3.3 ms later.
     inject_ack(p, 0, 0, 10);
-    ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, 4096), p.now()), Error::kOk);
+    ASSERT_EQ(p.a->post_send(w.stream, w.wr(1, 4096), p.now()), Error::kOk);
     p.host_a().kick();
     // Its ACK brings B's 982 Mbit/s (a rise); the timer it brought forward runs and stops.
     p.sim.run_until([&] { return ok == 1; }, p.sim.now() + 1ms, 10'000'000);
@@ -418,7 +424,7 @@ TEST(RateControl, HintThatRisesAndFallsWhileIdleStillTimesTheNextPost) {
     p.sim.run_until([] { return false; }, p.sim.now() + 100us, 10'000'000);
     inject_ack(p, 0, 0, 10);  // the fall: the gate shuts until 3.3 ms after the WRITE
     const uint64_t waits = ca.stats().paced_waits;
-    ASSERT_EQ(p.a->post_send(sa, write_wr(2, src, ka.lkey, dst, kb.rkey, 4096), p.now()), Error::kOk);
+    ASSERT_EQ(p.a->post_send(w.stream, w.wr(2, 4096), p.now()), Error::kOk);
     p.host_a().kick();
     p.sim.run_until([&] { return ok == 2; }, p.sim.now() + 50ms, 10'000'000);
     EXPECT_EQ(ok, 2u) << "a WRITE posted while the pacer held the gate shut never left";
