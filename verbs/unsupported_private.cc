@@ -33,7 +33,7 @@ MROCE_UNSUPPORTED(__verbs_log)
 MROCE_UNSUPPORTED_PTR(_verbs_init_and_alloc_context)
 MROCE_UNSUPPORTED(execute_ioctl)
 MROCE_UNSUPPORTED(verbs_init_cq)
-MROCE_UNSUPPORTED(verbs_open_device)
+MROCE_UNSUPPORTED_PTR(verbs_open_device)  // struct ibv_context *: NULL, not a number
 MROCE_UNSUPPORTED(verbs_set_ops)
 MROCE_UNSUPPORTED(verbs_uninit_context)
 MROCE_UNSUPPORTED(ibv_copy_ah_attr_from_kern)

@@ -201,6 +201,21 @@ protected:
     Side a_, b_;
 };
 
+// rdma-core's driver.h (not installed) declares these; a caller compiled against it reads
+// the return value as this type. ibv_get_sysfs_path once returned an int, and librdmacm
+// (ib_send_bw -R) crashed formatting it as a path.
+extern "C" const char* ibv_get_sysfs_path(void);
+extern "C" ibv_context* verbs_open_device(ibv_device* device, void* private_data);
+
+TEST(VerbsDevice, DriverInterfaceReturnsWhatRdmaCoreDeclares) {
+    const char* sysfs = ibv_get_sysfs_path();
+    ASSERT_NE(sysfs, nullptr);
+    EXPECT_STREQ(sysfs, "/sys");
+    errno = 0;
+    EXPECT_EQ(verbs_open_device(nullptr, nullptr), nullptr);  // refused, not a bogus pointer
+    EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
 TEST(VerbsDevice, OneEthernetDeviceWithARoceV2Gid) {
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
