@@ -133,6 +133,12 @@ void Driver::close() {
     closed_ = true;
 }
 
+void Driver::wake() {
+    const uint64_t one = 1;
+    (void)!::write(event_fd_, &one, sizeof(one));
+    sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Driver::notify() {
     // Pairs with wait(): with sequentially consistent order, either the sleeper sees
     // work_pending_ before it sleeps, or we see sleeping_ and wake it.
@@ -143,11 +149,7 @@ void Driver::notify() {
     // burst of posts (perftest posts up to its send queue's depth at once) then costs one
     // eventfd write, not one per post while the woken thread waits for the CPU.
     if (work_pending_.exchange(true)) return;
-    if (sleeping_.load() && !standing_by_.load()) {
-        const uint64_t one = 1;
-        (void)!::write(event_fd_, &one, sizeof(one));
-        sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (sleeping_.load() && !standing_by_.load()) wake();
 }
 
 void Driver::notify_send() {
@@ -161,11 +163,7 @@ void Driver::notify_send() {
             (void)pass();
             const bool more = want_poll_ || tx_next_ < tx_count_;
             g.unlock();
-            if (more || next_deadline_ns_.load() < sleep_until_ns_.load()) {
-                const uint64_t one = 1;
-                (void)!::write(event_fd_, &one, sizeof(one));
-                sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
-            }
+            if (more || next_deadline_ns_.load() < sleep_until_ns_.load()) wake();
             return;
         }
     }
@@ -176,11 +174,7 @@ void Driver::release_stand_by() {
     // Pairs with sleep(): either the sleeper sees the release before it stands by, or we
     // see it standing by and wake it.
     assisted_ns_.store(-1);
-    if (standing_by_.load()) {
-        const uint64_t one = 1;
-        (void)!::write(event_fd_, &one, sizeof(one));
-        sleep_counts_.wakes_sent.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (standing_by_.load()) wake();
 }
 
 void Driver::with_datapath(const std::function<void(datapath::Datapath&)>& fn) {

@@ -223,6 +223,7 @@ private:
     void flush_tx();      // driver lock held
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
+    void wake();  // ends a sleeper's wait (the eventfd), counted in wakes_sent
     // stand_by: the stand-by in force: DriverConfig::stand_by, longer while the
     // application keeps polling (stand_by_scale_) for work it posted (awaits_).
     Duration stand_by() const;
