@@ -16,13 +16,17 @@ ratios to the first library. Copy each library to its own directory first: a reb
 under a running comparison corrupts it.
 """
 import argparse
+import importlib.util
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
-import time
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("perf_loopback", os.path.join(_here, "perf-loopback.py"))
+perf_loopback = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(perf_loopback)
 
 PROGRAMS = {
     "ib_send_lat": ["ib_send_lat", "-s", "8"],
@@ -35,34 +39,36 @@ EVENT_PROGRAMS = {
 }
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_pair(libdir, argv, iters):
-    """Server and client of one program on the library; returns the client's figures."""
-    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
-    port = free_port()
+def rc_pingpong(libdir, argv, iters):
+    """ibv_rc_pingpong's server and client on the library; its time per iteration (one
+    round trip). perftest's programs go through perf-loopback.py's perftest()."""
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir))
+    port = perf_loopback.free_port()
     args = argv + ["-n", str(iters), "-p", str(port)]
-    server = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.3)  # perftest's and rdma-core's servers listen within milliseconds
+        for _ in range(500):
+            if perf_loopback.listening(port):
+                break
+            subprocess.run(["sleep", "0.01"])
         client = subprocess.run(args + ["127.0.0.1"], env=env, capture_output=True, text=True, timeout=120)
-        server.communicate(timeout=60)
+        server.wait(timeout=60)
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
-    if client.returncode != 0:
+    m = re.search(r"= ([\d.]+) usec/iter", client.stdout)
+    if client.returncode != 0 or not m:
         sys.exit(f"verbs-lat-ab.py: {' '.join(args)} on {libdir}: exit {client.returncode}\n{client.stderr}")
+    return {"per_iteration_us": float(m.group(1))}
+
+
+def run_pair(libdir, argv, iters):
+    """Server and client of one program on the library; returns the client's figures."""
     if argv[0] == "ibv_rc_pingpong":
-        m = re.search(r"= ([\d.]+) usec/iter", client.stdout)
-        return {"per_iteration_us": float(m.group(1))}
-    rows = [l.split() for l in client.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s+[\d.]+", l)]
-    # #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
-    return {"typical_us": float(rows[-1][4]), "p99_us": float(rows[-1][7])}
+        return rc_pingpong(libdir, argv, iters)
+    r = perf_loopback.perftest(libdir, argv[0], argv[1:] + ["-n", str(iters)], pinned=False)
+    return {"typical_us": r["t_typical"], "p99_us": r["percentile_99"]}
 
 
 def main():
