@@ -318,7 +318,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<22>(s.driver, one.driver);
+        add_counters<24>(s.driver, one.driver);
         add_counters<22>(s.udp, one.udp);
         add_counters<22>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;
@@ -397,6 +397,9 @@ MemoryRegion::~MemoryRegion() {
         DeviceState& sh = state_->shard(i);
         std::lock_guard<std::mutex> g(sh.engine_mu);
         (void)sh.endpoint->deregister_memory(keys_.lkey);
+        // The application may free the memory once this returns (Driver,
+        // "Payloads sent from where they lie").
+        if (sh.driver) sh.driver->wait_payloads_sent();
     }
 }
 
@@ -625,6 +628,7 @@ QueuePair::~QueuePair() {
         // The stream ends at once, busy or not: nothing of it runs or writes again.
         if (!st.closed && live) (void)st.endpoint->destroy_stream(number_, st.now());
         if (!st.closed && held) st.endpoint->release_held_stream(number_);
+        if (st.driver) st.driver->wait_payloads_sent();  // its buffers are the application's again
     }
     if (&st != state_.get()) {
         // Moved to its peer's shard: shard 0 held the number meanwhile; it now waits out
@@ -671,12 +675,15 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
                 if (why) *why = "modify_qp: a move to RESET takes no attributes";
                 return Error::kInvalidArgument;
             }
-            const Error e = detail::reset_to_shard_zero(*state_, shard_.load(), number_);
+            const uint32_t from = shard_.load();
+            const Error e = detail::reset_to_shard_zero(*state_, from, number_);
             if (e != Error::kOk) {
                 if (why) *why = "modify_qp: cannot reset the queue pair";
                 return e;
             }
             shard_.store(0);
+            DeviceState& old_home = state_->shard(from);
+            if (old_home.driver) old_home.driver->wait_payloads_sent();  // its work ended there
             return Error::kOk;
         }
         if (attr.state == QpState::kRtr && (mask & qp_attr::kPeer) && attr.peer.port != 0) {
@@ -705,6 +712,8 @@ Error QueuePair::modify(const QpAttr& attr, uint32_t mask, std::string* why) {
         }
         if (Error e = detail::modify_qp(st, number_, attr, mask, why); e != Error::kOk)
             return e;
+        // ERR and RESET end the work posted: its buffers are the application's again.
+        if ((mask & qp_attr::kState) && st.driver) st.driver->wait_payloads_sent();
         break;
     }
     home().driver->notify();

@@ -94,6 +94,7 @@ Result<std::unique_ptr<Driver>> Driver::create(core::Engine& engine, datapath::D
     d->rx_.resize(kBatch);
     d->tx_.resize(kBatch);
     d->tx_grouped_.resize(kBatch);
+    d->in_place_ = dp.sends_in_two_pieces();
     return d;
 }
 
@@ -234,12 +235,36 @@ void Driver::flush_tx() {
         // recover or fail the connection.
         ++stats_.datapath_errors;
         tx_next_ = tx_count_;
+        payloads_out_.store(false, std::memory_order_release);
         return;
     }
     stats_.datagrams_out += *r;
     tx_next_ += *r;
     if (*r && cfg_.trace) cfg_.trace->stamp(Stage::kSent, static_cast<uint32_t>(*r));
     if (tx_next_ < tx_count_) ++stats_.tx_retries;
+    // What waits for the next pass must not read the application's memory then: that
+    // pass reads ACKs first, which may complete the work the memory belongs to.
+    copy_payloads_in();
+}
+
+void Driver::copy_payloads_in() {
+    if (!payloads_out_.load(std::memory_order_relaxed)) return;
+    for (size_t i = tx_next_; i < tx_count_; ++i) {
+        datapath::TxPacket& p = tx_[i];
+        if (p.payload.empty()) continue;
+        // The slot is ours (tx_arena_) and holds a whole datagram (datagram_size_).
+        std::byte* slot = tx_arena_.data() + (p.data.data() - tx_arena_.data());
+        std::memcpy(slot + p.data.size(), p.payload.data(), p.payload.size());
+        p.data = std::span<const std::byte>(slot, p.data.size() + p.payload.size());
+        p.payload = {};
+        ++stats_.payloads_copied_in;
+    }
+    payloads_out_.store(false, std::memory_order_release);
+}
+
+void Driver::wait_payloads_sent() const {
+    // A pass sends for tens of µs at most (one batch); the caller is a rare control call.
+    while (payloads_out_.load(std::memory_order_acquire)) std::this_thread::yield();
 }
 
 bool Driver::pass() {
@@ -355,15 +380,24 @@ bool Driver::pass_inner() {
         if (want_poll_ && can_poll) {
             const size_t first_new = held ? tx_count_ : 0;
             if (!held) tx_count_ = tx_next_ = 0;
+            bool in_place = false;  // some payload of this batch stays where it lies
             while (tx_count_ < kBatch) {
                 const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_,
                                                 datagram_size_);
                 datapath::TxPacket& p = tx_[tx_count_];
-                const size_t n = engine_.poll_transmit(slot, p.meta, now);
+                const size_t n = in_place_ ? engine_.poll_transmit_in_place(slot, p.meta, now, p.payload)
+                                           : engine_.poll_transmit(slot, p.meta, now);
                 if (n == 0) break;
                 p.data = slot.first(n);
+                if (!p.payload.empty()) {
+                    in_place = true;
+                    ++stats_.payloads_in_place;
+                }
                 ++tx_count_;
             }
+            // Before the engine lock goes: a thread that flushes work under it next must
+            // see that this batch may still read the work's memory (wait_payloads_sent).
+            if (in_place) payloads_out_.store(true, std::memory_order_relaxed);
             // The answer first, then the held datagrams (group_by_port keeps this order
             // between sockets).
             if (held)
@@ -397,6 +431,7 @@ bool Driver::pass_inner() {
         if (cfg_.answer_first && completions > 0 && !held && tx_count_ - tx_next_ <= kAnswerFirstMax) {
             held_ = true;  // the next pass sends them, after the application's answer
             ++stats_.held_for_answer;
+            copy_payloads_in();
         } else {
             group_by_port();
             flush_tx();

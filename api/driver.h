@@ -119,6 +119,8 @@ struct DriverStats {
     uint64_t wakes_sent = 0;      // eventfd writes to wake a sleeper (notify, release_stand_by)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
     uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
+    uint64_t payloads_in_place = 0;   // DATA sent with the payload read where it lies
+    uint64_t payloads_copied_in = 0;  // of them, copied into the batch after all (held back)
     uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
                                   // helping (a busy-polling CompletionQueue::wait, ibv_poll_cq)
     uint64_t posting_passes = 0;  // of passes, made by notify_send: a posting thread sent
@@ -210,6 +212,24 @@ public:
     // with_datapath runs fn on the datapath under the driver lock, unless closed.
     void with_datapath(const std::function<void(datapath::Datapath&)>& fn);
 
+    // Payloads sent from where they lie. Over a datapath that sends a datagram in two
+    // pieces (Datapath::sends_in_two_pieces), a pass lets the engine leave DATA payloads in
+    // the application's memory (core::Engine::poll_transmit_in_place) and the kernel copies
+    // them from there, once, instead of the engine copying each into the batch first. Such
+    // a batch is sent after the pass has released the engine lock, so the memory it reads
+    // must not be handed back to the application meanwhile. Completions cannot: they come
+    // from the peer's ACKs of those very datagrams, read by a later pass, and what a pass
+    // could not send (back-pressure) or keeps for the next (answer_first) is copied into
+    // the batch before the pass ends. What remains is an application thread that ends
+    // work requests itself, under the engine lock, while a pass sends: a queue pair
+    // destroyed or moved to ERR or RESET (its work flushed), memory deregistered. Such a
+    // call ends with wait_payloads_sent() (api/device.cc).
+    //
+    // wait_payloads_sent returns once no pass is sending payloads from the application's
+    // memory that the engine handed out before the caller's last release of the engine
+    // lock. Any thread but one inside a pass; the engine lock may be held.
+    void wait_payloads_sent() const;
+
     DriverStats stats() const;
 
 private:
@@ -221,6 +241,9 @@ private:
     bool admit_handshake(Time now);  // driver lock held: the budget allows one more
     void hold_handshakes(Time now);  // driver lock held: spent; hold the queue until refilled
     void flush_tx();      // driver lock held
+    // copy_payloads_in copies the payloads of tx_[tx_next_, tx_count_) into their slots, so
+    // the batch no longer reads the application's memory, and says so (payloads_out_).
+    void copy_payloads_in();  // driver lock held
     void group_by_port(); // driver lock held: orders tx_[tx_next_, tx_count_) by source port
     void thread_main();
     void wake();  // ends a sleeper's wait (the eventfd), counted in wakes_sent
@@ -259,6 +282,10 @@ private:
     // work: the stand-by grows only while the application has completions to poll for.
     std::atomic<bool> awaits_{true};
     std::atomic<bool> stop_{false};
+    // A batch that reads payloads in the application's memory is being sent: set under the
+    // engine lock, cleared once they are sent or copied in (wait_payloads_sent).
+    std::atomic<bool> payloads_out_{false};
+    bool in_place_ = false;  // the datapath sends two pieces: payloads may stay in place
     std::atomic<int64_t> next_deadline_ns_{to_ns(kNever)};
     // When the sleeper's timer ends its sleep (ns, the datapath's clock): a pass made by
     // notify_send wakes it if the engine's next deadline is now earlier.

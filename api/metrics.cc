@@ -41,6 +41,10 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
         "Passes an application thread made to help the progress thread.", d.assisted_passes);
     add("driver_posting_passes", "mroce_driver_posting_passes_total",
         "Passes a posting thread made to send its work while the progress thread slept.", d.posting_passes);
+    add("driver_payloads_in_place", "mroce_driver_payloads_in_place_total",
+        "DATA sent with the payload read from the application's memory, not copied first.", d.payloads_in_place);
+    add("driver_payloads_copied_in", "mroce_driver_payloads_copied_in_total",
+        "Of those, payloads copied into the batch after all: held for the next pass.", d.payloads_copied_in);
     add("driver_stand_by_sleeps", "mroce_driver_stand_by_sleeps_total",
         "Sleeps that left the sockets to a polling application thread.", d.stand_by_sleeps);
     add("driver_handshake_holds", "mroce_driver_handshake_holds_total",

@@ -133,8 +133,13 @@ public:
     // push_hint: the receiver's share for this peer rose ([CC-14]): an ACK carries it now.
     void push_hint();
 
-    // produce writes the next datagram; 0 when nothing may be sent now.
-    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    // InPlace: where a DATA payload left in the application's memory is named (Engine,
+    // poll_transmit_in_place); null where every payload is copied into buf.
+    using InPlace = std::span<const std::byte>;
+    // produce writes the next datagram; 0 when nothing may be sent now. With in_place, a
+    // DATA payload may be left in place: *in_place names it and the datagram is what was
+    // written (the length returned) followed by it.
+    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place = nullptr);
     // has_work: produce would write something now. Inline: asked after every packet in
     // and out; the common answers come from a few flags.
     bool has_work(Time now) const {
@@ -229,16 +234,16 @@ private:
     size_t write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now);
     bool acks_delayed() const;     // some path's ACK waits under [ACK-11]'s max_ack_delay
     size_t next_ack_size() const;  // the size of the next ACK written, without a probe reply
-    size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    size_t produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place);
     size_t send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
-                        std::span<std::byte> buf, PacketMeta& meta, Time now);
+                        std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place);
     // path_view: the paths as the selectors see them, on the NIC ports that can send now
     // ([PATH-15]).
     PathView path_view() const;
     TxPath* pick_new_data_path(uint32_t bytes);
     TxPath* pick_retx_path(uint32_t bytes);
     // send_retx_copy: the next copy of retx_copies_ ([LOSS-17]); 0 when none may go now.
-    size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now);
+    size_t send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place);
     // data_gate_open: the connection-wide limits allow a DATA of `bytes` now: the cap on
     // bytes in flight ([CC-15], [CC-18]) and the pacer ([CC-17]). Inline: asked by has_work.
     bool data_gate_open(uint32_t bytes, Time now) const {

@@ -14,7 +14,7 @@ namespace {
 uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 }  // namespace
 
-size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place) {
     if (state_ == ConnState::kConnecting) {
         if (hello_acks_pending_ > 0) {  // [CONN-7]: the answer to the peer's own HELLO
             --hello_acks_pending_;
@@ -51,7 +51,7 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now)
     if (probes_pending_ > 0)
         for (TxPath& p : tx_paths_)
             if (p.probe_pending) return write_probe(p, buf, meta, now);
-    return produce_data(buf, meta, now);
+    return produce_data(buf, meta, now, in_place);
 }
 
 size_t Connection::write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now) {
@@ -161,7 +161,8 @@ TxPath* Connection::pick_retx_path(uint32_t bytes) {
     return p == kNoPathChoice ? nullptr : &tx_paths_[p];
 }
 
-size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                InPlace* in_place) {
     // The Engine contract: buf holds max_datagram_size(). Checked before any state moves,
     // so a short buffer can never lose a segment.
     if (buf.size() < wire::kDataHeaderSize + segment_size_) return 0;
@@ -176,7 +177,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         return 0;
     }
     if (retx_copies_.left > 0) {
-        if (size_t n = send_retx_copy(buf, meta, now)) return n;
+        if (size_t n = send_retx_copy(buf, meta, now, in_place)) return n;
     }
     while (!retx_.empty()) {
         const SegRef r = retx_.front();
@@ -217,7 +218,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
                 retx_copies_ = RetxCopies{r, copies - 1, 1, {p->id}};
             }
         }
-        return send_segment(*s, *m, r.seg, true, *p, buf, meta, now);
+        return send_segment(*s, *m, r.seg, true, *p, buf, meta, now, in_place);
     }
     for (size_t tries = ready_streams_.size(); tries > 0; --tries) {
         // The stream stays at the front until we know where it goes: a lone ready stream
@@ -296,12 +297,13 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
             ready_streams_.pop_front();
             s->in_ready_list = false;
         }
-        return ack_bytes + send_segment(*s, *m, seg, false, *p, buf.subspan(ack_bytes), meta, now);
+        return ack_bytes + send_segment(*s, *m, seg, false, *p, buf.subspan(ack_bytes), meta, now, in_place);
     }
     return 0;
 }
 
-size_t Connection::send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+size_t Connection::send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                  InPlace* in_place) {
     RetxCopies& c = retx_copies_;
     Stream* s = ep_.stream_mut(c.ref.stream);
     TxMessage* m = live_msg(s, c.ref.answer, c.ref.msg_seq);
@@ -320,7 +322,7 @@ size_t Connection::send_retx_copy(std::span<std::byte> buf, PacketMeta& meta, Ti
     --c.left;
     c.used[c.used_n++] = p;
     ++stats_.retransmits_copied;
-    return send_segment(*s, *m, c.ref.seg, true, tx_paths_[p], buf, meta, now);
+    return send_segment(*s, *m, c.ref.seg, true, tx_paths_[p], buf, meta, now, in_place);
 }
 
 TxMessage* Connection::next_new_message(Stream& s, size_t ntx) {
@@ -357,7 +359,8 @@ TxMessage* Connection::try_start(Stream& s, TxMessage& m) {
 }
 
 size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx, TxPath& path,
-                                std::span<std::byte> buf, PacketMeta& meta, Time now) {
+                                std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                InPlace* in_place) {
     const uint32_t bytes = segment_bytes(m, seg);
     MROCE_DCHECK(buf.size() >= wire::kDataHeaderSize + bytes);  // checked in produce_data
     if (!outstanding_data()) {
@@ -427,6 +430,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
     wire::store_data_header(h, buf.data());  // room checked in produce_data
+    size_t copied = bytes;  // payload bytes written into buf
     if (bytes) {
         std::byte* out = buf.data() + wire::kDataHeaderSize;
         // A READ's source is re-checked as it is read: the application may have
@@ -438,6 +442,14 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
             std::memset(out, 0, bytes);
         } else if (!m.sg.empty() && !is_request(m.opcode)) {  // a READ's list is its destination
             copy_from_pieces(m.sg.data(), m.sg.size(), h.offset, out, bytes);  // [PLACE-22]
+        } else if (in_place && bytes >= Engine::kInPlaceMinBytes && m.payload() == m.src &&
+                   m.inline_bytes.empty() &&
+                   (wire::is_write(m.opcode) || wire::consumes_receive(m.opcode))) {
+            // The application's own buffer (not a copy the engine keeps, nor a READ's
+            // source, which is checked as it is read): left where it lies (Engine,
+            // poll_transmit_in_place).
+            *in_place = std::span<const std::byte>(m.src + h.offset, bytes);
+            copied = 0;
         } else {
             std::memcpy(out, m.payload() + h.offset, bytes);
         }
@@ -466,7 +478,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     path.newest_asks_ack = ack_now && !spends_cap;
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
-    return wire::kDataHeaderSize + bytes;
+    return wire::kDataHeaderSize + copied;
 }
 
 size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {

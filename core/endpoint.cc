@@ -830,6 +830,17 @@ Time Endpoint::next_deadline() const {
 }
 
 size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    return produce(buf, meta, now, nullptr);
+}
+
+size_t Endpoint::poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                        std::span<const std::byte>& payload) {
+    payload = {};
+    return produce(buf, meta, now, &payload);
+}
+
+size_t Endpoint::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                         Connection::InPlace* in_place) {
     if (guard_.has_replies())
         if (size_t n = guard_.poll(buf, meta, local_)) return n;
     // [PATH-15]: with some NIC ports busy, a connection whose only sendable data is for
@@ -845,8 +856,10 @@ size_t Endpoint::poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time 
         }
         // [INT-2], [INT-6]: the connection writes the packet in all but the trailer's room;
         // the trailer goes on here, the one place packets leave a connection.
+        // A payload left in place would need the trailer after it: copied instead.
         const bool trailer = c->integrity() && buf.size() >= wire::kIntegritySize;
-        size_t n = c->produce(trailer ? buf.first(buf.size() - wire::kIntegritySize) : buf, meta, now);
+        size_t n = c->produce(trailer ? buf.first(buf.size() - wire::kIntegritySize) : buf, meta, now,
+                              trailer ? nullptr : in_place);
         if (n > 0 && trailer && wire::carries_integrity(static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1]))))
             n = wire::append_integrity(buf, n);
         // Re-queue at the back if it has more (round-robin). A connection that produced

@@ -194,6 +194,8 @@ public:
     bool is_handshake(std::span<const std::byte> datagram) const override;
     void on_timeout(Time now) override;
     size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override;
+    size_t poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                  std::span<const std::byte>& payload) override;
     void set_ready_ports(uint64_t mask) override { ready_ports_ = mask; }
     uint64_t ready_ports() const { return ready_ports_; }
 
@@ -213,6 +215,9 @@ public:
 
 private:
     friend class Connection;
+
+    // produce: poll_transmit and poll_transmit_in_place (in_place null: every payload copied).
+    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now, Connection::InPlace* in_place);
 
     // The per-packet lookups, inline: an index and a compare.
     Stream* stream_mut(uint32_t id) {

@@ -49,6 +49,23 @@ public:
     // max_datagram_size() bytes.
     virtual size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) = 0;
 
+    // kInPlaceMinBytes: poll_transmit_in_place copies a shorter payload all the same (for
+    // a few hundred bytes the copy costs less than the kernel's second iovec).
+    static constexpr uint32_t kInPlaceMinBytes = 512;
+    // poll_transmit_in_place is poll_transmit for a datapath that can send a datagram in
+    // two pieces (datapath::TxPacket): a DATA payload in the application's memory may be
+    // left there, saving a copy of every byte sent. Then `payload` names it, buf[0, n)
+    // holds what goes before it (n is returned) and the datagram is the two together;
+    // otherwise `payload` is empty and this is poll_transmit. A payload left in place is
+    // the application's buffer of a work request that has not completed; the caller must
+    // send it before the engine can complete or flush that request (api/driver.h,
+    // "Payloads sent from where they lie"). An engine that always copies keeps the default.
+    virtual size_t poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& meta, Time now,
+                                          std::span<const std::byte>& payload) {
+        payload = {};
+        return poll_transmit(buf, meta, now);
+    }
+
     // set_ready_ports tells the engine which local NIC ports can start a datagram now (bit
     // p: PacketMeta::local_port p; ports from 64 on count as ready). A datapath whose ports
     // have queues of their own (a multi-port NIC) says this before it polls, and the engine

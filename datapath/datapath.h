@@ -13,9 +13,15 @@
 
 namespace mroce::datapath {
 
+// TxPacket is one datagram to send: `data`, then `payload` when it is not empty. A payload
+// lies where its owner keeps it (the application's registered memory: core::Engine's
+// zero-copy poll_transmit) and the kernel copies it from there; it must stay valid until
+// send_batch has returned (api/driver.h, "Payloads sent from where they lie").
 struct TxPacket {
     std::span<const std::byte> data;
+    std::span<const std::byte> payload;
     PacketMeta meta;  // meta.src.port is the UDP source port (the path)
+    size_t size() const { return data.size() + payload.size(); }
 };
 
 // RxPacket is one received datagram, filled by recv_batch. `data` points into the
@@ -32,6 +38,9 @@ public:
     // send_batch sends packets in order; returns how many were accepted (the rest may be
     // retried). Errors: kIo for a failure that is not back-pressure.
     virtual Result<size_t> send_batch(std::span<const TxPacket> packets) = 0;
+    // sends_in_two_pieces: send_batch sends a TxPacket's payload from where it lies. One
+    // that says false sends `data` only, and its callers leave payloads empty.
+    virtual bool sends_in_two_pieces() const { return false; }
     // recv_batch fills up to packets.size() entries without blocking; returns the count.
     // The datagrams' bytes stay valid until the next recv_batch call.
     virtual Result<size_t> recv_batch(std::span<RxPacket> packets) = 0;

@@ -2,8 +2,10 @@
 // datapath (datapath/udp: the same sockets, batch size, GSO/GRO and ECN), with no
 // protocol. It is the in-run baseline: the ratio of mroce to --raw is the cost of the
 // protocol, not of the copies, because both do the same ones:
-//   send:    payload read from the (registered) source buffer into the batch slot, as the
-//            engine's poll_transmit does;
+//   send:    a payload of 512 bytes or more sent from the (registered) source buffer where
+//            it lies, the header from the batch slot (two pieces, as the api driver sends
+//            the engine's DATA: core::Engine::poll_transmit_in_place); a shorter one copied
+//            into the slot after the header;
 //   receive: each datagram lands in the datapath's bounce buffer and its payload is copied
 //            once into the destination buffer at its offset, as the engine's placement.
 // Datagrams carry a 16-byte header (magic, message size, message number, offset) and at
@@ -23,6 +25,7 @@
 
 #include "api/device.h"
 #include "api/driver.h"
+#include "core/engine.h"
 #include "datapath/udp/udp_datapath.h"
 #include "tools/perf_interval.h"
 #include "tools/perf_report.h"
@@ -274,8 +277,15 @@ private:
                 put32(slot + 4, size);
                 put32(slot + 8, msg + static_cast<uint32_t>(m));
                 put32(slot + 12, static_cast<uint32_t>(off));
-                std::memcpy(slot + kHeader, buf_.data() + off, len);
-                tx_[n].data = std::span<const std::byte>(slot, kHeader + len);
+                const auto payload = std::span<const std::byte>(buf_.data() + off, len);
+                if (len >= core::Engine::kInPlaceMinBytes) {
+                    tx_[n].data = std::span<const std::byte>(slot, kHeader);
+                    tx_[n].payload = payload;
+                } else {
+                    std::memcpy(slot + kHeader, payload.data(), len);
+                    tx_[n].data = std::span<const std::byte>(slot, kHeader + len);
+                    tx_[n].payload = {};
+                }
                 tx_[n].meta.dst = to;
                 tx_[n].meta.ecn = ecn::kEct0;
                 tx_[n].meta.traffic_class = static_cast<uint8_t>(o_.tc);

@@ -187,6 +187,8 @@ Json driver_json(const api::DriverStats& a, const api::DriverStats& b) {
     j["timeouts_deferred"] = b.timeouts_deferred - a.timeouts_deferred;
     j["handshakes_shed"] = b.handshakes_shed - a.handshakes_shed;
     j["tx_retries"] = b.tx_retries - a.tx_retries;
+    j["payloads_in_place"] = b.payloads_in_place - a.payloads_in_place;
+    j["payloads_copied_in"] = b.payloads_copied_in - a.payloads_copied_in;
     j["sleeps"] = b.sleeps - a.sleeps;
     j["busy_s"] = static_cast<double>(b.busy_ns - a.busy_ns) * 1e-9;
     j["idle_s"] = static_cast<double>(b.idle_ns - a.idle_ns) * 1e-9;

@@ -141,12 +141,13 @@ std::string set_receive_options(int fd, int family, bool pktinfo) {
 struct UdpDatapath::Scratch {
     // Send: sendmmsg's messages, rebuilt for each run.
     std::array<mmsghdr, kMaxBatch> msgs{};
-    std::array<iovec, kMaxBatch * kMaxGsoSegments> iovs{};
+    std::array<iovec, 2 * kMaxBatch * kMaxGsoSegments> iovs{};  // two per datagram at most
     std::array<sockaddr_storage, kMaxBatch> addrs{};
     alignas(cmsghdr) std::array<std::array<char, kControlBytes>, kMaxBatch> control{};
     // Send: the first packet (index in the run) and the datagram count of each message.
     std::array<size_t, kMaxBatch> first{}, segments{};
     std::array<bool, kMaxBatch> own_tos{};  // the message carries its TOS in a cmsg
+    std::array<bool, kMaxBatch> external{};  // the message has a payload that lies apart
     // Receive: recvmmsg's messages, one slot of the bounce buffer each, built once (by
     // prepare_receive) because a latency-bound loop reads one datagram per call: building
     // all kMaxBatch headers on every call cost about a thousand instructions, a tenth of a
@@ -502,13 +503,13 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
                 k = ++p;
                 continue;
             }
-            const size_t size = run[p].data.size();
+            const size_t size = run[p].size();
             const int tos = tos_of(run[p].meta);
             size_t segs = 1, bytes = size;
             if (gso_ && size > 0) {
                 while (p + segs < run.size() && segs < kMaxGsoSegments) {
                     const TxPacket& next = run[p + segs];
-                    const size_t n = next.data.size();
+                    const size_t n = next.size();
                     if (n == 0 || n > size || bytes + n > kMaxGsoBytes ||
                         !(next.meta.dst == run[p].meta.dst) || tos_of(next.meta) != tos)
                         break;
@@ -517,16 +518,25 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
                     if (n < size) break;  // a shorter datagram ends the super-packet
                 }
             }
+            // A datagram is one iovec, or two when its payload lies apart (TxPacket).
+            const size_t iov0 = iov;
+            sc.external[m] = false;
             for (size_t q = 0; q < segs; ++q) {
-                sc.iovs[iov + q].iov_base = const_cast<std::byte*>(run[p + q].data.data());
-                sc.iovs[iov + q].iov_len = run[p + q].data.size();
+                const TxPacket& t = run[p + q];
+                sc.iovs[iov].iov_base = const_cast<std::byte*>(t.data.data());
+                sc.iovs[iov++].iov_len = t.data.size();
+                if (!t.payload.empty()) {
+                    sc.iovs[iov].iov_base = const_cast<std::byte*>(t.payload.data());
+                    sc.iovs[iov++].iov_len = t.payload.size();
+                    sc.external[m] = true;
+                }
             }
             msghdr& h = sc.msgs[m].msg_hdr;
             h = msghdr{};
             h.msg_name = &sc.addrs[m];
             h.msg_namelen = alen;
-            h.msg_iov = &sc.iovs[iov];
-            h.msg_iovlen = segs;
+            h.msg_iov = &sc.iovs[iov0];
+            h.msg_iovlen = iov - iov0;
             const bool own_tos = tos != s.tos;
             const size_t clen = (segs > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
                                 (own_tos ? CMSG_SPACE(sizeof(int)) : 0);
@@ -554,7 +564,6 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
             sc.own_tos[m] = own_tos;
             sc.first[m] = p;
             sc.segments[m] = segs;
-            iov += segs;
             p += segs;
             ++m;
         }
@@ -564,7 +573,7 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
         if (sent > 0) {
             for (int q = 0; q < sent; ++q) {
                 for (size_t d = 0; d < sc.segments[q]; ++d)
-                    stats_.bytes_sent += run[sc.first[q] + d].data.size();
+                    stats_.bytes_sent += run[sc.first[q] + d].size();
                 stats_.packets_sent += sc.segments[q];
                 if (sc.segments[q] > 1) ++stats_.gso_sends;
                 if (sc.own_tos[q]) ++stats_.tos_cmsgs;
@@ -591,7 +600,10 @@ Result<size_t> UdpDatapath::send_run(Socket& s, std::span<const TxPacket> run, s
         }
         fail("udp: send " + from.to_string() + " -> " + run[k].meta.dst.to_string() + ": " +
              error_text(err));
-        if (err == EBADF || err == ENOTSOCK || err == EFAULT) {
+        // EFAULT names our own buffers, unless the message has a payload from elsewhere:
+        // memory its owner released while the datagram waited (a bug of the owner's),
+        // which costs that message only.
+        if (err == EBADF || err == ENOTSOCK || (err == EFAULT && !sc.external[0])) {
             accepted = k;
             return Error::kIo;
         }

@@ -157,6 +157,7 @@ public:
     // and a path that keeps losing is re-rolled by the engine. Errors: kIo only when the
     // socket itself is unusable (EBADF, ENOTSOCK, EFAULT).
     Result<size_t> send_batch(std::span<const TxPacket> packets) override;
+    bool sends_in_two_pieces() const override { return true; }
     // recv_batch reads up to packets.size() datagrams from the endpoint socket without
     // blocking; meta.src is the sender, meta.dst the local address, meta.ecn the ECN bits
     // of the TOS / traffic-class byte. A GRO super-packet is split into its datagrams (one

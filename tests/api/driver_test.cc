@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <optional>
@@ -825,6 +827,135 @@ TEST(Driver, ASendPostedWhileTheThreadSleepsLeavesFromThePostingThread) {
         EXPECT_GE(fired, std::chrono::milliseconds(30));
         EXPECT_LT(fired, std::chrono::milliseconds(500)) << "the sleeper kept its old end of sleep";
     }
+}
+
+
+// PayloadEngine hands out `count` DATA-like datagrams: an 8-byte head in the batch slot and
+// a 1000-byte payload left in `memory` (the application's), one payload each.
+class PayloadEngine final : public core::Engine {
+public:
+    static constexpr size_t kPayload = 1000;
+    explicit PayloadEngine(size_t count) : memory(count * kPayload), left_(count) {
+        for (size_t i = 0; i < memory.size(); ++i) memory[i] = static_cast<std::byte>(i * 7 + 1);
+    }
+    void on_datagram(std::span<const std::byte>, const PacketMeta&, Time) override {}
+    void on_timeout(Time) override {}
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        std::span<const std::byte> payload;
+        const size_t n = poll_transmit_in_place(buf, meta, now, payload);
+        std::memcpy(buf.data() + n, payload.data(), payload.size());
+        return n + payload.size();
+    }
+    size_t poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& meta, Time,
+                                  std::span<const std::byte>& payload) override {
+        if (next_ == left_) return payload = {}, 0;
+        meta = PacketMeta{};
+        meta.src.port = static_cast<uint16_t>(50000 + next_ % 2);  // two paths
+        std::memset(buf.data(), static_cast<int>('0' + next_), 8);
+        payload = std::span<const std::byte>(memory.data() + next_ * kPayload, kPayload);
+        ++next_;
+        return 8;
+    }
+    Time next_deadline() const override { return kNever; }
+    std::optional<core::Event> poll_event() override { return std::nullopt; }
+    size_t max_datagram_size() const override { return 8 + kPayload; }
+
+    std::vector<std::byte> memory;
+
+private:
+    size_t left_;
+    size_t next_ = 0;
+};
+
+// TwoPieceDatapath sends both pieces; it accepts `accept` datagrams per call (back-pressure)
+// and keeps each datagram whole, with whether its payload still lay apart.
+class TwoPieceDatapath final : public datapath::Datapath {
+public:
+    bool sends_in_two_pieces() const override { return true; }
+    Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override {
+        in_send.store(true);
+        while (hold.load()) std::this_thread::yield();
+        const size_t n = std::min(p.size(), accept);
+        for (size_t i = 0; i < n; ++i) {
+            std::vector<std::byte> d(p[i].data.begin(), p[i].data.end());
+            d.insert(d.end(), p[i].payload.begin(), p[i].payload.end());
+            sent.push_back(std::move(d));
+            apart.push_back(!p[i].payload.empty());
+        }
+        in_send.store(false);
+        return n;
+    }
+    Result<size_t> recv_batch(std::span<datapath::RxPacket>) override { return size_t{0}; }
+    Time now() const override { return monotonic_now(); }
+    int wake_fd() const override { return -1; }
+    Address local_address() const override { return loopback(1); }
+
+    size_t accept = SIZE_MAX;
+    std::vector<std::vector<std::byte>> sent;
+    std::vector<bool> apart;
+    std::atomic<bool> hold{false}, in_send{false};
+};
+
+// A batch the datapath could not take whole waits for the next pass, which reads ACKs
+// first: those may complete the work whose memory the payloads lie in, and the application
+// may then reuse it. So what waits is copied into the batch before the pass ends: the
+// datagrams sent later carry the bytes as they were when the engine produced them.
+TEST(Driver, PayloadsOfABatchThatWaitsAreCopiedIntoIt) {
+    PayloadEngine engine(6);
+    TwoPieceDatapath dp;
+    dp.accept = 2;
+    std::mutex mu;
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, {});
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    const std::vector<std::byte> before = engine.memory;
+    ASSERT_TRUE(driver.run_once());
+    ASSERT_EQ(dp.sent.size(), 2u);
+    std::fill(engine.memory.begin(), engine.memory.end(), std::byte{0xEE});  // reused
+    dp.accept = SIZE_MAX;
+    driver.run_once();
+    ASSERT_EQ(dp.sent.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+        // Grouped by port: path 50000 took datagrams 0, 2, 4, path 50001 took 1, 3, 5.
+        const size_t k = static_cast<size_t>(static_cast<char>(dp.sent[i][0]) - '0');
+        ASSERT_LT(k, 6u);
+        ASSERT_EQ(dp.sent[i].size(), 8 + PayloadEngine::kPayload);
+        EXPECT_TRUE(std::equal(dp.sent[i].begin() + 8, dp.sent[i].end(),
+                               before.begin() + static_cast<ptrdiff_t>(k * PayloadEngine::kPayload)))
+            << "datagram " << k << " carries bytes written after it was produced";
+        EXPECT_EQ(dp.apart[i], i < 2) << i;  // the first two went in two pieces
+    }
+    const api::DriverStats st = driver.stats();
+    EXPECT_EQ(st.payloads_in_place, 6u);
+    EXPECT_EQ(st.payloads_copied_in, 4u);
+}
+
+// wait_payloads_sent (a queue pair destroyed, memory deregistered) returns only once the
+// pass that is sending payloads from the application's memory has sent them.
+TEST(Driver, WaitPayloadsSentWaitsForTheSendingPass) {
+    PayloadEngine engine(3);
+    TwoPieceDatapath dp;
+    dp.hold.store(true);
+    std::mutex mu;
+    auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, {});
+    ASSERT_TRUE(d.ok());
+    api::Driver& driver = **d;
+    driver.wait_payloads_sent();  // nothing out: at once
+    std::thread pass([&] { driver.run_once(); });
+    while (!dp.in_send.load()) std::this_thread::yield();
+    std::atomic<bool> returned{false};
+    std::thread control([&] {
+        std::lock_guard<std::mutex> g(mu);  // as a control call does, under the engine lock
+        driver.wait_payloads_sent();
+        returned.store(true);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_FALSE(returned.load()) << "returned while the payloads were being sent";
+    dp.hold.store(false);
+    pass.join();
+    control.join();
+    EXPECT_TRUE(returned.load());
+    EXPECT_EQ(dp.sent.size(), 3u);
 }
 
 }  // namespace

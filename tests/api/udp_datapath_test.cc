@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -235,6 +236,40 @@ TEST(UdpDatapath, SendsToItselfThroughAPathSocket) {
     }
     EXPECT_EQ(dp->stats().packets_sent, tx.size());
     EXPECT_EQ(dp->stats().packets_received, tx.size());
+}
+
+// A payload that lies apart in memory its owner has unmapped meanwhile (an application
+// that freed a buffer with work outstanding): the kernel refuses that datagram (EFAULT),
+// which is counted and dropped; the socket is not declared broken and the rest of the
+// batch, and later batches, still leave.
+TEST(UdpDatapath, APayloadInUnmappedMemoryCostsOnlyItsDatagram) {
+    auto dp = open_loopback();
+    ASSERT_TRUE(dp);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    void* gone = ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(gone, MAP_FAILED);
+    ASSERT_EQ(::munmap(gone, static_cast<size_t>(page)), 0);
+    const std::string head_a = "head a", head_b = "head b", body = std::string(600, 'x');
+    std::array<TxPacket, 2> tx;
+    tx[0].data = bytes_of(head_a);
+    tx[0].payload = std::span<const std::byte>(static_cast<const std::byte*>(gone), 600);
+    tx[1].data = bytes_of(head_b);
+    tx[1].payload = bytes_of(body);
+    tx[1].meta.ecn = ecn::kEct1;  // another TOS: a message of its own
+    for (TxPacket& t : tx) {
+        t.meta.src = dp->local_address();
+        t.meta.dst = dp->local_address();
+    }
+    tx[0].meta.ecn = ecn::kEct0;
+    auto sent = dp->send_batch(tx);
+    ASSERT_TRUE(sent.ok()) << dp->last_error();
+    EXPECT_EQ(*sent, tx.size());
+    EXPECT_EQ(dp->stats().send_errors, 1u);
+    std::vector<RxPacket> rx;
+    std::vector<std::vector<std::byte>> bufs;
+    ASSERT_EQ(receive_some(*dp, rx, bufs, 1), 1u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(bufs[0].data()), bufs[0].size()), head_b + body);
 }
 
 // [STREAM-14]: each traffic class leaves with its DSCP (default 8c, CS0..CS7; or the

@@ -1,6 +1,7 @@
 // tests/api/udp_offload_test.cc — UDP GSO on send and GRO on receive, and the plain
 // sendmmsg/recvmmsg fallback: every combination delivers every datagram once, byte for
-// byte, with its ECN bits and source port. Plumbing only (STYLE §6): no timing, and no loss
+// byte, with its ECN bits and source port, datagrams sent in two pieces (a header and a
+// payload that lies apart) included. Plumbing only (STYLE §6): no timing, and no loss
 // assertion beyond "everything sent on loopback arrives" with buffers far larger than the
 // burst.
 #include <gtest/gtest.h>
@@ -85,7 +86,12 @@ TEST_P(UdpOffload, DeliversEveryDatagramIntactWithItsEcnBits) {
     std::vector<TxPacket> tx(kCount);
     for (size_t i = 0; i < kCount; ++i) payloads.push_back(make_payload(i));
     for (size_t i = 0; i < kCount; ++i) {
-        tx[i].data = payloads[i];
+        // Every third datagram in two pieces, a DATA header and its payload lying apart
+        // (core::Engine::poll_transmit_in_place), inside the same super-packets as the rest.
+        const std::span<const std::byte> whole(payloads[i]);
+        const bool apart = i % 3 == 1 && whole.size() > 72;
+        tx[i].data = apart ? whole.first(72) : whole;
+        tx[i].payload = apart ? whole.subspan(72) : std::span<const std::byte>{};
         tx[i].meta.src = sender.local_address();
         tx[i].meta.dst = receiver.local_address();
         tx[i].meta.ecn = ecn_of(i);
