@@ -548,6 +548,7 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
             if (out != ack_round_path_) return_routes_.round_sent(out, now);
         }
         rp.reply_paths[first_of_pair ? 0 : 1] = out;
+        if (rp.reply_sent == kNever) rp.reply_sent = now;
         rp.replies_sent = static_cast<uint8_t>(std::min(rp.replies_sent + 1, 255));
         if (--rp.probe_copies > 0)
             queue_ack(rx_path);
@@ -587,7 +588,14 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     // chance below path_health::kMisfireQ30 (at no loss, at the second repeat as before).
     if (!copy) {
         const bool repeated = rp.probe_answered_whole && unchanged && seq_lt(p.psn_floor, p.next_psn);
-        if (repeated) {
+        // A repeat that comes before our reply left, or sooner after it than the peer takes
+        // to act on an ACK (the echo delay), may have crossed that reply: a peer busy for a
+        // while (a loaded host) sends its next probing step before it reads what came in.
+        // It is no evidence either way and leaves the run as it was.
+        const bool crossed = rp.reply_sent == kNever || now - rp.reply_sent < return_routes_.echo_srtt();
+        if (repeated && crossed) {
+            ++stats_.probe_repeats_crossed;
+        } else if (repeated) {
             rp.probe_repeats = static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255));
             const uint64_t lost = path_health::pow_q30(
                 path_health::loss_q30(return_routes_.rx_loss_score()), rp.replies_sent);
@@ -596,7 +604,7 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
             rp.probe_repeats = 0;
             rp.replies_lost_chance = path_health::kOneQ30;
         }
-        if (rp.probe_repeats >= kRepeatsForLostReplies &&
+        if (!(repeated && crossed) && rp.probe_repeats >= kRepeatsForLostReplies &&
             rp.replies_lost_chance < path_health::kMisfireQ30)
             reply_lost(rp, now);
         rp.replies_sent = 0;
@@ -605,7 +613,10 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     rp.answered_next_psn = p.next_psn;
     rp.answered_floor = p.psn_floor;
     rp.answered_ts = p.timestamp;
-    if (!copy) rp.reply_paths = {RxPath::kNoPath, RxPath::kNoPath};
+    if (!copy) {
+        rp.reply_paths = {RxPath::kNoPath, RxPath::kNoPath};
+        rp.reply_sent = kNever;
+    }
     rp.last_ts = p.timestamp;
     rp.last_rx_time = now;
     // [PROBE-2]: a PROBE is answered at once with an ACK that echoes its next_psn.

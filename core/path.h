@@ -108,6 +108,7 @@ struct RxPath {
     uint32_t answered_ts = 0;   // [PATH-13]: copies of one probing step share a timestamp
     uint32_t answered_floor = 0;
     std::array<uint16_t, 2> reply_paths{kNoPath, kNoPath};
+    Time reply_sent = kNever;  // when the reply's first copy left
     static constexpr uint16_t kNoPath = 0xffff;
 };
 

@@ -115,6 +115,9 @@ public:
     }
     uint32_t rx_loss_score() const { return rx_loss_score_; }
 
+    // echo_srtt: the smoothed echo delay, how long the peer takes to act on an ACK (zero
+    // before a sample).
+    Duration echo_srtt() const { return delay_.has_rtt ? delay_.srtt : Duration::zero(); }
     // echo_timeout: how long a round may stay unechoed on a healthy route, 2 × (srtt +
     // 4 rttvar) of the echo delay, at least `floor`; `before_sample` until one is timed.
     Duration echo_timeout(Duration floor, Duration before_sample) const {

@@ -72,6 +72,7 @@ struct ConnectionStats {
     uint64_t path_failures = 0;
     uint64_t path_rerolls = 0;
     uint64_t return_route_failures = 0; // [PATH-12] of path_failures: the peer stopped echoing its ACKs
+    uint64_t probe_repeats_crossed = 0; // [PATH-12] item 6: repeated PROBEs that may have crossed our reply
     uint64_t paced_waits = 0;           // [CC-17] DATA held back by the pacer (timer armed)
     uint64_t hints_pushed = 0;          // [CC-14] ACKs sent only to carry a raised hint
     uint64_t retransmits_read_request = 0;  // [PLACE-19] READ/atomic requests re-sent awaiting the answer

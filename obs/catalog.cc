@@ -96,6 +96,9 @@ constexpr CounterField<CS> kConnection[] = {
     {"path_rerolls", &CS::path_rerolls, "Paths moved to a new UDP source port.", "paths_rerolled"},
     {"return_route_failures", &CS::return_route_failures,
      "Of path failures: the peer stopped echoing the path's ACKs ([PATH-12]).", "return_routes_failed"},
+    {"probe_repeats_crossed", &CS::probe_repeats_crossed,
+     "Repeated PROBEs that may have crossed our reply: no evidence of a dead return route ([PATH-12]).",
+     "probe_repeats_crossed"},
     {"paced_waits", &CS::paced_waits, "DATA held back by the pacer.", "paced_waits"},
     {"hints_pushed", &CS::hints_pushed, "ACKs sent only to carry a raised rate hint.", "hints_pushed"},
 };

@@ -591,6 +591,59 @@ TEST(Connection, CleanAndLossyRoutesFailNoReturnRoute) {
         for (const double loss : {0.0, 0.01, 0.3}) both_ways_fail_no_return_route(seed, loss);
 }
 
+// [PATH-12] item 6: a PROBE repeated unchanged after a reply that acknowledged all it asked
+// about is evidence that the reply died, but only if the peer could have read the reply
+// before it sent the repeat. A peer busy for a while (a loaded host: mroce perf's CPU-bound
+// sender over loopback failed a return path in most runs) sends its next probing step
+// before it reads what came in, and the repeat arrives right behind the reply. Crafted
+// PROBEs from A's address to B after a transfer: repeats sooner after the reply than the
+// echo delay fail nothing; the same repeats a millisecond apart fail the reply's routes.
+TEST(Connection, ProbeRepeatedBeforeThePeerCouldReadTheReplyIsNoEvidence) {
+    core::EndpointConfig cfg;
+    cfg.max_payload = 1024;
+    Pair p(23, ten_gbit_net(), cfg, cfg);
+    WriteFlow f(p, 10, 64 * 1024);
+    f.post_all();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 10; }, 100ms));
+    const core::Connection& cb = *b_connection(p);
+    const core::TxPath& path = f.conn_a().tx_path(0);
+    wire::ProbePacket probe;
+    probe.common.dst_conn_id = cb.id();
+    probe.common.dst_token = cb.token();
+    probe.path_id = 0;
+    probe.path_gen = path.gen;
+    probe.next_psn = path.next_psn;          // every PSN before it arrived and was acknowledged
+    probe.psn_floor = path.next_psn - 1;     // still waiting: not an idle path's PROBE
+    uint32_t ts = 1000;
+    auto give_to_b = [&] {
+        probe.timestamp = ts++;              // a new probing step each time
+        std::vector<std::byte> buf(64);
+        const auto n = wire::encode_probe(probe, buf);
+        ASSERT_TRUE(n.ok());
+        buf.resize(*n);
+        seal_for(*p.b, p.host_a().address(), buf);
+        PacketMeta m;
+        m.src = p.host_a().address();
+        m.dst = p.host_b().address();
+        p.b->on_datagram(buf, m, p.now());
+        p.host_b().kick();                   // the reply leaves
+        p.sim.run_until([] { return false; }, p.sim.now() + 1us, 1'000'000);
+    };
+    give_to_b();
+    give_to_b();  // 1 us after the reply: crossed it
+    give_to_b();
+    EXPECT_EQ(cb.stats().probe_repeats_crossed, 2u);
+    EXPECT_EQ(cb.stats().return_route_failures, 0u);
+    for (int i = 0; i < 3; ++i) {  // a millisecond apart: the peer had the reply and still asks
+        bool woke = false;
+        p.sim.schedule_in(1ms, [&] { woke = true; });  // the clock moves only with events
+        p.sim.run_until([&] { return woke; }, p.sim.now() + 2ms, 1'000'000);
+        give_to_b();
+    }
+    EXPECT_EQ(cb.stats().probe_repeats_crossed, 2u);
+    EXPECT_GE(cb.stats().return_route_failures, 1u) << "two repeats after the reply show it lost";
+}
+
 // [PATH-12] item 5 weighs unechoed rounds against the measured loss. At 30% loss a round
 // brings no echo about half the time (its ACK or the DATA carrying the echo lost), and in
 // seed 254 (of a 600-seed sweep) one live return path of B saw 21 rounds in 300 µs go
