@@ -28,13 +28,7 @@ def main():
     if len(sys.argv) < 3 or not sys.argv[1].isdigit():
         sys.exit(__doc__.split("\n\n")[1])
     reps = int(sys.argv[1])
-    variants = []
-    for a in sys.argv[2:]:
-        name, sep, rest = a.partition("=")
-        if not sep or not rest:
-            sys.exit(f"perf-ab.py: '{a}' is not NAME=BIN[:ARGS]")
-        binary, _, extra = rest.partition(":")
-        variants.append((name, binary, extra.split()))
+    variants = perf_loopback.parse_variants(sys.argv[2:], "perf-ab.py")
     keys = ("goodput_gbps", "cpu_s_per_gb", "lat_p50_us", "lat_p99_us")
     runs = {name: {k: [] for k in keys} for name, _, _ in variants}
     for r in range(reps):

@@ -53,6 +53,19 @@ import sys
 import tempfile
 
 
+def parse_variants(args, prog):
+    """NAME=BIN[:ARGS] arguments of the A/B scripts (perf-ab.py, perf-cpu-ab.py) as
+    (name, binary, extra args) tuples; a malformed one ends the program naming it."""
+    variants = []
+    for a in args:
+        name, sep, rest = a.partition("=")
+        if not sep or not rest:
+            sys.exit(f"{prog}: '{a}' is not NAME=BIN[:ARGS]")
+        binary, _, extra = rest.partition(":")
+        variants.append((name, binary, extra.split()))
+    return variants
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

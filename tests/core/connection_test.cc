@@ -621,11 +621,7 @@ TEST(Connection, ProbeRepeatedBeforeThePeerCouldReadTheReplyIsNoEvidence) {
         const auto n = wire::encode_probe(probe, buf);
         ASSERT_TRUE(n.ok());
         buf.resize(*n);
-        seal_for(*p.b, p.host_a().address(), buf);
-        PacketMeta m;
-        m.src = p.host_a().address();
-        m.dst = p.host_b().address();
-        p.b->on_datagram(buf, m, p.now());
+        give_bytes(p, true, std::move(buf));
         p.host_b().kick();                   // the reply leaves
         p.sim.run_until([] { return false; }, p.sim.now() + 1us, 1'000'000);
     };

@@ -138,17 +138,24 @@ inline void seal_for(const core::Endpoint& to, const Address& from, std::vector<
     wire::append_integrity(pkt, n);
 }
 
+// give_bytes: B's engine (to_b) or A's takes a crafted packet as if the other end sent it,
+// sealed as that end would ([INT-2]); no host kick.
+inline void give_bytes(Pair& p, bool to_b, std::vector<std::byte> pkt) {
+    core::Endpoint& to = to_b ? *p.b : *p.a;
+    PacketMeta m;
+    m.src = to_b ? p.host_a().address() : p.host_b().address();
+    m.dst = to_b ? p.host_b().address() : p.host_a().address();
+    seal_for(to, m.src, pkt);
+    to.on_datagram(pkt, m, p.now());
+}
+
 // give_to_a: A's engine takes the ACK as if it came from B (no host kick).
 inline void give_to_a(Pair& p, const wire::AckPacket& a) {
     std::vector<std::byte> buf(256);
     const auto n = wire::encode_ack(a, buf);
     if (!n.ok()) std::abort();  // a test built an ACK the codec refuses
     buf.resize(*n);
-    seal_for(*p.a, p.host_b().address(), buf);
-    PacketMeta m;
-    m.src = p.host_b().address();
-    m.dst = p.host_a().address();
-    p.a->on_datagram(buf, m, p.now());
+    give_bytes(p, false, std::move(buf));
 }
 
 }  // namespace mroce::test

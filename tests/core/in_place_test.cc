@@ -156,14 +156,8 @@ struct Mix {
         send.local_addr += 20000;
         send.imm = 7;
         EXPECT_EQ(p.a->post_send(sa, send, p.now()), Error::kOk);
-        core::SendWr read;
-        read.wr_id = ++id;
-        read.opcode = core::WorkOpcode::kRead;
-        read.local_addr = reinterpret_cast<uint64_t>(back.data());
-        read.length = 30000;
-        read.lkey = kback.lkey;
-        read.remote_addr = reinterpret_cast<uint64_t>(bsrc.data());
-        read.rkey = kbsrc.rkey;
+        core::SendWr read = write_wr(++id, back, kback.lkey, bsrc, kbsrc.rkey, 30000);
+        read.opcode = core::WorkOpcode::kRead;  // into `back`, from B's `bsrc`
         EXPECT_EQ(p.a->post_send(sa, read, p.now()), Error::kOk);
         p.host_a().kick();
         p.host_b().kick();
