@@ -29,13 +29,14 @@ test: build
 
 # The multi-threaded device (docs/design.md §12) under ThreadSanitizer: its shards must
 # share nothing on the packet path; and a posting thread's pass beside the sleeping
-# progress thread (send_on_post). Only those tests are built. (The stand-by tests time
+# progress thread (send_on_post); a control call waiting for a pass that sends payloads
+# from the application's memory. Only those tests are built. (The stand-by tests time
 # their threads too tightly for TSan's slowdown: one failed once in a few dozen runs.)
 tsan: deps
 	cmake --preset tsan
 	cmake --build build-tsan -j2 --target api_shards_test api_test
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan \
-	    -R '^(Shards\.|Steering\.|Driver\.ASendPostedWhileTheThreadSleeps)' \
+	    -R '^(Shards\.|Steering\.|Driver\.(ASendPostedWhileTheThreadSleeps|WaitPayloadsSent|PayloadsOfABatch))' \
 	    --output-on-failure -j2
 
 fuzz: deps
