@@ -595,18 +595,19 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
         const bool crossed = rp.reply_sent == kNever || now - rp.reply_sent < return_routes_.echo_srtt();
         if (repeated && crossed) {
             ++stats_.probe_repeats_crossed;
-        } else if (repeated) {
-            rp.probe_repeats = static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255));
-            const uint64_t lost = path_health::pow_q30(
-                path_health::loss_q30(return_routes_.rx_loss_score()), rp.replies_sent);
-            rp.replies_lost_chance = (rp.replies_lost_chance * lost) >> 30;
         } else {
-            rp.probe_repeats = 0;
-            rp.replies_lost_chance = path_health::kOneQ30;
+            if (repeated) {
+                rp.probe_repeats = static_cast<uint8_t>(std::min(rp.probe_repeats + 1, 255));
+                const uint64_t lost = path_health::pow_q30(
+                    path_health::loss_q30(return_routes_.rx_loss_score()), rp.replies_sent);
+                rp.replies_lost_chance = (rp.replies_lost_chance * lost) >> 30;
+            } else {
+                rp.probe_repeats = 0;
+                rp.replies_lost_chance = path_health::kOneQ30;
+            }
+            if (rp.probe_repeats >= kRepeatsForLostReplies && rp.replies_lost_chance < path_health::kMisfireQ30)
+                reply_lost(rp, now);
         }
-        if (!(repeated && crossed) && rp.probe_repeats >= kRepeatsForLostReplies &&
-            rp.replies_lost_chance < path_health::kMisfireQ30)
-            reply_lost(rp, now);
         rp.replies_sent = 0;
     }
     rp.probe_answered_whole = seq_ge(rp.window.cum(), p.next_psn - 1);

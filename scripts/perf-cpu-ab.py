@@ -16,9 +16,7 @@ rebuild under a running comparison corrupts it.
 import importlib.util
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("perf_loopback", os.path.join(_here, "perf-loopback.py"))
@@ -26,25 +24,12 @@ perf_loopback = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(perf_loopback)
 
 
-def run_once(binary, extra, port, messages):
-    server = subprocess.Popen(["taskset", "-c", "1", binary, "perf", "-p", str(port)] + extra,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.4)
-    client = subprocess.Popen(["taskset", "-c", "0", binary, "perf", "127.0.0.1", "-p", str(port),
-                               "-s", "65536", "-n", str(messages)] + extra,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, cstatus, cru = os.wait4(client.pid, 0)
-    err = client.stderr.read().decode(errors="replace").strip()
-    try:
-        _, _, sru = os.wait4(server.pid, 0)
-    except ChildProcessError:
-        sru = None
-    if cstatus != 0:
-        sys.exit(f"perf-cpu-ab.py: {binary} perf {' '.join(extra)} failed: {err}")
-    gb = messages * 65536 / 1e9
-    return {"client_user": cru.ru_utime / gb, "client_sys": cru.ru_stime / gb,
-            "client": (cru.ru_utime + cru.ru_stime) / gb,
-            "server": (sru.ru_utime + sru.ru_stime) / gb if sru else float("nan")}
+def run_once(binary, extra, messages):
+    r = perf_loopback.perf(binary, ["-s", "65536", "-n", str(messages)] + extra)
+    gb = r["bytes"] / 1e9
+    return {"client_user": r["cpu_client_user_s"] / gb,
+            "client_sys": (r["cpu_client_s"] - r["cpu_client_user_s"]) / gb,
+            "client": r["cpu_client_s"] / gb, "server": r["cpu_server_s"] / gb}
 
 
 def main():
@@ -54,11 +39,9 @@ def main():
     messages = int(os.environ.get("MROCE_CPU_AB_N", "20000"))
     variants = perf_loopback.parse_variants(sys.argv[2:], "perf-cpu-ab.py")
     runs = {name: [] for name, _, _ in variants}
-    port = 7700 + os.getpid() % 1000
     for r in range(reps):
         for name, binary, extra in (variants if r % 2 == 0 else variants[::-1]):
-            port += 1
-            m = run_once(binary, extra, port, messages)
+            m = run_once(binary, extra, messages)
             m["both"] = m["client"] + m["server"]
             runs[name].append(m)
             print(f"rep {r} {name}: client {m['client']:.3f} s/GB (user {m['client_user']:.3f}, "

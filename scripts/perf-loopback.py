@@ -74,7 +74,8 @@ def free_port():
 
 def perf(mroce, args):
     """One mroce perf pair; returns the client's JSON results, with the CPU seconds (user +
-    system) each process used added as "cpu_client_s" and "cpu_server_s"."""
+    system) each process used added as "cpu_client_s" and "cpu_server_s", and the client's
+    user seconds as "cpu_client_user_s"."""
     port = free_port()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -95,6 +96,7 @@ def perf(mroce, args):
         with open(path) as f:
             r = json.load(f)["results"][0]  # one size: a one-row array
         r["cpu_client_s"] = cru.ru_utime + cru.ru_stime
+        r["cpu_client_user_s"] = cru.ru_utime
         r["cpu_server_s"] = sru.ru_utime + sru.ru_stime
         return r
     finally:
