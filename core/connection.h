@@ -330,7 +330,7 @@ private:
         else
             std::memcpy(slot.target + off, data, n);
     }
-    void take_srq_receive(Stream& s, uint32_t msg_seq);
+    void take_srq_receive(Stream& s, uint32_t recv_seq);
     void complete_srq_receive(Stream& s, const RxMessage& slot);
     void complete_receive(const Stream& s, uint64_t wr_id, const RxMessage& slot);
     // connection_answer.cc: READ and atomic answers, their own credit ([PLACE-30])

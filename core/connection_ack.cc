@@ -653,8 +653,8 @@ void Connection::fail_stream(Stream& s, Status why) {
     for (const PostedRecv& pr : s.posted) ep_.emit(flushed_receive(id_, s.id, pr.wr.wr_id));
     s.posted_front_seq += static_cast<uint32_t>(s.posted.size());
     s.posted.clear();
-    for (const auto& [seq, pr] : s.srq_claimed)  // [PLACE-24] taken, never delivered
-        ep_.emit(flushed_receive(id_, s.id, pr.wr.wr_id));
+    for (const Stream::SrqClaim& c : s.srq_claimed)  // [PLACE-24] taken, never delivered
+        ep_.emit(flushed_receive(id_, s.id, c.pr.wr.wr_id));
     s.srq_claimed.clear();
     if (!s.rx_failed) s.rx_fail_reason = static_cast<uint8_t>(wire::NackReason::kInvalidRequest);
     s.rx_failed = true;

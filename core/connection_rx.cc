@@ -155,9 +155,31 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
         } else if (wire::consumes_receive(h.opcode)) {
             const PostedRecv* pr = nullptr;
             if (s.srq != 0) {
-                // [PLACE-24]: the message takes the SRQ's oldest receive, in arrival order.
-                const Srq* q = ep_.srq_mut(s.srq);
-                if (q && !q->posted.empty()) pr = &q->posted.front();
+                // [PLACE-24]: receives are taken in the stream's recv_seq order. idx earlier
+                // receive-consuming messages have none yet: this one needs the SRQ's
+                // (idx + 1)-th oldest, the others go to them. Below 0: one was taken for it.
+                const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
+                if (idx < 0) {
+                    auto c = std::find_if(s.srq_claimed.begin(), s.srq_claimed.end(),
+                                          [&](const Stream::SrqClaim& x) { return x.recv_seq == h.recv_seq; });
+                    if (c == s.srq_claimed.end()) {
+                        ++stats_.malformed;
+                        return;
+                    }
+                    if (c->bound) {  // [PLACE-14]: one message per receive
+                        ++stats_.malformed;
+                        return refuse(s, h, wire::NackReason::kInvalidRequest);
+                    }
+                    pr = &c->pr;
+                } else if (idx > ahead) {
+                    // More earlier messages without a receive than undelivered messages
+                    // before this one: no sender numbers them so. Never trusted for a count.
+                    ++stats_.malformed;
+                    return;
+                } else {
+                    const Srq* q = ep_.srq_mut(s.srq);
+                    if (q && q->posted.size() > static_cast<size_t>(idx)) pr = &q->posted[static_cast<size_t>(idx)];
+                }
             } else {
                 const int32_t idx = seq_diff(h.recv_seq, s.posted_front_seq);
                 if (idx < 0) {
@@ -201,7 +223,7 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
             }
         }
         if (wire::consumes_receive(h.opcode) && s.srq != 0)
-            take_srq_receive(s, h.msg_seq);  // every check passed: now it is consumed
+            take_srq_receive(s, h.recv_seq);  // every check passed: now it is consumed
         else if (wire::consumes_receive(h.opcode))
             s.posted[static_cast<size_t>(seq_diff(h.recv_seq, s.posted_front_seq))].claimed = true;
         slot.active = true;
@@ -282,12 +304,22 @@ void Connection::place(Stream& s, const wire::DataPacket& p, Time now) {
     }
 }
 
-// take_srq_receive moves the SRQ's oldest receive to the stream, for message msg_seq
-// ([PLACE-24]), and raises the SRQ's limit event if that leaves too few.
-void Connection::take_srq_receive(Stream& s, uint32_t msg_seq) {
+// take_srq_receive binds the receive of the message with recv_seq to it, first moving the
+// SRQ's oldest receives to the stream for it and every earlier receive-consuming message
+// without one, in order ([PLACE-24]; on_data checked that the SRQ holds them), and raises
+// the SRQ's limit event if that leaves too few.
+void Connection::take_srq_receive(Stream& s, uint32_t recv_seq) {
+    const int32_t idx = seq_diff(recv_seq, s.posted_front_seq);
+    if (idx < 0) {
+        for (Stream::SrqClaim& c : s.srq_claimed)
+            if (c.recv_seq == recv_seq) c.bound = true;
+        return;
+    }
     Srq* q = ep_.srq_mut(s.srq);
-    s.srq_claimed.emplace_back(msg_seq, std::move(q->posted.front()));
-    q->posted.pop_front();
+    for (int32_t i = 0; i <= idx; ++i) {
+        s.srq_claimed.push_back(Stream::SrqClaim{s.posted_front_seq++, i == idx, std::move(q->posted.front())});
+        q->posted.pop_front();
+    }
     if (q->limit > 0 && q->posted.size() < q->limit) {
         q->limit = 0;  // one event per arming, as verbs does
         Event e;
@@ -301,10 +333,10 @@ void Connection::take_srq_receive(Stream& s, uint32_t msg_seq) {
 // complete_srq_receive reports the receive a delivered message took from the SRQ.
 void Connection::complete_srq_receive(Stream& s, const RxMessage& slot) {
     auto it = std::find_if(s.srq_claimed.begin(), s.srq_claimed.end(),
-                           [&](const auto& c) { return c.first == slot.msg_seq; });
-    MROCE_DCHECK(it != s.srq_claimed.end());  // taken when its first DATA was accepted
+                           [&](const Stream::SrqClaim& c) { return c.recv_seq == slot.recv_seq; });
+    MROCE_DCHECK(it != s.srq_claimed.end() && it->bound);  // bound when its first DATA was accepted
     if (it == s.srq_claimed.end()) return;
-    complete_receive(s, it->second.wr.wr_id, slot);
+    complete_receive(s, it->pr.wr.wr_id, slot);
     s.srq_claimed.erase(it);
 }
 

@@ -277,8 +277,17 @@ struct Stream {
     uint32_t next_answer_seq = 0;
     bool answer_turn = false;       // [STREAM-11] the next new segment is an answer's
     uint32_t srq = 0;               // [PLACE-24] receives come from this SRQ, not `posted`
-    // Receives taken from the SRQ by messages not yet delivered, by msg_seq.
-    std::vector<std::pair<uint32_t, PostedRecv>> srq_claimed;
+    // [PLACE-24] Receives taken from the SRQ for messages not yet delivered, by the
+    // message's recv_seq, taken in that order: a message takes one for each earlier
+    // receive-consuming message of the stream that has none yet, so one that overtook them
+    // cannot leave them without. `bound`: the message's first DATA was accepted. On an SRQ
+    // stream posted_front_seq is the recv_seq of the first message without a receive.
+    struct SrqClaim {
+        uint32_t recv_seq = 0;
+        bool bound = false;
+        PostedRecv pr;
+    };
+    std::vector<SrqClaim> srq_claimed;
     uint64_t bytes_placed = 0;      // payload bytes accepted the first time (no duplicates)
 };
 
