@@ -29,6 +29,10 @@ struct EndpointConfig {
     // Used only with ack_with_reverse_data ([ACK-12]), where the ACK that rides with an
     // answer would otherwise go as a second datagram of a GSO super-packet.
     bool coalesce = true;
+    // spec [ACK-21]: announce SHORT_ACK; with a peer that announces it too, an ACK whose SACK
+    // bitmap is empty (every loss-free ACK) leaves the bitmap out: 48 bytes instead of 80.
+    // ACKs share the links with DATA in both directions, so this is link capacity.
+    bool short_acks = true;
     // spec §9: the congestion controller, ECN AIMD ([CC-7], the default) or the fixed
     // window ([CC-1], kept as an ablation and for the loss-theory tests).
     enum class Cc : uint8_t { kFixed, kAimd };

@@ -95,6 +95,7 @@ public:
     // Established; Endpoint appends and checks the trailer ([INT-2], [INT-3]).
     bool integrity() const { return integrity_; }
     bool coalesce() const { return coalesce_; }
+    bool short_acks() const { return short_acks_; }
     void set_unproven(Time now);
     void prove() { proven_ = true; }
 
@@ -459,6 +460,7 @@ private:
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY
     bool coalesce_ = false;        // [WIRE-10] both HELLOs announced COALESCE
+    bool short_acks_ = false;      // [ACK-21] both HELLOs announced SHORT_ACK
     Time unproven_deadline_ = kNever;
     wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
     // [CONN-7]: while Connecting, the identity a HELLO_ACK answers (nothing is bound).

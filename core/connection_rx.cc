@@ -524,6 +524,8 @@ size_t Connection::write_ack(uint16_t rx_path, std::span<std::byte> buf, PacketM
     a.flags = rp.probe_reply ? wire::ack_flag::kProbeReply : 0;
     a.cum_psn = rp.window.cum();
     rp.window.to_wire(a.sack);
+    // [ACK-21]: nothing to report above cum_psn (every loss-free ACK): the bitmap stays home.
+    if (short_acks_ && wire::sack_empty(a.sack)) a.flags |= wire::ack_flag::kShort;
     a.ecn_ce_count = rp.ce_count;
     a.ts_echo = rp.last_ts;
     a.ack_delay_ns = static_cast<uint32_t>(std::clamp<int64_t>(to_ns(now - rp.last_rx_time), 0,

@@ -72,7 +72,13 @@ bool Connection::acks_delayed() const {
 
 size_t Connection::next_ack_size() const {
     const size_t entries = std::min<size_t>(final_reports_.size() + stream_acks_.size(), wire::kMaxAckStreams);
-    return wire::kAckFixedSize + entries * wire::kAckStreamEntrySize;
+    // [ACK-21]: SHORT when the path the next ACK reports has no gap in its window: the
+    // queue's first, or else the first delayed one (send_delayed_acks queues them in order).
+    const RxPath* next = ack_queue_.empty() ? nullptr : &rx_paths_[ack_queue_.front()];
+    for (size_t i = 0; !next && i < rx_paths_.size(); ++i)
+        if (rx_paths_[i].ack_deadline != kNever) next = &rx_paths_[i];
+    const bool short_form = short_acks_ && next && !next->window.has_gap();
+    return (short_form ? wire::kAckShortFixedSize : wire::kAckFixedSize) + entries * wire::kAckStreamEntrySize;
 }
 
 // send_delayed_acks: [ACK-11] lets an ACK leave before max_ack_delay; with

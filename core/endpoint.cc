@@ -702,7 +702,9 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
             // [WIRE-10]: on a connection that negotiated COALESCE an ACK with FOLLOWED is
             // as long as its count says and a DATA of the same connection follows. Both
             // are parsed before either is applied ([WIRE-8]).
-            const size_t ack_len = c->coalesce() ? wire::coalesced_ack_size(datagram) : 0;
+            // [ACK-21]: SHORT means something only where both HELLOs announced SHORT_ACK.
+            const bool short_ok = c->short_acks();
+            const size_t ack_len = c->coalesce() ? wire::coalesced_ack_size(datagram, short_ok) : 0;
             const bool followed = ack_len > 0;
             std::span<const std::byte> rest;
             if (followed) {
@@ -713,7 +715,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
                 rest = datagram.subspan(ack_len);
                 datagram = datagram.first(ack_len);
             }
-            if (Error e = wire::parse_ack_body(datagram, rx_ack_); e != Error::kOk)
+            if (Error e = wire::parse_ack_body(datagram, rx_ack_, short_ok); e != Error::kOk)
                 return count_decode_error(e);
             rx_ack_.common = common;
             if (followed) {

@@ -22,6 +22,7 @@ inline constexpr uint16_t kMaxAckStreams = 32;
 namespace ack_flag {
 inline constexpr uint8_t kProbeReply = 0x01;  // answers a PROBE; probe_psn is valid
 inline constexpr uint8_t kFollowed = 0x02;    // a DATA of the connection follows ([WIRE-10])
+inline constexpr uint8_t kShort = 0x04;       // no `sack` field: the bitmap is all zero ([ACK-21])
 }
 
 struct StreamAck {
@@ -40,7 +41,7 @@ struct Sack {
     friend bool operator==(const Sack&, const Sack&) = default;
 };
 
-// spec §3.3: ACK, 80 bytes + 8 per stream entry.
+// spec §3.3: ACK, 80 bytes + 8 per stream entry; 48 + 8 per entry with SHORT ([ACK-21]).
 struct AckPacket {
     CommonHeader common{.type = PacketType::kAck};
     uint16_t path_id = 0;
@@ -60,18 +61,34 @@ struct AckPacket {
 };
 inline constexpr size_t kAckFixedSize = 80;
 inline constexpr size_t kAckStreamEntrySize = 8;
+// spec §3.3 [ACK-21]: an ACK with SHORT leaves out the 32-byte `sack` field; every field
+// after it moves 32 bytes up.
+inline constexpr size_t kAckShortFixedSize = kAckFixedSize - kSackBits / 8;
+// ack_fixed_size: the fixed part of an ACK with these flags.
+constexpr size_t ack_fixed_size(uint8_t flags) {
+    return (flags & ack_flag::kShort) ? kAckShortFixedSize : kAckFixedSize;
+}
+// sack_empty: no bit of the bitmap is set, so the ACK may be sent SHORT.
+inline bool sack_empty(const Sack& s) {
+    uint64_t w[4];
+    std::memcpy(w, s.bytes.data(), sizeof w);
+    return (w[0] | w[1] | w[2] | w[3]) == 0;
+}
 
 size_t encoded_size(const AckPacket& ack);
-// encode_ack writes all or nothing. Errors: kBufferTooSmall, kInvalidArgument (too many streams).
+// encode_ack writes all or nothing, SHORT ([ACK-21]) when a.flags says so. Errors:
+// kBufferTooSmall, kInvalidArgument (too many streams, or SHORT with a SACK bit set).
 Result<size_t> encode_ack(const AckPacket& ack, std::span<std::byte> out);
-// decode_ack. Errors: kTruncated, kBadVersion, kBadType, kBadLength (count over cap or
-// not matching the datagram length).
+// decode_ack, as on a connection that negotiated SHORT_ACK (either form is read). Errors:
+// kTruncated, kBadVersion, kBadType, kBadLength (count over cap or not matching the
+// datagram length).
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram);
 // decode_ack with the common header already decoded by the caller (see decode_data).
 Result<AckPacket> decode_ack(std::span<const std::byte> datagram, const CommonHeader& common);
 
 // store_ack writes the whole ACK at p, which has room for encoded_size(a) bytes, with
-// a.stream_count <= kMaxAckStreams (both checked by the caller). Entries past stream_count
+// a.stream_count <= kMaxAckStreams and, with SHORT, an empty a.sack (all checked by the
+// caller). Entries past stream_count
 // are not read, so a reused AckPacket needs no clearing. Returns encoded_size(a).
 inline size_t store_ack(const AckPacket& a, std::byte* p) {
     store_common_header(p, a.common, PacketType::kAck);
@@ -79,60 +96,76 @@ inline size_t store_ack(const AckPacket& a, std::byte* p) {
     p[18] = static_cast<std::byte>(a.path_gen);
     p[19] = static_cast<std::byte>(a.flags);
     store_be32(p + 20, a.cum_psn);
-    std::memcpy(p + 24, a.sack.bytes.data(), a.sack.bytes.size());  // 24..55
-    store_be32(p + 56, a.ecn_ce_count);
-    store_be32(p + 60, a.ts_echo);
-    store_be32(p + 64, a.ack_delay_ns);
-    store_be32(p + 68, a.rate_hint_mbps);
-    store_be32(p + 72, a.probe_psn);
-    store_be16(p + 76, a.stream_count);
-    store_be16(p + 78, a.return_path);
-    std::byte* e = p + kAckFixedSize;
+    const size_t fixed = ack_fixed_size(a.flags);
+    std::byte* q = p + fixed - kAckFixedSize;  // the fields after `sack` at q + 56 …
+    if (fixed == kAckFixedSize) std::memcpy(p + 24, a.sack.bytes.data(), a.sack.bytes.size());  // 24..55
+    store_be32(q + 56, a.ecn_ce_count);
+    store_be32(q + 60, a.ts_echo);
+    store_be32(q + 64, a.ack_delay_ns);
+    store_be32(q + 68, a.rate_hint_mbps);
+    store_be32(q + 72, a.probe_psn);
+    store_be16(q + 76, a.stream_count);
+    store_be16(q + 78, a.return_path);
+    std::byte* e = p + fixed;
     for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
         store_be32(e, a.streams[i].stream_id);
         store_be32(e + 4, a.streams[i].delivered_seq);
     }
-    return kAckFixedSize + size_t{a.stream_count} * kAckStreamEntrySize;
+    return fixed + size_t{a.stream_count} * kAckStreamEntrySize;
 }
 
 // coalesced_ack_size is, for a datagram that starts with an ACK whose FOLLOWED flag is set,
 // the length of that ACK ([WIRE-10]: its count's, not the datagram's); 0 when the flag is
 // clear or the datagram is too short to hold an ACK (parse_ack_body then reports it
 // truncated). The count is not trusted: at most one above the cap, which parse_ack_body
-// refuses.
-inline size_t coalesced_ack_size(std::span<const std::byte> datagram) {
-    if (datagram.size() < kAckFixedSize) return 0;
-    if ((static_cast<uint8_t>(datagram[19]) & ack_flag::kFollowed) == 0) return 0;
-    const size_t count = std::min<size_t>(load_be16(datagram.data() + 76), kMaxAckStreams + 1u);
-    return kAckFixedSize + count * kAckStreamEntrySize;
+// refuses. short_ok: the connection negotiated SHORT_ACK ([ACK-21]); without it the SHORT
+// flag means nothing.
+inline size_t coalesced_ack_size(std::span<const std::byte> datagram, bool short_ok = true) {
+    if (datagram.size() < kCommonHeaderSize + 4) return 0;
+    const uint8_t flags = static_cast<uint8_t>(datagram[19]);
+    const size_t fixed = short_ok ? ack_fixed_size(flags) : kAckFixedSize;
+    if (datagram.size() < fixed) return 0;
+    if ((flags & ack_flag::kFollowed) == 0) return 0;
+    const size_t count = std::min<size_t>(load_be16(datagram.data() + fixed - 4), kMaxAckStreams + 1u);
+    return fixed + count * kAckStreamEntrySize;
 }
 
 // parse_ack_body is the per-packet decoder: decode_ack's checks and errors for everything
 // after the common header, written into `a` (a.common untouched; the rest unspecified on
 // error) at fixed offsets. Only the first stream_count entries are written, so one
 // AckPacket can be reused for every ACK without clearing its 32 entries.
-inline Error parse_ack_body(std::span<const std::byte> datagram, AckPacket& a) {
-    if (datagram.size() < kAckFixedSize) return Error::kTruncated;
+// short_ok: the connection negotiated SHORT_ACK ([ACK-21]), so the SHORT flag says the
+// `sack` field is left out. Without it the flag is an undefined bit ([VER-2], [WIRE-6]):
+// cleared, and the ACK read at its full length (a SHORT one then fails the length checks).
+inline Error parse_ack_body(std::span<const std::byte> datagram, AckPacket& a, bool short_ok = true) {
+    if (datagram.size() < kCommonHeaderSize + 4) return Error::kTruncated;
     const std::byte* p = datagram.data();
+    a.flags = static_cast<uint8_t>(p[19]);
+    if (!short_ok) a.flags &= static_cast<uint8_t>(~ack_flag::kShort);
+    const size_t fixed = ack_fixed_size(a.flags);
+    if (datagram.size() < fixed) return Error::kTruncated;
     a.path_id = load_be16(p + 16);
     a.path_gen = static_cast<uint8_t>(p[18]);
-    a.flags = static_cast<uint8_t>(p[19]);
     a.cum_psn = load_be32(p + 20);
-    std::memcpy(a.sack.bytes.data(), p + 24, a.sack.bytes.size());
-    a.ecn_ce_count = load_be32(p + 56);
-    a.ts_echo = load_be32(p + 60);
-    a.ack_delay_ns = load_be32(p + 64);
-    a.rate_hint_mbps = load_be32(p + 68);
-    a.probe_psn = load_be32(p + 72);
-    a.stream_count = load_be16(p + 76);
-    a.return_path = load_be16(p + 78);  // checked against num_paths by its user
+    const std::byte* q = p + fixed - kAckFixedSize;  // the fields after `sack` at q + 56 …
+    if (fixed == kAckFixedSize)
+        std::memcpy(a.sack.bytes.data(), p + 24, a.sack.bytes.size());
+    else
+        a.sack = Sack{};
+    a.ecn_ce_count = load_be32(q + 56);
+    a.ts_echo = load_be32(q + 60);
+    a.ack_delay_ns = load_be32(q + 64);
+    a.rate_hint_mbps = load_be32(q + 68);
+    a.probe_psn = load_be32(q + 72);
+    a.stream_count = load_be16(q + 76);
+    a.return_path = load_be16(q + 78);  // checked against num_paths by its user
     // spec §3.3 [ACK-5]: never trust the count; cap it and check it against the length.
     if (a.stream_count > kMaxAckStreams) return Error::kBadLength;
     // spec §3.3 [ACK-1]: the entries fill the rest of the datagram exactly; a datagram
     // shorter or longer than stream_count entries disagrees with its count.
-    if (datagram.size() - kAckFixedSize != size_t{a.stream_count} * kAckStreamEntrySize)
+    if (datagram.size() - fixed != size_t{a.stream_count} * kAckStreamEntrySize)
         return Error::kBadLength;
-    const std::byte* e = p + kAckFixedSize;
+    const std::byte* e = p + fixed;
     for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
         a.streams[i].stream_id = load_be32(e);
         a.streams[i].delivered_seq = load_be32(e + 4);

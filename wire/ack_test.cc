@@ -55,6 +55,31 @@ const Annotated kAckVector = {
     {92, {0x00, 0x00, 0x00, 0x00}, "streams[1].delivered_seq", kL},
 };
 
+// spec §3.3 [ACK-21]: the same probe reply in the SHORT form (no SACK bit set), 64 bytes:
+// the bitmap is left out and every field after it moves 32 bytes up.
+const Annotated kShortAckVector = {
+    {0, {0x02}, "version", kT},
+    {1, {0x02}, "type", kT},
+    {2, {0x00, 0x00}, "reserved", kT},
+    {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},
+    {8, {0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18}, "dst_token", kT},
+    {16, {0x01, 0x02}, "path_id", kT},
+    {18, {0x07}, "path_gen", kT},
+    {19, {0x05}, "flags", kT},                                   // [ACK-8] PROBE_REPLY | SHORT
+    {20, {0xFF, 0xFF, 0xFF, 0xFF}, "cum_psn", kT},
+    {24, {0x00, 0x00, 0x00, 0x03}, "ecn_ce_count", kT},
+    {28, {0x3B, 0x9A, 0xCA, 0x00}, "ts_echo", kT},
+    {32, {0x00, 0x00, 0x03, 0xE8}, "ack_delay_ns", kT},
+    {36, {0x00, 0x01, 0x86, 0xA0}, "rate_hint_mbps", kT},
+    {40, {0x00, 0x00, 0x00, 0x09}, "probe_psn", kT},
+    {44, {0x00, 0x02}, "stream_count", kT},
+    {46, {0x00, 0x05}, "return_path", kT},                       // [PATH-12] 5
+    {48, {0x00, 0x00, 0x00, 0x21}, "streams[0].stream_id", kL},
+    {52, {0x80, 0x00, 0x00, 0x02}, "streams[0].delivered_seq", kL},
+    {56, {0x00, 0x00, 0x00, 0x22}, "streams[1].stream_id", kL},
+    {60, {0x00, 0x00, 0x00, 0x00}, "streams[1].delivered_seq", kL},
+};
+
 AckPacket vector_ack() {
     AckPacket a;
     a.common.dst_conn_id = 0x0A0B0C0D;
@@ -113,6 +138,14 @@ AckPacket no_streams_ack() {
     return a;
 }
 
+AckPacket short_vector_ack() {
+    AckPacket a = vector_ack();
+    a.flags = ack_flag::kProbeReply | ack_flag::kShort;
+    a.sack = Sack{};
+    a.return_path = 5;
+    return a;
+}
+
 std::vector<std::byte> encode(const AckPacket& a) {
     std::vector<std::byte> b(encoded_size(a), kCanary);
     auto n = encode_ack(a, b);
@@ -157,6 +190,63 @@ TEST(Ack, NoStreamsEveryPrefix) {
     check_every_prefix(kAckNoStreamsVector, [](auto b) { return decode_ack(b); });
 }
 
+// [ACK-21] [ACK-1] [ACK-8]: the SHORT form's annotated vector; it decodes with an empty
+// bitmap, and every field but the bitmap is the full form's.
+TEST(Ack, ShortAnnotatedVector) {
+    const AckPacket a = short_vector_ack();
+    EXPECT_EQ(kAckShortFixedSize, 48u);
+    EXPECT_EQ(encoded_size(a), 64u);
+    expect_bytes(kShortAckVector, encode(a));
+    auto d = decode_ack(join(kShortAckVector));
+    ASSERT_TRUE(d.ok()) << to_string(d.error());
+    EXPECT_EQ(*d, a);
+    EXPECT_TRUE(sack_empty(d->sack));
+}
+
+// [WIRE-7] [ACK-1]: a cut inside the SHORT form's 48-byte fixed part is truncated, one in
+// its entries a bad length; under 20 bytes the flags are not there to say which form.
+TEST(Ack, ShortEveryPrefix) {
+    check_every_prefix(kShortAckVector, [](auto b) { return decode_ack(b); });
+}
+
+// [ACK-21]: SHORT says the bitmap is empty; encoding one with a bit set would lose that PSN.
+TEST(Ack, ShortWithASackBitIsRefused) {
+    for (uint32_t bit : {0u, 1u, 200u, 255u}) {
+        AckPacket a = short_vector_ack();
+        a.sack.set(bit);
+        std::vector<std::byte> b(kAckFixedSize + 2 * kAckStreamEntrySize, kCanary);
+        EXPECT_EQ(encode_ack(a, b).error(), Error::kInvalidArgument) << bit;
+        expect_untouched(b);
+    }
+}
+
+// [ACK-21] [WIRE-6]: where SHORT_ACK was not negotiated the bit means nothing: the ACK is
+// read at its full length (so a SHORT datagram of 48 bytes is truncated) and the flag is
+// not reported.
+TEST(Ack, ShortFlagWithoutTheCapabilityIsReadAtFullLength) {
+    const auto short_bytes = join(kShortAckVector);
+    AckPacket a;
+    EXPECT_EQ(parse_ack_body(std::span(short_bytes).first(48), a, false), Error::kTruncated);
+    EXPECT_EQ(parse_ack_body(std::span(short_bytes), a, false), Error::kTruncated);  // 64 < 80
+    // A full-length ACK with the bit set reads as the full form, the bit cleared.
+    auto full = join(kAckVector);
+    full[19] = std::byte{0x05};
+    ASSERT_EQ(parse_ack_body(full, a, false), Error::kOk);
+    EXPECT_EQ(a.flags, ack_flag::kProbeReply);
+    EXPECT_EQ(a.sack, vector_ack().sack);
+    EXPECT_EQ(a.stream_count, 2u);
+    // The same bytes on a connection that negotiated it read as SHORT: 96 bytes then
+    // disagree with the count at the moved offset.
+    EXPECT_NE(parse_ack_body(full, a, true), Error::kOk);
+    // coalesced_ack_size follows the same rule.
+    auto followed = join(kShortAckVector);
+    followed[19] = std::byte{0x07};  // PROBE_REPLY | FOLLOWED | SHORT
+    followed.resize(followed.size() + 80, std::byte{0});
+    EXPECT_EQ(coalesced_ack_size(followed, true), 64u);
+    // Read at full length, its count is at byte 76, here one of the zeros after the ACK.
+    EXPECT_EQ(coalesced_ack_size(followed, false), kAckFixedSize);
+}
+
 // [ACK-2]: bit i covers PSN cum_psn + 1 + i and lives in byte i / 8 under mask 0x80 >> (i % 8),
 // at datagram offset 24 + i / 8.
 TEST(Ack, SackBitNumbering) {
@@ -190,9 +280,13 @@ AckPacket random_ack(Rng& rng) {
     a.common.dst_token = rng.next_u64();
     a.path_id = static_cast<uint16_t>(rng.next_u32());
     a.path_gen = static_cast<uint8_t>(rng.next_u32());
-    a.flags = static_cast<uint8_t>(rng.next_u32());
+    a.flags = static_cast<uint8_t>(rng.next_u32() & ~uint32_t{ack_flag::kShort});
     a.cum_psn = rng.next_u32();
     for (auto& b : a.sack.bytes) b = static_cast<uint8_t>(rng.uniform(4) == 0 ? 0 : rng.next_u32());
+    if (rng.uniform(3) == 0) {  // [ACK-21]: a third are SHORT, their bitmap empty
+        a.flags |= ack_flag::kShort;
+        a.sack = Sack{};
+    }
     a.ecn_ce_count = rng.next_u32();
     a.ts_echo = rng.next_u32();
     a.ack_delay_ns = rng.next_u32();
@@ -219,7 +313,7 @@ TEST(Ack, RoundTripProperty) {
         Rng rng(seed);
         const AckPacket a = random_ack(rng);
         const auto b = encode(a);
-        ASSERT_EQ(b.size(), kAckFixedSize + kAckStreamEntrySize * a.stream_count);
+        ASSERT_EQ(b.size(), ack_fixed_size(a.flags) + kAckStreamEntrySize * a.stream_count);
         auto d = decode_ack(b);
         ASSERT_TRUE(d.ok()) << to_string(d.error());
         ASSERT_EQ(*d, a);
@@ -279,10 +373,11 @@ TEST(Ack, ReservedIsIgnoredOnReceive) {
     d = decode_ack(b);
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(d->return_path, 0x0102);
-    b[19] = std::byte{0xFF};
+    // Every flag bit but SHORT ([ACK-21], which changes the layout) leaves it as it is.
+    b[19] = std::byte{0xFB};
     d = decode_ack(b);
     ASSERT_TRUE(d.ok());
-    EXPECT_EQ(d->flags, 0xFF);
+    EXPECT_EQ(d->flags, 0xFB);
     EXPECT_EQ(ack_flag::kProbeReply, 0x01);
 }
 

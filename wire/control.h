@@ -68,8 +68,10 @@ inline constexpr size_t kHelloSize = 64;
 inline constexpr uint32_t kCapIntegrity = 0x00000001u;
 // COALESCE: a datagram may carry an ACK (flag FOLLOWED) and then a DATA ([WIRE-10]).
 inline constexpr uint32_t kCapCoalesce = 0x00000002u;
+// SHORT_ACK: an ACK whose SACK bitmap is empty may leave the bitmap out (flag SHORT, [ACK-21]).
+inline constexpr uint32_t kCapShortAck = 0x00000004u;
 // Every bit this revision defines; the others are reserved ([WIRE-6]).
-inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce;
+inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce | kCapShortAck;
 // spec §3.5 [CC-20]: a HELLO's `hello_flags` (byte 2, reserved in other types): SENDING.
 inline constexpr size_t kHelloFlagsOffset = 2;
 inline constexpr uint8_t kHelloFlagSending = 0x01;

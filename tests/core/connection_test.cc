@@ -1853,15 +1853,18 @@ TEST(Connection, DelayedAckRidesWithReverseData) {
 
 // [ACK-12], [ACK-13] with ack_with_reverse_data: the ACK that waited for the receiver's
 // own DATA leaves from that DATA's source port, next to it, the longer of the two first,
-// so UDP GSO carries the pair as one super-packet and the peer reads both at once: the ACK
-// before an 8-byte WRITE (shorter than an ACK), after a 1000-byte one.
+// so UDP GSO carries the pair as one super-packet and the peer reads both at once: a full
+// ACK with its entry (88 bytes) before an 8-byte WRITE (80), after a 1000-byte one; a SHORT
+// one ([ACK-21], 56 bytes) after either.
 TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
+    for (const bool short_acks : {false, true})
     for (const uint32_t answer : {8u, 1000u}) {
-        SCOPED_TRACE("answer of " + std::to_string(answer) + " bytes");
+        SCOPED_TRACE("answer of " + std::to_string(answer) + " bytes" + (short_acks ? ", SHORT ACKs" : ""));
         core::EndpointConfig cfg;
         cfg.ack_now_every_message = false;
         cfg.ack_with_reverse_data = true;
         cfg.coalesce = false;  // [WIRE-10] would put the pair in one datagram (below)
+        cfg.short_acks = short_acks;
         cfg.max_ack_delay = 100us;
         Pair p(26, ten_gbit_net(), cfg, cfg);
         struct Seen {
@@ -1884,7 +1887,9 @@ TEST(Connection, DelayedAckLeavesNextToTheAnswerLongerFirst) {
         ASSERT_GE(from_b.size(), 2u);
         const auto ack = static_cast<uint8_t>(wire::PacketType::kAck);
         const auto data = static_cast<uint8_t>(wire::PacketType::kData);
-        const bool ack_first = answer == 8;
+        const bool ack_first = answer == 8 && !short_acks;
+        EXPECT_EQ(from_b[ack_first ? 0 : 1].len,
+                  (short_acks ? wire::kAckShortFixedSize : wire::kAckFixedSize) + wire::kAckStreamEntrySize);
         EXPECT_EQ(from_b[0].type, ack_first ? ack : data);
         EXPECT_EQ(from_b[1].type, ack_first ? data : ack);
         EXPECT_EQ(from_b[0].port, from_b[1].port) << "the ACK and the DATA left from two ports";
@@ -1995,6 +2000,123 @@ TEST(Connection, NoCoalescingUnlessBothAnnounce) {
     }
 }
 
+// AckSizes sorts the ACKs of one direction by form: `short_ok` reads them as a connection
+// that negotiated SHORT_ACK would ([ACK-21]).
+struct AckSizes {
+    size_t full = 0, full_with_bits = 0, short_form = 0, bad = 0;
+    void add(std::span<const std::byte> d, bool short_ok) {
+        if (d.size() < 2 || static_cast<uint8_t>(d[1]) != static_cast<uint8_t>(wire::PacketType::kAck)) return;
+        wire::AckPacket a;
+        if (wire::parse_ack_body(d, a, short_ok) != Error::kOk) {
+            ++bad;
+            return;
+        }
+        if (a.flags & wire::ack_flag::kShort) {
+            ++short_form;
+            EXPECT_EQ(d.size(), wire::kAckShortFixedSize + a.stream_count * wire::kAckStreamEntrySize);
+        } else {
+            ++full;
+            full_with_bits += !wire::sack_empty(a.sack);
+        }
+    }
+};
+
+// [ACK-21], [VER-2]: with SHORT_ACK negotiated (the default), an ACK whose bitmap is empty
+// leaves it out and one with a bit set keeps it; the transfer, over 1 % loss per route so
+// that some ACKs carry bits, completes with every byte placed. Each side's ACKs read as
+// SHORT at 48 + 8n bytes, the others at 80 + 8n.
+TEST(Connection, ShortAcksWhenBothAnnounceAndTheBitmapIsEmpty) {
+    for (uint64_t seed : seeds_from_env(3, 40)) {
+        SCOPED_TRACE(::testing::Message() << "seed=" << seed << " (MROCE_SEED replays)");
+        core::EndpointConfig cfg;
+        sim::NetworkConfig nc = ten_gbit_net();
+        nc.link.loss_probability = 0.01;
+        Pair p(seed, nc, cfg, cfg);
+        AckSizes from_b;
+        std::vector<std::byte> scratch;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& to) {
+            if (&to == &p.host_a()) from_b.add(without_trailer(pkt.bytes.view(scratch)), true);
+        });
+        WriteFlow f(p, 64, 16384);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 64; }, 200ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 64u);
+        EXPECT_EQ(f.dst, f.src);
+        EXPECT_TRUE(f.conn_a().short_acks());
+        EXPECT_GT(from_b.short_form, 0u);
+        // Every full-form ACK is one that had a bit to carry.
+        EXPECT_GT(from_b.full, 0u) << "1 % loss made no hole";
+        EXPECT_EQ(from_b.full_with_bits, from_b.full);
+        EXPECT_EQ(from_b.bad, 0u);
+        EXPECT_EQ(p.a->stats().bad_length + p.a->stats().truncated, 0u);
+    }
+}
+
+// [ACK-21], [VER-2]: SHORT is used only when both HELLOs announce SHORT_ACK: with one
+// side's `short_acks` off, every ACK of either side has the full form.
+TEST(Connection, NoShortAcksUnlessBothAnnounce) {
+    for (const bool a_side : {true, false}) {
+        core::EndpointConfig on, off;
+        off.short_acks = false;
+        Pair p(29, ten_gbit_net(), a_side ? off : on, a_side ? on : off);
+        AckSizes to_a, to_b;
+        std::vector<std::byte> scratch;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& to) {
+            (&to == &p.host_a() ? to_a : to_b).add(without_trailer(pkt.bytes.view(scratch)), true);
+        });
+        WriteFlow f(p, 8, 16384);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 8; }, 50ms));
+        Answer ans(8);
+        ans.post(p, f);  // B writes to A too, so A acknowledges
+        // Until A's ACK of it has reached B.
+        ASSERT_TRUE(run(p, [&] { return ans.dst == ans.src && to_b.full + to_b.short_form > 0; }, 50ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 8u);
+        EXPECT_FALSE(f.conn_a().short_acks());
+        EXPECT_GT(to_a.full, 0u);
+        EXPECT_GT(to_b.full, 0u);
+        EXPECT_EQ(to_a.short_form + to_b.short_form, 0u);
+    }
+}
+
+// [ACK-21], [WIRE-6]: on a connection that did not negotiate SHORT_ACK the flag means
+// nothing and the ACK is read at its full 80 bytes: a SHORT ACK (48 bytes) is dropped as
+// truncated and acknowledges nothing; the same ACK to a connection that negotiated it is
+// applied.
+TEST(Connection, ShortAckToAConnectionWithoutTheCapabilityIsNotApplied) {
+    for (const bool negotiated : {false, true}) {
+        SCOPED_TRACE(negotiated ? "negotiated" : "not negotiated");
+        core::EndpointConfig cfg, a_cfg;
+        a_cfg.short_acks = negotiated;
+        // No ACK of B's may answer the DATA first: the crafted one below is the answer.
+        sim::NetworkConfig nc = ten_gbit_net();
+        Pair p(32, nc, a_cfg, cfg);
+        WriteFlow f(p, 1, 8);
+        ASSERT_TRUE(run(p, [&] {
+            return b_connection(p) && f.conn_a().state() == core::ConnState::kEstablished &&
+                   b_connection(p)->state() == core::ConnState::kEstablished;
+        }, 10ms));
+        for (uint32_t r = 0; r < nc.routes; ++r) p.net.link(p.host_b(), p.host_a(), r).config().loss_probability = 1.0;
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) == 8; }, 10ms));
+        // The path the WRITE took: the one with a packet in flight.
+        uint16_t path = 0;
+        while (path < f.conn_a().num_paths() && f.conn_a().tx_path(path).in_flight_pkts == 0) ++path;
+        ASSERT_LT(path, f.conn_a().num_paths());
+        wire::AckPacket ack = peer_ack(p, path);
+        ack.cum_psn = f.conn_a().tx_path(path).next_psn - 1;  // acknowledges it
+        ack.flags = wire::ack_flag::kShort;
+        std::vector<std::byte> d(wire::kAckShortFixedSize);
+        ASSERT_EQ(wire::encode_ack(ack, d).value(), wire::kAckShortFixedSize);
+        const uint64_t truncated = p.a->stats().truncated;
+        const uint64_t acks = f.path_sum(&core::PathStats::acks_received);
+        give_bytes(p, false, d);
+        EXPECT_EQ(p.a->stats().truncated, truncated + (negotiated ? 0 : 1));
+        EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks + (negotiated ? 1 : 0));
+        EXPECT_EQ(f.conn_a().tx_path(path).in_flight_pkts, negotiated ? 0u : 1u);
+    }
+}
+
 // HoldCoalesced wraps A's engine and keeps back (does not deliver) every coalesced
 // datagram B sends, for a test that hands A broken copies of it first.
 class HoldCoalesced final : public EngineTap {
@@ -2021,80 +2143,87 @@ public:
 // given afterwards, completes both. On a connection without COALESCE the same datagram is
 // an ACK of the wrong length ([ACK-1]).
 TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
-    core::EndpointConfig cfg;
-    cfg.ack_now_every_message = false;
-    cfg.ack_with_reverse_data = true;
-    cfg.max_ack_delay = 5ms;  // the held ACK is the only way the WRITE completes in the test
-    // Small segments, so that 31 more stream entries make the pair longer than a full DATA.
-    cfg.max_payload = wire::kMinMaxPayload;
-    Pair p(29, ten_gbit_net(), cfg, cfg);
-    HoldCoalesced hold(*p.a);
-    p.host_a().attach(&hold);
-    WriteFlow f(p, 1, 8);
-    f.post_all();
-    ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
-    Answer a(8);
-    a.post(p, f);
-    ASSERT_TRUE(run(p, [&] { return !hold.held.empty(); }, 1ms));
-    const std::vector<std::byte> good = hold.held;
-    const size_t ack_len = wire::coalesced_ack_size(good);
-    ASSERT_EQ(ack_len, wire::kAckFixedSize + wire::kAckStreamEntrySize);  // one stream report
+    // In both ACK forms ([ACK-21]): the count's offset is the form's.
+    for (const bool short_acks : {false, true}) {
+        SCOPED_TRACE(short_acks ? "SHORT ACK" : "full ACK");
+        core::EndpointConfig cfg;
+        cfg.ack_now_every_message = false;
+        cfg.ack_with_reverse_data = true;
+        cfg.max_ack_delay = 5ms;  // the held ACK is the only way the WRITE completes in the test
+        // Small segments, so that 31 more stream entries make the pair longer than a full DATA.
+        cfg.max_payload = wire::kMinMaxPayload;
+        cfg.short_acks = short_acks;
+        Pair p(29, ten_gbit_net(), cfg, cfg);
+        HoldCoalesced hold(*p.a);
+        p.host_a().attach(&hold);
+        WriteFlow f(p, 1, 8);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return p.b->stream_bytes_placed(f.sb) > 0; }, 20ms));
+        Answer a(8);
+        a.post(p, f);
+        ASSERT_TRUE(run(p, [&] { return !hold.held.empty(); }, 1ms));
+        const std::vector<std::byte> good = hold.held;
+        const size_t ack_len = wire::coalesced_ack_size(good);
+        const size_t fixed = short_acks ? wire::kAckShortFixedSize : wire::kAckFixedSize;
+        ASSERT_EQ(ack_len, fixed + wire::kAckStreamEntrySize);  // one stream report
+        const size_t count_at = fixed - 4;  // stream_count
 
-    struct Broken {
-        const char* what;
-        std::vector<std::byte> bytes;
-        uint64_t core::EndpointStats::*counter;
-    };
-    std::vector<Broken> cases;
-    auto with = [&](const char* what, uint64_t core::EndpointStats::*counter, auto&& change) {
-        std::vector<std::byte> b = good;
-        change(b);
-        cases.push_back({what, std::move(b), counter});
-    };
-    using ES = core::EndpointStats;
-    with("nothing after the ACK", &ES::bad_length, [&](auto& b) { b.resize(ack_len); });
-    with("a DATA cut short", &ES::bad_length, [&](auto& b) { b.pop_back(); });
-    with("a byte too many", &ES::bad_length, [&](auto& b) { b.push_back(std::byte{0}); });
-    with("a count over the cap", &ES::bad_length, [&](auto& b) { wire::store_be16(b.data() + 76, 40); });
-    // Counted one short, the ACK ends before its report and the follower starts inside it,
-    // with the report's stream id (a small number) where the version should be.
-    with("a count one too low", &ES::bad_version, [&](auto& b) { wire::store_be16(b.data() + 76, 0); });
-    with("a follower of another connection", &ES::bad_type,
-         [&](auto& b) { b[ack_len + 4] ^= std::byte{0x01}; });
-    with("a follower with another token", &ES::bad_type,
-         [&](auto& b) { b[ack_len + 8] ^= std::byte{0x01}; });
-    with("a follower that is an ACK", &ES::bad_type,
-         [&](auto& b) { b[ack_len + 1] = static_cast<std::byte>(wire::PacketType::kAck); });
-    with("a follower of another version", &ES::bad_version, [&](auto& b) { b[ack_len] = std::byte{7}; });
-    with("a follower too short for a header", &ES::truncated, [&](auto& b) { b.resize(ack_len + 10); });
-    // Well formed but for [WIRE-10]'s bound: 31 more entries (streams A does not know,
-    // [ACK-9]) make it longer than 72 + max_payload.
-    with("a pair longer than a full DATA", &ES::bad_length, [&](auto& b) {
-        std::vector<std::byte> entries(31 * wire::kAckStreamEntrySize);
-        for (size_t i = 0; i < 31; ++i) wire::store_be32(entries.data() + 8 * i, 0x5a0000u + i);
-        b.insert(b.begin() + static_cast<std::ptrdiff_t>(ack_len), entries.begin(), entries.end());
-        wire::store_be16(b.data() + 76, 32);
-        ASSERT_GT(b.size(), wire::kDataHeaderSize + cfg.max_payload);
-    });
-    // Given straight to A's engine, between two simulator steps: what they change shows at
-    // once (no timer may fire meanwhile and re-send what they carry).
-    const uint64_t acks = f.path_sum(&core::PathStats::acks_received);
-    const uint64_t placed = p.a->stream_bytes_placed(f.sa);
-    for (const Broken& c : cases) {
-        SCOPED_TRACE(c.what);
-        const ES before = p.a->stats();
-        hold.give(c.bytes, p.now());
-        EXPECT_EQ(p.a->stats().*c.counter, before.*c.counter + 1);
-        EXPECT_EQ(p.a->stats().coalesced_received, 0u);
-        EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks) << "its ACK was applied";
-        EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed) << "its DATA was placed";
+        struct Broken {
+            const char* what;
+            std::vector<std::byte> bytes;
+            uint64_t core::EndpointStats::*counter;
+        };
+        std::vector<Broken> cases;
+        auto with = [&](const char* what, uint64_t core::EndpointStats::*counter, auto&& change) {
+            std::vector<std::byte> b = good;
+            change(b);
+            cases.push_back({what, std::move(b), counter});
+        };
+        using ES = core::EndpointStats;
+        with("nothing after the ACK", &ES::bad_length, [&](auto& b) { b.resize(ack_len); });
+        with("a DATA cut short", &ES::bad_length, [&](auto& b) { b.pop_back(); });
+        with("a byte too many", &ES::bad_length, [&](auto& b) { b.push_back(std::byte{0}); });
+        with("a count over the cap", &ES::bad_length, [&](auto& b) { wire::store_be16(b.data() + count_at, 40); });
+        // Counted one short, the ACK ends before its report and the follower starts inside it,
+        // with the report's stream id (a small number) where the version should be.
+        with("a count one too low", &ES::bad_version, [&](auto& b) { wire::store_be16(b.data() + count_at, 0); });
+        with("a follower of another connection", &ES::bad_type,
+             [&](auto& b) { b[ack_len + 4] ^= std::byte{0x01}; });
+        with("a follower with another token", &ES::bad_type,
+             [&](auto& b) { b[ack_len + 8] ^= std::byte{0x01}; });
+        with("a follower that is an ACK", &ES::bad_type,
+             [&](auto& b) { b[ack_len + 1] = static_cast<std::byte>(wire::PacketType::kAck); });
+        with("a follower of another version", &ES::bad_version, [&](auto& b) { b[ack_len] = std::byte{7}; });
+        with("a follower too short for a header", &ES::truncated, [&](auto& b) { b.resize(ack_len + 10); });
+        // Well formed but for [WIRE-10]'s bound: 31 more entries (streams A does not know,
+        // [ACK-9]) make it longer than 72 + max_payload.
+        with("a pair longer than a full DATA", &ES::bad_length, [&](auto& b) {
+            std::vector<std::byte> entries(31 * wire::kAckStreamEntrySize);
+            for (size_t i = 0; i < 31; ++i) wire::store_be32(entries.data() + 8 * i, 0x5a0000u + i);
+            b.insert(b.begin() + static_cast<std::ptrdiff_t>(ack_len), entries.begin(), entries.end());
+            wire::store_be16(b.data() + count_at, 32);
+            ASSERT_GT(b.size(), wire::kDataHeaderSize + cfg.max_payload);
+        });
+        // Given straight to A's engine, between two simulator steps: what they change shows at
+        // once (no timer may fire meanwhile and re-send what they carry).
+        const uint64_t acks = f.path_sum(&core::PathStats::acks_received);
+        const uint64_t placed = p.a->stream_bytes_placed(f.sa);
+        for (const Broken& c : cases) {
+            SCOPED_TRACE(c.what);
+            const ES before = p.a->stats();
+            hold.give(c.bytes, p.now());
+            EXPECT_EQ(p.a->stats().*c.counter, before.*c.counter + 1);
+            EXPECT_EQ(p.a->stats().coalesced_received, 0u);
+            EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks) << "its ACK was applied";
+            EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed) << "its DATA was placed";
+        }
+        hold.give(good, p.now());
+        EXPECT_EQ(p.a->stats().coalesced_received, 1u);
+        EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks + 1);
+        EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed + 8);
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 2ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
     }
-    hold.give(good, p.now());
-    EXPECT_EQ(p.a->stats().coalesced_received, 1u);
-    EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks + 1);
-    EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed + 8);
-    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1 && a.dst == a.src; }, 2ms));
-    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
 }
 
 // [WIRE-10]: an endpoint that did not announce COALESCE reads an ACK with FOLLOWED by

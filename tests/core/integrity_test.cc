@@ -67,9 +67,12 @@ private:
             case wire::PacketType::kData:
                 defined = wire::kDataHeaderSize + wire::load_be16(d.data() + 22);
                 break;
-            case wire::PacketType::kAck:
-                defined = 80 + 8 * static_cast<size_t>(wire::load_be16(d.data() + 76));
+            case wire::PacketType::kAck: {
+                // [ACK-21]: the flags say which fixed part; the count is its last 4 bytes but 2.
+                const size_t fixed = wire::ack_fixed_size(static_cast<uint8_t>(d[19]));
+                defined = fixed + 8 * static_cast<size_t>(wire::load_be16(d.data() + fixed - 4));
                 break;
+            }
             case wire::PacketType::kHello:
             case wire::PacketType::kHelloAck: defined = wire::kHelloSize; break;
             case wire::PacketType::kProbe: defined = 32; break;
