@@ -10,13 +10,17 @@ with wire/'s decode error.
 Cases (`sim`):
   sim       `mroce sim` on tests/wireshark/lossy.toml with --pcap at every host: every frame
             decodes as mroce with no error or warning and agrees with wire/; the lossy run
-            has retransmissions, and tshark shows them (RETX).
+            has retransmissions, and tshark shows them (RETX), and ACKs of both forms: SHORT
+            ones ([ACK-21], the engine's default for an empty SACK bitmap) and full ones
+            whose bitmap reports a loss.
   rocev2    the same run's RoCEv2 baseline capture: on UDP 4791, decoded by tshark's own
             InfiniBand dissector, whose BTH opcode, destination QP and PSN agree with the
             bytes (parsed here), and never taken by the mroce heuristic.
   crafted   packets of every type, opcode, NACK reason and CLOSE reason, and broken ones (cut
             short, wrong version or type, lengths and counts that lie, caps exceeded, reserved
-            bits, rule violations, a snap-length cut), GSO/GRO aggregates and near misses, on
+            bits, rule violations, a snap-length cut), ACKs in the SHORT form ([ACK-21]: with
+            and without entries, a probe reply, cut in its 48-byte fixed part, a count that
+            disagrees with the length, coalesced with a DATA), GSO/GRO aggregates and near misses, on
             the default port, on other ports through the heuristic and through the port
             preference, next to non-mroce UDP the heuristic must leave alone: each gets
             exactly the expert infos and verdict expected and agrees with wire/.
@@ -24,14 +28,15 @@ Cases (`sim`):
             valid packets and the broken ones the fuzzer found) as a datagram on 4797: no
             Lua error, and the same verdict and fields as wire/.
   mutate    1,500 seeded mutations of those inputs and of the crafted valid packets (a byte
-            set at random, a cut, bytes appended, a length field rewritten): the same again.
+            set at random, a cut, bytes appended, a length field rewritten, an ACK's SHORT
+            flag toggled): the same again.
             The seed is printed; MROCE_SEED=N replays one.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
 `mroce perf` runs (write with GSO off and on, atomic, read) and the conformance test
 coalesce.target_pair against an agent that coalesces (a READ response and its ACK in one
 datagram, [WIRE-10]), on a loopback address of its own; every datagram, and every packet of
 each GSO aggregate or coalesced pair, agrees with wire/, through the heuristic (the ports
-are ephemeral).
+are ephemeral); SHORT ACKs ([ACK-21]) among them.
 
 usage: dissector_test.py --mroce BIN --decode BIN --lua FILE --scenario FILE
                          [--corpus DIR] [CASE ...]
@@ -60,7 +65,8 @@ FAILURES = []
 # Dissector fields that wire/ has no counterpart for: reserved bytes and undefined flag bits
 # (wire/ ignores them, [WIRE-6]), bytes beyond a packet, and the verdict itself.
 UNCHECKED = {"mroce.reserved", "mroce.data.flags.undefined", "mroce.ack.flags.undefined",
-             "mroce.extra", "mroce.undecoded", "mroce.drop_reason"}
+             "mroce.hello.capabilities.undefined", "mroce.extra", "mroce.undecoded",
+             "mroce.drop_reason"}
 BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload", "mroce.hello.cookie", "mroce.retry.cookie"}
 ERRORS = {"truncated", "bad_version", "bad_type", "bad_length"}
 WARNINGS = {"reserved_nonzero", "rule"}
@@ -219,6 +225,8 @@ def compare_capture(name, pcap, truth, frames, allowed_experts):
                 seen["retx"] += 1
             if f.get("mroce.ack.sack.count"):
                 seen["sack"] += 1
+            if f.get("mroce.ack.flags.short"):
+                seen["short"] += 1
             if "mroce.coalesced.offset" in f:
                 seen["coalesced"] += 1
         if len(truths) > 1:
@@ -297,6 +305,17 @@ def ack(path=3, gen=0, flags=0, cum=5000, sack_bits=(), ce=4, ts_echo=777, delay
     count = len(streams) if count is None else count
     body = struct.pack("!HBBI", path, gen, flags, cum) + bytes(bitmap) + \
         struct.pack("!IIIIIHH", ce, ts_echo, delay, hint, probe_psn, count, 0)
+    return common(2) + body + b"".join(struct.pack("!II", s, d) for s, d in streams)
+
+
+def short_ack(path=3, gen=0, flags=0, cum=5000, ce=4, ts_echo=777, delay=1500, hint=25000,
+              probe_psn=0, streams=((9, 100),), count=None, return_path=5):
+    """[ACK-21]: an ACK with SHORT (flag 0x04, added to `flags`): no `sack`, every later
+    field 32 bytes up; 48 bytes + 8 per stream entry."""
+    count = len(streams) if count is None else count
+    body = struct.pack("!HBBI", path, gen, flags | 0x04, cum) + \
+        struct.pack("!IIIIIHH", ce, ts_echo, delay, hint, probe_psn, count, return_path)
+    assert len(body) == 48 - 16
     return common(2) + body + b"".join(struct.pack("!II", s, d) for s, d in streams)
 
 
@@ -432,9 +451,12 @@ def crafted_cases():
     add("data return_echo without RETURN_ECHO", data(reserved=1), None, {"rule"})
     add("data last, sender drained", data(flags=0x11))  # [CC-12]
     add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
-    add("undefined ack flag", ack(flags=0x04), None, {"reserved_nonzero"})
-    add("hello capabilities: a bit no version defines", hello(caps=4), None, {"reserved_nonzero"})
+    add("undefined ack flag", ack(flags=0x08), None, {"reserved_nonzero"})
+    add("hello capabilities: a bit no version defines", hello(caps=8), None, {"reserved_nonzero"})
     add("hello capabilities: INTEGRITY and COALESCE", hello(caps=3), None, set())
+    add("hello capabilities: SHORT_ACK", hello(caps=4), None, set())
+    add("hello_ack capabilities: all three, and an undefined bit", hello(
+        ptype=5, conn=0x0A0B0C0D, token=TOKEN, caps=0x80000007), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})
@@ -502,11 +524,76 @@ def crafted_cases():
         payload=b"y" * 9000), "bad_length", {"bad_length"})
     add("heuristic coalesced ack+data", pair, sport=51119, dport=52230)
 
+    # [ACK-21]: the SHORT form, read by its flag (a capture does not say whether SHORT_ACK was
+    # negotiated, as wire::decode_ack reads either form): 48 bytes + 8 per entry, the bitmap
+    # left out, the fields after it 32 bytes up; [ACK-1] and [WIRE-7] on that length.
+    add("short ack, one stream", short_ack())
+    add("short ack, no streams", short_ack(streams=(), hint=0, return_path=0))
+    add("short ack, three streams, cum_psn across the wrap", short_ack(
+        cum=4294967295, streams=((1, 10), (2, 20), (3, 4294967295))))
+    add("short ack, 32 streams", short_ack(streams=tuple((i, 2 * i) for i in range(32))))
+    add("short ack probe reply", short_ack(flags=0x01, probe_psn=5003))
+    add("short ack probe reply, no streams", short_ack(flags=0x01, probe_psn=1, streams=()))
+    add("short ack with integrity trailer", sealed(short_ack()))
+    add("short ack, no streams, with integrity trailer", sealed(short_ack(streams=())))
+    add("short ack with a bad integrity trailer", sealed(short_ack(), flip=True),
+        "bad_integrity", {"bad_integrity"})
+    add("short ack cut in its fixed part (47 bytes)", short_ack(streams=())[:47], "truncated",
+        {"truncated"})
+    add("short ack cut after its flags (30 bytes)", short_ack()[:30], "truncated",
+        {"truncated"})
+    add("short ack cut before its flags (19 bytes)", short_ack()[:19], "truncated",
+        {"truncated"})
+    add("short ack cut in its entries", short_ack(streams=((1, 1), (2, 2)))[:60], "bad_length",
+        {"bad_length"})
+    add("short ack count says 2, one entry", short_ack(count=2), "bad_length", {"bad_length"})
+    add("short ack count says 0, one entry", short_ack(count=0), "bad_length", {"bad_length"})
+    add("short ack count says 1, no entry", short_ack(count=1, streams=()), "bad_length",
+        {"bad_length"})
+    add("short ack count 33", short_ack(streams=((1, 1),) * 33), "bad_length", {"bad_length"})
+    add("short ack 8 bytes too long", short_ack() + bytes(8), "bad_length", {"bad_length"})
+    # A full-form ACK with SHORT set: read as SHORT (count from the bitmap's bytes 20-21, 0),
+    # so its 88 bytes disagree with the count.
+    add("full-length ack with SHORT set", ack(flags=0x04), "bad_length", {"bad_length"})
+    add("short ack probe_psn without PROBE_REPLY", short_ack(probe_psn=9), None, {"rule"})
+    add("short ack, undefined flag", short_ack(flags=0x08), None, {"reserved_nonzero"})
+    add("heuristic short ack", short_ack(), sport=51123, dport=52234)
+    add("heuristic short ack, no streams", short_ack(streams=()), sport=51125, dport=52236)
+    add("aggregate short ack+short ack", short_ack() + short_ack(path=4), experts={"aggregate"},
+        sport=51127, dport=52238)
+    # [WIRE-10] with SHORT: the ACK is 48 + 8 x its count, then the DATA.
+    spair = short_ack(flags=0x02) + data()
+    add("coalesced short ack+data", spair)
+    add("coalesced short ack+data, no streams, a read response", short_ack(
+        flags=0x02, streams=()) + data(opcode=6, rkey=0, addr=7, payload=b"r" * 300))
+    add("coalesced short ack+data, a probe reply", short_ack(flags=0x03, probe_psn=77) + data())
+    add("coalesced short ack+data, one integrity trailer", sealed(spair))
+    add("coalesced short ack+data, a bad trailer", sealed(spair, flip=True), "bad_integrity",
+        {"bad_integrity"})
+    add("short ack FOLLOWED, nothing follows", short_ack(flags=0x02), "bad_length",
+        {"bad_length"})
+    add("short ack FOLLOWED, nothing follows but a trailer", sealed(short_ack(flags=0x02)),
+        "bad_length", {"bad_length"})
+    add("short ack FOLLOWED, cut in its fixed part", short_ack(flags=0x02, streams=())[:40],
+        "truncated", {"truncated"})
+    add("coalesced short ack+data, the data one byte short", spair[:-1], "bad_length",
+        {"bad_length"})
+    add("coalesced short ack+data, the data truncated in its header", short_ack(flags=0x02) +
+        data()[:40], "truncated", {"truncated"})
+    add("coalesced short ack, then a probe", short_ack(flags=0x02) + probe(), "bad_type",
+        {"bad_type"})
+    add("coalesced short ack whose count is one too many, then a data", short_ack(
+        flags=0x02, count=2) + data(), "bad_version", {"bad_version"})
+    add("coalesced short ack+data, 33 stream entries", short_ack(
+        flags=0x02, streams=((1, 1),) * 33) + data(), "bad_length", {"bad_length"})
+    add("heuristic coalesced short ack+data", spair, sport=51129, dport=52240)
+
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
         snap=20 + 8 + 40)
     add("data payload cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
         snap=20 + 8 + 100)
+    add("short ack cut by the snap length", short_ack(), None, {"snapped"}, snap=20 + 8 + 30)
 
     # The heuristic: a valid packet between ephemeral ports is mroce; a later broken one of
     # the same conversation is mroce too (flagged); other UDP is left alone.
@@ -563,6 +650,10 @@ def case_sim(captures):
           "sim: the lossy scenario lost nothing (%s)" % metrics)
     check(seen["retx"] > 0, "sim: %d retransmits in summary.json, no RETX frame" %
           metrics["retransmits"])
+    # [ACK-21]: the engine sends an ACK with an empty bitmap SHORT, one that reports a loss
+    # in full.
+    check(seen["short"] > 0 and seen["sack"] > 0,
+          "sim: expected SHORT ACKs and full ACKs with SACK bits: %s" % dict(seen))
     report("sim (%d frames: %s)" % (len(truth), dict(seen)))
 
 
@@ -770,8 +861,12 @@ def mutate(rng, d):
         b = b[:rng.randrange(1, len(b))] if len(b) > 1 else b
     elif kind == 2:  # bytes appended
         b += bytes(rng.randrange(256) for _ in range(rng.choice((1, 7, 8, 16, 72))))
-    elif kind == 3 and len(b) >= 80 and b[1] == 2:  # ACK stream_count
-        b[76:78] = rng.choice((0, 1, 2, 31, 32, 33, 255, 65535)).to_bytes(2, "big")
+    elif kind == 3 and len(b) >= 20 and b[1] == 2 and rng.randrange(4) == 0:
+        b[19] ^= 0x04  # ACK flag SHORT ([ACK-21]): the other form's offsets and lengths
+    elif kind == 3 and len(b) >= 20 and b[1] == 2 and len(b) >= (48 if b[19] & 0x04 else 80):
+        # ACK stream_count, where its form ([ACK-21]) puts it
+        at = 44 if b[19] & 0x04 else 76
+        b[at:at + 2] = rng.choice((0, 1, 2, 31, 32, 33, 255, 65535)).to_bytes(2, "big")
     elif kind == 3 and len(b) >= 72 and b[1] == 1:  # DATA payload_len, offset, msg_len
         at = rng.choice((22, 44, 48))
         size = 2 if at == 22 else 4
@@ -930,6 +1025,7 @@ def check_loopback_capture(pcap, addr):
     check(seen[4] >= 4 and seen[5] >= 4 and seen[7] >= 4,
           "loopback: expected a HELLO, HELLO_ACK and CLOSE per run: %s" % dict(seen))
     check(seen["coalesced"] >= 1, "loopback: no coalesced datagram (an ACK and a DATA) captured")
+    check(seen["short"] >= 1, "loopback: no SHORT ACK captured ([ACK-21], the engine's default)")
     check(ops[3] >= 60 and ops[7] >= 20 and ops[9] >= 20 and ops[5] >= 20 and ops[6] >= 20,
           "loopback: missing WRITE, FETCH_ADD, ATOMIC_RESPONSE, READ_REQUEST or READ_RESPONSE "
           "packets: opcodes %s" % dict(ops))

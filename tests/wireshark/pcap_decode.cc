@@ -77,8 +77,10 @@ void common_fields(ordered_json& f, const wire::CommonHeader& h) {
 
 // sack_fields lists the SACKed PSNs as the spec defines them ([ACK-2]): bit i is PSN
 // cum_psn + 1 + i (mod 2^32); holes are the PSNs up to the highest SACKed one not SACKed.
+// An ACK with SHORT ([ACK-21]) has no bitmap on the wire, so no "mroce.ack.sack"; wire/
+// reads it as an empty one, so its count and holes are 0.
 void sack_fields(ordered_json& f, const wire::AckPacket& a) {
-    f["mroce.ack.sack"] = hex(std::as_bytes(std::span(a.sack.bytes)));
+    if (!(a.flags & wire::ack_flag::kShort)) f["mroce.ack.sack"] = hex(std::as_bytes(std::span(a.sack.bytes)));
     uint32_t count = 0;
     int highest = -1;
     ordered_json ranges = ordered_json::array();
@@ -118,9 +120,13 @@ ordered_json decode(std::span<const std::byte> d, const char** error) {
             case wire::PacketType::kData:
                 plain = wire::kDataHeaderSize + (d.size() >= 24 ? wire::load_be16(d.data() + 22) : 0);
                 break;
-            case wire::PacketType::kAck:
-                plain = 80 + (d.size() >= 78 ? 8 * size_t{wire::load_be16(d.data() + 76)} : 0);
+            case wire::PacketType::kAck: {
+                // [ACK-21]: with SHORT the fixed part is 48 and its count 32 bytes up (d holds
+                // the 20 bytes up to the flags here).
+                const size_t fixed = wire::ack_fixed_size(static_cast<uint8_t>(d[19]));
+                plain = fixed + (d.size() >= fixed - 2 ? 8 * size_t{wire::load_be16(d.data() + fixed - 4)} : 0);
                 break;
+            }
             case wire::PacketType::kNack: plain = wire::kNackSize; break;
             case wire::PacketType::kProbe: plain = wire::kProbeSize; break;
             default: plain = wire::kCloseSize; break;
@@ -213,6 +219,7 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.ack.flags"] = a->flags;
             f["mroce.ack.flags.probe_reply"] = (a->flags & wire::ack_flag::kProbeReply) != 0;
             f["mroce.ack.flags.followed"] = (a->flags & wire::ack_flag::kFollowed) != 0;
+            f["mroce.ack.flags.short"] = (a->flags & wire::ack_flag::kShort) != 0;  // [ACK-21]
             f["mroce.ack.cum_psn"] = a->cum_psn;
             sack_fields(f, *a);
             f["mroce.ack.ecn_ce_count"] = a->ecn_ce_count;
@@ -259,6 +266,10 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.hello.num_paths"] = h->num_paths;
             f["mroce.hello.max_payload"] = h->max_payload;
             f["mroce.hello.capabilities"] = h->capabilities;
+            // [VER-2]: the defined bits by name (the undefined ones are [WIRE-6]'s, unchecked).
+            f["mroce.hello.capabilities.integrity"] = (h->capabilities & wire::kCapIntegrity) != 0;
+            f["mroce.hello.capabilities.coalesce"] = (h->capabilities & wire::kCapCoalesce) != 0;
+            f["mroce.hello.capabilities.short_ack"] = (h->capabilities & wire::kCapShortAck) != 0;
             if (h->common.type == wire::PacketType::kHello) {
                 f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
                 // [CC-20]: the whole byte, as the dissector shows it; wire/ reads bit 0x01.
@@ -310,8 +321,9 @@ struct Piece {
 // (core/endpoint.cc): one integrity trailer at the end when the lengths say so, checked
 // first; then nothing after the ACK or longer than 72 + 9000 (the largest max_payload; the
 // receiver's own bound is not in the capture) is a bad length; then the ACK at its count's
-// length; then the follower must be a version-2 DATA of the same connection and token (a bad
-// type otherwise), and decode. Two pieces (the ACK, the DATA) when a DATA of the connection
+// length (its fixed part, 80 or with SHORT 48 ([ACK-21]), plus 8 per entry); then the
+// follower must be a version-2 DATA of the same connection and token (a bad type
+// otherwise), and decode. Two pieces (the ACK, the DATA) when a DATA of the connection
 // follows, else one; on an error every piece carries the datagram's one error.
 std::vector<Piece> decode_pair(std::span<const std::byte> d) {
     const size_t ack_len = wire::coalesced_ack_size(d);
@@ -445,9 +457,12 @@ int run(int argc, char** argv) {
             line["legacy_v1"] = !datagram.empty() && static_cast<uint8_t>(datagram[0]) == 1;
             std::cout << line.dump() << "\n";
         };
-        if (datagram.size() >= wire::kAckFixedSize && static_cast<uint8_t>(datagram[0]) == wire::kProtocolVersion &&
+        // An ACK with FOLLOWED that holds at least its fixed part (80, or 48 with SHORT,
+        // [ACK-21]) starts a coalesced pair; a shorter one is read alone (truncated), as a
+        // receiver reads it (wire::coalesced_ack_size is 0 for it).
+        if (datagram.size() >= wire::kCommonHeaderSize && static_cast<uint8_t>(datagram[0]) == wire::kProtocolVersion &&
             static_cast<uint8_t>(datagram[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
-            (static_cast<uint8_t>(datagram[19]) & wire::ack_flag::kFollowed)) {
+            wire::coalesced_ack_size(datagram) > 0) {
             const auto pieces = decode_pair(datagram);
             for (size_t i = 0; i < pieces.size(); ++i) print(pieces[i].fields, pieces[i].error, i);
             continue;

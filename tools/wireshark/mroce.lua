@@ -13,7 +13,10 @@
 -- counts. Rules a well-formed packet can still break (reserved bytes that must be sent as
 -- zero, [DATA-5], [DATA-7], [CONN-2], ...) are expert warnings. An ACK with FOLLOWED starts
 -- a coalesced datagram ([WIRE-10]): its DATA is shown as a packet of its own (dissect_pair;
--- the flag decides, since a capture does not show whether COALESCE was negotiated).
+-- the flag decides, since a capture does not show whether COALESCE was negotiated). An ACK
+-- with SHORT ([ACK-21]) leaves its empty SACK bitmap out and is read in the 48-byte form,
+-- again by the flag (a capture does not show whether SHORT_ACK was negotiated either), as
+-- wire::decode_ack reads it.
 -- tools/wireshark/README.md
 -- lists the fields; tests/wireshark/ checks them against wire/'s decoders.
 --
@@ -27,6 +30,8 @@ local kVersion = 2
 local kDefaultPort = 4797      -- spec [UDP-1], wire::kDefaultPort
 local kCommonSize = 16         -- spec §3.1
 local kSackBits = 256          -- spec [ACK-2]
+local kAckShortFixed = 48      -- spec [ACK-21]: an ACK with SHORT, without its 32-byte `sack`
+local kAckShort = 0x04         -- spec [ACK-8]: the ACK flag SHORT
 local kMaxAckStreams = 32      -- spec [ACK-5]
 local kMaxPaths = 256          -- spec [CONN-3]
 local kMinMaxPayload = 256     -- spec [UDP-3]
@@ -36,6 +41,8 @@ local kTwo32 = 4294967296
 local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
     1, 2, 3, 4, 5, 6, 7, 8
 local kHelloSending = 0x01     -- spec §3.5 [CC-20]: `hello_flags` SENDING, a HELLO's byte 2
+-- spec [VER-2]: the `capabilities` bits this version defines (INTEGRITY, COALESCE, SHORT_ACK).
+local kCapDefined = 0x00000007
 
 -- spec §3.1 [WIRE-2]
 local type_names = {
@@ -43,6 +50,7 @@ local type_names = {
     [T_HELLO_ACK] = "HELLO_ACK", [T_PROBE] = "PROBE", [T_CLOSE] = "CLOSE", [T_RETRY] = "RETRY",
 }
 -- The size of the fixed part of each type; [WIRE-5] fixed-size types are exactly this long.
+-- An ACK's is 80, or 48 with SHORT ([ACK-21]): ack_fixed below.
 local fixed_size = {
     [T_DATA] = 72, [T_ACK] = 80, [T_NACK] = 40, [T_HELLO] = 64, [T_HELLO_ACK] = 64,
     [T_PROBE] = 32, [T_CLOSE] = 24, [T_RETRY] = 32,
@@ -184,8 +192,10 @@ local f = {
     ack_probe_reply = ProtoField.bool("mroce.ack.flags.probe_reply", "PROBE_REPLY", 8, nil,
                                       0x01),
     ack_followed = ProtoField.bool("mroce.ack.flags.followed", "FOLLOWED", 8, nil, 0x02),
+    ack_short = ProtoField.bool("mroce.ack.flags.short", "SHORT (no SACK bitmap)", 8, nil,
+                                kAckShort),
     ack_flags_undef = ProtoField.uint8("mroce.ack.flags.undefined", "Undefined",
-                                       base.HEX, nil, 0xFC),
+                                       base.HEX, nil, 0xF8),
     ack_cum_psn = ProtoField.uint32("mroce.ack.cum_psn", "Cumulative PSN", base.DEC),
     ack_sack = ProtoField.bytes("mroce.ack.sack", "SACK bitmap"),
     ack_sack_count = ProtoField.uint16("mroce.ack.sack.count", "PSNs acknowledged by SACK",
@@ -222,6 +232,14 @@ local f = {
     hello_max_payload = ProtoField.uint32("mroce.hello.max_payload", "Max payload (bytes)",
                                           base.DEC),
     hello_capabilities = ProtoField.uint32("mroce.hello.capabilities", "Capabilities", base.HEX),
+    hello_cap_integrity = ProtoField.bool("mroce.hello.capabilities.integrity",
+                                          "INTEGRITY [INT-1]", 32, nil, 0x00000001),
+    hello_cap_coalesce = ProtoField.bool("mroce.hello.capabilities.coalesce",
+                                         "COALESCE [WIRE-10]", 32, nil, 0x00000002),
+    hello_cap_short_ack = ProtoField.bool("mroce.hello.capabilities.short_ack",
+                                          "SHORT_ACK [ACK-21]", 32, nil, 0x00000004),
+    hello_cap_undef = ProtoField.uint32("mroce.hello.capabilities.undefined", "Undefined",
+                                        base.HEX, nil, 0xFFFFFFF8),
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
     hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
     hello_flags = ProtoField.uint8("mroce.hello.flags", "HELLO flags (0x01 SENDING) [CC-20]", base.HEX),
@@ -278,6 +296,24 @@ proto.prefs.udp_port = Pref.uint("UDP port", kDefaultPort,
 -- bit_set reports whether the bit under `mask` (a power of two) is set in `value`.
 local function bit_set(value, mask)
     return math.floor(value / mask) % 2 == 1
+end
+
+-- ack_fixed is the size of the fixed part of the ACK at `off` of tvb ([ACK-1]): 48 when
+-- its flags (byte 19) have SHORT ([ACK-21]), else 80, also when byte 19 is not there (an
+-- ACK shorter than the 20 bytes that hold its flags is truncated in either form).
+local function ack_fixed(tvb, off)
+    if tvb:len() >= off + 20 and bit_set(tvb(off + 19, 1):uint(), kAckShort) then
+        return kAckShortFixed
+    end
+    return fixed_size[T_ACK]
+end
+
+-- ack_count is the `stream_count` of the ACK at `off` of tvb (the last 4 bytes of its fixed
+-- part hold it and `return_path`), or nil when those bytes are not in the capture.
+local function ack_count(tvb, off)
+    local at = off + ack_fixed(tvb, off) - 4
+    if tvb:len() < at + 2 then return nil end
+    return tvb(at, 2):uint()
 end
 
 -- is_after reports whether sequence number a is after b (spec §1.4).
@@ -524,12 +560,25 @@ local function dissect_ack(c, t)
     if flags_item then
         flags_item:add(f.ack_probe_reply, c.tvb(19, 1))
         flags_item:add(f.ack_followed, c.tvb(19, 1))  -- [WIRE-10]
+        flags_item:add(f.ack_short, c.tvb(19, 1))     -- [ACK-21]
         local undef = flags_item:add(f.ack_flags_undef, c.tvb(19, 1))
-        if flags >= 4 then undef:add_proto_expert_info(e.reserved) end  -- [ACK-8]
+        if flags >= 8 then undef:add_proto_expert_info(e.reserved) end  -- [ACK-8]
     end
+    -- [ACK-21]: with SHORT the bitmap is left out and every later field is 32 bytes up; the
+    -- flag decides, as a capture does not show whether SHORT_ACK was negotiated.
+    local short = flags ~= nil and bit_set(flags, kAckShort)
+    local fixed = short and kAckShortFixed or fixed_size[T_ACK]
+    local at = fixed - fixed_size[T_ACK]  -- the fields after `sack` are at at + 56 ...
     local cum = c:add(t, f.ack_cum_psn, 20, 4)
     local sack_count, sack_holes = nil, nil
-    if c:fits(24, 32) then
+    if short then
+        -- No bitmap on the wire: no PSN acknowledged by SACK, no hole (generated fields, so
+        -- that filters on them cover both forms).
+        local item = t:add(f.ack_sack_count, 0)
+        item:set_generated()
+        item:append_text(" (SHORT: the SACK bitmap is left out, no bit set [ACK-21])")
+        t:add(f.ack_sack_holes, 0):set_generated()
+    elseif c:fits(24, 32) then
         local item = t:add(f.ack_sack, c.tvb(24, 32))
         local count, ranges, holes, bit0 = sack_decode(c.tvb(24, 32):bytes(), cum)
         item:append_text(string.format(" (%d PSNs in %d ranges)", count, #ranges))
@@ -545,13 +594,13 @@ local function dissect_ack(c, t)
         end
         sack_count, sack_holes = count, holes
     end
-    c:add(t, f.ack_ecn_ce_count, 56, 4)
-    c:add(t, f.ack_ts_echo, 60, 4)
-    c:add(t, f.ack_delay_ns, 64, 4)
-    local hint = c:add(t, f.ack_rate_hint, 68, 4)
-    local probe_psn, probe_item = c:add(t, f.ack_probe_psn, 72, 4)
-    local count, count_item = c:add(t, f.ack_stream_count, 76, 2)
-    c:add(t, f.ack_return_path, 78, 2)  -- [PATH-12]
+    c:add(t, f.ack_ecn_ce_count, at + 56, 4)
+    c:add(t, f.ack_ts_echo, at + 60, 4)
+    c:add(t, f.ack_delay_ns, at + 64, 4)
+    local hint = c:add(t, f.ack_rate_hint, at + 68, 4)
+    local probe_psn, probe_item = c:add(t, f.ack_probe_psn, at + 72, 4)
+    local count, count_item = c:add(t, f.ack_stream_count, at + 76, 2)
+    c:add(t, f.ack_return_path, at + 78, 2)  -- [PATH-12]
 
     if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
     if cum then c:info_add("cum=" .. cum) end
@@ -561,10 +610,11 @@ local function dissect_ack(c, t)
     if hint and hint ~= 0 then c:info_add("hint=" .. hint .. "Mbps") end
     if count and count > 0 then c:info_add("streams=" .. count) end
     if flags and bit_set(flags, 0x01) then c:info_add("PROBE_REPLY probe_psn=" .. tostring(probe_psn)) end
+    if short then c:info_add("SHORT") end
 
-    if c.len < fixed_size[T_ACK] or count == nil then return end
+    if c.len < fixed or count == nil then return end
     -- [ACK-5] then [ACK-1], wire/'s order.
-    local entries_bytes = c.len - fixed_size[T_ACK]
+    local entries_bytes = c.len - fixed
     if count > kMaxAckStreams then
         c:fail("bad_length", count_item, string.format(
             "stream_count %d is above the cap of %d [ACK-5]", count, kMaxAckStreams))
@@ -572,8 +622,9 @@ local function dissect_ack(c, t)
         -- (An ACK with FOLLOWED and bytes after it is read as a coalesced pair, dissect_pair;
         -- it comes here only when the capture cut it.)
         c:fail("bad_length", count_item, string.format(
-            "stream_count %d needs %d bytes of entries, the datagram has %d [ACK-1]",
-            count, 8 * count, entries_bytes))
+            "stream_count %d needs %d bytes of entries after the %d-byte fixed part%s, " ..
+            "the datagram has %d [ACK-1]", count, 8 * count, fixed, short and " (SHORT)" or "",
+            entries_bytes))
     end
     if not bit_set(flags, 0x01) and probe_psn ~= 0 then
         c:warn(probe_item, "probe_psn must be 0 without PROBE_REPLY [ACK-8]")
@@ -581,14 +632,14 @@ local function dissect_ack(c, t)
     -- Entries: those the datagram holds, even when their count disagrees.
     local n = math.min(count, math.floor(entries_bytes / 8))
     for i = 0, n - 1 do
-        local off = fixed_size[T_ACK] + 8 * i
+        local off = fixed + 8 * i
         if not c:fits(off, 8) then break end
         local st = t:add(c.tvb(off, 8), "Stream entry " .. i)
         local id = c:add(st, f.ack_stream_id, off, 4)
         local seq = c:add(st, f.ack_delivered_seq, off + 4, 4)
         st:append_text(string.format(": stream %d, delivered before %d", id, seq))
     end
-    local used = fixed_size[T_ACK] + 8 * n
+    local used = fixed + 8 * n
     if c.len > used and c:fits(used, c.len - used) then
         t:add(f.extra, c.tvb(used, c.len - used))
     end
@@ -637,6 +688,14 @@ local function dissect_hello(c, t, typ)
     local paths, paths_item = c:add(t, f.hello_num_paths, 38, 2)
     local max_payload, mp_item = c:add(t, f.hello_max_payload, 40, 4)
     local caps, caps_item = c:add(t, f.hello_capabilities, 44, 4)
+    local caps_undef = nil
+    if caps_item then
+        -- [VER-2]: the bits this version defines, by name.
+        caps_item:add(f.hello_cap_integrity, c.tvb(44, 4))
+        caps_item:add(f.hello_cap_coalesce, c.tvb(44, 4))
+        caps_item:add(f.hello_cap_short_ack, c.tvb(44, 4))
+        caps_undef = caps_item:add(f.hello_cap_undef, c.tvb(44, 4))
+    end
     if typ == T_HELLO then
         local cookie = c:fits(48, 16) and c:nonzero(48, 16)
         c:add(t, f.hello_cookie, 48, 16)
@@ -673,11 +732,12 @@ local function dissect_hello(c, t, typ)
     if is_zero64(src_token) then
         c:warn(token_item, "src_token 0: dropped as malformed_hello [CONN-23]")
     end
-    -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]), 0x2 COALESCE ([WIRE-10]); the others are
-    -- reserved ([CONN-2]).
-    if caps % 2 == 1 then c:info_add("INTEGRITY") end
-    if math.floor(caps / 2) % 2 == 1 then c:info_add("COALESCE") end
-    if caps >= 4 then caps_item:add_proto_expert_info(e.reserved) end
+    -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]), 0x2 COALESCE ([WIRE-10]), 0x4 SHORT_ACK
+    -- ([ACK-21]); the others are reserved ([CONN-2]).
+    if bit_set(caps, 0x1) then c:info_add("INTEGRITY") end
+    if bit_set(caps, 0x2) then c:info_add("COALESCE") end
+    if bit_set(caps, 0x4) then c:info_add("SHORT_ACK") end
+    if caps > kCapDefined then caps_undef:add_proto_expert_info(e.reserved) end
 end
 
 local function dissect_probe(c, t)
@@ -762,7 +822,10 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     if not in_pair and carries_trailer[typ] and c.cap >= len and len >= kCommonSize + kTrailerSize then
         local plain = fixed_size[typ]
         if typ == T_DATA and len >= 24 then plain = plain + tvb(22, 2):uint()
-        elseif typ == T_ACK and len >= 78 then plain = plain + 8 * tvb(76, 2):uint() end
+        elseif typ == T_ACK then
+            plain = ack_fixed(tvb, 0)  -- [ACK-21]: 48 with SHORT
+            if len >= plain - 2 then plain = plain + 8 * tvb(plain - 4, 2):uint() end
+        end
         if plain == len - kTrailerSize then
             len = len - kTrailerSize
             c.len = len
@@ -779,9 +842,20 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     end
     -- 4 and 5: the type's fixed part, and the exact size of fixed-size types ([WIRE-5]).
     local fixed = fixed_size[typ]
-    if len < fixed then
+    if typ == T_ACK then
+        -- [ACK-1]: 48 with SHORT ([ACK-21]); when the snap length cut the flags off, the
+        -- form is unknown, and only a datagram too short for either is truncated.
+        fixed = (c.cap < 20 and len >= 20) and kAckShortFixed or ack_fixed(tvb, 0)
+    end
+    if typ == T_ACK and len < 20 then
         c:fail("truncated", nil, string.format(
-            "%d bytes: %s needs at least %d [WIRE-7]", len, name, fixed))
+            "%d bytes: an ACK needs 20 to hold its flags, and its fixed part (80, or 48 " ..
+            "with SHORT) [WIRE-7] [ACK-1]", len))
+    elseif len < fixed then
+        c:fail("truncated", nil, string.format(
+            "%d bytes: %s%s needs at least %d [WIRE-7]", len, name,
+            (typ == T_ACK and ack_fixed(tvb, 0) == kAckShortFixed) and " with SHORT" or "",
+            fixed))
     elseif len > fixed and not variable_size[typ] then
         c:fail("bad_length", nil, string.format(
             "%d bytes: %s is exactly %d [WIRE-5]", len, name, fixed))
@@ -825,21 +899,23 @@ end
 -- nothing after the ACK; longer than 72 + 9000 bytes (the largest max_payload: a
 -- receiver's own bound, 72 + its max_payload, is not in the capture); the ACK's own
 -- checks; a follower that is not a version-2 DATA of the ACK's connection and token (one
--- packet then, the rest shown as bytes); the DATA's own checks.
+-- packet then, the rest shown as bytes); the DATA's own checks. An ACK with SHORT as well
+-- ([ACK-21]) is 48 bytes plus its entries (wire::coalesced_ack_size).
 
--- followed_ack: whether the datagram is read as a coalesced pair (whole in the capture).
+-- followed_ack: whether the datagram is read as a coalesced pair (whole in the capture, and
+-- at least the ACK's fixed part: a shorter one is one truncated ACK, as for a receiver).
 local function followed_ack(tvb)
     local len = tvb:reported_length_remaining(0)
-    if tvb:len() < len or len < fixed_size[T_ACK] then return false end
+    if tvb:len() < len or len < kCommonSize + 4 then return false end
     return tvb(0, 1):uint() == kVersion and tvb(1, 1):uint() == T_ACK and
-           bit_set(tvb(19, 1):uint(), 0x02)
+           bit_set(tvb(19, 1):uint(), 0x02) and len >= ack_fixed(tvb, 0)
 end
 
 -- dissect_pair shows a coalesced datagram as its ACK and (when it is one) its DATA, each
 -- its own mroce item, and returns the Info text and the datagram's verdict.
 local function dissect_pair(tvb, pinfo, tree)
     local len = tvb:reported_length_remaining(0)
-    local ack_len = fixed_size[T_ACK] + 8 * math.min(tvb(76, 2):uint(), kMaxAckStreams + 1)
+    local ack_len = ack_fixed(tvb, 0) + 8 * math.min(ack_count(tvb, 0), kMaxAckStreams + 1)
     -- [INT-2]: one trailer over both, when the lengths say a DATA (or nothing) ends 4 bytes
     -- before the datagram does.
     local body = len
@@ -915,7 +991,7 @@ local null_tree = setmetatable({}, {
 
 -- own_size is the length the packet at `off` of tvb says it has (its type's size, or the
 -- fixed part plus what its length or count field adds), or nil if that is not readable
--- or it is no version-1 packet.
+-- or it is no version-2 packet.
 local function own_size(tvb, off)
     if tvb:len() < off + kCommonSize then return nil end
     if tvb(off, 1):uint() ~= kVersion then return nil end
@@ -926,8 +1002,9 @@ local function own_size(tvb, off)
         if tvb:len() < off + 24 then return nil end
         return fixed + tvb(off + 22, 2):uint()
     elseif typ == T_ACK then
-        if tvb:len() < off + 78 then return nil end
-        return fixed + 8 * tvb(off + 76, 2):uint()
+        local count = ack_count(tvb, off)  -- [ACK-21]: SHORT moves it (and the entries) up
+        if not count then return nil end
+        return ack_fixed(tvb, off) + 8 * count
     end
     return fixed
 end
@@ -1025,7 +1102,7 @@ local function heuristic(tvb, pinfo, tree)
         return false
     end
     if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
-    if typ == T_ACK and tvb(76, 2):uint() > kMaxAckStreams then return false end
+    if typ == T_ACK and (ack_count(tvb, 0) or 0) > kMaxAckStreams then return false end
     -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
     -- one is shown (and flagged) as mroce instead of as unknown UDP data.
     pinfo.conversation = proto
