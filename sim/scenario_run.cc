@@ -554,8 +554,11 @@ std::optional<double> recovery_after_fault(const RunSpec& spec, uint32_t planes,
     int64_t until_ps = end_ps;
     for (const FlowOutcome& o : out.flows)
         if (o.finish_ps >= 0 && o.finish_ps > to_ps(fault->at)) until_ps = std::min(until_ps, o.finish_ps);
-    // Only bins that end by the first finish after the fault: the drain is not recovery.
-    in.until_us = static_cast<double>(until_ps) / 1e6;
+    // Only bins that end a bin before the first finish after the fault: the drain is not
+    // recovery. A flow's last bytes are placed about a round trip before its last completion,
+    // so the bin that ends at its finish is already part drain (bytes placed no longer
+    // count in it), and whether it falls short depends only on where the finish falls.
+    in.until_us = static_cast<double>(until_ps) / 1e6 - in.width_us;
     for (const ThroughputRow& r : out.throughput)
         if (r.flow == -1 && r.time_us <= in.until_us) in.bins.push_back({r.time_us, r.gbps});
     return recovery_us(in);
