@@ -372,8 +372,13 @@ std::vector<std::byte> Peer::coalesced(wire::AckPacket ack, std::span<const std:
 
 void Peer::send_ack(wire::AckPacket ack) {
     ack.common.type = PacketType::kAck;
+    // [ACK-21]: SHOULD leave out an empty bitmap where both announced SHORT_ACK.
+    if (short_ack() && wire::sack_empty(ack.sack)) ack.flags |= wire::ack_flag::kShort;
     std::vector<std::byte> buf(wire::encoded_size(ack));
-    if (auto n = wire::encode_ack(ack, buf)) send_bytes(std::span(buf.data(), *n));
+    if (auto n = wire::encode_ack(ack, buf)) {
+        ++((ack.flags & wire::ack_flag::kShort) ? short_acks_sent_ : full_acks_sent_);
+        send_bytes(std::span(buf.data(), *n));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -442,19 +447,25 @@ Rx Peer::decode(Datagram d) {
             break;
         }
         case 2: {
+            // [ACK-21]: SHORT only where both HELLOs announced SHORT_ACK; elsewhere the bit is
+            // undefined and the ACK is read at its full length (a SHORT one then fails [ACK-1]).
+            if (packet.size() > 19 && (static_cast<uint8_t>(packet[19]) & wire::ack_flag::kShort) && !short_ack())
+                violation(fmt::format("[ACK-21] [VER-2] target sent an ACK with SHORT ({} bytes) on a connection "
+                                      "that did not negotiate SHORT_ACK", packet.size()));
             // [WIRE-10]: with COALESCE negotiated, an ACK with FOLLOWED is as long as its count
             // and a DATA follows it; without, the flag is itself a violation (below) and the
             // datagram is read as one ACK.
-            if (const size_t ack_len = wire::coalesced_ack_size(packet); ack_len > 0 && coalesce()) {
+            if (const size_t ack_len = wire::coalesced_ack_size(packet, short_ack()); ack_len > 0 && coalesce()) {
                 if (!decode_coalesced(rx, packet, ack_len)) return rx;
                 break;
             }
-            auto r = wire::decode_ack(packet);
+            auto r = decode_target_ack(packet);
             if (!r) {
                 fail("ACK", r.error());
                 return rx;
             }
             rx.ack = *r;
+            rx.ack_size = packet.size();
             break;
         }
         case 3: {
@@ -519,7 +530,7 @@ bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ac
                               "gives {})", packet.size(), ack_len));
         return false;
     }
-    auto ack = wire::decode_ack(packet.first(ack_len));
+    auto ack = decode_target_ack(packet.first(ack_len));
     if (!ack) {
         violation(fmt::format("[WIRE-10] [ACK-1] the ACK of a coalesced datagram does not decode ({})",
                               to_string(ack.error())));
@@ -550,6 +561,7 @@ bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ac
         return false;
     }
     rx.ack = *ack;
+    rx.ack_size = ack_len;
     rx.coalesced = true;
     Rx f;
     f.raw.bytes.assign(rest.begin(), rest.end());
@@ -563,6 +575,16 @@ bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ac
     follower_ = std::move(f);
     ++coalesced_seen_;
     return true;
+}
+
+Result<wire::AckPacket> Peer::decode_target_ack(std::span<const std::byte> packet) const {
+    auto common = wire::decode_common_header(packet);
+    if (!common) return common.error();
+    if (common->type != PacketType::kAck) return Error::kBadType;
+    wire::AckPacket a;
+    a.common = *common;
+    if (Error e = wire::parse_ack_body(packet, a, short_ack()); e != Error::kOk) return e;
+    return a;
 }
 
 // check_target_packet: the rules every datagram a conforming sender produces obeys.
@@ -622,7 +644,8 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[DATA-7] DATA psn_floor after path_psn");
             break;
         case PacketType::kAck:
-            if (rx.ack.flags & 0xFC) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
+            // (SHORT, 0x04, is defined where negotiated; elsewhere decode already recorded it.)
+            if (rx.ack.flags & 0xF8) violation("[WIRE-6] [ACK-8] undefined ACK flag bits set");
             // [WIRE-10]: FOLLOWED only where both announced COALESCE (decode_coalesced then
             // read the DATA after it).
             if ((rx.ack.flags & wire::ack_flag::kFollowed) && !coalesce())

@@ -50,6 +50,7 @@ struct Rx {
     wire::DataHeader data;
     std::vector<std::byte> payload;
     wire::AckPacket ack;
+    size_t ack_size = 0;   // the ACK's own bytes (no trailer, no coalesced DATA)
     wire::NackPacket nack;
     wire::HelloPacket hello;
     wire::ProbePacket probe;
@@ -120,6 +121,16 @@ public:
     bool coalesce() const {
         return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapCoalesce);
     }
+    // short_ack: both our HELLOs and the target's announced SHORT_ACK ([ACK-21], [VER-2]).
+    // Then the target's ACKs are read in either form, and send_ack sends ours SHORT when
+    // their bitmap is empty; otherwise the SHORT bit is undefined ([WIRE-6]): an ACK of the
+    // target that sets it is a violation, and its ACKs are read at their full length.
+    bool short_ack() const {
+        return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapShortAck);
+    }
+    // short_acks_sent, full_acks_sent: the ACKs send_ack sent in either form.
+    uint64_t short_acks_sent() const { return short_acks_sent_; }
+    uint64_t full_acks_sent() const { return full_acks_sent_; }
     // coalesced_seen: coalesced datagrams of the target that passed every check of [WIRE-10].
     uint64_t coalesced_seen() const { return coalesced_seen_; }
     // trailers_checked: target packets whose integrity trailer was verified (a bad or
@@ -189,8 +200,11 @@ public:
     // ([PATH-6]), and the reply carries PROBE_REPLY, probe_psn and ts_echo.
     wire::AckPacket probe_reply(const wire::ProbePacket& probe);
     wire::AckPacket ack_for_target_path(uint16_t path) const;
+    // send_ack encodes and sends the ACK; on a connection that negotiated SHORT_ACK one with
+    // an empty bitmap goes in the SHORT form ([ACK-21]). A test that sets SHORT itself gets
+    // it anywhere (a wrong one included); ack_bytes gives exactly the form asked for.
     void send_ack(wire::AckPacket ack);
-    // ack_bytes: the ACK as encoded (type set), without a trailer.
+    // ack_bytes: the ACK as encoded (type set), without a trailer, in the form its flags say.
     static std::vector<std::byte> ack_bytes(wire::AckPacket ack);
     // coalesced: an ACK with FOLLOWED (set here) immediately followed by `follower` in one
     // datagram ([WIRE-10]), without a trailer: send_bytes adds the one trailer at its end.
@@ -205,6 +219,9 @@ private:
     // decode_coalesced: the ACK with FOLLOWED of a coalesced datagram into rx, its DATA into
     // follower_, every rule of [WIRE-10] checked. False (a violation recorded) if one fails.
     bool decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ack_len);
+    // decode_target_ack: an ACK of the target as this connection reads it ([ACK-21]: SHORT
+    // only where negotiated, else the ACK at its full length).
+    Result<wire::AckPacket> decode_target_ack(std::span<const std::byte> packet) const;
     void check_target_packet(const Rx& rx);
     void violation(std::string what);
     wire::CommonHeader to_target() const;
@@ -229,6 +246,8 @@ private:
     std::vector<std::string> violations_;
     uint64_t trailers_checked_ = 0;
     uint64_t coalesced_seen_ = 0;
+    uint64_t short_acks_sent_ = 0;
+    uint64_t full_acks_sent_ = 0;
     std::optional<Rx> follower_;  // the DATA of the coalesced datagram decode just read
 };
 

@@ -5,7 +5,8 @@
 // each part took effect shows in the target's completions, its memory and its next ACK.
 // A pair is applied whole or not at all ([WIRE-8]); without COALESCE negotiated it is an
 // ACK of the wrong length ([ACK-1]). What the target coalesces itself the peer splits and
-// checks (Peer::decode_coalesced); coalesce.target_pair makes the target send one.
+// checks (Peer::decode_coalesced); coalesce.target_pair makes the target send one. The
+// short_* tests repeat the pair with a SHORT ACK ([ACK-21]): its length is then 48 + 8n.
 #include <chrono>
 #include <functional>
 
@@ -44,6 +45,8 @@ struct Pair {
         f.establish();
         if ((capabilities & wire::kCapCoalesce) && !(f.peer.remote().capabilities & wire::kCapCoalesce))
             throw Skipped("the target does not announce COALESCE ([VER-2]: optional)");
+        if ((capabilities & wire::kCapShortAck) && !(f.peer.remote().capabilities & wire::kCapShortAck))
+            throw Skipped("the target does not announce SHORT_ACK ([VER-2]: optional)");
         src = f.reg_mr(4096, {"local_write"});
         f.write_mr(src, 0, pattern(1000, 230));
         dst = f.reg_mr(16384, {"local_write", "remote_write"});
@@ -282,17 +285,53 @@ void not_negotiated(Context& ctx) {
     p.both_applied("the same ACK and DATA sent apart", h.path_psn);
 }
 
+// short_pair_applied: both announce COALESCE and SHORT_ACK; the pair's ACK is SHORT
+// (FOLLOWED | SHORT, 48 + 8 bytes, [ACK-21]): the receiver finds the DATA where the SHORT
+// ACK's count ends, and applies both.
+void short_pair_applied(Context& ctx) {
+    Pair p(ctx, wire::kCapCoalesce | wire::kCapShortAck | wire::kCapIntegrity);
+    check(p.f.peer.coalesce() && p.f.peer.short_ack(), "[VER-2] both announced COALESCE and SHORT_ACK but the "
+          "peer does not use them");
+    p.target_write();
+    auto a = p.ack();
+    check(wire::sack_empty(a.sack), "setup: the pair's ACK has SACK bits");
+    a.flags |= wire::ack_flag::kShort;
+    wire::DataHeader h;
+    const auto bytes = Peer::coalesced(a, p.data(&h));
+    check(wire::coalesced_ack_size(bytes, true) == wire::kAckShortFixedSize + wire::kAckStreamEntrySize,
+          "setup: the pair's SHORT ACK is not 56 bytes");
+    p.f.peer.send_bytes(bytes);
+    p.both_applied("a SHORT ACK + DATA pair", h.path_psn);
+}
+
+// short_pair_not_negotiated: COALESCE but not SHORT_ACK. A SHORT+FOLLOWED ACK is then
+// read at its full length ([ACK-21]): its count, at byte 76, lies inside the DATA, and what
+// it points at is no DATA of the connection, so the pair is dropped whole ([WIRE-10],
+// [WIRE-8]); the ACK sent alone in the full form completes the WRITE (the control).
+void short_pair_not_negotiated(Context& ctx) {
+    Pair p(ctx, wire::kCapCoalesce | wire::kCapIntegrity);
+    check(p.f.peer.coalesce() && !p.f.peer.short_ack(), "the peer's COALESCE / SHORT_ACK state is wrong");
+    p.target_write();
+    auto a = p.ack();
+    a.flags |= wire::ack_flag::kShort;
+    wire::DataHeader h;
+    p.f.peer.send_bytes(Peer::coalesced(a, p.data(&h)));
+    p.nothing_applied("a SHORT ACK + DATA pair without SHORT_ACK", h.path_psn);
+}
+
 // target_pair: a READ request without ACK_NOW leaves the target an ACK to delay
 // ([ACK-11]) when its READ response, a DATA, is ready: a target that coalesces
 // ([ACK-12] with `ack_with_reverse_data`) sends the two in one datagram, which the peer
 // splits and checks against [WIRE-10] (a breach fails the test). A target that sends them
 // apart is conformant too: the test then skips.
-void target_pair(Context& ctx) {
+void target_pair_with(Context& ctx, uint32_t capabilities) {
     Fixture f(ctx);
-    f.peer.me().capabilities = wire::kCapCoalesce | wire::kCapIntegrity;
+    f.peer.me().capabilities = capabilities;
     f.establish();
     if (!(f.peer.remote().capabilities & wire::kCapCoalesce))
         throw Skipped("the target does not announce COALESCE ([VER-2]: optional)");
+    if ((capabilities & wire::kCapShortAck) && !(f.peer.remote().capabilities & wire::kCapShortAck))
+        throw Skipped("the target does not announce SHORT_ACK ([VER-2]: optional)");
     const Region region = f.reg_mr(4096, {"local_write", "remote_read"});
     const auto content = pattern(300, 232);
     f.write_mr(region, 0, content);
@@ -322,6 +361,21 @@ void target_pair(Context& ctx) {
     check(covers(ack->ack, sent.psn), "[WIRE-10] [ACK-12] the ACK coalesced with the READ response "
           "does not acknowledge the READ request (PSN {:#x})", sent.psn);
     check(ack->ack.flags & wire::ack_flag::kFollowed, "[ACK-8] a coalesced ACK without FOLLOWED");
+    if (capabilities & wire::kCapShortAck) {
+        // [ACK-21]: the READ request arrived alone and in order, so the bitmap is empty.
+        check(sack_count(ack->ack) == 0, "[ACK-2] the coalesced ACK has SACK bits after a loss-free request");
+        if (!(ack->ack.flags & wire::ack_flag::kShort))
+            throw Skipped("[ACK-21] SHOULD: the coalesced ACK, its bitmap empty, was sent in the full form "
+                          "(the pair passed every check)");
+    }
+}
+
+void target_pair(Context& ctx) { target_pair_with(ctx, wire::kCapCoalesce | wire::kCapIntegrity); }
+
+// short_target_pair: target_pair with SHORT_ACK negotiated too: the coalesced ACK is SHORT
+// (its length is 48 + 8n, [WIRE-10], [ACK-21]) and the peer finds the DATA after it.
+void short_target_pair(Context& ctx) {
+    target_pair_with(ctx, wire::kCapCoalesce | wire::kCapShortAck | wire::kCapIntegrity);
 }
 
 }  // namespace
@@ -344,6 +398,18 @@ void add_coalesce_tests(std::vector<TestCase>& out) {
                    "a READ response the target coalesces with its ACK of the request passes "
                    "every check of [WIRE-10] (skipped if it sends them apart)",
                    target_pair});
+    out.push_back({"coalesce.short_pair_applied", "[WIRE-10] [ACK-21] [ACK-8]",
+                   "with COALESCE and SHORT_ACK a SHORT ACK + DATA datagram (the DATA after 48 + 8n bytes) "
+                   "is applied whole",
+                   short_pair_applied});
+    out.push_back({"coalesce.short_pair_not_negotiated", "[WIRE-10] [ACK-21] [WIRE-8]",
+                   "with COALESCE but not SHORT_ACK a SHORT ACK + DATA datagram is read at full length and "
+                   "dropped whole; the ACK alone takes effect",
+                   short_pair_not_negotiated});
+    out.push_back({"coalesce.short_target_pair", "[WIRE-10] [ACK-21] [ACK-12]",
+                   "target_pair with SHORT_ACK too: the coalesced ACK passes the checks and is SHORT "
+                   "(skipped if sent apart, or in the full form: SHOULD)",
+                   short_target_pair});
 }
 
 }  // namespace mroce::conform

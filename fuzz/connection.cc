@@ -1,7 +1,8 @@
 // fuzz/connection.cc — two whole core::Endpoints through a scripted exchange, with the
 // input choosing what happens to every datagram that crosses between them.
 //
-// Input: [config byte] [seed byte] [script length byte] [script] [fates].
+// Input: [config byte] [seed byte] [script length byte] [script] [fates]. The seed byte's
+// top bit turns INTEGRITY off, its bit 6 SHORT_ACK (at B only, so it is not negotiated).
 // - The script posts work (SEND, SEND_IMM, WRITE, WRITE_IMM, READ, both atomics, on two
 //   streams, from either side; inline, fenced, as scatter/gather lists), posts receives,
 //   runs the network, deregisters a region, changes a stream's limits, closes the
@@ -245,6 +246,9 @@ public:
             cfg.max_outstanding_wrs = 64;
             // [INT-1]: the integrity trailer on (the default) unless the seed's top bit says off.
             cfg.integrity_check = !(seed & 0x80);
+            // [ACK-21]: SHORT_ACK negotiated (the default) unless the seed's bit 6 says B does
+            // not announce it: then both send full ACKs, and a mutated SHORT bit is undefined.
+            cfg.short_acks = i == 0 || !(seed & 0x40);
             if (c & 0x80) {
                 cfg.max_rd_atomic = 2;
                 cfg.max_dest_rd_atomic = 1;
@@ -319,13 +323,15 @@ public:
                 const core::ConnectionStats& cs = c->stats();
                 std::fprintf(stderr,
                              "  conn %08x state %d: sent %llu recv %llu retx %llu malformed %llu "
-                             "oow %llu stale %llu orphan %llu nacks %llu/%llu deferred %llu\n",
+                             "oow %llu stale %llu orphan %llu nacks %llu/%llu deferred %llu caps%s%s%s\n",
                              c->id(), static_cast<int>(c->state()),
                              (unsigned long long)cs.messages_sent, (unsigned long long)cs.messages_received,
                              (unsigned long long)cs.retransmits, (unsigned long long)cs.malformed,
                              (unsigned long long)cs.out_of_window, (unsigned long long)cs.stale_duplicates,
                              (unsigned long long)cs.orphan_responses, (unsigned long long)cs.nacks_sent,
-                             (unsigned long long)cs.nacks_received, (unsigned long long)cs.requests_deferred);
+                             (unsigned long long)cs.nacks_received, (unsigned long long)cs.requests_deferred,
+                             c->integrity() ? " integrity" : "", c->coalesce() ? " coalesce" : "",
+                             c->short_acks() ? " short_acks" : "");
             }
             for (uint32_t id : s.streams) {
                 const core::Stream* st = s.ep->stream(id);

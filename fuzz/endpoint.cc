@@ -4,7 +4,8 @@
 // posted receives; then the input is cut into datagrams (2-byte length prefix each) and
 // fed to the responder. For a datagram whose first byte is odd, bytes 4..15 are replaced
 // by the real connection id and token, so the fuzzer reaches past the token check into
-// ACK, NACK, DATA, PROBE and CLOSE handling. Between datagrams both endpoints run their
+// ACK, NACK, DATA, PROBE and CLOSE handling; likewise for the DATA after a coalesced ACK
+// ([WIRE-10], SHORT or not, [ACK-21]) whose own first byte is odd. Between datagrams both endpoints run their
 // timers and exchange whatever they send. Invariants: no crash, no sanitizer report, no
 // DCHECK, and memory outside the registered window is never written.
 #include <array>
@@ -15,6 +16,7 @@
 
 #include "core/endpoint.h"
 #include "fuzz/fuzz_check.h"
+#include "wire/ack.h"
 #include "wire/buffer.h"
 
 namespace {
@@ -107,6 +109,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             mroce::wire::Writer w(std::span(dgram.data() + 4, 12));
             w.u32(f.conn_b);
             w.u64(f.token_b);
+            // [WIRE-10]: the DATA after a FOLLOWED ACK (at the length its count gives, SHORT
+            // or not: the two sides negotiated COALESCE and SHORT_ACK) names the connection
+            // too when its own first byte is odd.
+            const size_t at = static_cast<uint8_t>(dgram[1]) == 2 ? mroce::wire::coalesced_ack_size(dgram) : 0;
+            if (at > 0 && dgram.size() >= at + 16 && (static_cast<uint8_t>(dgram[at]) & 1)) {
+                dgram[at] = std::byte{mroce::wire::kProtocolVersion};
+                mroce::wire::Writer v(std::span(dgram.data() + at + 4, 12));
+                v.u32(f.conn_b);
+                v.u64(f.token_b);
+            }
         }
         PacketMeta m;
         m.src = f.a->local_address().with_port(50000);

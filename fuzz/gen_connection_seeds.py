@@ -3,6 +3,7 @@
 
 Each seed is a scenario in the input language of fuzz/connection.cc:
   [config byte] [seed byte] [script length] [script] [fates]
+(the seed byte's top bit turns INTEGRITY off, its bit 6 SHORT_ACK at B, [ACK-21]).
 The seeds cover every work request type from both sides on both streams, then differ in
 what the network does (clean, lossy, mutating) and in the configuration. libFuzzer finds
 the rest from here; the files it adds are named by their SHA-1.
@@ -126,6 +127,10 @@ def seeds():
         limits(1, 0, 0x02), post(0, 0, WRITE, L1000), post(0, 0, READ, L512), post(0, 0, FETCH_ADD, L8),
         limits(0, 1, 0x3f), post(1, 1, READ, L3000), post(1, 1, READ, L100), post(1, 1, CMP_SWAP, L8),
         settle()]))
+    # [ACK-21]: B does not announce SHORT_ACK (seed bit 6), so every ACK is in the full
+    # form and a mutation that sets SHORT makes an ACK the receiver reads at full length.
+    yield "mix-lossy-full-acks", scenario(config(paths=8), 2 | 0x40, MIX, LOSSY)
+    yield "mix-mutating-full-acks", scenario(config(b_payload=512), 3 | 0x40, MIX, MUTATING)
     yield "scatter-gather", scenario(config(paths=2), 10, b"".join([
         recv(1, 0, 4, L4096, pieces=True), recv(0, 1, 2, L1024, pieces=True),
         post(0, 0, SEND, L1000, pieces=True), post(0, 0, SEND_IMM, L100, inline=True, pieces=True),

@@ -4,7 +4,8 @@
 Encodes small valid and invalid packets straight from the byte tables of docs/spec.md §3,
 independently of the C++ encoder, so the seeds also check that codec and spec agree (the
 file name says what each one is: the replay driver checks that `seed-valid-*` files
-decode and `seed-bad-*` files do not). Deterministic: rerunning rewrites the same files. Files that libFuzzer added (named by their SHA-1) are
+decode and `seed-bad-*` files do not; the endpoint target's seeds are datagram sequences,
+named by neither). Deterministic: rerunning rewrites the same files. Files that libFuzzer added (named by their SHA-1) are
 left alone.
 
 Usage: python3 fuzz/gen_corpus.py [--check]
@@ -66,6 +67,30 @@ def ack(streams=(), count=None, path_id=1, path_gen=0, flags=0, cum_psn=100, sac
         ">IIIIIHH", ce, ts_echo, delay, rate, probe_psn, count, reserved78)
     entries = b"".join(struct.pack(">II", s, d) for s, d in streams)
     return common(ACK, **kw) + fixed + entries
+
+
+# §3.3 [ACK-8]
+PROBE_REPLY, FOLLOWED, SHORT = 0x01, 0x02, 0x04
+
+
+def short_ack(streams=(), count=None, path_id=1, path_gen=0, flags=0, cum_psn=100, ce=0,
+              ts_echo=12345, delay=500, rate=0, probe_psn=0, return_path=0, **kw):
+    """§3.3 [ACK-21]: the SHORT form, `sack` left out and every later field 32 bytes up:
+    48-byte fixed part (ecn_ce_count at 24 ... return_path at 46), then 8 bytes per stream
+    entry. SHORT is always set in flags."""
+    if count is None:
+        count = len(streams)
+    fixed = struct.pack(">HBBI", path_id, path_gen, flags | SHORT, cum_psn) + struct.pack(
+        ">IIIIIHH", ce, ts_echo, delay, rate, probe_psn, count, return_path)
+    entries = b"".join(struct.pack(">II", s, d) for s, d in streams)
+    return common(ACK, **kw) + fixed + entries
+
+
+def framed(*datagrams):
+    """fuzz/endpoint.cc's input: each datagram behind its u16 length. A datagram whose first
+    byte is odd is addressed to the real connection (bytes 4..15 replaced, version set to 2),
+    and so is the DATA after a FOLLOWED ACK when its own first byte is odd."""
+    return b"".join(struct.pack(">H", len(d)) + d for d in datagrams)
 
 
 def nack(reason=1, path_id=1, path_gen=0, psn=100, stream_id=7, msg_seq=3, detail=0, **kw):
@@ -154,6 +179,28 @@ def seeds():
         "bad-count-long": ack(streams=[(7, 4), (8, 5)], count=1),
         "bad-trailing": ack(streams=[(7, 4)]) + b"\0",
         "bad-partial-entry": ack(streams=[(7, 4)])[:-3],
+        # [ACK-21]: the SHORT form (decode_ack reads it as a connection that negotiated
+        # SHORT_ACK does).
+        "valid-short-no-streams": short_ack(),
+        "valid-short-one-stream": short_ack(streams=[(7, 4)], ce=3, return_path=2),
+        "valid-short-32-streams": short_ack(streams=full, rate=100000, cum_psn=0xFFFFFFFF),
+        "valid-short-probe-reply": short_ack(flags=PROBE_REPLY, probe_psn=101,
+                                             streams=[(7, 4), (8, 0x80000000)], return_path=5),
+        "valid-short-followed-ack": short_ack(flags=FOLLOWED, streams=[(7, 4)]),
+        "valid-short-reserved-nonzero": short_ack(reserved=0xFFFF, flags=0xF8, streams=[(1, 1)]),
+        # A SHORT ACK with FOLLOWED and the DATA after it ([WIRE-10]): as one ACK the datagram
+        # is longer than its count says; the fuzz target also reads it as a coalesced pair.
+        "bad-short-followed-pair": short_ack(flags=FOLLOWED, streams=[(7, 4)]) + data(),
+        "bad-short-truncated-flags": short_ack()[:19],
+        "bad-short-truncated-mid": short_ack(streams=[(7, 4)])[:30],
+        "bad-short-truncated-fixed": short_ack()[:47],
+        "bad-short-count-short": short_ack(streams=[(7, 4)], count=2),
+        "bad-short-count-long": short_ack(streams=[(7, 4), (8, 5)], count=1),
+        "bad-short-count-33": short_ack(streams=full + [(99, 99)]),
+        "bad-short-partial-entry": short_ack(streams=[(7, 4)])[:-3],
+        # The full layout with SHORT set: read as SHORT, its count (bytes 44..45, inside what
+        # was the bitmap) is 0 and 32 bytes are left over.
+        "bad-short-flag-on-full-layout": ack(flags=SHORT),
     }
     yield "decode_control", {
         "valid-nack-not-ready": nack(reason=1, detail=100),
@@ -188,6 +235,27 @@ def seeds():
         "bad-hello-payload-9001": hello(max_payload=9001),
         "bad-probe-trailing": probe() + b"\0" * 4,
         "bad-close-truncated": close()[:23],
+    }
+    # Datagrams into the established endpoint of fuzz/endpoint.cc (whose two sides negotiate
+    # SHORT_ACK and COALESCE by default). Sequences, not single packets: their names say
+    # neither valid nor bad. Version byte 3 (odd): addressed to the real connection.
+    b_isn = 0xFFFFFFF0  # the fixture's forced_isn: nothing of B's is acknowledged below it
+    yield "endpoint", {
+        "short-acks": framed(
+            short_ack(version=3, cum_psn=b_isn - 1, streams=[(1, 0)]),
+            short_ack(version=3, flags=PROBE_REPLY, cum_psn=b_isn - 1, probe_psn=b_isn),
+            short_ack(version=3, path_id=3, cum_psn=b_isn - 1, streams=[(1, 1), (2, 1), (9, 9)]),
+            ack(version=3, flags=SHORT, cum_psn=b_isn - 1),
+            short_ack(version=3, cum_psn=b_isn - 1, count=3, streams=[(1, 0)]),
+            short_ack(version=3, cum_psn=b_isn - 1)[:40]),
+        "short-followed-pair": framed(
+            short_ack(version=3, flags=FOLLOWED, cum_psn=b_isn - 1, streams=[(1, 0)])
+            + data(version=3, path_id=1, psn=0xFFFFFFF4, psn_floor=0xFFFFFFF0, stream_id=1,
+                   flags=LAST | ACK_NOW),
+            short_ack(version=3, flags=FOLLOWED | PROBE_REPLY, cum_psn=b_isn - 1, probe_psn=b_isn)
+            + data(version=3, path_id=2, psn=0xFFFFFFF4, psn_floor=0xFFFFFFF0, stream_id=2,
+                   opcode=SEND_IMM, immediate=7, flags=LAST | ACK_NOW),
+            short_ack(version=3, flags=FOLLOWED, cum_psn=b_isn - 1)),
     }
 
 

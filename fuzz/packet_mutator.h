@@ -153,7 +153,16 @@ inline Effect mutate_ack(std::vector<std::byte>& d, Input& in, const std::vector
     switch (in.u8() % 14) {
         case 0: set_field(a.path_id, in, ctx); break;
         case 1: set_field(a.path_gen, in, ctx); break;
-        case 2: set_field(a.flags, in, ctx); break;
+        case 2: {
+            const uint8_t old = a.flags;
+            set_field(a.flags, in, ctx);
+            // [ACK-21]: SHORT changes the layout. Set, it leaves the bitmap out (store_ack
+            // drops it); cleared, the full form carries it. Where the receiver did not
+            // negotiate SHORT_ACK it reads the bytes at full length, entries and count
+            // included, so the toggled ACK may report deliveries that did not happen.
+            if ((old ^ a.flags) & wire::ack_flag::kShort) effect = Effect::kDelivery;
+            break;
+        }
         case 3: set_field(a.cum_psn, in, ctx); break;
         case 4:
             switch (in.u8() % 4) {
@@ -166,6 +175,8 @@ inline Effect mutate_ack(std::vector<std::byte>& d, Input& in, const std::vector
                 }
                 default: a.sack.set(in.u8()); break;
             }
+            // [ACK-21]: a SHORT ACK has no bitmap; one with bits set goes in the full form.
+            if (!wire::sack_empty(a.sack)) a.flags &= static_cast<uint8_t>(~wire::ack_flag::kShort);
             break;
         case 5: set_field(a.ecn_ce_count, in, ctx); break;
         case 6: set_field(a.ts_echo, in, ctx); break;
@@ -209,7 +220,8 @@ inline Effect mutate_ack(std::vector<std::byte>& d, Input& in, const std::vector
         a.stream_count = 0;
         d.assign(wire::encoded_size(a), std::byte{0});
         wire::store_ack(a, d.data());
-        wire::store_be16(d.data() + 76, lie);
+        // stream_count is the fixed part's last-but-one field: byte 76, or 44 with SHORT ([ACK-21]).
+        wire::store_be16(d.data() + wire::ack_fixed_size(a.flags) - 4, lie);
     } else {
         d.assign(wire::encoded_size(a), std::byte{0});
         wire::store_ack(a, d.data());

@@ -92,6 +92,8 @@ void register_conform(CLI::App& app) {
     a->add_flag("--ack-with-reverse-data", agent->ack_with_reverse_data,
                 "a delayed ACK leaves with the next DATA, coalesced where the peer announced "
                 "COALESCE (spec [ACK-12], [WIRE-10]; off: the spec's default ACK rule)");
+    a->add_flag("--no-short-acks{false}", agent->short_acks,
+                "do not announce SHORT_ACK: every ACK keeps its SACK bitmap (spec [ACK-21])");
     a->callback([agent] { std::exit(conform::run_agent(*agent)); });
 }
 

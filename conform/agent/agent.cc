@@ -166,8 +166,8 @@ struct Agent::Queue {
     ~Queue() { qp.reset(); }
 };
 
-Agent::Agent(Address udp, bool ack_with_reverse_data)
-    : udp_(udp), ack_with_reverse_data_(ack_with_reverse_data) {}
+Agent::Agent(Address udp, bool ack_with_reverse_data, bool short_acks)
+    : udp_(udp), ack_with_reverse_data_(ack_with_reverse_data), short_acks_(short_acks) {}
 Agent::~Agent() { close_all(); }
 
 void Agent::close_all() {
@@ -192,6 +192,8 @@ bool Agent::open(std::string* why) {
     // Off by default (the spec's default); on, a delayed ACK leaves with the next DATA, in
     // one datagram where COALESCE was negotiated: coalesce.target_pair needs it to pass.
     cfg.endpoint.ack_with_reverse_data = ack_with_reverse_data_;
+    // On by default; off, the short_ack group judges a target that does not announce it.
+    cfg.endpoint.short_acks = short_acks_;
     auto dev = api::Device::open(cfg, why);
     if (!dev) return false;
     dev_ = std::move(dev).value();

@@ -25,8 +25,9 @@ class Agent {
 public:
     // udp is the address the Device binds (port 0: ephemeral; reset keeps the port bound).
     // ack_with_reverse_data: the engine's [ACK-12] option of that name (off: the spec's
-    // default), under which it coalesces an ACK with its DATA ([WIRE-10]).
-    explicit Agent(Address udp, bool ack_with_reverse_data = false);
+    // default), under which it coalesces an ACK with its DATA ([WIRE-10]). short_acks: the
+    // engine announces SHORT_ACK ([ACK-21]; on by default).
+    explicit Agent(Address udp, bool ack_with_reverse_data = false, bool short_acks = true);
     ~Agent();
     Agent(const Agent&) = delete;
     Agent& operator=(const Agent&) = delete;
@@ -67,6 +68,7 @@ private:
 
     Address udp_;
     bool ack_with_reverse_data_ = false;
+    bool short_acks_ = true;
     std::unique_ptr<api::Device> dev_;
     std::map<uint32_t, std::unique_ptr<api::ProtectionDomain>> pds_;
     uint32_t default_pd_ = 0;
@@ -79,6 +81,7 @@ struct AgentOptions {
     std::string listen = "127.0.0.1:0";  // control protocol (TCP)
     std::string udp = "127.0.0.1:0";     // the Device's endpoint (UDP)
     bool ack_with_reverse_data = false;  // --ack-with-reverse-data ([ACK-12], [WIRE-10])
+    bool short_acks = true;              // off with --no-short-acks ([ACK-21])
 };
 
 // run_agent binds both addresses, prints one line

@@ -135,6 +135,35 @@ def check_coalescing_target(mroce):
         stop(agent)
 
 
+def check_target_without_short_acks(mroce):
+    """Against an agent with --no-short-acks ([ACK-21]) the short_ack group must pass: the
+    tests that need the target's SHORT_ACK skip, and those of a connection without it run
+    and pass (the target must neither send SHORT nor apply a SHORT ACK there)."""
+    agent, control = start_agent(mroce, ["--no-short-acks"])
+    try:
+        if control is None:
+            fail("the agent with --no-short-acks did not report its addresses")
+        with tempfile.TemporaryDirectory() as d:
+            junit = os.path.join(d, "short_ack.xml")
+            run = subprocess.run([mroce, "conform", control, "--group", "short_ack", "--junit", junit],
+                                 capture_output=True, text=True, timeout=60)
+            sys.stdout.write(run.stdout)
+            if run.returncode != 0:
+                fail(f"--group short_ack against --no-short-acks exited {run.returncode}")
+            cases = {c.get("name"): c for c in ET.parse(junit).getroot().findall("testcase")}
+            for name, want in (("short_ack.empty_bitmap_short", "skipped"),
+                               ("short_ack.not_negotiated_full", None),
+                               ("short_ack.not_negotiated_ignored", None)):
+                c = cases.get(name)
+                if c is None:
+                    fail(f"{name} did not run against --no-short-acks")
+                skipped = c.find("skipped") is not None
+                if (want == "skipped") != skipped or c.find("failure") is not None:
+                    fail(f"{name} against --no-short-acks: want {want or 'a pass'}")
+    finally:
+        stop(agent)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -179,6 +208,7 @@ def main():
         check_bad_input(mroce, control)
         check_unreachable(mroce)
         check_coalescing_target(mroce)
+        check_target_without_short_acks(mroce)
         if agent.poll() is not None:
             fail(f"the agent exited {agent.returncode} during the run")
     finally:
