@@ -568,7 +568,22 @@ void Connection::run_timers(Time now) {
     // outstanding (an ACK that repeats old state shows the peer alive but not progressing).
     if (state_ == ConnState::kEstablished && outstanding_data() && last_progress_ != kNever &&
         now - last_progress_ >= cfg_.peer_dead_timeout)
+        return fail(Status::kPeerDead, now);
+    // [ERR-2]: work that waits to be sent while every path is Failed is watched too: only a
+    // peer that answers a re-probe ([PATH-4]) can take it, and one that never does (it
+    // ended the connection, say) must not leave that work pending for ever.
+    const bool stranded = state_ == ConnState::kEstablished && !outstanding_data() &&
+                          std::all_of(tx_paths_.begin(), tx_paths_.end(),
+                                      [](const TxPath& p) { return p.state == PathState::kFailed; }) &&
+                          !nothing_unsent();
+    if (!stranded) {
+        stranded_since_ = kNever;
+    } else if (stranded_since_ == kNever) {
+        stranded_since_ = now;
+        note_deadline(now + cfg_.peer_dead_timeout);
+    } else if (now - stranded_since_ >= cfg_.peer_dead_timeout) {
         fail(Status::kPeerDead, now);
+    }
 }
 
 void Connection::settle_deadline() {
@@ -599,6 +614,7 @@ Time Connection::exact_deadline() const {
         if (rp.ack_deadline < d) d = rp.ack_deadline;
     if (!delivery_timers_.empty()) d = std::min(d, delivery_timers_.top().at);
     if (!rnr_timers_.empty()) d = std::min(d, rnr_timers_.top().at);
+    if (stranded_since_ != kNever) d = std::min(d, stranded_since_ + cfg_.peer_dead_timeout);
     if (last_progress_ != kNever && last_progress_ + cfg_.peer_dead_timeout < d &&
         outstanding_data())
         d = last_progress_ + cfg_.peer_dead_timeout;

@@ -539,6 +539,7 @@ private:
     // but one that repeats old state shows no progress: a peer (buggy or hostile) that
     // replays an old ACK must neither hold off [ERR-2] nor hold every path in [LOSS-13].
     Time last_progress_ = kNever;
+    Time stranded_since_ = kNever;  // [ERR-2]: since when work waits with every path Failed
     Time newest_answered_sent_{};            // [PATH-11] newest send time any path's ACK proved
     // overdue_floor_ is at most every path's overdue_since (check_overtaken's shortcut):
     // set_overdue lowers it, check_overtaken's scan makes it exact; kNever values (a path

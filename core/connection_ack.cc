@@ -842,6 +842,13 @@ void Connection::rnr_timer_expired(Time now) {
         // each time would let one unready stream fill the link and the queue.
         m->rnr_probing = true;
         resend_segments(*s, *m, 0, 0, now);
+        // [STREAM-5]: and the delivery timer runs, in case the report never comes (the
+        // probe's ACK, or the report, lost): its probe asks for the report again. Without
+        // it, a message whose other segments' retransmissions the wait dropped had no timer
+        // left once the probe was acknowledged, and waited for ever.
+        m->delivery_deadline = now + delivery_timeout(*s);
+        delivery_timers_.push(Timed{m->delivery_deadline, s->id, m->msg_seq});
+        note_deadline(m->delivery_deadline);
     }
 }
 
