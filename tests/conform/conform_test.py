@@ -112,56 +112,49 @@ def check_bad_input(mroce, control):
             fail(f"{args}: exit {p.returncode}, stderr {p.stderr!r} (want exit 2 and one line)")
 
 
+def group_against_agent(mroce, agent_args, group):
+    """Runs `--group GROUP` against an agent started with AGENT_ARGS; fails unless it exits 0.
+    Returns its JUnit test cases by name."""
+    agent, control = start_agent(mroce, agent_args)
+    try:
+        if control is None:
+            fail(f"the agent with {' '.join(agent_args)} did not report its addresses")
+        with tempfile.TemporaryDirectory() as d:
+            junit = os.path.join(d, f"{group}.xml")
+            run = subprocess.run([mroce, "conform", control, "--group", group, "--junit", junit],
+                                 capture_output=True, text=True, timeout=60)
+            sys.stdout.write(run.stdout)
+            if run.returncode != 0:
+                fail(f"--group {group} against {' '.join(agent_args)} exited {run.returncode}")
+            return {c.get("name"): c for c in ET.parse(junit).getroot().findall("testcase")}
+    finally:
+        stop(agent)
+
+
 def check_coalescing_target(mroce):
     """With the agent's --ack-with-reverse-data the target coalesces a delayed ACK with its
     DATA ([ACK-12], [WIRE-10]): the coalesce group must pass there, and coalesce.target_pair
     must pass rather than skip, so the peer's checks of a coalesced datagram really ran."""
-    agent, control = start_agent(mroce, ["--ack-with-reverse-data"])
-    try:
-        if control is None:
-            fail("the agent with --ack-with-reverse-data did not report its addresses")
-        with tempfile.TemporaryDirectory() as d:
-            junit = os.path.join(d, "coalesce.xml")
-            run = subprocess.run([mroce, "conform", control, "--group", "coalesce", "--junit", junit],
-                                 capture_output=True, text=True, timeout=60)
-            sys.stdout.write(run.stdout)
-            if run.returncode != 0:
-                fail(f"--group coalesce against --ack-with-reverse-data exited {run.returncode}")
-            cases = {c.get("name"): c for c in ET.parse(junit).getroot().findall("testcase")}
-            pair = cases.get("coalesce.target_pair")
-            if pair is None or pair.find("skipped") is not None or pair.find("failure") is not None:
-                fail("coalesce.target_pair did not pass against a target that coalesces")
-    finally:
-        stop(agent)
+    cases = group_against_agent(mroce, ["--ack-with-reverse-data"], "coalesce")
+    pair = cases.get("coalesce.target_pair")
+    if pair is None or pair.find("skipped") is not None or pair.find("failure") is not None:
+        fail("coalesce.target_pair did not pass against a target that coalesces")
 
 
 def check_target_without_short_acks(mroce):
     """Against an agent with --no-short-acks ([ACK-21]) the short_ack group must pass: the
     tests that need the target's SHORT_ACK skip, and those of a connection without it run
     and pass (the target must neither send SHORT nor apply a SHORT ACK there)."""
-    agent, control = start_agent(mroce, ["--no-short-acks"])
-    try:
-        if control is None:
-            fail("the agent with --no-short-acks did not report its addresses")
-        with tempfile.TemporaryDirectory() as d:
-            junit = os.path.join(d, "short_ack.xml")
-            run = subprocess.run([mroce, "conform", control, "--group", "short_ack", "--junit", junit],
-                                 capture_output=True, text=True, timeout=60)
-            sys.stdout.write(run.stdout)
-            if run.returncode != 0:
-                fail(f"--group short_ack against --no-short-acks exited {run.returncode}")
-            cases = {c.get("name"): c for c in ET.parse(junit).getroot().findall("testcase")}
-            for name, want in (("short_ack.empty_bitmap_short", "skipped"),
-                               ("short_ack.not_negotiated_full", None),
-                               ("short_ack.not_negotiated_ignored", None)):
-                c = cases.get(name)
-                if c is None:
-                    fail(f"{name} did not run against --no-short-acks")
-                skipped = c.find("skipped") is not None
-                if (want == "skipped") != skipped or c.find("failure") is not None:
-                    fail(f"{name} against --no-short-acks: want {want or 'a pass'}")
-    finally:
-        stop(agent)
+    cases = group_against_agent(mroce, ["--no-short-acks"], "short_ack")
+    for name, want in (("short_ack.empty_bitmap_short", "skipped"),
+                       ("short_ack.not_negotiated_full", None),
+                       ("short_ack.not_negotiated_ignored", None)):
+        c = cases.get(name)
+        if c is None:
+            fail(f"{name} did not run against --no-short-acks")
+        skipped = c.find("skipped") is not None
+        if (want == "skipped") != skipped or c.find("failure") is not None:
+            fail(f"{name} against --no-short-acks: want {want or 'a pass'}")
 
 
 def main():
