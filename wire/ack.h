@@ -97,15 +97,15 @@ inline size_t store_ack(const AckPacket& a, std::byte* p) {
     p[19] = static_cast<std::byte>(a.flags);
     store_be32(p + 20, a.cum_psn);
     const size_t fixed = ack_fixed_size(a.flags);
-    std::byte* q = p + fixed - kAckFixedSize;  // the fields after `sack` at q + 56 …
     if (fixed == kAckFixedSize) std::memcpy(p + 24, a.sack.bytes.data(), a.sack.bytes.size());  // 24..55
-    store_be32(q + 56, a.ecn_ce_count);
-    store_be32(q + 60, a.ts_echo);
-    store_be32(q + 64, a.ack_delay_ns);
-    store_be32(q + 68, a.rate_hint_mbps);
-    store_be32(q + 72, a.probe_psn);
-    store_be16(q + 76, a.stream_count);
-    store_be16(q + 78, a.return_path);
+    std::byte* q = p + fixed - 24;  // the 24 bytes after `sack`: at 56, or 24 with SHORT
+    store_be32(q, a.ecn_ce_count);
+    store_be32(q + 4, a.ts_echo);
+    store_be32(q + 8, a.ack_delay_ns);
+    store_be32(q + 12, a.rate_hint_mbps);
+    store_be32(q + 16, a.probe_psn);
+    store_be16(q + 20, a.stream_count);
+    store_be16(q + 22, a.return_path);
     std::byte* e = p + fixed;
     for (uint16_t i = 0; i < a.stream_count; ++i, e += kAckStreamEntrySize) {
         store_be32(e, a.streams[i].stream_id);
@@ -147,18 +147,18 @@ inline Error parse_ack_body(std::span<const std::byte> datagram, AckPacket& a, b
     a.path_id = load_be16(p + 16);
     a.path_gen = static_cast<uint8_t>(p[18]);
     a.cum_psn = load_be32(p + 20);
-    const std::byte* q = p + fixed - kAckFixedSize;  // the fields after `sack` at q + 56 …
     if (fixed == kAckFixedSize)
         std::memcpy(a.sack.bytes.data(), p + 24, a.sack.bytes.size());
     else
         a.sack = Sack{};
-    a.ecn_ce_count = load_be32(q + 56);
-    a.ts_echo = load_be32(q + 60);
-    a.ack_delay_ns = load_be32(q + 64);
-    a.rate_hint_mbps = load_be32(q + 68);
-    a.probe_psn = load_be32(q + 72);
-    a.stream_count = load_be16(q + 76);
-    a.return_path = load_be16(q + 78);  // checked against num_paths by its user
+    const std::byte* q = p + fixed - 24;  // the 24 bytes after `sack`: at 56, or 24 with SHORT
+    a.ecn_ce_count = load_be32(q);
+    a.ts_echo = load_be32(q + 4);
+    a.ack_delay_ns = load_be32(q + 8);
+    a.rate_hint_mbps = load_be32(q + 12);
+    a.probe_psn = load_be32(q + 16);
+    a.stream_count = load_be16(q + 20);
+    a.return_path = load_be16(q + 22);  // checked against num_paths by its user
     // spec §3.3 [ACK-5]: never trust the count; cap it and check it against the length.
     if (a.stream_count > kMaxAckStreams) return Error::kBadLength;
     // spec §3.3 [ACK-1]: the entries fill the rest of the datagram exactly; a datagram
