@@ -2022,15 +2022,16 @@ struct AckSizes {
 };
 
 // [ACK-21], [VER-2]: with SHORT_ACK negotiated (the default), an ACK whose bitmap is empty
-// leaves it out and one with a bit set keeps it; the transfer, over 1 % loss per route so
-// that some ACKs carry bits, completes with every byte placed. Each side's ACKs read as
-// SHORT at 48 + 8n bytes, the others at 80 + 8n.
+// leaves it out and one with a bit set keeps it; the transfer, over 5 % loss per route so
+// that some ACKs carry bits (at 1 %, seeds 58, 62 and 75 of 40-79 left no hole),
+// completes with every byte placed. Each side's ACKs read as SHORT at 48 + 8n bytes, the
+// others at 80 + 8n.
 TEST(Connection, ShortAcksWhenBothAnnounceAndTheBitmapIsEmpty) {
     for (uint64_t seed : seeds_from_env(3, 40)) {
         SCOPED_TRACE(::testing::Message() << "seed=" << seed << " (MROCE_SEED replays)");
         core::EndpointConfig cfg;
         sim::NetworkConfig nc = ten_gbit_net();
-        nc.link.loss_probability = 0.01;
+        nc.link.loss_probability = 0.05;
         Pair p(seed, nc, cfg, cfg);
         AckSizes from_b;
         std::vector<std::byte> scratch;
@@ -2045,7 +2046,7 @@ TEST(Connection, ShortAcksWhenBothAnnounceAndTheBitmapIsEmpty) {
         EXPECT_TRUE(f.conn_a().short_acks());
         EXPECT_GT(from_b.short_form, 0u);
         // Every full-form ACK is one that had a bit to carry.
-        EXPECT_GT(from_b.full, 0u) << "1 % loss made no hole";
+        EXPECT_GT(from_b.full, 0u) << "5 % loss made no hole";
         EXPECT_EQ(from_b.full_with_bits, from_b.full);
         EXPECT_EQ(from_b.bad, 0u);
         EXPECT_EQ(p.a->stats().bad_length + p.a->stats().truncated, 0u);
