@@ -220,6 +220,14 @@ void delivery_probe(Context& ctx) {
 // return_paths: control packets leave from the target's path ports ([PATH-2]), each round
 // of ACKs on a path drawn afresh ([ACK-13]), and the second copy of a PROBE_REPLY on
 // another path than the first ([PROBE-2]).
+//
+// Each of the 24 rounds needs both copies of one reply, 48 answers the target sends once.
+// Across the testbed they cross a lossy plane, and when its ECMP hash puts most of the
+// target's path ports there one attempt in three lost one of them, so all three attempts
+// failed about once in 20 runs (CI, seed 1590492621). A round that gets one copy is
+// therefore asked again with a fresh PROBE, at most kLostRounds times in the test; a
+// target that answers once fails here all the same, and ack.probe_reply requires both
+// copies of its one PROBE.
 void return_paths(Context& ctx) {
     Sender s(ctx, 8 * 4096, 184);
     std::set<uint16_t> path_ports;
@@ -236,12 +244,14 @@ void return_paths(Context& ctx) {
     }
     s.completes(paths);  // the paths stay healthy: no re-roll changes their ports
     s.f.peer.discard(5ms);
+    constexpr int kRounds = 24;
+    constexpr int kLostRounds = 3;
     std::set<uint16_t> reply_ports;
     std::set<uint32_t> stamps;
     int differing_twins = 0;
-    for (int round = 0; round < 24; ++round) {
+    int lost_rounds = 0;
+    for (int round = 0, whole = 0; whole < kRounds; ++round) {
         const uint32_t stamp = s.f.peer.send_probe(static_cast<uint16_t>(round % 4));
-        stamps.insert(stamp);
         // Both copies, each awaited up to 500 ms: a loaded target may answer late, and a
         // fixed window (it was 15 ms) failed there with no fault in the target. A third
         // copy is caught below, whenever it arrives.
@@ -250,21 +260,28 @@ void return_paths(Context& ctx) {
             if (auto t = s.f.peer.expect(
                     [&](const Rx& r) { return r.is(PacketType::kAck) && r.ack.ts_echo == stamp; }, 500ms))
                 twins.push_back(std::move(*t));
-        check(twins.size() == 2, "[PROBE-2] PROBE {} answered {} times within 500 ms", round, twins.size());
         for (const auto& t : twins) {
             check(path_ports.count(t.raw.from.port), "[PATH-2] [ACK-13] an ACK from port {}, not one of the "
                   "target's path ports", t.raw.from.port);
             reply_ports.insert(t.raw.from.port);
         }
+        if (twins.size() < 2) {
+            ++lost_rounds;
+            check(lost_rounds <= kLostRounds, "[PROBE-2] {} PROBEs of {} answered fewer than twice within "
+                  "500 ms (the last: {} copies)", lost_rounds, round + 1, twins.size());
+            continue;
+        }
+        ++whole;
+        stamps.insert(stamp);  // a lost round's late copy is not a third one
         differing_twins += twins[0].raw.from.port != twins[1].raw.from.port;
     }
-    check(differing_twins == 24, "[PROBE-2] {} of 24 PROBE replies sent both copies on one path",
-          24 - differing_twins);
+    check(differing_twins == kRounds, "[PROBE-2] {} of {} PROBE replies sent both copies on one path",
+          kRounds - differing_twins, kRounds);
     const auto extra = s.f.peer.collect(
         [&](const Rx& r) { return r.is(PacketType::kAck) && stamps.count(r.ack.ts_echo); }, 20ms);
     check(extra.empty(), "[PROBE-2] a PROBE was answered more than twice ({} extra copies)", extra.size());
-    check(reply_ports.size() >= 3, "[ACK-13] 48 replies left from only {} ports of {}", reply_ports.size(),
-          path_ports.size());
+    check(reply_ports.size() >= 3, "[ACK-13] {} replies left from only {} ports of {}", 2 * kRounds,
+          reply_ports.size(), path_ports.size());
 }
 
 // peer_dead: a peer that never answers: the WRITE fails with an error of [ERR-1] (peer
