@@ -33,6 +33,13 @@ struct EndpointConfig {
     // bitmap is empty (every loss-free ACK) leaves the bitmap out: 48 bytes instead of 80.
     // ACKs share the links with DATA in both directions, so this is link capacity.
     bool short_acks = true;
+    // spec [DATA-9]: announce COMPACT_DATA; with a peer that announces it too, a DATA whose
+    // opcode consumes no receive (WRITEs, READ and atomic requests and answers) leaves out
+    // recv_seq and immediate, which it does not use: a 64-byte header instead of 72.
+    // Off by default: in the simulator it gained nothing on bench-a2a64 (seeds 1-7) and
+    // moved the 16 -> 1 incast's settling point into its idle dip (docs/results.md,
+    // "Compact DATA headers").
+    bool compact_data = false;
     // spec §9: the congestion controller, ECN AIMD ([CC-7], the default) or the fixed
     // window ([CC-1], kept as an ablation and for the loss-theory tests).
     enum class Cc : uint8_t { kFixed, kAimd };

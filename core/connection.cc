@@ -163,7 +163,8 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     h.max_payload = cfg_.max_payload;
     h.capabilities = (cfg_.integrity_check ? wire::kCapIntegrity : 0) |  // [INT-1]
                      (cfg_.coalesce ? wire::kCapCoalesce : 0) |          // [WIRE-10]
-                     (cfg_.short_acks ? wire::kCapShortAck : 0);         // [ACK-21]
+                     (cfg_.short_acks ? wire::kCapShortAck : 0) |        // [ACK-21]
+                     (cfg_.compact_data ? wire::kCapCompactData : 0);    // [DATA-9]
     // [CC-20]: a HELLO_ACK grants the peer, as a new sender to us, the share it would get
     // now, if the peer's HELLO said it has DATA waiting (SENDING); a HELLO says so.
     if (type == wire::PacketType::kHello) {
@@ -315,6 +316,7 @@ void Connection::establish(const wire::HelloPacket& h, Time now) {
     integrity_ = cfg_.integrity_check && (h.capabilities & wire::kCapIntegrity) != 0;
     coalesce_ = cfg_.coalesce && (h.capabilities & wire::kCapCoalesce) != 0;  // [WIRE-10]
     short_acks_ = cfg_.short_acks && (h.capabilities & wire::kCapShortAck) != 0;  // [ACK-21]
+    compact_data_ = cfg_.compact_data && (h.capabilities & wire::kCapCompactData) != 0;  // [DATA-9]
     rx_paths_.assign(h.num_paths, RxPath{});
     return_routes_.reset(num_paths(), h.num_paths);
     if (path_stats_.size() < h.num_paths) path_stats_.resize(h.num_paths);

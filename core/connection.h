@@ -96,6 +96,11 @@ public:
     bool integrity() const { return integrity_; }
     bool coalesce() const { return coalesce_; }
     bool short_acks() const { return short_acks_; }
+    bool compact_data() const { return compact_data_; }
+    // data_header_size: the DATA header this connection sends for the opcode ([DATA-9]).
+    size_t data_header_size(wire::Opcode op) const {
+        return compact_data_ && wire::may_be_compact(op) ? wire::kDataCompactHeaderSize : wire::kDataHeaderSize;
+    }
     void set_unproven(Time now);
     void prove() { proven_ = true; }
 
@@ -461,6 +466,7 @@ private:
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY
     bool coalesce_ = false;        // [WIRE-10] both HELLOs announced COALESCE
     bool short_acks_ = false;      // [ACK-21] both HELLOs announced SHORT_ACK
+    bool compact_data_ = false;    // [DATA-9] both HELLOs announced COMPACT_DATA
     Time unproven_deadline_ = kNever;
     wire::Cookie cookie_{};        // [CONN-25]: echoed in every later HELLO
     // [CONN-7]: while Connecting, the identity a HELLO_ACK answers (nothing is bound).

@@ -273,7 +273,7 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         // two-datagram super-packet.
         size_t ack_bytes = 0;
         if (cfg_.ack_with_reverse_data && ack_queue_.empty() && acks_delayed()) {
-            const bool ack_first = wire::kDataHeaderSize + bytes < next_ack_size();
+            const bool ack_first = data_header_size(m->opcode) + bytes < next_ack_size();
             const bool coalesce = coalesce_ && next_ack_size() + bytes <= segment_size_;
             if (ack_first || coalesce) {
                 send_delayed_acks(p->id, now);
@@ -368,7 +368,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
                                 std::span<std::byte> buf, PacketMeta& meta, Time now,
                                 InPlace* in_place) {
     const uint32_t bytes = segment_bytes(m, seg);
-    MROCE_DCHECK(buf.size() >= wire::kDataHeaderSize + bytes);  // checked in produce_data
+    MROCE_DCHECK(buf.size() >= wire::kDataHeaderSize + bytes);  // checked in produce_data (full size)
     if (!outstanding_data()) {
         last_progress_ = now;  // [ERR-2] the dead-peer clock starts
         note_deadline(now + cfg_.peer_dead_timeout);
@@ -435,10 +435,13 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
         h.remote_addr = m.resp_to;  // [PLACE-16]: names the request it answers
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
+    // [DATA-9]: recv_seq and immediate, unused by this opcode, stay home where negotiated.
+    if (compact_data_ && wire::may_be_compact(m.opcode)) h.flags |= wire::data_flag::kCompact;
+    const size_t header = wire::data_header_size(h.flags);
     wire::store_data_header(h, buf.data());  // room checked in produce_data
     size_t copied = bytes;  // payload bytes written into buf
     if (bytes) {
-        std::byte* out = buf.data() + wire::kDataHeaderSize;
+        std::byte* out = buf.data() + header;
         // A READ's source is re-checked as it is read: the application may have
         // deregistered it since the request ran, and freed memory must never be sent.
         if (m.opcode == wire::Opcode::kReadResponse &&
@@ -484,7 +487,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     path.newest_asks_ack = ack_now && !spends_cap;
     if (path.pto_deadline == kNever) arm_pto(path, now);
     if (path.overdue_since == kNever) set_overdue(path, now);  // [PATH-11]
-    return wire::kDataHeaderSize + copied;
+    return header + copied;
 }
 
 size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& meta, Time now) {

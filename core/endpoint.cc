@@ -34,7 +34,9 @@ cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     // [CC-12], [INT-6]: every byte a full DATA datagram adds to its payload, the integrity
     // trailer included when this endpoint announces it; without it, senders paced at the
     // sum of the shares would offer 4 bytes per packet more than the downlink carries.
-    f.header_bytes = static_cast<uint32_t>(wire::kDataHeaderSize + (c.integrity_check ? wire::kIntegritySize : 0));
+    // [DATA-9]: bulk DATA (WRITEs, READ answers) is compact where announced.
+    const size_t header = c.compact_data ? wire::kDataCompactHeaderSize : wire::kDataHeaderSize;
+    f.header_bytes = static_cast<uint32_t>(header + (c.integrity_check ? wire::kIntegritySize : 0));
     return f;
 }
 }  // namespace
@@ -692,7 +694,8 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         case wire::PacketType::kData: {
             // DATA and ACK decode into members reused for every packet: no Result, no
             // copy of the header, no clearing of the ACK's 32 stream entries.
-            if (Error e = wire::parse_data_body(datagram, rx_data_); e != Error::kOk)
+            // [DATA-9]: COMPACT means something only where both HELLOs announced COMPACT_DATA.
+            if (Error e = wire::parse_data_body(datagram, rx_data_, c->compact_data()); e != Error::kOk)
                 return count_decode_error(e);
             rx_data_.hdr.common = common;
             c->on_data(rx_data_, meta, now);
@@ -725,7 +728,7 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
                 if (inner.type != wire::PacketType::kData || inner.dst_conn_id != common.dst_conn_id ||
                     inner.dst_token != common.dst_token)
                     return count_decode_error(Error::kBadType);
-                if (Error e = wire::parse_data_body(rest, rx_data_); e != Error::kOk)
+                if (Error e = wire::parse_data_body(rest, rx_data_, c->compact_data()); e != Error::kOk)
                     return count_decode_error(e);
                 rx_data_.hdr.common = inner;
                 ++stats_.coalesced_received;

@@ -483,6 +483,9 @@ void read_mroce(Section s, RunSpec& r) {
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
     r.mroce.preconnect = s.boolean("preconnect", false);
+    // Wire forms negotiated by capability, on by default: off for comparison (docs/sim.md).
+    c.short_acks = s.boolean("short_acks", c.short_acks);        // [ACK-21]
+    c.compact_data = s.boolean("compact_data", c.compact_data);  // [DATA-9]
     // [LOSS-15]: the core's timer floors follow the datapath's timer granularity. A
     // simulated host fires its timers on time, like a NIC: 1 µs by default, from which
     // min_pto, stall_tolerance and handshake_timeout are derived unless set below.

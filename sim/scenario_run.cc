@@ -667,7 +667,10 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
     // switch, and the flow's bytes plus per-packet headers at the rate it can use alone.
     const bool mroce = spec.protocol == Protocol::kMroce;
     const uint64_t mtu = mroce ? spec.mroce.endpoint.max_payload : spec.rocev2.config.mtu;
-    const uint64_t hdr = mroce ? wire::kDataHeaderSize : kRoceHeaderBytes;
+    // [DATA-9]: the workloads are WRITEs, compact where the endpoints announce COMPACT_DATA.
+    const uint64_t hdr = !mroce ? kRoceHeaderBytes
+                         : spec.mroce.endpoint.compact_data ? wire::kDataCompactHeaderSize
+                                                            : wire::kDataHeaderSize;
     const uint64_t lanes = mroce ? std::min<uint64_t>(tc.planes, spec.mroce.endpoint.num_paths) : 1;
     const double rate = static_cast<double>(tc.cable.rate_bps);
     out.flows.assign(wl.size(), {});

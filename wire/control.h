@@ -70,8 +70,11 @@ inline constexpr uint32_t kCapIntegrity = 0x00000001u;
 inline constexpr uint32_t kCapCoalesce = 0x00000002u;
 // SHORT_ACK: an ACK whose SACK bitmap is empty may leave the bitmap out (flag SHORT, [ACK-21]).
 inline constexpr uint32_t kCapShortAck = 0x00000004u;
+// COMPACT_DATA: a DATA whose opcode consumes no receive may leave out recv_seq and
+// immediate (flag COMPACT, [DATA-9]).
+inline constexpr uint32_t kCapCompactData = 0x00000008u;
 // Every bit this revision defines; the others are reserved ([WIRE-6]).
-inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce | kCapShortAck;
+inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce | kCapShortAck | kCapCompactData;
 // spec §3.5 [CC-20]: a HELLO's `hello_flags` (byte 2, reserved in other types): SENDING.
 inline constexpr size_t kHelloFlagsOffset = 2;
 inline constexpr uint8_t kHelloFlagSending = 0x01;

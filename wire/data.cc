@@ -6,24 +6,30 @@ namespace mroce::wire {
 
 static_assert(kDataHeaderSize == kCommonHeaderSize + 56, "spec §3.2: DATA header is 72 bytes");
 
+static_assert(kDataCompactHeaderSize == 64, "spec [DATA-9]: the COMPACT header is 64 bytes");
+
 Result<size_t> encode_data_header(const DataHeader& h, std::span<std::byte> out) {
-    if (out.size() < kDataHeaderSize) return Error::kBufferTooSmall;
+    MROCE_DCHECK(!(h.flags & data_flag::kCompact) || (may_be_compact(h.opcode) && h.recv_seq == 0 &&
+                                                       h.immediate == 0));
+    const size_t n = data_header_size(h.flags);
+    if (out.size() < n) return Error::kBufferTooSmall;
     store_data_header(h, out.data());
-    return kDataHeaderSize;
+    return n;
 }
 
-Result<DataPacket> decode_data(std::span<const std::byte> datagram) {
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, bool compact_ok) {
     Reader r(datagram);
     auto common = decode_typed_header(r, datagram, PacketType::kData);
     if (!common) return common.error();
-    return decode_data(datagram, *common);
+    return decode_data(datagram, *common, compact_ok);
 }
 
-Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common) {
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common,
+                               bool compact_ok) {
     MROCE_DCHECK(common.type == PacketType::kData && datagram.size() >= kCommonHeaderSize);
     DataPacket p;
     p.hdr.common = common;
-    if (Error e = parse_data_body(datagram, p); e != Error::kOk) return e;
+    if (Error e = parse_data_body(datagram, p, compact_ok); e != Error::kOk) return e;
     return p;
 }
 

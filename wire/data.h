@@ -37,9 +37,10 @@ inline constexpr uint8_t kRetx = 0x02;    // a retransmission (for counters and 
 inline constexpr uint8_t kAckNow = 0x04;  // receiver acks this path without delay
 inline constexpr uint8_t kReturnEcho = 0x08;  // return_echo names one of the peer's paths [PATH-12]
 inline constexpr uint8_t kDrained = 0x10;     // the sender has nothing left to send [CC-12]
+inline constexpr uint8_t kCompact = 0x20;     // no recv_seq, no immediate: 64-byte header [DATA-9]
 }  // namespace data_flag
 
-// spec §3.2: DATA header, 72 bytes, then payload_len bytes of payload.
+// spec §3.2: DATA header, 72 bytes (64 with COMPACT, [DATA-9]), then payload_len bytes of payload.
 struct DataHeader {
     CommonHeader common{.type = PacketType::kData};
     Opcode opcode = Opcode::kSend;
@@ -62,6 +63,15 @@ struct DataHeader {
     friend bool operator==(const DataHeader&, const DataHeader&) = default;
 };
 inline constexpr size_t kDataHeaderSize = 72;
+// spec [DATA-9]: the COMPACT form leaves out recv_seq and immediate, which an opcode that
+// consumes no receive does not use (on a connection that negotiated COMPACT_DATA).
+inline constexpr size_t kDataCompactHeaderSize = kDataHeaderSize - 8;
+inline bool may_be_compact(Opcode op) { return !consumes_receive(op); }
+// data_header_size: the header of a DATA with these flags (COMPACT already known to be
+// meaningful on its connection).
+constexpr size_t data_header_size(uint8_t flags) {
+    return (flags & data_flag::kCompact) ? kDataCompactHeaderSize : kDataHeaderSize;
+}
 
 // spec §3.2 [DATA-8]: the payload of a READ request, of an atomic request and of an atomic
 // response is a fixed-size body.
@@ -85,13 +95,15 @@ struct DataPacket {
     std::span<const std::byte> payload;  // points into the datagram
 };
 
-// encode_data_header writes the 72-byte header (payload_len taken from hdr) or nothing.
-// Returns bytes written. Errors: kBufferTooSmall.
+// encode_data_header writes the header (payload_len taken from hdr; 72 bytes, or 64 with
+// COMPACT) or nothing. Returns bytes written. Errors: kBufferTooSmall.
 Result<size_t> encode_data_header(const DataHeader& hdr, std::span<std::byte> out);
 
-// store_data_header writes the 72-byte header at p, which has room for it (the caller
-// checked). Inline for the sender's per-packet path: with a DataHeader built on the
-// stack just before, the compiler stores the fields straight into the packet.
+// store_data_header writes the header at p, which has room for data_header_size(h.flags)
+// bytes (the caller checked). COMPACT only for an opcode that may_be_compact, whose
+// recv_seq and immediate are 0 ([DATA-5], [DATA-9]). Inline for the sender's per-packet
+// path: with a DataHeader built on the stack just before, the compiler stores the fields
+// straight into the packet.
 inline void store_data_header(const DataHeader& h, std::byte* p) {
     store_common_header(p, h.common, PacketType::kData);
     p[16] = static_cast<std::byte>(h.opcode);
@@ -104,6 +116,14 @@ inline void store_data_header(const DataHeader& h, std::byte* p) {
     store_be32(p + 28, h.psn_floor);
     store_be32(p + 32, h.stream_id);
     store_be32(p + 36, h.msg_seq);
+    if (h.flags & data_flag::kCompact) {  // [DATA-9]: the fields after msg_seq move up by 4
+        store_be32(p + 40, h.msg_len);
+        store_be32(p + 44, h.offset);
+        store_be32(p + 48, h.timestamp);
+        store_be32(p + 52, h.rkey);
+        store_be64(p + 56, h.remote_addr);
+        return;
+    }
     store_be32(p + 40, h.recv_seq);
     store_be32(p + 44, h.msg_len);
     store_be32(p + 48, h.offset);
@@ -116,22 +136,34 @@ inline void store_data_header(const DataHeader& h, std::byte* p) {
 // decode_data parses a whole DATA datagram. Checks [DATA-3]: payload_len equals the bytes
 // after the header, offset + payload_len <= msg_len, and the LAST flag is set exactly
 // when the payload ends the message. Errors: kTruncated, kBadVersion, kBadType, kBadLength.
-Result<DataPacket> decode_data(std::span<const std::byte> datagram);
+// compact_ok: the connection negotiated COMPACT_DATA ([DATA-9]); without it the COMPACT
+// bit is undefined, cleared, and the header read at its full length.
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, bool compact_ok = true);
 // decode_data with the common header already decoded by the caller (who dispatched on its
 // type): the same checks on the rest, without decoding the first 16 bytes twice.
-Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common);
+Result<DataPacket> decode_data(std::span<const std::byte> datagram, const CommonHeader& common,
+                               bool compact_ok = true);
 
 // parse_data_body is the receiver's per-packet decoder: decode_data's checks and errors
 // for everything after the common header, written into `p` (p.hdr.common untouched; the
 // rest unspecified on error) at fixed offsets, without a Result or a copy of the header.
-inline Error parse_data_body(std::span<const std::byte> datagram, DataPacket& p) {
-    if (datagram.size() < kDataHeaderSize) return Error::kTruncated;
+// compact_ok as for decode_data.
+inline Error parse_data_body(std::span<const std::byte> datagram, DataPacket& p, bool compact_ok = true) {
+    // [WIRE-9] step 4: below the smaller fixed part, truncated whatever the flags say; the
+    // flags byte then says which fixed part applies ([DATA-9]).
+    if (datagram.size() < kDataCompactHeaderSize) return Error::kTruncated;
     const std::byte* b = datagram.data();
+    DataHeader& h = p.hdr;
+    h.flags = static_cast<uint8_t>(b[17]);
+    if (!compact_ok) h.flags &= static_cast<uint8_t>(~data_flag::kCompact);
+    const bool compact = (h.flags & data_flag::kCompact) != 0;
+    const size_t header = compact ? kDataCompactHeaderSize : kDataHeaderSize;
+    if (datagram.size() < header) return Error::kTruncated;
     const uint8_t opcode = static_cast<uint8_t>(b[16]);
     if (!is_known_opcode(opcode)) return Error::kBadType;
-    DataHeader& h = p.hdr;
     h.opcode = static_cast<Opcode>(opcode);
-    h.flags = static_cast<uint8_t>(b[17]);
+    // [DATA-9]: a header without recv_seq and immediate cannot carry an opcode that needs them.
+    if (compact && !may_be_compact(h.opcode)) return Error::kBadLength;
     h.path_id = load_be16(b + 18);
     h.path_gen = static_cast<uint8_t>(b[20]);
     h.return_echo = static_cast<uint8_t>(b[21]);
@@ -140,23 +172,33 @@ inline Error parse_data_body(std::span<const std::byte> datagram, DataPacket& p)
     h.psn_floor = load_be32(b + 28);
     h.stream_id = load_be32(b + 32);
     h.msg_seq = load_be32(b + 36);
-    h.recv_seq = load_be32(b + 40);
-    h.msg_len = load_be32(b + 44);
-    h.offset = load_be32(b + 48);
-    h.timestamp = load_be32(b + 52);
-    h.rkey = load_be32(b + 56);
-    h.remote_addr = load_be64(b + 60);
-    h.immediate = load_be32(b + 68);
+    if (compact) {
+        h.recv_seq = 0;
+        h.msg_len = load_be32(b + 40);
+        h.offset = load_be32(b + 44);
+        h.timestamp = load_be32(b + 48);
+        h.rkey = load_be32(b + 52);
+        h.remote_addr = load_be64(b + 56);
+        h.immediate = 0;
+    } else {
+        h.recv_seq = load_be32(b + 40);
+        h.msg_len = load_be32(b + 44);
+        h.offset = load_be32(b + 48);
+        h.timestamp = load_be32(b + 52);
+        h.rkey = load_be32(b + 56);
+        h.remote_addr = load_be64(b + 60);
+        h.immediate = load_be32(b + 68);
+    }
     // spec §3.2 [DATA-3]: the payload fills the rest of the datagram exactly and lies
     // inside the message; LAST marks exactly the segment that reaches msg_len.
-    if (datagram.size() - kDataHeaderSize != h.payload_len) return Error::kBadLength;
+    if (datagram.size() - header != h.payload_len) return Error::kBadLength;
     const uint64_t end = uint64_t{h.offset} + h.payload_len;
     if (end > h.msg_len) return Error::kBadLength;
     const bool last = (h.flags & data_flag::kLast) != 0;
     if (last != (end == h.msg_len)) return Error::kBadLength;
     // A zero-length payload is legal only for a zero-length message.
     if (h.payload_len == 0 && h.msg_len != 0) return Error::kBadLength;
-    p.payload = datagram.subspan(kDataHeaderSize);
+    p.payload = datagram.subspan(header);
     return Error::kOk;
 }
 

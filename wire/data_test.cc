@@ -226,8 +226,14 @@ DataHeader random_data(Rng& rng) {
         }
     }
     // Unknown flag bits are carried through [DATA-2]; LAST must match the message end.
-    h.flags = static_cast<uint8_t>(rng.next_u32()) & ~data_flag::kLast;
+    h.flags = static_cast<uint8_t>(rng.next_u32()) & ~(data_flag::kLast | data_flag::kCompact);
     if (uint64_t{h.offset} + h.payload_len == h.msg_len) h.flags |= data_flag::kLast;
+    // [DATA-9]: a third of the opcodes that may be compact are, without the fields they omit.
+    if (may_be_compact(h.opcode) && rng.uniform(3) == 0) {
+        h.flags |= data_flag::kCompact;
+        h.recv_seq = 0;
+        h.immediate = 0;
+    }
     return h;
 }
 
@@ -237,12 +243,13 @@ TEST(Data, RoundTripProperty) {
         SCOPED_TRACE(::testing::Message() << "seed=" << seed);
         Rng rng(seed);
         const DataHeader h = random_data(rng);
-        std::vector<std::byte> buf(kDataHeaderSize + h.payload_len);
-        testing::fill_random(rng, std::span(buf).subspan(kDataHeaderSize));
-        const std::vector<std::byte> payload(buf.begin() + kDataHeaderSize, buf.end());
+        const size_t header = data_header_size(h.flags);
+        std::vector<std::byte> buf(header + h.payload_len);
+        testing::fill_random(rng, std::span(buf).subspan(header));
+        const std::vector<std::byte> payload(buf.begin() + static_cast<ptrdiff_t>(header), buf.end());
         auto n = encode_data_header(h, buf);
         ASSERT_TRUE(n.ok());
-        ASSERT_EQ(*n, kDataHeaderSize);
+        ASSERT_EQ(*n, header);
         auto p = decode_data(buf);
         ASSERT_TRUE(p.ok()) << to_string(p.error());
         ASSERT_EQ(p->hdr, h);
@@ -354,7 +361,8 @@ TEST(Data, FlagBits) {
     EXPECT_EQ(data_flag::kLast, 0x01);
     EXPECT_EQ(data_flag::kRetx, 0x02);
     EXPECT_EQ(data_flag::kAckNow, 0x04);
-    for (uint8_t unknown : {0x08, 0x10, 0x80, 0xF8}) {
+    EXPECT_EQ(data_flag::kCompact, 0x20);
+    for (uint8_t unknown : {0x40, 0x80, 0xC0}) {
         auto p = decode_data(encode(segment(8, 0, 8, static_cast<uint8_t>(unknown | 0x01))));
         ASSERT_TRUE(p.ok()) << int{unknown};
         auto q = decode_data(encode(segment(8, 0, 4, unknown)));
@@ -366,12 +374,120 @@ TEST(Data, FlagBits) {
 TEST(Data, ReservedIsIgnoredOnReceive) {
     auto bytes = join(kWriteImmVector);
     for (size_t off : {2u, 3u}) bytes[off] = std::byte{0xFF};
-    bytes[17] |= std::byte{0xE0};  // flags not defined in version 2
+    bytes[17] |= std::byte{0xC0};  // flags not defined in version 2
     auto p = decode_data(bytes);
     ASSERT_TRUE(p.ok()) << to_string(p.error());
     DataHeader want = write_imm_header();
-    want.flags |= 0xE0;
+    want.flags |= 0xC0;
     EXPECT_EQ(p->hdr, want);
+}
+
+// spec [DATA-9]: the last 4-byte segment of a 4100-byte WRITE in the COMPACT form: no
+// recv_seq, no immediate; every field after msg_seq 4 bytes up, the payload at 64.
+const Annotated kCompactWriteVector = {
+    {0, {0x02}, "version", kT},
+    {1, {0x01}, "type", kT},
+    {2, {0x00, 0x00}, "reserved", kT},
+    {4, {0x0A, 0x0B, 0x0C, 0x0D}, "dst_conn_id", kT},
+    {8, {0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18}, "dst_token", kT},
+    {16, {0x03}, "opcode", kT},                       // [DATA-1] WRITE
+    {17, {0x21}, "flags", kT},                        // [DATA-2] LAST|COMPACT
+    {18, {0x01, 0x02}, "path_id", kT},
+    {20, {0x07}, "path_gen", kT},
+    {21, {0x00}, "reserved", kT},
+    {22, {0x00, 0x04}, "payload_len", kT},
+    {24, {0xFF, 0xFF, 0xFF, 0xFE}, "path_psn", kT},
+    {28, {0xFF, 0xFF, 0xFF, 0xF0}, "psn_floor", kT},
+    {32, {0x00, 0x00, 0x00, 0x21}, "stream_id", kT},
+    {36, {0x80, 0x00, 0x00, 0x01}, "msg_seq", kT},
+    {40, {0x00, 0x00, 0x10, 0x04}, "msg_len", kT},    // 4100
+    {44, {0x00, 0x00, 0x10, 0x00}, "offset", kT},     // 4096
+    {48, {0x3B, 0x9A, 0xCA, 0x00}, "timestamp", kT},
+    {52, {0xCA, 0xFE, 0xBA, 0xBE}, "rkey", kT},
+    {56, {0x00, 0x00, 0x7F, 0x00, 0x12, 0x34, 0x50, 0x00}, "remote_addr", kT},
+    {64, {'m', 'r', 'o', 'c'}, "payload", kL},        // [DATA-3]
+};
+
+DataHeader compact_write_header() {
+    DataHeader h = write_imm_header();
+    h.opcode = Opcode::kWrite;
+    h.flags = data_flag::kLast | data_flag::kCompact;
+    h.recv_seq = 0;
+    h.immediate = 0;
+    return h;
+}
+
+// [DATA-9] [DATA-3]: the COMPACT vector, encoded and decoded.
+TEST(Data, CompactAnnotatedVector) {
+    const DataHeader h = compact_write_header();
+    std::vector<std::byte> buf(kDataCompactHeaderSize + 4);
+    ASSERT_EQ(*encode_data_header(h, buf), kDataCompactHeaderSize);
+    const char payload[] = {'m', 'r', 'o', 'c'};
+    std::memcpy(buf.data() + kDataCompactHeaderSize, payload, 4);
+    expect_bytes(kCompactWriteVector, buf);
+    const auto bytes = join(kCompactWriteVector);
+    auto p = decode_data(bytes);
+    ASSERT_TRUE(p.ok()) << to_string(p.error());
+    EXPECT_EQ(p->hdr, h);
+    ASSERT_EQ(p->payload.size(), 4u);
+    EXPECT_EQ(p->payload.data(), bytes.data() + kDataCompactHeaderSize);
+    DataPacket q;
+    ASSERT_EQ(parse_data_body(bytes, q), Error::kOk);
+    EXPECT_EQ(q.hdr.offset, 4096u);
+}
+
+// [WIRE-7] [DATA-9]: every prefix of the COMPACT vector fails as annotated (below 64
+// bytes truncated, inside the payload a bad length).
+TEST(Data, CompactEveryPrefix) {
+    check_every_prefix(kCompactWriteVector, [](auto b) { return decode_data(b); });
+}
+
+// [DATA-9]: every opcode that consumes no receive round-trips in the COMPACT form; one
+// that consumes a receive is refused as a bad length even with its fields all zero.
+TEST(Data, CompactOnlyWithoutAReceive) {
+    for (uint8_t op = 0x01; op <= 0x09; ++op) {
+        SCOPED_TRACE(int{op});
+        DataHeader h = compact_write_header();
+        h.opcode = static_cast<Opcode>(op);
+        // Room for either form (the compiler cannot see that the compact one is written).
+        std::vector<std::byte> buf(kDataHeaderSize + 4);
+        store_data_header(h, buf.data());  // what a broken sender would write
+        auto p = decode_data(std::span(buf).first(kDataCompactHeaderSize + 4));
+        if (consumes_receive(h.opcode)) {
+            ASSERT_FALSE(p.ok());
+            EXPECT_EQ(p.error(), Error::kBadLength);
+        } else {
+            ASSERT_TRUE(p.ok()) << to_string(p.error());
+            EXPECT_EQ(p->hdr, h);
+        }
+    }
+}
+
+// [DATA-9] [WIRE-6]: where COMPACT_DATA was not negotiated the bit means nothing: it is
+// cleared and the header read at its full 72 bytes, so a compact datagram no longer
+// parses (68 bytes are short of a full header; with a longer payload its payload_len
+// would disagree) and a full one with the bit set parses as full.
+TEST(Data, CompactFlagWithoutTheCapabilityIsReadAtFullLength) {
+    const auto compact = join(kCompactWriteVector);
+    DataPacket p;
+    EXPECT_EQ(parse_data_body(compact, p, /*compact_ok=*/false), Error::kTruncated);
+    auto longer = compact;
+    longer.resize(compact.size() + 8);
+    EXPECT_EQ(parse_data_body(longer, p, /*compact_ok=*/false), Error::kBadLength);
+    EXPECT_EQ(parse_data_body(longer, p, /*compact_ok=*/true), Error::kBadLength);
+
+    auto full = join(kWriteImmVector);
+    full[16] = std::byte{0x03};  // WRITE
+    full[17] |= std::byte{data_flag::kCompact};
+    auto q = decode_data(full, /*compact_ok=*/false);
+    ASSERT_TRUE(q.ok()) << to_string(q.error());
+    DataHeader want = write_imm_header();
+    want.opcode = Opcode::kWrite;
+    EXPECT_EQ(q->hdr, want);  // the bit cleared; recv_seq and immediate read where they lie
+    EXPECT_EQ(q->payload.data(), full.data() + kDataHeaderSize);
+    // The same bytes where COMPACT_DATA was negotiated: a 64-byte header, 12 bytes of
+    // payload against payload_len 4.
+    EXPECT_EQ(decode_data(full).error(), Error::kBadLength);
 }
 
 // [PATH-12]: byte 21 carries return_echo, flagged by RETURN_ECHO, both ways.

@@ -2118,6 +2118,66 @@ TEST(Connection, ShortAckToAConnectionWithoutTheCapabilityIsNotApplied) {
     }
 }
 
+// HoldData wraps B's engine and keeps back the first DATA datagram it is given.
+class HoldData final : public EngineTap {
+public:
+    explicit HoldData(core::Engine& inner) : EngineTap(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        if (held.empty() && d.size() > 1 &&
+            static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kData)) {
+            held.assign(d.begin(), d.end());
+            meta = m;
+            return;
+        }
+        inner_.on_datagram(d, m, now);
+    }
+    void give(std::span<const std::byte> d, Time now) { inner_.on_datagram(d, meta, now); }
+    std::vector<std::byte> held;
+    PacketMeta meta;
+};
+
+// [DATA-9], [VER-2], [WIRE-6]: a WRITE leaves in the COMPACT form (64-byte header) only
+// where both HELLOs announced COMPACT_DATA. Where B did not announce it, the flag means
+// nothing and the header is read at its full 72 bytes: the compact copy of A's DATA is
+// dropped as a bad length and places nothing, and the full one A sent is placed. Where it
+// was negotiated the compact DATA is placed as it is.
+TEST(Connection, CompactDataOnlyWhereBothAnnounce) {
+    for (const bool negotiated : {false, true}) {
+        SCOPED_TRACE(negotiated ? "negotiated" : "not negotiated");
+        core::EndpointConfig a_cfg, b_cfg;
+        a_cfg.compact_data = true;
+        b_cfg.compact_data = negotiated;
+        Pair p(33, ten_gbit_net(), a_cfg, b_cfg);
+        HoldData hold(*p.b);
+        p.host_b().attach(&hold);
+        WriteFlow f(p, 1, 8);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return !hold.held.empty(); }, 10ms));
+        EXPECT_EQ(f.conn_a().compact_data(), negotiated);
+        const std::vector<std::byte> sent(hold.held.begin(), hold.held.end());
+        auto d = wire::decode_data(without_trailer(sent));
+        ASSERT_TRUE(d.ok()) << to_string(d.error());
+        ASSERT_EQ(d->hdr.opcode, wire::Opcode::kWrite);
+        ASSERT_EQ(d->payload.size(), 8u);
+        EXPECT_EQ((d->hdr.flags & wire::data_flag::kCompact) != 0, negotiated);
+        EXPECT_EQ(without_trailer(sent).size(), (negotiated ? 64u : 72u) + 8);
+        // The same segment in the compact form, as a peer that ignores negotiation sends it.
+        wire::DataHeader h = d->hdr;
+        h.flags |= wire::data_flag::kCompact;
+        std::vector<std::byte> compact(wire::kDataCompactHeaderSize + 8);
+        ASSERT_EQ(wire::encode_data_header(h, compact).value(), wire::kDataCompactHeaderSize);
+        std::memcpy(compact.data() + wire::kDataCompactHeaderSize, d->payload.data(), 8);
+        const core::EndpointStats before = p.b->stats();
+        give_bytes(p, true, compact);
+        EXPECT_EQ(p.b->stats().bad_length, before.bad_length + (negotiated ? 0 : 1));
+        EXPECT_EQ(p.b->stream_bytes_placed(f.sb), negotiated ? 8u : 0u);
+        if (!negotiated) {
+            hold.give(sent, p.now());
+            EXPECT_EQ(p.b->stream_bytes_placed(f.sb), 8u);
+        }
+    }
+}
+
 // HoldCoalesced wraps A's engine and keeps back (does not deliver) every coalesced
 // datagram B sends, for a test that hands A broken copies of it first.
 class HoldCoalesced final : public EngineTap {

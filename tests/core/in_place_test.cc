@@ -42,10 +42,13 @@ public:
             // Only a DATA's payload, of at least kInPlaceMinBytes, right after its header.
             EXPECT_EQ(static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1])), wire::PacketType::kData);
             EXPECT_GE(payload.size(), core::Engine::kInPlaceMinBytes);
-            EXPECT_EQ(wire::load_be16(buf.data() + n - wire::kDataHeaderSize + 22), payload.size());
+            // [DATA-9]: a WRITE's header is compact where negotiated.
+            const size_t header = wire::data_header_size(static_cast<uint8_t>(buf[17]));
+            EXPECT_EQ(n, header);
+            EXPECT_EQ(wire::load_be16(buf.data() + n - header + 22), payload.size());
             EXPECT_LE(n + payload.size(), buf.size());
             std::memcpy(buf.data() + n, payload.data(), payload.size());  // the kernel's copy
-            opcodes.push_back(static_cast<uint8_t>(buf[n - wire::kDataHeaderSize + 16]));
+            opcodes.push_back(static_cast<uint8_t>(buf[n - header + 16]));
         }
         const size_t total = n + payload.size();
         sent.emplace_back(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(total));
@@ -76,8 +79,8 @@ struct Buffers {
 struct Mix {
     static constexpr size_t kBytes = Buffers::kBytes;
 
-    Mix(uint64_t seed, bool in_place, bool integrity, Buffers& mem)
-        : p(seed, ten_gbit_net(), config(integrity), config(integrity)),
+    Mix(uint64_t seed, bool in_place, bool integrity, Buffers& mem, bool compact = false)
+        : p(seed, ten_gbit_net(), config(integrity, compact), config(integrity, compact)),
           ga(*p.a, in_place),
           gb(*p.b, in_place),
           src(mem.src),
@@ -103,9 +106,10 @@ struct Mix {
             if (e.kind == core::EventKind::kCompletion) done_b.push_back(e.completion);
         });
     }
-    static core::EndpointConfig config(bool integrity) {
+    static core::EndpointConfig config(bool integrity, bool compact) {
         core::EndpointConfig c;
         c.integrity_check = integrity;
+        c.compact_data = compact;  // [DATA-9]: the payload follows a 64-byte header
         return c;
     }
 
@@ -208,13 +212,14 @@ void same_datagrams(const Gather& got, const Gather& want, const char* side) {
 }
 
 TEST(InPlace, DatagramsAreTheBytesPollTransmitWrites) {
-    for (uint64_t seed : seeds_from_env(3)) {
-        std::printf("[ SEED     ] %llu\n", static_cast<unsigned long long>(seed));
+    for (uint64_t seed : seeds_from_env(3))
+    for (const bool compact : {false, true}) {  // [DATA-9]: both DATA header forms
+        std::printf("[ SEED     ] %llu%s\n", static_cast<unsigned long long>(seed), compact ? " compact" : "");
         Buffers mem;
-        Mix copied(seed, false, false, mem);
+        Mix copied(seed, false, false, mem, compact);
         ASSERT_TRUE(copied.run());
         copied.expect_placed();
-        Mix in_place(seed, true, false, mem);
+        Mix in_place(seed, true, false, mem, compact);
         ASSERT_TRUE(in_place.run());
         in_place.expect_placed();
         // The same datagrams, in the same order, on both sides.

@@ -65,7 +65,8 @@ private:
         size_t defined = 0;
         switch (t) {
             case wire::PacketType::kData:
-                defined = wire::kDataHeaderSize + wire::load_be16(d.data() + 22);
+                // [DATA-9]: the flags say which header (where COMPACT_DATA is negotiated).
+                defined = wire::data_header_size(static_cast<uint8_t>(d[17])) + wire::load_be16(d.data() + 22);
                 break;
             case wire::PacketType::kAck: {
                 // [ACK-21]: the flags say which fixed part; the count is its last 4 bytes but 2.

@@ -342,9 +342,10 @@ TEST(RateControl, GrantedNewConnectionSendsABandwidthDelayProductAtOnce) {
 }
 
 // [CC-12], [INT-6]: with INTEGRITY every DATA datagram is 4 bytes longer, so the receiver
-// divides its capacity by max_payload + 76: the senders paced at its hints then fill its
-// downlink and no more (at + 72, as before, they would offer 4 bytes a packet too many,
-// a queue that grows by 0.1 % of the line rate for as long as the hint binds).
+// divides its capacity by max_payload + H + 4 (H = 72, or 64 with COMPACT_DATA): the
+// senders paced at its hints then fill its downlink and no more (without the 4, they would
+// offer 4 bytes a packet too many, a queue that grows by 0.1 % of the line rate for as
+// long as the hint binds).
 TEST(RateControl, HintLeavesRoomForTheIntegrityTrailer) {
     core::EndpointConfig slow_rx;
     slow_rx.inbound_capacity_bps = 2'000'000'000;
@@ -355,7 +356,9 @@ TEST(RateControl, HintLeavesRoomForTheIntegrityTrailer) {
     EXPECT_GT(write_gbps(p, 16, 256 * 1024), 0.0);
     const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
     ASSERT_TRUE(ca.integrity());
-    const uint64_t datagram = wire::kDataHeaderSize + slow_rx.max_payload + wire::kIntegritySize;
+    // H: the DATA header the receiver counts, 64 if it announces COMPACT_DATA ([DATA-9]).
+    const uint64_t header = slow_rx.compact_data ? wire::kDataCompactHeaderSize : wire::kDataHeaderSize;
+    const uint64_t datagram = header + slow_rx.max_payload + wire::kIntegritySize;
     EXPECT_EQ(ca.rate_hint_mbps(), slow_rx.inbound_capacity_bps * slow_rx.max_payload / datagram / 1'000'000);
 }
 
