@@ -2,7 +2,8 @@
 // input choosing what happens to every datagram that crosses between them.
 //
 // Input: [config byte] [seed byte] [script length byte] [script] [fates]. The seed byte's
-// top bit turns INTEGRITY off, its bit 6 SHORT_ACK (at B only, so it is not negotiated).
+// top bit turns INTEGRITY off, its bit 6 SHORT_ACK (at B only, so it is not negotiated),
+// its bit 5 COMPACT_DATA on (and bit 4 off again at B).
 // - The script posts work (SEND, SEND_IMM, WRITE, WRITE_IMM, READ, both atomics, on two
 //   streams, from either side; inline, fenced, as scatter/gather lists), posts receives,
 //   runs the network, deregisters a region, changes a stream's limits, closes the
@@ -249,6 +250,9 @@ public:
             // [ACK-21]: SHORT_ACK negotiated (the default) unless the seed's bit 6 says B does
             // not announce it: then both send full ACKs, and a mutated SHORT bit is undefined.
             cfg.short_acks = i == 0 || !(seed & 0x40);
+            // [DATA-9]: COMPACT_DATA announced by A when bit 5 is set, and by B too unless
+            // bit 4 is: negotiated, one-sided (a mutated COMPACT bit is then undefined) or off.
+            cfg.compact_data = (seed & 0x20) && (i == 0 || !(seed & 0x10));
             if (c & 0x80) {
                 cfg.max_rd_atomic = 2;
                 cfg.max_dest_rd_atomic = 1;
@@ -323,7 +327,7 @@ public:
                 const core::ConnectionStats& cs = c->stats();
                 std::fprintf(stderr,
                              "  conn %08x state %d: sent %llu recv %llu retx %llu malformed %llu "
-                             "oow %llu stale %llu orphan %llu nacks %llu/%llu deferred %llu caps%s%s%s\n",
+                             "oow %llu stale %llu orphan %llu nacks %llu/%llu deferred %llu caps%s%s%s%s\n",
                              c->id(), static_cast<int>(c->state()),
                              (unsigned long long)cs.messages_sent, (unsigned long long)cs.messages_received,
                              (unsigned long long)cs.retransmits, (unsigned long long)cs.malformed,
@@ -331,7 +335,7 @@ public:
                              (unsigned long long)cs.orphan_responses, (unsigned long long)cs.nacks_sent,
                              (unsigned long long)cs.nacks_received, (unsigned long long)cs.requests_deferred,
                              c->integrity() ? " integrity" : "", c->coalesce() ? " coalesce" : "",
-                             c->short_acks() ? " short_acks" : "");
+                             c->short_acks() ? " short_acks" : "", c->compact_data() ? " compact_data" : "");
             }
             for (uint32_t id : s.streams) {
                 const core::Stream* st = s.ep->stream(id);

@@ -3,7 +3,8 @@
 
 Each seed is a scenario in the input language of fuzz/connection.cc:
   [config byte] [seed byte] [script length] [script] [fates]
-(the seed byte's top bit turns INTEGRITY off, its bit 6 SHORT_ACK at B, [ACK-21]).
+(the seed byte's top bit turns INTEGRITY off, its bit 6 SHORT_ACK at B, [ACK-21]; bit 5
+turns COMPACT_DATA on, and bit 4 off again at B, [DATA-9]).
 The seeds cover every work request type from both sides on both streams, then differ in
 what the network does (clean, lossy, mutating) and in the configuration. libFuzzer finds
 the rest from here; the files it adds are named by their SHA-1.
@@ -131,6 +132,10 @@ def seeds():
     # form and a mutation that sets SHORT makes an ACK the receiver reads at full length.
     yield "mix-lossy-full-acks", scenario(config(paths=8), 2 | 0x40, MIX, LOSSY)
     yield "mix-mutating-full-acks", scenario(config(b_payload=512), 3 | 0x40, MIX, MUTATING)
+    # [DATA-9]: COMPACT_DATA negotiated (seed bit 5), then announced by A alone (bit 4): a
+    # mutation that sets COMPACT makes a DATA the receiver reads at full length.
+    yield "mix-lossy-compact", scenario(config(paths=8), 4 | 0x20, MIX, LOSSY)
+    yield "mix-mutating-compact-one-sided", scenario(config(b_payload=512), 5 | 0x30, MIX, MUTATING)
     yield "scatter-gather", scenario(config(paths=2), 10, b"".join([
         recv(1, 0, 4, L4096, pieces=True), recv(0, 1, 2, L1024, pieces=True),
         post(0, 0, SEND, L1000, pieces=True), post(0, 0, SEND_IMM, L100, inline=True, pieces=True),

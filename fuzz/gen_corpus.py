@@ -22,8 +22,8 @@ CORPUS = os.path.join(HERE, "corpus")
 # §3.1 [WIRE-2]
 DATA, ACK, NACK, HELLO, HELLO_ACK, PROBE, CLOSE, RETRY = range(1, 9)
 # §3.2 [DATA-1], [DATA-2]
-SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQUEST = 1, 2, 3, 4, 5
-LAST, RETX, ACK_NOW = 0x01, 0x02, 0x04
+SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQUEST, READ_RESPONSE = 1, 2, 3, 4, 5, 6
+LAST, RETX, ACK_NOW, COMPACT = 0x01, 0x02, 0x04, 0x20
 
 CONN, TOKEN = 0x0A0B0C0D, 0x1112131415161718
 
@@ -45,6 +45,21 @@ def data(opcode=SEND, flags=LAST, payload=b"abcd", payload_len=None, msg_len=Non
     body = struct.pack(">BBHBBH9IQI", opcode, flags, path_id, path_gen, reserved21,
                        payload_len, psn, psn_floor, stream_id, msg_seq, recv_seq, msg_len,
                        offset, timestamp, rkey, remote_addr, immediate)
+    return common(DATA, **kw) + body + payload
+
+
+def compact_data(opcode=WRITE, flags=LAST | COMPACT, payload=b"abcd", payload_len=None,
+                 msg_len=None, offset=0, path_id=1, path_gen=0, psn=100, psn_floor=90,
+                 stream_id=7, msg_seq=3, timestamp=12345, rkey=0xCAFEBABE,
+                 remote_addr=0x7F0012345000, reserved21=0, **kw):
+    """[DATA-9]: the 64-byte COMPACT header (no recv_seq, no immediate), then the payload."""
+    if payload_len is None:
+        payload_len = len(payload)
+    if msg_len is None:
+        msg_len = offset + len(payload)
+    body = struct.pack(">BBHBBH8IQ", opcode, flags, path_id, path_gen, reserved21,
+                       payload_len, psn, psn_floor, stream_id, msg_seq, msg_len, offset,
+                       timestamp, rkey, remote_addr)
     return common(DATA, **kw) + body + payload
 
 
@@ -136,7 +151,18 @@ def seeds():
                                      offset=4096, rkey=1, remote_addr=0x1000, immediate=9),
         "valid-zero-length": data(payload=b"", flags=LAST | ACK_NOW),
         "valid-read-request-reserved": data(opcode=READ_REQUEST),
-        "valid-unknown-flags": data(flags=LAST | 0xF8),
+        "valid-unknown-flags": data(flags=LAST | 0xD8),  # all but COMPACT ([DATA-9])
+        "valid-compact-write-middle": compact_data(flags=COMPACT, payload=bytes(range(64)),
+                                                   offset=4096, msg_len=3 * 4096),
+        "valid-compact-write-last": compact_data(),
+        "valid-compact-read-response": compact_data(opcode=READ_RESPONSE, rkey=0,
+                                                    remote_addr=3, payload=b"answer"),
+        "valid-compact-zero-length": compact_data(payload=b"", flags=LAST | COMPACT | ACK_NOW),
+        "bad-compact-send": compact_data(opcode=SEND, rkey=0, remote_addr=0),
+        "bad-compact-write-imm": compact_data(opcode=WRITE_IMM),
+        "bad-compact-truncated": compact_data()[:63],
+        "bad-compact-payload-short": compact_data(payload_len=5),
+        "bad-compact-last-missing": compact_data(flags=COMPACT),
         "valid-reserved-nonzero": data(reserved21=0xFF, reserved=0xFFFF),
         "valid-psn-wrap": data(psn=0xFFFFFFFF, psn_floor=0xFFFFFFF0, msg_seq=0xFFFFFFFF),
         "valid-max-message-end": data(flags=LAST, payload=b"xy", offset=max_msg - 2,

@@ -138,9 +138,12 @@ inline Effect mutate_data(std::vector<std::byte>& d, Input& in, const std::vecto
             h.flags &= static_cast<uint8_t>(~wire::data_flag::kLast);
         h.payload_len = static_cast<uint16_t>(payload.size());
     }
-    d.assign(wire::kDataHeaderSize + payload.size(), std::byte{0});
+    // [DATA-9]: the header the flags name (a flipped COMPACT bit re-lays the fields; on a
+    // connection without COMPACT_DATA the receiver reads 72 bytes all the same).
+    const size_t header = wire::data_header_size(h.flags);
+    d.assign(header + payload.size(), std::byte{0});
     wire::store_data_header(h, d.data());
-    if (!payload.empty()) std::memcpy(d.data() + wire::kDataHeaderSize, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(d.data() + header, payload.data(), payload.size());
     return effect;
 }
 
