@@ -12,7 +12,9 @@ Cases (`sim`):
             decodes as mroce with no error or warning and agrees with wire/; the lossy run
             has retransmissions, and tshark shows them (RETX), and ACKs of both forms: SHORT
             ones ([ACK-21], the engine's default for an empty SACK bitmap) and full ones
-            whose bitmap reports a loss.
+            whose bitmap reports a loss. A second run of the same scenario with
+            `--set mroce.compact_data=true` must hold COMPACT DATA ([DATA-9]) and HELLOs
+            announcing COMPACT_DATA, every frame agreeing with wire/ as well.
   rocev2    the same run's RoCEv2 baseline capture: on UDP 4791, decoded by tshark's own
             InfiniBand dissector, whose BTH opcode, destination QP and PSN agree with the
             bytes (parsed here), and never taken by the mroce heuristic.
@@ -20,7 +22,10 @@ Cases (`sim`):
             short, wrong version or type, lengths and counts that lie, caps exceeded, reserved
             bits, rule violations, a snap-length cut), ACKs in the SHORT form ([ACK-21]: with
             and without entries, a probe reply, cut in its 48-byte fixed part, a count that
-            disagrees with the length, coalesced with a DATA), GSO/GRO aggregates and near misses, on
+            disagrees with the length, coalesced with a DATA), DATA in the COMPACT form
+            ([DATA-9]: every opcode that may be compact, payloads and bodies at byte 64, cut
+            at 63 bytes, COMPACT on an opcode that consumes a receive, coalesced, with a
+            trailer, in an aggregate), GSO/GRO aggregates and near misses, on
             the default port, on other ports through the heuristic and through the port
             preference, next to non-mroce UDP the heuristic must leave alone: each gets
             exactly the expert infos and verdict expected and agrees with wire/.
@@ -29,7 +34,7 @@ Cases (`sim`):
             Lua error, and the same verdict and fields as wire/.
   mutate    1,500 seeded mutations of those inputs and of the crafted valid packets (a byte
             set at random, a cut, bytes appended, a length field rewritten, an ACK's SHORT
-            flag toggled): the same again.
+            flag or a DATA's COMPACT flag toggled): the same again.
             The seed is printed; MROCE_SEED=N replays one.
 Case `loopback` (its own ctest, it needs packet capture): `tshark -i lo` during short
 `mroce perf` runs (write with GSO off and on, atomic, read) and the conformance test
@@ -227,6 +232,10 @@ def compare_capture(name, pcap, truth, frames, allowed_experts):
                 seen["sack"] += 1
             if f.get("mroce.ack.flags.short"):
                 seen["short"] += 1
+            if f.get("mroce.data.flags.compact"):
+                seen["compact"] += 1
+            if f.get("mroce.hello.capabilities.compact_data"):
+                seen["compact_data"] += 1
             if "mroce.coalesced.offset" in f:
                 seen["coalesced"] += 1
         if len(truths) > 1:
@@ -293,6 +302,20 @@ def data(opcode=3, flags=0x01, path=2, gen=1, payload=b"x" * 100, payload_len=No
     return common(1) + struct.pack("!BBHBBHIIIIIIIIIQI", opcode, flags, path, gen, reserved,
                                    payload_len, psn, floor, stream, msg_seq, recv_seq, msg_len,
                                    offset, ts, rkey, addr, imm) + payload
+
+
+def cdata(opcode=3, flags=0x01, path=2, gen=1, payload=b"x" * 100, payload_len=None,
+          psn=1000, floor=990, stream=5, msg_seq=7, msg_len=None, offset=0, ts=123456,
+          rkey=0x42, addr=0x7f0000001000, reserved=0):
+    """[DATA-9]: a DATA with COMPACT (flag 0x20, added to `flags`): no `recv_seq`, no
+    `immediate`, the fields after `msg_seq` 4 bytes up; a 64-byte header, then the payload."""
+    payload_len = len(payload) if payload_len is None else payload_len
+    msg_len = offset + len(payload) if msg_len is None else msg_len
+    hdr = common(1) + struct.pack("!BBHBBHIIIIIIIIQ", opcode, flags | 0x20, path, gen, reserved,
+                                  payload_len, psn, floor, stream, msg_seq, msg_len, offset, ts,
+                                  rkey, addr)
+    assert len(hdr) == 64
+    return hdr + payload
 
 
 def ack(path=3, gen=0, flags=0, cum=5000, sack_bits=(), ce=4, ts_echo=777, delay=1500,
@@ -450,13 +473,17 @@ def crafted_cases():
         struct.pack("!II", 0, 0), None, {"reserved_nonzero"})
     add("data return_echo without RETURN_ECHO", data(reserved=1), None, {"rule"})
     add("data last, sender drained", data(flags=0x11))  # [CC-12]
-    add("undefined data flag", data(flags=0x21), None, {"reserved_nonzero"})
+    add("undefined data flag", data(flags=0x41), None, {"reserved_nonzero"})
     add("undefined ack flag", ack(flags=0x08), None, {"reserved_nonzero"})
-    add("hello capabilities: a bit no version defines", hello(caps=8), None, {"reserved_nonzero"})
+    add("hello capabilities: a bit no version defines", hello(caps=0x10), None,
+        {"reserved_nonzero"})
     add("hello capabilities: INTEGRITY and COALESCE", hello(caps=3), None, set())
     add("hello capabilities: SHORT_ACK", hello(caps=4), None, set())
-    add("hello_ack capabilities: all three, and an undefined bit", hello(
-        ptype=5, conn=0x0A0B0C0D, token=TOKEN, caps=0x80000007), None, {"reserved_nonzero"})
+    add("hello capabilities: COMPACT_DATA", hello(caps=8), None, set())
+    add("hello_ack capabilities: all four", hello(ptype=5, conn=0x0A0B0C0D, token=TOKEN,
+                                                  caps=0xF), None, set())
+    add("hello_ack capabilities: all four, and an undefined bit", hello(
+        ptype=5, conn=0x0A0B0C0D, token=TOKEN, caps=0x8000000F), None, {"reserved_nonzero"})
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})
@@ -588,12 +615,84 @@ def crafted_cases():
         flags=0x02, streams=((1, 1),) * 33) + data(), "bad_length", {"bad_length"})
     add("heuristic coalesced short ack+data", spair, sport=51129, dport=52240)
 
+    # [DATA-9]: the COMPACT form, read by its flag (a capture does not say whether
+    # COMPACT_DATA was negotiated; wire::decode_data reads the flag by default): 64 bytes,
+    # no recv_seq or immediate, the fields after msg_seq 4 bytes up, the payload at 64.
+    add("compact write", cdata())
+    add("compact write, middle segment, ACK_NOW", cdata(flags=0x04, offset=4096,
+                                                        msg_len=16384, payload=b"\x11" * 4096))
+    add("compact write, retransmitted", cdata(flags=0x03), experts={"retransmission"})
+    add("compact write, drained, echoing return path 5", cdata(flags=0x19, reserved=5))
+    add("compact zero-length write", cdata(payload=b"", msg_len=0))
+    add("compact read_request", cdata(opcode=5, payload=struct.pack("!II", 65536, 0)))
+    add("compact read_response", cdata(opcode=6, rkey=0, addr=7, payload=b"r" * 300))
+    add("compact fetch_add", cdata(opcode=7, payload=struct.pack("!QQ", 5, 0)))
+    add("compact compare_swap", cdata(opcode=8, payload=struct.pack("!QQ", 0xDEAD, 0xBEEF)))
+    add("compact atomic_response", cdata(opcode=9, rkey=0, addr=7,
+                                         payload=struct.pack("!Q", 0x0123456789ABCDEF)))
+    add("compact write over IPv6", cdata(), ipv=6)
+    add("compact write with integrity trailer", sealed(cdata()))
+    add("compact fetch_add with integrity trailer", sealed(cdata(
+        opcode=7, payload=struct.pack("!QQ", 5, 0))))
+    add("compact write with a bad integrity trailer", sealed(cdata(), flip=True),
+        "bad_integrity", {"bad_integrity"})
+    for op, name in ((1, "send"), (2, "send_imm"), (4, "write_imm")):
+        add("compact %s (consumes a receive)" % name, cdata(opcode=op, rkey=0 if op < 3 else 0x42,
+            addr=0 if op < 3 else 0x7f0000001000), "bad_length", {"bad_length"})
+    add("compact send, also 8 bytes too long", cdata(opcode=1, rkey=0, addr=0) + bytes(8),
+        "bad_length", {"bad_length"})
+    add("compact write cut at 63 bytes", cdata(payload=b"")[:63], "truncated", {"truncated"})
+    add("compact write cut after its flags (30 bytes)", cdata()[:30], "truncated",
+        {"truncated"})
+    add("data without COMPACT cut at 64 bytes", data(payload=b"")[:64], "truncated",
+        {"truncated"})
+    add("compact opcode 0x0a", cdata(opcode=0x0A), "bad_type", {"bad_type"})
+    add("compact payload_len lies", cdata(payload_len=99), "bad_length", {"bad_length"})
+    add("compact beyond msg_len", cdata(msg_len=50), "bad_length", {"bad_length"})
+    add("compact no LAST on the last segment", cdata(flags=0), "bad_length", {"bad_length"})
+    # A full-form DATA with COMPACT set (a sender that did not negotiate it, [DATA-9]): read
+    # as COMPACT, so its payload_len is 8 short of the bytes after the 64-byte header.
+    add("full-length write with COMPACT set", data(flags=0x21), "bad_length", {"bad_length"})
+    add("compact read_response with an rkey", cdata(opcode=6, addr=7), None, {"rule"})
+    add("compact psn_floor after psn", cdata(floor=1001), None, {"rule"})
+    add("compact read_request body too long", cdata(opcode=5, payload=b"\0" * 12), None,
+        {"rule"})
+    add("compact write, undefined flag", cdata(flags=0x81), None, {"reserved_nonzero"})
+    add("heuristic compact write", cdata(), sport=51131, dport=52242)
+    add("heuristic compact read_response with trailer", sealed(cdata(opcode=6, rkey=0, addr=7)),
+        sport=51133, dport=52244)
+    cseg = cdata(flags=0, msg_len=3000, payload=b"a" * 1000)
+    add("aggregate compact data+compact data+compact last", cseg + cdata(
+        flags=0, offset=1000, msg_len=3000, payload=b"b" * 1000) + cdata(
+        offset=2000, msg_len=3000, payload=b"c" * 1000), experts={"aggregate"})
+    # [WIRE-10] with COMPACT: the follower's header is 64, the datagram's bound a full DATA's.
+    cpair = ack(flags=0x02) + cdata()
+    add("coalesced ack+compact data", cpair)
+    add("coalesced ack+compact data, one integrity trailer", sealed(cpair))
+    add("coalesced short ack+compact read response, one integrity trailer", sealed(short_ack(
+        flags=0x02, streams=()) + cdata(opcode=6, rkey=0, addr=7, payload=b"r" * 300)))
+    add("coalesced ack+compact data, the data one byte short", cpair[:-1], "bad_length",
+        {"bad_length"})
+    add("coalesced ack+compact data, the data cut at 63 bytes", ack(flags=0x02) +
+        cdata(payload=b"")[:63], "truncated", {"truncated"})
+    add("coalesced ack+compact send", ack(flags=0x02) + cdata(opcode=1, rkey=0, addr=0),
+        "bad_length", {"bad_length"})
+    add("coalesced ack+compact data, longer than any full DATA", ack(flags=0x02, streams=()) +
+        cdata(payload=b"y" * 9000), "bad_length", {"bad_length"})
+    add("heuristic coalesced ack+compact data", cpair, sport=51135, dport=52246)
+
     # A capture cut by the snap length: shown as far as captured, never a Lua error.
     add("data cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
         snap=20 + 8 + 40)
     add("data payload cut by the snap length", data(payload=b"p" * 1000), None, {"snapped"},
         snap=20 + 8 + 100)
     add("short ack cut by the snap length", short_ack(), None, {"snapped"}, snap=20 + 8 + 30)
+    add("compact write cut by the snap length", cdata(payload=b"p" * 1000), None, {"snapped"},
+        snap=20 + 8 + 50)
+    add("compact write payload cut by the snap length", cdata(payload=b"p" * 1000), None,
+        {"snapped"}, snap=20 + 8 + 100)
+    add("compact write cut by the snap length before its flags", cdata(payload=b"p" * 1000),
+        None, {"snapped"}, snap=20 + 8 + 17)
 
     # The heuristic: a valid packet between ephemeral ports is mroce; a later broken one of
     # the same conversation is mroce too (flagged); other UDP is left alone.
@@ -617,6 +716,7 @@ def not_mroce():
         ("reserved set, non-default port", common(7, reserved=1) + b"\0" * 8, 53006, 53007),
         ("byte 2 set in a CLOSE", common(7, reserved=0x0100) + b"\0" * 8, 53008, 53009),
         ("hello_flags bit that is not SENDING", hello(hello_flags=0x02), 53010, 53011),
+        ("version 2 COMPACT SEND", cdata(opcode=1, rkey=0, addr=0), 53012, 53013),
     ]
 
 
@@ -630,8 +730,21 @@ def run_sim(tmp):
     if p.returncode != 0:
         raise AssertionError("mroce sim: %s" % p.stderr.strip())
     runs = {r["protocol"]: r for r in json.load(open(os.path.join(out, "summary.json")))["runs"]}
-    return {proto: (os.path.join(tmp, "cap-%s.pcap" % r["label"]), r["metrics"])
-            for proto, r in runs.items()}
+    captures = {proto: (os.path.join(tmp, "cap-%s.pcap" % r["label"]), r["metrics"])
+                for proto, r in runs.items()}
+    # [DATA-9]: the same run with COMPACT_DATA announced (off by default), its WRITEs compact.
+    ccap = os.path.join(tmp, "compact.pcap")
+    cout = os.path.join(tmp, "out-compact")
+    p = subprocess.run([ARGS.mroce, "sim", ARGS.scenario, "--out", cout, "--pcap", ccap,
+                        "--pcap-at", "hosts", "--set", "mroce.compact_data=true",
+                        "--set", "sweep.protocol=[\"mroce\"]"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError("mroce sim --set mroce.compact_data=true: %s" % p.stderr.strip())
+    runs = json.load(open(os.path.join(cout, "summary.json")))["runs"]
+    # One run: --pcap names its file as given (several runs get -LABEL each).
+    captures["mroce-compact"] = (ccap, runs[0]["metrics"])
+    return captures
 
 
 def case_sim(captures):
@@ -654,7 +767,25 @@ def case_sim(captures):
     # in full.
     check(seen["short"] > 0 and seen["sack"] > 0,
           "sim: expected SHORT ACKs and full ACKs with SACK bits: %s" % dict(seen))
+    # [DATA-9]: the engine sends no COMPACT DATA unless COMPACT_DATA is announced (off by
+    # default).
+    check(seen["compact"] == 0, "sim: COMPACT DATA without COMPACT_DATA: %s" % dict(seen))
     report("sim (%d frames: %s)" % (len(truth), dict(seen)))
+
+    pcap, _ = captures["mroce-compact"]
+    truth = wire_decode(pcap)
+    frames = tshark(pcap)
+    check(len(truth) > 0 and len(truth) == len(frames),
+          "sim compact: wire/ decoded %d datagrams, tshark shows %d frames" %
+          (len(truth), len(frames)))
+    bad = [n for n, ts in truth.items() if any(t["error"] for t in ts)]
+    check(not bad, "sim compact: wire/ rejects frames %s of the engine's own capture" % bad[:10])
+    seen = compare_capture("sim compact", pcap, truth, frames, {"retransmission", "note"})
+    # Both ends announce COMPACT_DATA and the run's WRITEs leave out recv_seq and immediate.
+    check(seen["compact"] > 0 and seen["compact_data"] == seen[4] + seen[5] > 0,
+          "sim compact: expected COMPACT DATA and HELLOs announcing COMPACT_DATA: %s" %
+          dict(seen))
+    report("sim compact (%d frames: %s)" % (len(truth), dict(seen)))
 
 
 def bth_of(pcap):
@@ -867,8 +998,10 @@ def mutate(rng, d):
         # ACK stream_count, where its form ([ACK-21]) puts it
         at = 44 if b[19] & 0x04 else 76
         b[at:at + 2] = rng.choice((0, 1, 2, 31, 32, 33, 255, 65535)).to_bytes(2, "big")
-    elif kind == 3 and len(b) >= 72 and b[1] == 1:  # DATA payload_len, offset, msg_len
-        at = rng.choice((22, 44, 48))
+    elif kind == 3 and len(b) >= 20 and b[1] == 1 and rng.randrange(4) == 0:
+        b[17] ^= 0x20  # DATA flag COMPACT ([DATA-9]): the other form's offsets and lengths
+    elif kind == 3 and len(b) >= 64 and b[1] == 1:  # DATA payload_len, offset, msg_len
+        at = rng.choice((22, 40, 44) if b[17] & 0x20 else (22, 44, 48))  # [DATA-9]
         size = 2 if at == 22 else 4
         b[at:at + size] = rng.randrange(1 << (8 * size)).to_bytes(size, "big")
     else:  # a small count of flips

@@ -118,7 +118,9 @@ ordered_json decode(std::span<const std::byte> d, const char** error) {
         size_t plain = 0;
         switch (common->type) {
             case wire::PacketType::kData:
-                plain = wire::kDataHeaderSize + (d.size() >= 24 ? wire::load_be16(d.data() + 22) : 0);
+                // [DATA-9]: with COMPACT the header is 64 (d holds the flags, byte 17, here).
+                plain = wire::data_header_size(static_cast<uint8_t>(d[17])) +
+                        (d.size() >= 24 ? wire::load_be16(d.data() + 22) : 0);
                 break;
             case wire::PacketType::kAck: {
                 // [ACK-21]: with SHORT the fixed part is 48 and its count 32 bytes up (d holds
@@ -158,6 +160,9 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
     };
     switch (common->type) {
         case wire::PacketType::kData: {
+            // [DATA-9]: a capture does not say whether COMPACT_DATA was negotiated, so the
+            // flag decides (decode_data's default), as it does for the dissector; a COMPACT
+            // DATA has no recv_seq or immediate on the wire, so neither field is printed.
             auto p = wire::decode_data(d);
             if (!p) return fail(p.error());
             const wire::DataHeader& h = p->hdr;
@@ -169,6 +174,8 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.data.flags.ack_now"] = (h.flags & wire::data_flag::kAckNow) != 0;
             f["mroce.data.flags.return_echo"] = (h.flags & wire::data_flag::kReturnEcho) != 0;
             f["mroce.data.flags.drained"] = (h.flags & wire::data_flag::kDrained) != 0;
+            const bool compact = (h.flags & wire::data_flag::kCompact) != 0;
+            f["mroce.data.flags.compact"] = compact;
             f["mroce.data.return_echo"] = h.return_echo;
             f["mroce.path_id"] = h.path_id;
             f["mroce.path_gen"] = h.path_gen;
@@ -177,13 +184,13 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.psn_floor"] = h.psn_floor;
             f["mroce.stream_id"] = h.stream_id;
             f["mroce.msg_seq"] = h.msg_seq;
-            f["mroce.data.recv_seq"] = h.recv_seq;
+            if (!compact) f["mroce.data.recv_seq"] = h.recv_seq;
             f["mroce.data.msg_len"] = h.msg_len;
             f["mroce.data.offset"] = h.offset;
             f["mroce.timestamp"] = h.timestamp;
             f["mroce.data.rkey"] = h.rkey;
             f["mroce.data.remote_addr"] = h.remote_addr;
-            f["mroce.data.immediate"] = h.immediate;
+            if (!compact) f["mroce.data.immediate"] = h.immediate;
             if (!p->payload.empty()) f["mroce.data.payload"] = hex(p->payload);
             // [DATA-8] bodies, when the packet carries exactly one.
             const size_t n = p->payload.size();
@@ -270,6 +277,7 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.hello.capabilities.integrity"] = (h->capabilities & wire::kCapIntegrity) != 0;
             f["mroce.hello.capabilities.coalesce"] = (h->capabilities & wire::kCapCoalesce) != 0;
             f["mroce.hello.capabilities.short_ack"] = (h->capabilities & wire::kCapShortAck) != 0;
+            f["mroce.hello.capabilities.compact_data"] = (h->capabilities & wire::kCapCompactData) != 0;
             if (h->common.type == wire::PacketType::kHello) {
                 f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
                 // [CC-20]: the whole byte, as the dissector shows it; wire/ reads bit 0x01.
@@ -323,14 +331,16 @@ struct Piece {
 // receiver's own bound is not in the capture) is a bad length; then the ACK at its count's
 // length (its fixed part, 80 or with SHORT 48 ([ACK-21]), plus 8 per entry); then the
 // follower must be a version-2 DATA of the same connection and token (a bad type
-// otherwise), and decode. Two pieces (the ACK, the DATA) when a DATA of the connection
+// otherwise), and decode (the DATA 72 bytes plus payload, or 64 with COMPACT, [DATA-9]; the
+// datagram's bound stays a full DATA's). Two pieces (the ACK, the DATA) when a DATA of the connection
 // follows, else one; on an error every piece carries the datagram's one error.
 std::vector<Piece> decode_pair(std::span<const std::byte> d) {
     const size_t ack_len = wire::coalesced_ack_size(d);
     size_t body = d.size();
     if (d.size() == ack_len + wire::kIntegritySize ||
         (d.size() >= ack_len + 24 &&
-         ack_len + wire::kDataHeaderSize + wire::load_be16(d.data() + ack_len + 22) ==
+         ack_len + wire::data_header_size(static_cast<uint8_t>(d[ack_len + 17])) +
+                 wire::load_be16(d.data() + ack_len + 22) ==
              d.size() - wire::kIntegritySize))
         body = d.size() - wire::kIntegritySize;
     const auto packet = d.first(body);

@@ -16,7 +16,9 @@
 -- the flag decides, since a capture does not show whether COALESCE was negotiated). An ACK
 -- with SHORT ([ACK-21]) leaves its empty SACK bitmap out and is read in the 48-byte form,
 -- again by the flag (a capture does not show whether SHORT_ACK was negotiated either), as
--- wire::decode_ack reads it.
+-- wire::decode_ack reads it. A DATA with COMPACT ([DATA-9]) leaves out `recv_seq` and
+-- `immediate` and is read in the 64-byte form, by the flag as well (COMPACT_DATA's
+-- negotiation is not tracked either), as wire::decode_data reads it by default.
 -- tools/wireshark/README.md
 -- lists the fields; tests/wireshark/ checks them against wire/'s decoders.
 --
@@ -32,6 +34,8 @@ local kCommonSize = 16         -- spec §3.1
 local kSackBits = 256          -- spec [ACK-2]
 local kAckShortFixed = 48      -- spec [ACK-21]: an ACK with SHORT, without its 32-byte `sack`
 local kAckShort = 0x04         -- spec [ACK-8]: the ACK flag SHORT
+local kDataCompactFixed = 64   -- spec [DATA-9]: a DATA with COMPACT, without recv_seq, immediate
+local kDataCompact = 0x20      -- spec [DATA-2]: the DATA flag COMPACT
 local kMaxAckStreams = 32      -- spec [ACK-5]
 local kMaxPaths = 256          -- spec [CONN-3]
 local kMinMaxPayload = 256     -- spec [UDP-3]
@@ -41,8 +45,9 @@ local kTwo32 = 4294967296
 local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
     1, 2, 3, 4, 5, 6, 7, 8
 local kHelloSending = 0x01     -- spec §3.5 [CC-20]: `hello_flags` SENDING, a HELLO's byte 2
--- spec [VER-2]: the `capabilities` bits this version defines (INTEGRITY, COALESCE, SHORT_ACK).
-local kCapDefined = 0x00000007
+-- spec [VER-2]: the `capabilities` bits this version defines (INTEGRITY, COALESCE, SHORT_ACK,
+-- COMPACT_DATA).
+local kCapDefined = 0x0000000F
 
 -- spec §3.1 [WIRE-2]
 local type_names = {
@@ -50,7 +55,8 @@ local type_names = {
     [T_HELLO_ACK] = "HELLO_ACK", [T_PROBE] = "PROBE", [T_CLOSE] = "CLOSE", [T_RETRY] = "RETRY",
 }
 -- The size of the fixed part of each type; [WIRE-5] fixed-size types are exactly this long.
--- An ACK's is 80, or 48 with SHORT ([ACK-21]): ack_fixed below.
+-- An ACK's is 80, or 48 with SHORT ([ACK-21]): ack_fixed below; a DATA's 72, or 64 with
+-- COMPACT ([DATA-9]): data_fixed below.
 local fixed_size = {
     [T_DATA] = 72, [T_ACK] = 80, [T_NACK] = 40, [T_HELLO] = 64, [T_HELLO_ACK] = 64,
     [T_PROBE] = 32, [T_CLOSE] = 24, [T_RETRY] = 32,
@@ -121,6 +127,8 @@ local uses_addr = { [OP_WRITE] = true, [OP_WRITE_IMM] = true, [OP_READ_REQ] = tr
                     [OP_ATOMIC_RESP] = true }
 local uses_imm = { [OP_SEND_IMM] = true, [OP_WRITE_IMM] = true }
 local uses_recv_seq = { [OP_SEND] = true, [OP_SEND_IMM] = true, [OP_WRITE_IMM] = true }
+-- [DATA-9]: the opcodes that consume a receive (those that use recv_seq) cannot be COMPACT.
+local consumes_receive = uses_recv_seq
 -- [DATA-8]: opcodes whose payload is a fixed body, and its size.
 local body_size = { [OP_READ_REQ] = 8, [OP_FETCH_ADD] = 16, [OP_CMP_SWAP] = 16,
                     [OP_ATOMIC_RESP] = 8 }
@@ -170,8 +178,11 @@ local f = {
     data_return_echo_flag = ProtoField.bool("mroce.data.flags.return_echo", "RETURN_ECHO", 8, nil, 0x08),
     data_return_echo = ProtoField.uint8("mroce.data.return_echo", "Return path echoed", base.DEC),
     data_drained = ProtoField.bool("mroce.data.flags.drained", "DRAINED", 8, nil, 0x10),
+    data_compact = ProtoField.bool("mroce.data.flags.compact",
+                                   "COMPACT (no recv_seq, no immediate) [DATA-9]", 8, nil,
+                                   kDataCompact),
     data_flags_undef = ProtoField.uint8("mroce.data.flags.undefined", "Undefined in v2",
-                                        base.HEX, nil, 0xE0),
+                                        base.HEX, nil, 0xC0),
     data_payload_len = ProtoField.uint16("mroce.data.payload_len", "Payload length", base.DEC),
     data_recv_seq = ProtoField.uint32("mroce.data.recv_seq", "Receive sequence", base.DEC),
     data_msg_len = ProtoField.uint32("mroce.data.msg_len", "Message length", base.DEC),
@@ -238,8 +249,10 @@ local f = {
                                          "COALESCE [WIRE-10]", 32, nil, 0x00000002),
     hello_cap_short_ack = ProtoField.bool("mroce.hello.capabilities.short_ack",
                                           "SHORT_ACK [ACK-21]", 32, nil, 0x00000004),
+    hello_cap_compact_data = ProtoField.bool("mroce.hello.capabilities.compact_data",
+                                             "COMPACT_DATA [DATA-9]", 32, nil, 0x00000008),
     hello_cap_undef = ProtoField.uint32("mroce.hello.capabilities.undefined", "Undefined",
-                                        base.HEX, nil, 0xFFFFFFF8),
+                                        base.HEX, nil, 0xFFFFFFF0),
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
     hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
     hello_flags = ProtoField.uint8("mroce.hello.flags", "HELLO flags (0x01 SENDING) [CC-20]", base.HEX),
@@ -306,6 +319,16 @@ local function ack_fixed(tvb, off)
         return kAckShortFixed
     end
     return fixed_size[T_ACK]
+end
+
+-- data_fixed is the size of the header of the DATA at `off` of tvb ([DATA-9]): 64 when its
+-- flags (byte 17) have COMPACT, else 72, also when byte 17 is not there (a DATA shorter than
+-- 64 bytes is truncated in either form).
+local function data_fixed(tvb, off)
+    if tvb:len() >= off + 18 and bit_set(tvb(off + 17, 1):uint(), kDataCompact) then
+        return kDataCompactFixed
+    end
+    return fixed_size[T_DATA]
 end
 
 -- ack_count is the `stream_count` of the ACK at `off` of tvb (the last 4 bytes of its fixed
@@ -416,9 +439,16 @@ local function dissect_data(c, t)
         flags_item:add(f.data_ack_now, c.tvb(17, 1))
         flags_item:add(f.data_return_echo_flag, c.tvb(17, 1))
         flags_item:add(f.data_drained, c.tvb(17, 1))
+        flags_item:add(f.data_compact, c.tvb(17, 1))  -- [DATA-9]
         local undef = flags_item:add(f.data_flags_undef, c.tvb(17, 1))
-        if flags >= 32 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
+        if flags >= 64 then undef:add_proto_expert_info(e.reserved) end  -- [DATA-2]
     end
+    -- [DATA-9]: with COMPACT, recv_seq and immediate are left out and every later field is
+    -- 4 bytes up (the payload 8); the flag decides, as a capture does not show whether
+    -- COMPACT_DATA was negotiated.
+    local compact = flags ~= nil and bit_set(flags, kDataCompact)
+    local header = compact and kDataCompactFixed or fixed_size[T_DATA]
+    local at = compact and -4 or 0  -- the fields after msg_seq are at at + 44 ...
     local path_id = c:add(t, f.path_id, 18, 2)
     local path_gen = c:add(t, f.path_gen, 20, 1)
     -- [PATH-12]: one of the receiver's paths whose ACK reached the sender; 0 without the flag.
@@ -431,13 +461,17 @@ local function dissect_data(c, t)
     local floor, floor_item = c:add(t, f.psn_floor, 28, 4)
     local stream = c:add(t, f.stream_id, 32, 4)
     local msg_seq = c:add(t, f.msg_seq, 36, 4)
-    local recv_seq, recv_item = c:add(t, f.data_recv_seq, 40, 4)
-    local msg_len, ml_item = c:add(t, f.data_msg_len, 44, 4)
-    local offset = c:add(t, f.data_offset, 48, 4)
-    c:add(t, f.timestamp, 52, 4)
-    local rkey, rkey_item = c:add(t, f.data_rkey, 56, 4)
-    local addr, addr_item = c:add(t, f.data_remote_addr, 60, 8)
-    local imm, imm_item = c:add(t, f.data_immediate, 68, 4)
+    local recv_seq, recv_item, imm, imm_item = 0, nil, 0, nil
+    if not compact then recv_seq, recv_item = c:add(t, f.data_recv_seq, 40, 4) end
+    local msg_len, ml_item = c:add(t, f.data_msg_len, at + 44, 4)
+    local offset = c:add(t, f.data_offset, at + 48, 4)
+    c:add(t, f.timestamp, at + 52, 4)
+    local rkey, rkey_item = c:add(t, f.data_rkey, at + 56, 4)
+    local addr, addr_item = c:add(t, f.data_remote_addr, at + 60, 8)
+    if not compact then imm, imm_item = c:add(t, f.data_immediate, 68, 4) end
+    if compact and flags_item then
+        flags_item:append_text(" (COMPACT: recv_seq and immediate left out, read as 0 [DATA-9])")
+    end
 
     c:info_add(op and (opcode_names[op] or string.format("opcode=0x%02x", op)) or "")
     if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
@@ -451,16 +485,22 @@ local function dissect_data(c, t)
             flags_item:add_proto_expert_info(e.retx)
         end
         if bit_set(flags, 0x04) then c:info_add("ACK_NOW") end
+        if compact then c:info_add("COMPACT") end
     end
 
     -- Truncated (flagged by the caller) or cut by the snap length: nothing more to check.
-    if c.len < fixed_size[T_DATA] or imm == nil then return end
+    if c.len < header or addr == nil or imm == nil then return end
     -- [DATA-1]: an unknown opcode is a bad type, checked before the lengths.
     if not opcode_names[op] then
         c:fail("bad_type", op_item, string.format("Unknown opcode 0x%02x [DATA-1]", op))
+    elseif compact and consumes_receive[op] then
+        -- [DATA-9]: right after the opcode, the header lacks fields the opcode needs.
+        c:fail("bad_length", flags_item, string.format(
+            "COMPACT on %s, which consumes a receive: its header lacks recv_seq%s [DATA-9]",
+            opcode_names[op], uses_imm[op] and " and immediate" or ""))
     end
     -- [DATA-3], in its order.
-    local actual = c.len - fixed_size[T_DATA]
+    local actual = c.len - header
     local end_off = offset + payload_len
     if payload_len ~= actual then
         c:fail("bad_length", pl_item, string.format(
@@ -509,23 +549,24 @@ local function dissect_data(c, t)
             "with NACK(INVALID_REQUEST) [DATA-8]", opcode_names[op], body, actual))
         body = nil
     end
-    if body and c:fits(72, body) then
-        local bt = t:add(f.data_payload, c.tvb(72, body))
+    local h = header  -- the payload's offset: 72, or 64 with COMPACT ([DATA-9])
+    if body and c:fits(h, body) then
+        local bt = t:add(f.data_payload, c.tvb(h, body))
         if op == OP_READ_REQ then
-            c:add(bt, f.data_read_length, 72, 4)
-            c:reserved(bt, 76, 4)
+            c:add(bt, f.data_read_length, h, 4)
+            c:reserved(bt, h + 4, 4)
         elseif op == OP_FETCH_ADD then
-            c:add(bt, f.data_atomic_add, 72, 8)
-            c:reserved(bt, 80, 8)
+            c:add(bt, f.data_atomic_add, h, 8)
+            c:reserved(bt, h + 8, 8)
         elseif op == OP_CMP_SWAP then
-            c:add(bt, f.data_atomic_swap, 72, 8)
-            c:add(bt, f.data_atomic_compare, 80, 8)
+            c:add(bt, f.data_atomic_swap, h, 8)
+            c:add(bt, f.data_atomic_compare, h + 8, 8)
         else
-            c:add(bt, f.data_atomic_original, 72, 8)
+            c:add(bt, f.data_atomic_original, h, 8)
         end
-    elseif c.cap > 72 then
-        c:fits(72, actual)  -- notes a payload the snap length cut
-        t:add(f.data_payload, c.tvb(72, math.min(actual, c.cap - 72)))
+    elseif c.cap > h then
+        c:fits(h, actual)  -- notes a payload the snap length cut
+        t:add(f.data_payload, c.tvb(h, math.min(actual, c.cap - h)))
     end
 end
 
@@ -694,6 +735,7 @@ local function dissect_hello(c, t, typ)
         caps_item:add(f.hello_cap_integrity, c.tvb(44, 4))
         caps_item:add(f.hello_cap_coalesce, c.tvb(44, 4))
         caps_item:add(f.hello_cap_short_ack, c.tvb(44, 4))
+        caps_item:add(f.hello_cap_compact_data, c.tvb(44, 4))
         caps_undef = caps_item:add(f.hello_cap_undef, c.tvb(44, 4))
     end
     if typ == T_HELLO then
@@ -733,10 +775,11 @@ local function dissect_hello(c, t, typ)
         c:warn(token_item, "src_token 0: dropped as malformed_hello [CONN-23]")
     end
     -- [VER-2]: bit 0x1 is INTEGRITY ([INT-1]), 0x2 COALESCE ([WIRE-10]), 0x4 SHORT_ACK
-    -- ([ACK-21]); the others are reserved ([CONN-2]).
+    -- ([ACK-21]), 0x8 COMPACT_DATA ([DATA-9]); the others are reserved ([CONN-2]).
     if bit_set(caps, 0x1) then c:info_add("INTEGRITY") end
     if bit_set(caps, 0x2) then c:info_add("COALESCE") end
     if bit_set(caps, 0x4) then c:info_add("SHORT_ACK") end
+    if bit_set(caps, 0x8) then c:info_add("COMPACT_DATA") end
     if caps > kCapDefined then caps_undef:add_proto_expert_info(e.reserved) end
 end
 
@@ -821,7 +864,7 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     -- the packet is then read without it.
     if not in_pair and carries_trailer[typ] and c.cap >= len and len >= kCommonSize + kTrailerSize then
         local plain = fixed_size[typ]
-        if typ == T_DATA and len >= 24 then plain = plain + tvb(22, 2):uint()
+        if typ == T_DATA and len >= 24 then plain = data_fixed(tvb, 0) + tvb(22, 2):uint()
         elseif typ == T_ACK then
             plain = ack_fixed(tvb, 0)  -- [ACK-21]: 48 with SHORT
             if len >= plain - 2 then plain = plain + 8 * tvb(plain - 4, 2):uint() end
@@ -846,6 +889,10 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
         -- [ACK-1]: 48 with SHORT ([ACK-21]); when the snap length cut the flags off, the
         -- form is unknown, and only a datagram too short for either is truncated.
         fixed = (c.cap < 20 and len >= 20) and kAckShortFixed or ack_fixed(tvb, 0)
+    elseif typ == T_DATA then
+        -- [DATA-9]: 64 with COMPACT; when the snap length cut the flags off, only a datagram
+        -- too short for either form is truncated.
+        fixed = (c.cap < 18 and len >= 18) and kDataCompactFixed or data_fixed(tvb, 0)
     end
     if typ == T_ACK and len < 20 then
         c:fail("truncated", nil, string.format(
@@ -854,7 +901,8 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     elseif len < fixed then
         c:fail("truncated", nil, string.format(
             "%d bytes: %s%s needs at least %d [WIRE-7]", len, name,
-            (typ == T_ACK and ack_fixed(tvb, 0) == kAckShortFixed) and " with SHORT" or "",
+            ((typ == T_ACK and ack_fixed(tvb, 0) == kAckShortFixed) and " with SHORT") or
+            ((typ == T_DATA and data_fixed(tvb, 0) == kDataCompactFixed) and " with COMPACT") or "",
             fixed))
     elseif len > fixed and not variable_size[typ] then
         c:fail("bad_length", nil, string.format(
@@ -900,7 +948,8 @@ end
 -- receiver's own bound, 72 + its max_payload, is not in the capture); the ACK's own
 -- checks; a follower that is not a version-2 DATA of the ACK's connection and token (one
 -- packet then, the rest shown as bytes); the DATA's own checks. An ACK with SHORT as well
--- ([ACK-21]) is 48 bytes plus its entries (wire::coalesced_ack_size).
+-- ([ACK-21]) is 48 bytes plus its entries (wire::coalesced_ack_size); its DATA may be
+-- COMPACT ([DATA-9]), read by its flag, the datagram's bound still that of a full DATA.
 
 -- followed_ack: whether the datagram is read as a coalesced pair (whole in the capture, and
 -- at least the ACK's fixed part: a shorter one is one truncated ACK, as for a receiver).
@@ -920,7 +969,7 @@ local function dissect_pair(tvb, pinfo, tree)
     -- before the datagram does.
     local body = len
     if len == ack_len + kTrailerSize or (len >= ack_len + 24 and
-            ack_len + fixed_size[T_DATA] + tvb(ack_len + 22, 2):uint() == len - kTrailerSize) then
+            ack_len + data_fixed(tvb, ack_len) + tvb(ack_len + 22, 2):uint() == len - kTrailerSize) then
         body = len - kTrailerSize
     end
     local rest = body - ack_len
@@ -1000,7 +1049,7 @@ local function own_size(tvb, off)
     if not fixed then return nil end
     if typ == T_DATA then
         if tvb:len() < off + 24 then return nil end
-        return fixed + tvb(off + 22, 2):uint()
+        return data_fixed(tvb, off) + tvb(off + 22, 2):uint()  -- [DATA-9]: 64 with COMPACT
     elseif typ == T_ACK then
         local count = ack_count(tvb, off)  -- [ACK-21]: SHORT moves it (and the entries) up
         if not count then return nil end
@@ -1102,6 +1151,11 @@ local function heuristic(tvb, pinfo, tree)
         return false
     end
     if typ == T_DATA and not opcode_names[tvb(16, 1):uint()] then return false end
+    -- [DATA-9]: COMPACT on an opcode that consumes a receive is a bad length.
+    if typ == T_DATA and data_fixed(tvb, 0) == kDataCompactFixed and
+            consumes_receive[tvb(16, 1):uint()] then
+        return false
+    end
     if typ == T_ACK and (ack_count(tvb, 0) or 0) > kMaxAckStreams then return false end
     -- Later datagrams of this UDP conversation go straight to the dissector, so a broken
     -- one is shown (and flagged) as mroce instead of as unknown UDP data.
