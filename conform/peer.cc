@@ -215,9 +215,10 @@ void Peer::new_generation(uint16_t p) {
 
 std::vector<std::byte> Peer::encode_data(const wire::DataHeader& h,
                                          std::span<const std::byte> payload) {
-    std::vector<std::byte> out(wire::kDataHeaderSize + payload.size());
+    const size_t header = wire::data_header_size(h.flags);  // [DATA-9]
+    std::vector<std::byte> out(header + payload.size());
     wire::store_data_header(h, out.data());
-    if (!payload.empty()) std::memcpy(out.data() + wire::kDataHeaderSize, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(out.data() + header, payload.data(), payload.size());
     return out;
 }
 
@@ -231,6 +232,8 @@ wire::DataHeader Peer::next_header(const Segment& s, uint16_t p, uint8_t flags) 
     h.psn_floor = t.floor;
     h.timestamp = now_stamp();
     h.flags |= flags;
+    // [DATA-9]: SHOULD be COMPACT where negotiated and the opcode consumes no receive.
+    if (compact_data() && wire::may_be_compact(h.opcode)) h.flags |= wire::data_flag::kCompact;
     h.payload_len = static_cast<uint16_t>(s.payload.size());
     return h;
 }
@@ -238,6 +241,7 @@ wire::DataHeader Peer::next_header(const Segment& s, uint16_t p, uint8_t flags) 
 Sent Peer::send_segment(const Segment& s, uint16_t p, uint8_t ecn, uint8_t flags) {
     const wire::DataHeader h = next_header(s, p, flags);
     send_bytes(encode_data(h, s.payload), ecn);
+    ++((h.flags & wire::data_flag::kCompact) ? compact_data_sent_ : full_data_sent_);
     return Sent{p, h.path_gen, h.path_psn, h.timestamp};
 }
 
@@ -437,13 +441,15 @@ Rx Peer::decode(Datagram d) {
     };
     switch (type) {
         case 1: {
-            auto r = wire::decode_data(packet);
+            check_compact_bit(packet);
+            auto r = decode_target_data(packet);
             if (!r) {
                 fail("DATA", r.error());
                 return rx;
             }
             rx.data = r->hdr;
             rx.payload.assign(r->payload.begin(), r->payload.end());
+            rx.data_header = packet.size() - r->payload.size();
             break;
         }
         case 2: {
@@ -554,7 +560,8 @@ bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ac
                               static_cast<int>(inner.type), inner.dst_conn_id, ack->common.dst_conn_id));
         return false;
     }
-    auto data = wire::decode_data(rest);
+    check_compact_bit(rest);
+    auto data = decode_target_data(rest);
     if (!data) {
         violation(fmt::format("[WIRE-10] [DATA-3] the DATA of a coalesced datagram does not decode ({})",
                               to_string(data.error())));
@@ -571,6 +578,7 @@ bool Peer::decode_coalesced(Rx& rx, std::span<const std::byte> packet, size_t ac
     f.type = PacketType::kData;
     f.data = data->hdr;
     f.payload.assign(data->payload.begin(), data->payload.end());
+    f.data_header = rest.size() - data->payload.size();
     f.coalesced = true;
     follower_ = std::move(f);
     ++coalesced_seen_;
@@ -585,6 +593,21 @@ Result<wire::AckPacket> Peer::decode_target_ack(std::span<const std::byte> packe
     a.common = *common;
     if (Error e = wire::parse_ack_body(packet, a, short_ack()); e != Error::kOk) return e;
     return a;
+}
+
+Result<wire::DataPacket> Peer::decode_target_data(std::span<const std::byte> packet) const {
+    return wire::decode_data(packet, compact_data());
+}
+
+void Peer::check_compact_bit(std::span<const std::byte> packet) {
+    if (packet.size() <= 17 || !(static_cast<uint8_t>(packet[17]) & wire::data_flag::kCompact)) return;
+    const auto op = static_cast<uint8_t>(packet[16]);
+    if (!compact_data())
+        violation(fmt::format("[DATA-9] [VER-2] target sent a DATA (opcode {:#x}, {} bytes) with COMPACT on a "
+                              "connection that did not negotiate COMPACT_DATA", op, packet.size()));
+    else if (wire::is_known_opcode(op) && !wire::may_be_compact(static_cast<wire::Opcode>(op)))
+        violation(fmt::format("[DATA-9] target sent COMPACT on a DATA whose opcode ({:#x}) consumes a receive "
+                              "(MUST NOT)", op));
 }
 
 // check_target_packet: the rules every datagram a conforming sender produces obeys.
@@ -632,7 +655,9 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[CONN-27] RETRY with an all-zero cookie");
             break;
         case PacketType::kData:
-            if (rx.data.flags & 0xE0) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
+            // (COMPACT, 0x20, is defined where negotiated; elsewhere check_compact_bit recorded
+            // it and decode cleared it.)
+            if (rx.data.flags & 0xC0) violation("[WIRE-6] [DATA-2] undefined DATA flag bits set");
             if (rx.data.flags & wire::data_flag::kReturnEcho) {
                 // [PATH-12]: the echo names one of this peer's paths, on which an ACK arrived.
                 if (rx.data.return_echo >= me_.num_paths)

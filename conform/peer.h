@@ -49,6 +49,7 @@ struct Rx {
     wire::PacketType type = wire::PacketType::kData;
     wire::DataHeader data;
     std::vector<std::byte> payload;
+    size_t data_header = 0;  // the DATA's header as read: 72, or 64 COMPACT ([DATA-9])
     wire::AckPacket ack;
     size_t ack_size = 0;   // the ACK's own bytes (no trailer, no coalesced DATA)
     wire::NackPacket nack;
@@ -128,6 +129,18 @@ public:
     bool short_ack() const {
         return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapShortAck);
     }
+    // compact_data: both our HELLOs and the target's announced COMPACT_DATA ([DATA-9],
+    // [VER-2]). Then the target's DATA is read in either form (COMPACT on an opcode that
+    // consumes a receive is a violation), and next_header / send_segment send ours COMPACT
+    // where the opcode consumes no receive; otherwise the COMPACT bit is undefined
+    // ([WIRE-6]): a DATA of the target that sets it is a violation, and its DATA is read
+    // with the full 72-byte header.
+    bool compact_data() const {
+        return remote_.known && (me_.capabilities & remote_.capabilities & wire::kCapCompactData);
+    }
+    // compact_data_sent, full_data_sent: the DATA send_segment sent in either form.
+    uint64_t compact_data_sent() const { return compact_data_sent_; }
+    uint64_t full_data_sent() const { return full_data_sent_; }
     // short_acks_sent, full_acks_sent: the ACKs send_ack sent in either form.
     uint64_t short_acks_sent() const { return short_acks_sent_; }
     uint64_t full_acks_sent() const { return full_acks_sent_; }
@@ -152,13 +165,16 @@ public:
     uint32_t segment_size() const;  // [DATA-4]: min of the two max_payload
     std::vector<Segment> cut(const Message& m) const;
     // send_segment fills the common header and the path fields (next PSN of `path`, floor
-    // = the path's floor, our clock) and sends. `flags` are or-ed in (RETX, ACK_NOW).
+    // = the path's floor, our clock) and sends. `flags` are or-ed in (RETX, ACK_NOW; a
+    // COMPACT or-ed in, or already in s.hdr.flags, is sent anywhere, a wrong one included).
     Sent send_segment(const Segment& s, uint16_t path = 0, uint8_t ecn = kEct0,
                       uint8_t flags = 0);
     // next_header: the header send_segment would send (it takes the path's next PSN), for a
-    // test that breaks a field before sending the bytes itself.
+    // test that breaks a field before sending the bytes itself. Where COMPACT_DATA was
+    // negotiated it has COMPACT for an opcode that consumes no receive ([DATA-9]).
     wire::DataHeader next_header(const Segment& s, uint16_t path = 0, uint8_t flags = 0);
-    // encode_data: a DATA datagram with every field as given (wrong ones included).
+    // encode_data: a DATA datagram with every field as given (wrong ones included), in the
+    // form its flags say: a 64-byte header with COMPACT ([DATA-9]), else 72.
     static std::vector<std::byte> encode_data(const wire::DataHeader& h,
                                               std::span<const std::byte> payload);
     // send_probe: a PROBE of `path` with next_psn = the path's next PSN. Returns its timestamp.
@@ -222,6 +238,12 @@ private:
     // decode_target_ack: an ACK of the target as this connection reads it ([ACK-21]: SHORT
     // only where negotiated, else the ACK at its full length).
     Result<wire::AckPacket> decode_target_ack(std::span<const std::byte> packet) const;
+    // decode_target_data: a DATA of the target as this connection reads it ([DATA-9]:
+    // COMPACT only where negotiated, else the bit cleared and the header read at 72 bytes).
+    Result<wire::DataPacket> decode_target_data(std::span<const std::byte> packet) const;
+    // check_compact_bit: a violation for a COMPACT bit the target may not set ([DATA-9]:
+    // not negotiated, or an opcode that consumes a receive).
+    void check_compact_bit(std::span<const std::byte> packet);
     void check_target_packet(const Rx& rx);
     void violation(std::string what);
     wire::CommonHeader to_target() const;
@@ -247,6 +269,8 @@ private:
     uint64_t trailers_checked_ = 0;
     uint64_t coalesced_seen_ = 0;
     uint64_t short_acks_sent_ = 0;
+    uint64_t compact_data_sent_ = 0;
+    uint64_t full_data_sent_ = 0;
     uint64_t full_acks_sent_ = 0;
     std::optional<Rx> follower_;  // the DATA of the coalesced datagram decode just read
 };

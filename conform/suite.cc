@@ -20,6 +20,7 @@ std::vector<TestCase> all_tests() {
     add_integrity_tests(t);
     add_coalesce_tests(t);
     add_short_ack_tests(t);
+    add_compact_tests(t);
     add_rdma_tests(t);
     add_protection_tests(t);
     add_sender_tests(t);

@@ -71,6 +71,7 @@ void add_ack_tests(std::vector<TestCase>& out);
 void add_integrity_tests(std::vector<TestCase>& out);
 void add_coalesce_tests(std::vector<TestCase>& out);
 void add_short_ack_tests(std::vector<TestCase>& out);
+void add_compact_tests(std::vector<TestCase>& out);
 void add_rdma_tests(std::vector<TestCase>& out);
 void add_protection_tests(std::vector<TestCase>& out);
 void add_sender_tests(std::vector<TestCase>& out);

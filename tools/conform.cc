@@ -94,6 +94,9 @@ void register_conform(CLI::App& app) {
                 "COALESCE (spec [ACK-12], [WIRE-10]; off: the spec's default ACK rule)");
     a->add_flag("--no-short-acks{false}", agent->short_acks,
                 "do not announce SHORT_ACK: every ACK keeps its SACK bitmap (spec [ACK-21])");
+    a->add_flag("--compact-data", agent->compact_data,
+                "announce COMPACT_DATA: WRITEs, READ and atomic DATA leave out recv_seq and "
+                "immediate where the peer announces it too (spec [DATA-9]; off by default)");
     a->callback([agent] { std::exit(conform::run_agent(*agent)); });
 }
 

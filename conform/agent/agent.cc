@@ -166,8 +166,11 @@ struct Agent::Queue {
     ~Queue() { qp.reset(); }
 };
 
-Agent::Agent(Address udp, bool ack_with_reverse_data, bool short_acks)
-    : udp_(udp), ack_with_reverse_data_(ack_with_reverse_data), short_acks_(short_acks) {}
+Agent::Agent(Address udp, bool ack_with_reverse_data, bool short_acks, bool compact_data)
+    : udp_(udp),
+      ack_with_reverse_data_(ack_with_reverse_data),
+      short_acks_(short_acks),
+      compact_data_(compact_data) {}
 Agent::~Agent() { close_all(); }
 
 void Agent::close_all() {
@@ -194,6 +197,8 @@ bool Agent::open(std::string* why) {
     cfg.endpoint.ack_with_reverse_data = ack_with_reverse_data_;
     // On by default; off, the short_ack group judges a target that does not announce it.
     cfg.endpoint.short_acks = short_acks_;
+    // Off by default; on, the compact group's negotiated tests judge the COMPACT form.
+    cfg.endpoint.compact_data = compact_data_;
     auto dev = api::Device::open(cfg, why);
     if (!dev) return false;
     dev_ = std::move(dev).value();

@@ -26,8 +26,10 @@ public:
     // udp is the address the Device binds (port 0: ephemeral; reset keeps the port bound).
     // ack_with_reverse_data: the engine's [ACK-12] option of that name (off: the spec's
     // default), under which it coalesces an ACK with its DATA ([WIRE-10]). short_acks: the
-    // engine announces SHORT_ACK ([ACK-21]; on by default).
-    explicit Agent(Address udp, bool ack_with_reverse_data = false, bool short_acks = true);
+    // engine announces SHORT_ACK ([ACK-21]; on by default). compact_data: the engine
+    // announces COMPACT_DATA ([DATA-9]; off by default).
+    explicit Agent(Address udp, bool ack_with_reverse_data = false, bool short_acks = true,
+                   bool compact_data = false);
     ~Agent();
     Agent(const Agent&) = delete;
     Agent& operator=(const Agent&) = delete;
@@ -69,6 +71,7 @@ private:
     Address udp_;
     bool ack_with_reverse_data_ = false;
     bool short_acks_ = true;
+    bool compact_data_ = false;
     std::unique_ptr<api::Device> dev_;
     std::map<uint32_t, std::unique_ptr<api::ProtectionDomain>> pds_;
     uint32_t default_pd_ = 0;
@@ -82,6 +85,7 @@ struct AgentOptions {
     std::string udp = "127.0.0.1:0";     // the Device's endpoint (UDP)
     bool ack_with_reverse_data = false;  // --ack-with-reverse-data ([ACK-12], [WIRE-10])
     bool short_acks = true;              // off with --no-short-acks ([ACK-21])
+    bool compact_data = false;           // on with --compact-data ([DATA-9])
 };
 
 // run_agent binds both addresses, prints one line

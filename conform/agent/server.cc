@@ -73,7 +73,7 @@ int run_agent(const AgentOptions& opts) {
                      opts.udp.c_str());
         return 2;
     }
-    Agent agent(*udp_addr, opts.ack_with_reverse_data, opts.short_acks);
+    Agent agent(*udp_addr, opts.ack_with_reverse_data, opts.short_acks, opts.compact_data);
     std::string why;
     if (!agent.open(&why)) {
         std::fprintf(stderr, "mroce conform-agent: %s\n", why.c_str());

@@ -157,6 +157,32 @@ def check_target_without_short_acks(mroce):
             fail(f"{name} against --no-short-acks: want {want or 'a pass'}")
 
 
+COMPACT_NEGOTIATED = ("compact.announced", "compact.target_write", "compact.target_answers",
+                      "compact.receive_ops_full", "compact.placed", "compact.receive_op_dropped")
+COMPACT_NOT_NEGOTIATED = ("compact.not_negotiated_full", "compact.not_negotiated_dropped")
+
+
+def check_compact_cases(cases, negotiated_want, where):
+    for name in COMPACT_NEGOTIATED + COMPACT_NOT_NEGOTIATED:
+        want = negotiated_want if name in COMPACT_NEGOTIATED else None
+        c = cases.get(name)
+        if c is None:
+            fail(f"{name} did not run against {where}")
+        skipped = c.find("skipped") is not None
+        if (want == "skipped") != skipped or c.find("failure") is not None:
+            fail(f"{name} against {where}: want {want or 'a pass'}")
+
+
+def check_compact_target(mroce, default_cases):
+    """COMPACT_DATA ([DATA-9]) is off by default: against the default agent the compact
+    tests of a negotiated connection skip and those without it pass (DEFAULT_CASES, the
+    whole suite's run). Against an agent with --compact-data every compact test must pass,
+    not skip, so the peer's checks of the 64-byte form really ran."""
+    check_compact_cases(default_cases, "skipped", "the default agent")
+    cases = group_against_agent(mroce, ["--compact-data"], "compact")
+    check_compact_cases(cases, None, "--compact-data")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -202,6 +228,7 @@ def main():
         check_unreachable(mroce)
         check_coalescing_target(mroce)
         check_target_without_short_acks(mroce)
+        check_compact_target(mroce, {c.get("name"): c for c in cases})
         if agent.poll() is not None:
             fail(f"the agent exited {agent.returncode} during the run")
     finally:
