@@ -123,6 +123,13 @@ Message Fixture::message(wire::Opcode op, std::vector<std::byte> body) {
     return m;
 }
 
+Segment Fixture::write_segment(const Region& r, size_t length, uint32_t seed, uint64_t offset) {
+    Message m = message(wire::Opcode::kWrite, pattern(length, seed));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr + offset;
+    return peer.cut(m)[0];
+}
+
 std::vector<Sent> Fixture::send_message(const Message& m, std::vector<size_t> order,
                                         uint16_t path) {
     const auto segs = peer.cut(m);

@@ -64,6 +64,9 @@ public:
     void ack_target_paths(const std::set<uint16_t>& paths);
     // message: the next message on our stream (msg_seq, and recv_seq when it takes a receive).
     Message message(wire::Opcode op, std::vector<std::byte> body);
+    // write_segment: the next message, a WRITE of `length` bytes of pattern(`seed`) into `r`
+    // at `offset`, as one segment (LAST; the caller keeps `length` within max_payload).
+    Segment write_segment(const Region& r, size_t length, uint32_t seed, uint64_t offset);
     // send_message sends every segment in `order` (indexes into the cut; all, in order, when
     // empty) on path `path`. Returns what was sent.
     std::vector<Sent> send_message(const Message& m, std::vector<size_t> order = {},

@@ -21,10 +21,7 @@ struct Setup {
     }
     // one_segment: a fresh single-segment WRITE of `length` bytes at `offset`.
     Segment one_segment(size_t length, uint32_t seed, uint64_t offset) {
-        Message m = f.message(Opcode::kWrite, pattern(length, seed));
-        m.rkey = region.rkey;
-        m.remote_addr = region.addr + offset;
-        return f.peer.cut(m)[0];
+        return f.write_segment(region, length, seed, offset);
     }
     // latest_ack: the last ACK for `path`, once one echoing `stamp` (the newest DATA's
     // timestamp) arrived or 500 ms passed, and any that follow within 10 ms. Waiting on the

@@ -59,10 +59,7 @@ struct Receiver {
     }
     // one_segment: a fresh single-segment WRITE (ACK_NOW, LAST) of `length` bytes at `offset`.
     Segment one_segment(size_t length, uint32_t seed, uint64_t offset) {
-        Message m = f.message(Opcode::kWrite, pattern(length, seed));
-        m.rkey = region.rkey;
-        m.remote_addr = region.addr + offset;
-        return f.peer.cut(m)[0];
+        return f.write_segment(region, length, seed, offset);
     }
     // loss_free: `count` one-segment WRITEs, round-robin over paths 0..3, each in order.
     void loss_free(uint32_t count, uint32_t seed) {
