@@ -130,6 +130,15 @@ Segment Fixture::write_segment(const Region& r, size_t length, uint32_t seed, ui
     return peer.cut(m)[0];
 }
 
+Message Fixture::read_request(const Region& r, uint32_t length, uint64_t offset) {
+    std::vector<std::byte> body(wire::kReadRequestBodySize);
+    wire::encode_read_request(length, std::span<std::byte, wire::kReadRequestBodySize>(body.data(), body.size()));
+    Message m = message(wire::Opcode::kReadRequest, std::move(body));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr + offset;
+    return m;
+}
+
 std::vector<Sent> Fixture::send_message(const Message& m, std::vector<size_t> order,
                                         uint16_t path) {
     const auto segs = peer.cut(m);

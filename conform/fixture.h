@@ -67,6 +67,8 @@ public:
     // write_segment: the next message, a WRITE of `length` bytes of pattern(`seed`) into `r`
     // at `offset`, as one segment (LAST; the caller keeps `length` within max_payload).
     Segment write_segment(const Region& r, size_t length, uint32_t seed, uint64_t offset);
+    // read_request: the next message, a READ of `length` bytes of `r` at `offset`.
+    Message read_request(const Region& r, uint32_t length, uint64_t offset = 0);
     // send_message sends every segment in `order` (indexes into the cut; all, in order, when
     // empty) on path `path`. Returns what was sent.
     std::vector<Sent> send_message(const Message& m, std::vector<size_t> order = {},

@@ -336,11 +336,7 @@ void target_pair_with(Context& ctx, uint32_t capabilities) {
     const auto content = pattern(300, 232);
     f.write_mr(region, 0, content);
     const uint64_t seen = f.peer.coalesced_seen();
-    std::vector<std::byte> body(wire::kReadRequestBodySize);
-    wire::encode_read_request(300, std::span<std::byte, 8>(body.data(), 8));
-    Message m = f.message(Opcode::kReadRequest, body);
-    m.rkey = region.rkey;
-    m.remote_addr = region.addr;
+    Message m = f.read_request(region, 300);
     Segment s = f.peer.cut(m)[0];
     s.hdr.flags = wire::data_flag::kLast;  // no ACK_NOW: the target may delay its ACK
     const Sent sent = f.peer.send_segment(s);

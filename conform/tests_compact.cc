@@ -225,11 +225,7 @@ void target_answers(Context& ctx) {
     f.write_mr(r, 12288, u64_bytes(kOld));
     const uint64_t before = f.peer.compact_data_sent();
 
-    std::vector<std::byte> body(wire::kReadRequestBodySize);
-    wire::encode_read_request(10000, std::span<std::byte, 8>(body.data(), 8));
-    Message read = f.message(Opcode::kReadRequest, body);
-    read.rkey = r.rkey;
-    read.remote_addr = r.addr + 100;
+    Message read = f.read_request(r, 10000, 100);
     f.send_message(read);
     std::vector<std::byte> abody(wire::kAtomicRequestBodySize);
     wire::encode_atomic_request({kAddend, 0}, std::span<std::byte, wire::kAtomicRequestBodySize>(abody.data(), 16));

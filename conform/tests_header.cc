@@ -189,11 +189,7 @@ void ip_no_fragments(Context& ctx) {
     // Provoke every kind of packet the target sends us: HELLO_ACK (above), ACK and
     // PROBE_REPLY, NACK, and full-size DATA (a READ response).
     const Region r = f.reg_mr(3 * 4096, {"local_write", "remote_write", "remote_read"});
-    std::vector<std::byte> body(8);
-    wire::encode_read_request(3 * 4096, std::span<std::byte, 8>(body.data(), 8));
-    Message read = f.message(Opcode::kReadRequest, body);
-    read.rkey = r.rkey;
-    read.remote_addr = r.addr;
+    Message read = f.read_request(r, 3 * 4096);
     f.send_message(read);
     Message bad = f.message(Opcode::kWrite, pattern(10, 19));
     bad.rkey = r.rkey ^ 1;

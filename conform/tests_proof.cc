@@ -311,17 +311,6 @@ void key_tags(Context& ctx) {
     check(write_works(f, regions[3], 35), "[PLACE-29] control: the region's own key does not write");
 }
 
-
-// read_request: a READ of `length` bytes at the start of region r, as our next message.
-Message read_request(Fixture& f, const Region& r, uint32_t length) {
-    std::vector<std::byte> body(wire::kReadRequestBodySize);
-    wire::encode_read_request(length, std::span<std::byte, 8>(body.data(), 8));
-    Message m = f.message(Opcode::kReadRequest, body);
-    m.rkey = r.rkey;
-    m.remote_addr = r.addr;
-    return m;
-}
-
 // answerless_request: a READ re-sent after its answer was reported delivered holds no
 // answer at the target: NACK(INVALID_REQUEST) for it, not silence. Control: re-sent while
 // the target still holds the answer, it is not refused.
@@ -330,7 +319,7 @@ void answerless_request(Context& ctx) {
     f.establish();
     const Region r = f.reg_mr(4096, {"local_write", "remote_read"});
     f.write_mr(r, 0, pattern(100, 36));
-    const Message m = read_request(f, r, 100);
+    const Message m = f.read_request(r, 100);
     const auto seg = f.peer.cut(m)[0];
     f.peer.send_segment(seg, 0);
     auto rx = f.peer.expect(is_type(PacketType::kData), 500ms);
@@ -364,7 +353,7 @@ void flushed_answer(Context& ctx) {
                          {"length", 300}, {"remote_addr", 0x10000}, {"rkey", 0x77}, {"wr_id", 5}});
     auto write = f.peer.expect(is_type(PacketType::kData), 500ms);
     check(write.has_value() && write->data.opcode == Opcode::kWrite, "the target sent no DATA for its WRITE");
-    const Message m = read_request(f, src, 100);
+    const Message m = f.read_request(src, 100);
     const auto seg = f.peer.cut(m)[0];
     f.peer.send_segment(seg, 0);
     auto answer = f.peer.expect(

@@ -109,11 +109,7 @@ void no_remote_read(Context& ctx) {
     f.establish();
     const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
     const uint64_t errors = f.counter("access_errors");
-    std::vector<std::byte> body(8);
-    wire::encode_read_request(100, std::span<std::byte, 8>(body.data(), 8));
-    Message m = f.message(Opcode::kReadRequest, body);
-    m.rkey = r.rkey;
-    m.remote_addr = r.addr;
+    Message m = f.read_request(r, 100);
     f.send_message(m);
     refused(f, m, r, errors, "[PLACE-15] READ without REMOTE_READ");
     check(f.peer.collect(is_type(PacketType::kData), 10ms).empty(),
@@ -202,11 +198,7 @@ void qp_access(Context& ctx) {
     f.call("connect_qp", {{"qp", f.qp}, {"peer", f.peer.local().to_string()}, {"remote_qp", f.my_stream},
                           {"access", {"remote_read"}}});
     const Region r = f.reg_mr(4096, {"local_write", "remote_write", "remote_read"});
-    std::vector<std::byte> body(8);
-    wire::encode_read_request(64, std::span<std::byte, 8>(body.data(), 8));
-    Message read = f.message(Opcode::kReadRequest, body);
-    read.rkey = r.rkey;
-    read.remote_addr = r.addr;
+    Message read = f.read_request(r, 64);
     f.send_message(read);
     auto data = f.peer.expect(is_type(PacketType::kData), 500ms);
     check(data.has_value() && data->data.opcode == Opcode::kReadResponse,
@@ -230,11 +222,7 @@ void read_rechecked(Context& ctx) {
     const Message send = f.message(Opcode::kSend, pattern(50, 180));
     f.send_message(send);
     check(f.expect_nack().reason == NackReason::kReceiverNotReady, "setup: the SEND was not RNR-refused");
-    std::vector<std::byte> body(8);
-    wire::encode_read_request(64, std::span<std::byte, 8>(body.data(), 8));
-    Message read = f.message(Opcode::kReadRequest, body);
-    read.rkey = r.rkey;
-    read.remote_addr = r.addr;
+    Message read = f.read_request(r, 64);
     f.send_message(read);  // accepted (the region is live) and waits behind the SEND
     (void)f.barrier();
     check(f.peer.collect(is_type(PacketType::kData), 10ms).empty(), "[PLACE-18] the READ ran before the SEND");

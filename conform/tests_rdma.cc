@@ -79,11 +79,7 @@ void read_response(Context& ctx) {
     const Region r = f.reg_mr(16384, {"local_write", "remote_read"});
     const auto content = pattern(10000, 150);
     f.write_mr(r, 100, content);
-    std::vector<std::byte> body(wire::kReadRequestBodySize);
-    wire::encode_read_request(10000, std::span<std::byte, 8>(body.data(), 8));
-    Message m = f.message(Opcode::kReadRequest, body);
-    m.rkey = r.rkey;
-    m.remote_addr = r.addr + 100;
+    Message m = f.read_request(r, 10000, 100);
     f.send_message(m);
     const uint32_t s = std::min(f.peer.me().max_payload, f.peer.remote().max_payload);
     std::vector<std::byte> got(10000);
@@ -300,11 +296,7 @@ void answer_outside_window(Context& ctx) {
     }
     // Every message of the target is reported delivered: its READ ran here, unanswered.
     f.ack_target_data({0}, isn + w);
-    std::vector<std::byte> body(wire::kReadRequestBodySize);
-    wire::encode_read_request(1000, std::span<std::byte, 8>(body.data(), 8));
-    Message m = f.message(Opcode::kReadRequest, body);
-    m.rkey = readable.rkey;
-    m.remote_addr = readable.addr;
+    Message m = f.read_request(readable, 1000);
     f.send_message(m);
     auto rx = pump.next([&](const wire::DataHeader& h) { return h.opcode == Opcode::kReadResponse || first(h); },
                         500ms);

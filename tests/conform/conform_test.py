@@ -146,15 +146,21 @@ def check_target_without_short_acks(mroce):
     tests that need the target's SHORT_ACK skip, and those of a connection without it run
     and pass (the target must neither send SHORT nor apply a SHORT ACK there)."""
     cases = group_against_agent(mroce, ["--no-short-acks"], "short_ack")
-    for name, want in (("short_ack.empty_bitmap_short", "skipped"),
-                       ("short_ack.not_negotiated_full", None),
-                       ("short_ack.not_negotiated_ignored", None)):
+    expect_outcomes(cases, (("short_ack.empty_bitmap_short", "skipped"),
+                            ("short_ack.not_negotiated_full", None),
+                            ("short_ack.not_negotiated_ignored", None)), "--no-short-acks")
+
+
+def expect_outcomes(cases, wants, where):
+    """Each (name, want) of `wants` ran in `cases` (JUnit elements by name) and skipped
+    (want "skipped") or passed (want None)."""
+    for name, want in wants:
         c = cases.get(name)
         if c is None:
-            fail(f"{name} did not run against --no-short-acks")
+            fail(f"{name} did not run against {where}")
         skipped = c.find("skipped") is not None
         if (want == "skipped") != skipped or c.find("failure") is not None:
-            fail(f"{name} against --no-short-acks: want {want or 'a pass'}")
+            fail(f"{name} against {where}: want {want or 'a pass'}")
 
 
 COMPACT_NEGOTIATED = ("compact.announced", "compact.target_write", "compact.target_answers",
@@ -163,14 +169,8 @@ COMPACT_NOT_NEGOTIATED = ("compact.not_negotiated_full", "compact.not_negotiated
 
 
 def check_compact_cases(cases, negotiated_want, where):
-    for name in COMPACT_NEGOTIATED + COMPACT_NOT_NEGOTIATED:
-        want = negotiated_want if name in COMPACT_NEGOTIATED else None
-        c = cases.get(name)
-        if c is None:
-            fail(f"{name} did not run against {where}")
-        skipped = c.find("skipped") is not None
-        if (want == "skipped") != skipped or c.find("failure") is not None:
-            fail(f"{name} against {where}: want {want or 'a pass'}")
+    expect_outcomes(cases, [(n, negotiated_want) for n in COMPACT_NEGOTIATED] +
+                    [(n, None) for n in COMPACT_NOT_NEGOTIATED], where)
 
 
 def check_compact_target(mroce, default_cases):

@@ -2118,13 +2118,14 @@ TEST(Connection, ShortAckToAConnectionWithoutTheCapabilityIsNotApplied) {
     }
 }
 
-// HoldData wraps B's engine and keeps back the first DATA datagram it is given.
-class HoldData final : public EngineTap {
+// HoldFirst wraps an engine and keeps back (does not deliver) the first datagram `pick`
+// chooses, for a test that hands the engine changed copies of it first.
+class HoldFirst final : public EngineTap {
 public:
-    explicit HoldData(core::Engine& inner) : EngineTap(inner) {}
+    using Pick = bool (*)(std::span<const std::byte>);
+    HoldFirst(core::Engine& inner, Pick pick) : EngineTap(inner), pick_(pick) {}
     void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
-        if (held.empty() && d.size() > 1 &&
-            static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kData)) {
+        if (held.empty() && pick_(d)) {
             held.assign(d.begin(), d.end());
             meta = m;
             return;
@@ -2134,7 +2135,19 @@ public:
     void give(std::span<const std::byte> d, Time now) { inner_.on_datagram(d, meta, now); }
     std::vector<std::byte> held;
     PacketMeta meta;
+
+private:
+    Pick pick_;
 };
+
+bool is_data(std::span<const std::byte> d) {
+    return d.size() > 1 && static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kData);
+}
+bool is_coalesced(std::span<const std::byte> d) {
+    return d.size() > wire::kAckFixedSize &&
+           static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
+           (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed);
+}
 
 // [DATA-9], [VER-2], [WIRE-6]: a WRITE leaves in the COMPACT form (64-byte header) only
 // where both HELLOs announced COMPACT_DATA. Where B did not announce it, the flag means
@@ -2148,7 +2161,7 @@ TEST(Connection, CompactDataOnlyWhereBothAnnounce) {
         a_cfg.compact_data = true;
         b_cfg.compact_data = negotiated;
         Pair p(33, ten_gbit_net(), a_cfg, b_cfg);
-        HoldData hold(*p.b);
+        HoldFirst hold(*p.b, is_data);
         p.host_b().attach(&hold);
         WriteFlow f(p, 1, 8);
         f.post_all();
@@ -2178,26 +2191,6 @@ TEST(Connection, CompactDataOnlyWhereBothAnnounce) {
     }
 }
 
-// HoldCoalesced wraps A's engine and keeps back (does not deliver) every coalesced
-// datagram B sends, for a test that hands A broken copies of it first.
-class HoldCoalesced final : public EngineTap {
-public:
-    explicit HoldCoalesced(core::Engine& inner) : EngineTap(inner) {}
-    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
-        if (d.size() > wire::kAckFixedSize &&
-            static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kAck) &&
-            (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed) && held.empty()) {
-            held.assign(d.begin(), d.end());
-            meta = m;
-            return;
-        }
-        inner_.on_datagram(d, m, now);
-    }
-    void give(std::span<const std::byte> d, Time now) { inner_.on_datagram(d, meta, now); }
-    std::vector<std::byte> held;
-    PacketMeta meta;
-};
-
 // [WIRE-10], [WIRE-8]: a coalesced datagram that breaks a rule is dropped whole, counted as
 // the failing packet's error, and changes nothing: neither the ACK (the WRITE stays
 // incomplete) nor the DATA (the answer is not placed) is applied. The intact datagram,
@@ -2215,7 +2208,7 @@ TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
         cfg.max_payload = wire::kMinMaxPayload;
         cfg.short_acks = short_acks;
         Pair p(29, ten_gbit_net(), cfg, cfg);
-        HoldCoalesced hold(*p.a);
+        HoldFirst hold(*p.a, is_coalesced);  // B's coalesced datagrams
         p.host_a().attach(&hold);
         WriteFlow f(p, 1, 8);
         f.post_all();
