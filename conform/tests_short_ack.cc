@@ -27,7 +27,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using wire::Opcode;
 using wire::PacketType;
 
 constexpr uint64_t kRemoteAddr = 0x7f0000020000ULL;  // "our" memory: the suite keeps none

@@ -483,7 +483,8 @@ void read_mroce(Section s, RunSpec& r) {
     r.mroce.stream_per_flow = s.choice("streams", "flow", {"flow", "pair"}) == "flow";
     r.mroce.pfc = s.boolean("pfc", false);
     r.mroce.preconnect = s.boolean("preconnect", false);
-    // Wire forms negotiated by capability, on by default: off for comparison (docs/sim.md).
+    // Wire forms negotiated by capability, defaulting to the engine's (SHORT_ACK on,
+    // COMPACT_DATA off), for comparisons (docs/sim.md).
     c.short_acks = s.boolean("short_acks", c.short_acks);        // [ACK-21]
     c.compact_data = s.boolean("compact_data", c.compact_data);  // [DATA-9]
     // [LOSS-15]: the core's timer floors follow the datapath's timer granularity. A
