@@ -48,19 +48,13 @@ def data(opcode=SEND, flags=LAST, payload=b"abcd", payload_len=None, msg_len=Non
     return common(DATA, **kw) + body + payload
 
 
-def compact_data(opcode=WRITE, flags=LAST | COMPACT, payload=b"abcd", payload_len=None,
-                 msg_len=None, offset=0, path_id=1, path_gen=0, psn=100, psn_floor=90,
-                 stream_id=7, msg_seq=3, timestamp=12345, rkey=0xCAFEBABE,
-                 remote_addr=0x7F0012345000, reserved21=0, **kw):
-    """[DATA-9]: the 64-byte COMPACT header (no recv_seq, no immediate), then the payload."""
-    if payload_len is None:
-        payload_len = len(payload)
-    if msg_len is None:
-        msg_len = offset + len(payload)
-    body = struct.pack(">BBHBBH8IQ", opcode, flags, path_id, path_gen, reserved21,
-                       payload_len, psn, psn_floor, stream_id, msg_seq, msg_len, offset,
-                       timestamp, rkey, remote_addr)
-    return common(DATA, **kw) + body + payload
+def compact_data(opcode=WRITE, flags=LAST | COMPACT, rkey=0xCAFEBABE, remote_addr=0x7F0012345000,
+                 **kw):
+    """[DATA-9]: the 64-byte COMPACT header, then the payload: data()'s datagram without
+    recv_seq (bytes 40-43) and immediate (68-71)."""
+    full = data(opcode=opcode, flags=flags, rkey=rkey, remote_addr=remote_addr, recv_seq=0,
+                immediate=0, **kw)
+    return full[:40] + full[44:68] + full[72:]
 
 
 def sack_bits(*bits):

@@ -304,18 +304,11 @@ def data(opcode=3, flags=0x01, path=2, gen=1, payload=b"x" * 100, payload_len=No
                                    offset, ts, rkey, addr, imm) + payload
 
 
-def cdata(opcode=3, flags=0x01, path=2, gen=1, payload=b"x" * 100, payload_len=None,
-          psn=1000, floor=990, stream=5, msg_seq=7, msg_len=None, offset=0, ts=123456,
-          rkey=0x42, addr=0x7f0000001000, reserved=0):
-    """[DATA-9]: a DATA with COMPACT (flag 0x20, added to `flags`): no `recv_seq`, no
-    `immediate`, the fields after `msg_seq` 4 bytes up; a 64-byte header, then the payload."""
-    payload_len = len(payload) if payload_len is None else payload_len
-    msg_len = offset + len(payload) if msg_len is None else msg_len
-    hdr = common(1) + struct.pack("!BBHBBHIIIIIIIIQ", opcode, flags | 0x20, path, gen, reserved,
-                                  payload_len, psn, floor, stream, msg_seq, msg_len, offset, ts,
-                                  rkey, addr)
-    assert len(hdr) == 64
-    return hdr + payload
+def cdata(flags=0x01, **kw):
+    """[DATA-9]: a DATA with COMPACT (flag 0x20, added to `flags`): data()'s datagram without
+    `recv_seq` (bytes 40-43) and `immediate` (68-71), a 64-byte header, then the payload."""
+    full = data(flags=flags | 0x20, recv_seq=0, imm=0, **kw)
+    return full[:40] + full[44:68] + full[72:]
 
 
 def ack(path=3, gen=0, flags=0, cum=5000, sack_bits=(), ce=4, ts_echo=777, delay=1500,
