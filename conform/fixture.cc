@@ -139,6 +139,17 @@ Message Fixture::read_request(const Region& r, uint32_t length, uint64_t offset)
     return m;
 }
 
+Message Fixture::atomic_request(const Region& r, wire::Opcode op, uint64_t swap_add, uint64_t compare,
+                                uint64_t offset) {
+    std::vector<std::byte> body(wire::kAtomicRequestBodySize);
+    wire::encode_atomic_request({swap_add, compare},
+                                std::span<std::byte, wire::kAtomicRequestBodySize>(body.data(), body.size()));
+    Message m = message(op, std::move(body));
+    m.rkey = r.rkey;
+    m.remote_addr = r.addr + offset;
+    return m;
+}
+
 std::vector<Sent> Fixture::send_message(const Message& m, std::vector<size_t> order,
                                         uint16_t path) {
     const auto segs = peer.cut(m);

@@ -69,6 +69,10 @@ public:
     Segment write_segment(const Region& r, size_t length, uint32_t seed, uint64_t offset);
     // read_request: the next message, a READ of `length` bytes of `r` at `offset`.
     Message read_request(const Region& r, uint32_t length, uint64_t offset = 0);
+    // atomic_request: the next message, an atomic `op` on the 8 bytes of `r` at `offset`
+    // (FETCH_ADD: add swap_add; COMPARE_SWAP: swap_add if they hold `compare`).
+    Message atomic_request(const Region& r, wire::Opcode op, uint64_t swap_add, uint64_t compare,
+                           uint64_t offset = 0);
     // send_message sends every segment in `order` (indexes into the cut; all, in order, when
     // empty) on path `path`. Returns what was sent.
     std::vector<Sent> send_message(const Message& m, std::vector<size_t> order = {},

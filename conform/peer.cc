@@ -38,6 +38,12 @@ std::vector<std::byte> pattern(size_t length, uint32_t seed) {
     return out;
 }
 
+std::vector<std::byte> u64_bytes(uint64_t v) {
+    std::vector<std::byte> b(8);
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<std::byte>(v >> (8 * i));
+    return b;
+}
+
 std::string hex(std::span<const std::byte> bytes) {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string s(2 * bytes.size(), '0');

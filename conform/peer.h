@@ -278,6 +278,9 @@ private:
 // bytes_of: a deterministic pattern for a message body: byte i = f(seed, i), so a byte at
 // the wrong offset is caught.
 std::vector<std::byte> pattern(size_t length, uint32_t seed);
+// u64_bytes: v as 8 bytes, least significant first (the suite's values are byte-palindromic
+// where the target's byte order would matter, [PLACE-17]).
+std::vector<std::byte> u64_bytes(uint64_t v);
 std::string hex(std::span<const std::byte> bytes);
 
 }  // namespace mroce::conform

@@ -47,12 +47,6 @@ constexpr uint32_t kOthers = wire::kCapIntegrity | wire::kCapCoalesce | wire::kC
 constexpr uint64_t kOld = 0x3333333333333333ULL;  // byte-palindromic: any byte order
 constexpr uint64_t kAddend = 0x0101010101010101ULL;
 
-std::vector<std::byte> u64_bytes(uint64_t v) {
-    std::vector<std::byte> b(8);
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<std::byte>(v >> (8 * i));
-    return b;
-}
-
 bool compact(const wire::DataHeader& h) { return h.flags & data_flag::kCompact; }
 bool raw_compact(const Rx& r) {
     return r.raw.bytes.size() > 17 && (static_cast<uint8_t>(r.raw.bytes[17]) & data_flag::kCompact);
@@ -227,11 +221,7 @@ void target_answers(Context& ctx) {
 
     Message read = f.read_request(r, 10000, 100);
     f.send_message(read);
-    std::vector<std::byte> abody(wire::kAtomicRequestBodySize);
-    wire::encode_atomic_request({kAddend, 0}, std::span<std::byte, wire::kAtomicRequestBodySize>(abody.data(), 16));
-    Message add = f.message(Opcode::kAtomicFetchAdd, abody);
-    add.rkey = r.rkey;
-    add.remote_addr = r.addr + 12288;
+    Message add = f.atomic_request(r, Opcode::kAtomicFetchAdd, kAddend, 0, 12288);
     f.send_message(add);
     check(f.peer.compact_data_sent() == before + 2, "setup: the peer's READ_REQUEST and FETCH_ADD were not COMPACT");
 

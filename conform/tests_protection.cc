@@ -121,11 +121,7 @@ void no_remote_atomic(Context& ctx) {
     f.establish();
     const Region r = f.reg_mr(64, {"local_write", "remote_write", "remote_read"});
     const uint64_t errors = f.counter("access_errors");
-    std::vector<std::byte> body(16);
-    wire::encode_atomic_request({1, 0}, std::span<std::byte, 16>(body.data(), 16));
-    Message m = f.message(Opcode::kAtomicFetchAdd, body);
-    m.rkey = r.rkey;
-    m.remote_addr = r.addr;
+    Message m = f.atomic_request(r, Opcode::kAtomicFetchAdd, 1, 0);
     f.send_message(m);
     refused(f, m, r, errors, "[PLACE-17] FETCH_ADD without REMOTE_ATOMIC");
 }

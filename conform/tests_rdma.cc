@@ -19,23 +19,6 @@ constexpr uint64_t kOld = 0x2222222222222222ULL;
 constexpr uint64_t kAddend = 0x0101010101010101ULL;
 constexpr uint64_t kSwap = 0x5a5a5a5a5a5a5a5aULL;
 
-std::vector<std::byte> u64_bytes(uint64_t v) {
-    std::vector<std::byte> b(8);
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<std::byte>(v >> (8 * i));
-    return b;
-}
-
-Message atomic(Fixture& f, const Region& r, Opcode op, uint64_t swap_add, uint64_t compare,
-               uint64_t offset = 0) {
-    std::vector<std::byte> body(wire::kAtomicRequestBodySize);
-    wire::encode_atomic_request({swap_add, compare},
-                                std::span<std::byte, wire::kAtomicRequestBodySize>(body.data(), body.size()));
-    Message m = f.message(op, body);
-    m.rkey = r.rkey;
-    m.remote_addr = r.addr + offset;
-    return m;
-}
-
 // expect_atomic_response: the target's ATOMIC_RESPONSE to request `msg_seq`; acknowledges
 // it. Returns the original value it carries.
 uint64_t expect_atomic_response(Fixture& f, uint32_t msg_seq) {
@@ -125,7 +108,7 @@ void fetch_add_once(Context& ctx) {
     const Region r = f.reg_mr(64, {"local_write", "remote_atomic"});
     f.write_mr(r, 0, u64_bytes(kOld));
     const uint64_t executed = f.counter("atomics_executed");
-    const Message m = atomic(f, r, Opcode::kAtomicFetchAdd, kAddend, 0);
+    const Message m = f.atomic_request(r, Opcode::kAtomicFetchAdd, kAddend, 0);
     const auto seg = f.peer.cut(m)[0];
     f.peer.send_segment(seg, 0);
     f.peer.send_segment(seg, 1, kEct0, wire::data_flag::kRetx);  // duplicate, right behind
@@ -149,12 +132,12 @@ void compare_swap(Context& ctx) {
     f.establish();
     const Region r = f.reg_mr(64, {"local_write", "remote_atomic"});
     f.write_mr(r, 8, u64_bytes(kOld));
-    Message miss = atomic(f, r, Opcode::kAtomicCompareSwap, kSwap, kOld + 1, 8);
+    Message miss = f.atomic_request(r, Opcode::kAtomicCompareSwap, kSwap, kOld + 1, 8);
     f.send_message(miss);
     check(expect_atomic_response(f, miss.msg_seq) == kOld, "[PLACE-17] COMPARE_SWAP (miss) answered wrong");
     (void)f.barrier();
     check(f.read_mr(r, 8, 8) == u64_bytes(kOld), "[PLACE-17] COMPARE_SWAP swapped on a mismatch");
-    Message hit = atomic(f, r, Opcode::kAtomicCompareSwap, kSwap, kOld, 8);
+    Message hit = f.atomic_request(r, Opcode::kAtomicCompareSwap, kSwap, kOld, 8);
     f.send_message(hit);
     check(expect_atomic_response(f, hit.msg_seq) == kOld, "[PLACE-17] COMPARE_SWAP (hit) answered wrong");
     (void)f.barrier();
@@ -168,7 +151,7 @@ void misaligned_atomic(Context& ctx) {
     const Region r = f.reg_mr(64, {"local_write", "remote_atomic"});
     f.write_mr(r, 0, u64_bytes(kOld));
     f.write_mr(r, 8, u64_bytes(kOld));
-    const Message m = atomic(f, r, Opcode::kAtomicFetchAdd, kAddend, 0, 4);
+    const Message m = f.atomic_request(r, Opcode::kAtomicFetchAdd, kAddend, 0, 4);
     f.send_message(m);
     const auto n = f.expect_nack();
     check(n.reason == NackReason::kInvalidRequest && n.msg_seq == m.msg_seq,
