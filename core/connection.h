@@ -97,9 +97,11 @@ public:
     bool coalesce() const { return coalesce_; }
     bool short_acks() const { return short_acks_; }
     bool compact_data() const { return compact_data_; }
-    // data_header_size: the DATA header this connection sends for the opcode ([DATA-9]).
+    // sends_compact: a DATA of this opcode leaves in the COMPACT form ([DATA-9]);
+    // data_header_size: the header it then has.
+    bool sends_compact(wire::Opcode op) const { return compact_data_ && wire::may_be_compact(op); }
     size_t data_header_size(wire::Opcode op) const {
-        return compact_data_ && wire::may_be_compact(op) ? wire::kDataCompactHeaderSize : wire::kDataHeaderSize;
+        return sends_compact(op) ? wire::kDataCompactHeaderSize : wire::kDataHeaderSize;
     }
     void set_unproven(Time now);
     void prove() { proven_ = true; }

@@ -436,7 +436,7 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     }
     if (wire::has_immediate(m.opcode)) h.immediate = m.wr.imm;
     // [DATA-9]: recv_seq and immediate, unused by this opcode, stay home where negotiated.
-    if (compact_data_ && wire::may_be_compact(m.opcode)) h.flags |= wire::data_flag::kCompact;
+    if (sends_compact(m.opcode)) h.flags |= wire::data_flag::kCompact;
     const size_t header = wire::data_header_size(h.flags);
     wire::store_data_header(h, buf.data());  // room checked in produce_data
     size_t copied = bytes;  // payload bytes written into buf

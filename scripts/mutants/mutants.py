@@ -297,9 +297,9 @@ MUTANTS = {
                                  "    if (short_acks_) a.flags |= wire::ack_flag::kShort;",
                                  "[ACK-21] an ACK with SACK bits set is sent SHORT (the bits are lost)"),
     # --- COMPACT DATA ([DATA-9]; conform/tests_compact.cc)
-    "compact_without_negotiation": ("core/connection_tx.cc",
-                                    "    if (compact_data_ && wire::may_be_compact(m.opcode)) h.flags |= wire::data_flag::kCompact;",
-                                    "    if (wire::may_be_compact(m.opcode)) h.flags |= wire::data_flag::kCompact;",
+    "compact_without_negotiation": ("core/connection.h",
+                                    "    bool sends_compact(wire::Opcode op) const { return compact_data_ && wire::may_be_compact(op); }",
+                                    "    bool sends_compact(wire::Opcode op) const { return wire::may_be_compact(op); }",
                                     "[DATA-9] [VER-2] WRITEs are sent COMPACT to a peer that did not announce COMPACT_DATA"),
     "compact_read_without_negotiation": ("core/endpoint.cc",
                                          "            if (Error e = wire::parse_data_body(datagram, rx_data_, c->compact_data()); e != Error::kOk)",
