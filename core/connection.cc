@@ -177,7 +177,9 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         const uint64_t mbps = ep_.fair_share_.grant_bps(slot(), now) / 1'000'000;
         h.grant_mbps = static_cast<uint32_t>(std::clamp<uint64_t>(mbps, 1, UINT32_MAX));
     }
-    if (type == wire::PacketType::kHello) last_hello_sent_ = now, sent_hello_ = true;
+    // [CONN-32]: a HELLO is numbered; a HELLO_ACK echoes the peer's latest HELLO's number.
+    if (type == wire::PacketType::kHello) h.hello_seq = hellos_sent_.stamp(now);
+    else h.hello_echo = peer_hello_seq_;
     Result<size_t> n = Error::kInvalidArgument;
     const bool round_first = type == wire::PacketType::kHello && hello_round_first_;
     if (type == wire::PacketType::kHello) hello_round_first_ = false;
@@ -230,7 +232,10 @@ uint16_t Connection::next_copy_path(Time now) {
 
 void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
-    if (h.common.type == wire::PacketType::kHello && h.sending) peer_sending_ = true;  // [CC-20]
+    if (h.common.type == wire::PacketType::kHello) {  // [CC-20]
+        if (h.sending) peer_sending_ = true;
+        peer_hello_seq_ = h.hello_seq;
+    }
     if (!peer_known_) {
         establish(h, now);
         // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
@@ -255,16 +260,17 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
 }
 
 void Connection::take_grant(const wire::HelloPacket& h, Time now) {
-    // [CC-20]: the peer's grant, over the handshake's round trip from the latest HELLO we
-    // sent (the answer may be to an earlier copy: never longer than the truth), while our
-    // first round trip lasts: no ACK yet, and no grant taken before.
-    if (!cfg_.hello_grant || !cfg_.rate_hint || h.grant_mbps == 0 || !sent_hello_ ||
-        now <= last_hello_sent_ || state_ != ConnState::kEstablished)
+    // [CC-20]: the peer's grant, over the handshake's round trip from the HELLO it answers
+    // (its echo; without one, from the latest HELLO we sent, never longer than the truth),
+    // while our first round trip lasts: no ACK yet, and no grant taken before.
+    const Time from = hellos_sent_.answered_at(h.hello_echo);
+    if (!cfg_.hello_grant || !cfg_.rate_hint || h.grant_mbps == 0 || !hellos_sent_.any() ||
+        now <= from || state_ != ConnState::kEstablished)
         return;
     for (const PathStats& ps : path_stats_)
         if (ps.acks_received > 0) return;
     if (stats_.hello_grants_taken > 0) return;
-    rate_.on_grant(h.grant_mbps, now - last_hello_sent_, now);
+    rate_.on_grant(h.grant_mbps, now - from, now);
     ++stats_.hello_grants_taken;
 }
 
@@ -274,6 +280,7 @@ void Connection::answer_hello(const wire::HelloPacket& h) {
     answer_conn_id_ = h.src_conn_id;
     answer_token_ = h.src_token;
     if (h.sending) peer_sending_ = true;  // [CC-20]
+    peer_hello_seq_ = h.hello_seq;        // [CC-20]: echoed by our answer
     owe_hello_acks(1);
 }
 

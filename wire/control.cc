@@ -88,6 +88,8 @@ Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
     write_hello_body(w, p);
     // [CC-20]: a HELLO's hello_flags, byte 2 (0 in a HELLO_ACK, as in every other type).
     if (p.common.type == PacketType::kHello && p.sending) out[kHelloFlagsOffset] = std::byte{kHelloFlagSending};
+    // [CC-20]: byte 3, the HELLO's number or the HELLO_ACK's echo of one.
+    out[kHelloSeqOffset] = std::byte{p.common.type == PacketType::kHello ? p.hello_seq : p.hello_echo};
     if (p.common.type == PacketType::kHelloAck) {
         // [CONN-2] [CC-20]: a HELLO_ACK's cookie is zero but for its grant.
         w.u32(p.grant_mbps);  // 48
@@ -111,6 +113,8 @@ Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
     // [CC-20]: SENDING; the other bits of hello_flags are reserved, ignored ([WIRE-6]).
     p.sending = p.common.type == PacketType::kHello &&
                 (static_cast<uint8_t>(datagram[kHelloFlagsOffset]) & kHelloFlagSending) != 0;
+    const auto byte3 = static_cast<uint8_t>(datagram[kHelloSeqOffset]);
+    (p.common.type == PacketType::kHello ? p.hello_seq : p.hello_echo) = byte3;  // [CC-20]
     if (p.common.type == PacketType::kHelloAck) {
         // [CONN-2] [CC-20]: the grant; the rest of the cookie is ignored.
         p.grant_mbps = r.u32();

@@ -61,6 +61,13 @@ struct HelloPacket {
     // HELLO only ([CC-20]): flag SENDING (0x01 of the common header's byte 2, `hello_flags`):
     // its sender has DATA waiting for this connection, so the answer's grant is reserved.
     bool sending = false;
+    // [CONN-32] [CC-20]: byte 3 of the common header (reserved in other types). In a HELLO,
+    // `hello_seq`: this HELLO's number, 1..255 in the order its sender sent them (0: not
+    // numbered). In a HELLO_ACK, `hello_echo`: the `hello_seq` of the latest HELLO its
+    // sender had received from the peer (0: none), so the initiator times its handshake
+    // from the HELLO that was answered. Each is decoded as 0 in the other type.
+    uint8_t hello_seq = 0;
+    uint8_t hello_echo = 0;
     friend bool operator==(const HelloPacket&, const HelloPacket&) = default;
 };
 inline constexpr size_t kHelloSize = 64;
@@ -78,6 +85,8 @@ inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce | kCapShort
 // spec §3.5 [CC-20]: a HELLO's `hello_flags` (byte 2, reserved in other types): SENDING.
 inline constexpr size_t kHelloFlagsOffset = 2;
 inline constexpr uint8_t kHelloFlagSending = 0x01;
+// spec §3.5 [CONN-32]: byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's `hello_echo`.
+inline constexpr size_t kHelloSeqOffset = 3;
 // Version 1's HELLO / HELLO_ACK: the first 48 bytes of version 2's, with `version` 1 and no
 // cookie. Decoded only to refuse the peer clearly (spec §4.8).
 inline constexpr size_t kHelloV1Size = 48;

@@ -185,7 +185,8 @@ const Annotated kHelloVector = {
     // {offset, expected bytes, field, error if the datagram ends inside or before it}
     {0, {0x02}, "version", kT},                                              // [WIRE-1]
     {1, {0x04}, "type", kT},                                                 // [WIRE-2] HELLO
-    {2, {0x00, 0x00}, "reserved", kT},                                       // [WIRE-6]
+    {2, {0x00}, "hello_flags", kT},                                          // [CC-20] not SENDING
+    {3, {0x07}, "hello_seq", kT},                                            // [CONN-32] 7th HELLO
     {4, {0x00, 0x00, 0x00, 0x00}, "dst_conn_id", kT},                        // [CONN-2] 0 in HELLO
     {8, {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, "dst_token", kT},  // [CONN-2] 0
     {16, {0x00, 0x00, 0x00, 0x2A}, "src_conn_id", kT},                       // [CONN-2] 42
@@ -211,6 +212,7 @@ HelloPacket vector_hello() {
     p.num_paths = 8;
     p.max_payload = 4096;
     for (int i = 0; i < 16; ++i) p.cookie[i] = static_cast<uint8_t>(0xC0 + i);
+    p.hello_seq = 7;
     return p;
 }
 
@@ -218,7 +220,8 @@ HelloPacket vector_hello() {
 const Annotated kHelloAckVector = {
     {0, {0x02}, "version", kT},
     {1, {0x05}, "type", kT},  // [WIRE-2] HELLO_ACK
-    {2, {0x00, 0x00}, "reserved", kT},
+    {2, {0x00}, "reserved", kT},
+    {3, {0x07}, "hello_echo", kT},  // [CONN-32] answers the HELLO numbered 7
     {4, {0x00, 0x00, 0x00, 0x2A}, "dst_conn_id", kT},  // [CONN-2] initiator's 42
     {8, {0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8}, "dst_token", kT},  // [CONN-2]
     {16, {0x00, 0x00, 0x00, 0x63}, "src_conn_id", kT},                       // 99
@@ -246,6 +249,7 @@ HelloPacket vector_hello_ack() {
     p.num_paths = 256;
     p.max_payload = 9000;
     p.grant_mbps = 800000;
+    p.hello_echo = 7;
     return p;
 }
 
@@ -302,10 +306,10 @@ TEST(Hello, SendingFlag) {
     h.sending = true;
     std::vector<std::byte> b = encode(h);
     EXPECT_EQ(b[2], std::byte{0x01});
-    b[3] = std::byte{0};
     auto d = decode_hello(b);
     ASSERT_TRUE(d.ok());
     EXPECT_TRUE(d->sending);
+    EXPECT_EQ(d->hello_seq, 7u);
     b[2] = std::byte{0xFE};
     d = decode_hello(b);
     ASSERT_TRUE(d.ok());
@@ -318,6 +322,31 @@ TEST(Hello, SendingFlag) {
     auto da = decode_hello(ab);
     ASSERT_TRUE(da.ok());
     EXPECT_FALSE(da->sending);
+}
+
+// [CONN-32] [CC-20]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one; each reads as 0 in
+// the other type, so neither is ever taken for the other.
+TEST(Hello, SeqAndEchoShareByteThree) {
+    for (int v : {0, 1, 200, 255}) {
+        HelloPacket h = vector_hello();
+        h.hello_seq = static_cast<uint8_t>(v);
+        h.hello_echo = 9;  // not a HELLO's field: not encoded
+        std::vector<std::byte> b = encode(h);
+        EXPECT_EQ(b[3], std::byte(v));
+        auto d = decode_hello(b);
+        ASSERT_TRUE(d.ok());
+        EXPECT_EQ(d->hello_seq, v);
+        EXPECT_EQ(d->hello_echo, 0u);
+        HelloPacket a = vector_hello_ack();
+        a.hello_echo = static_cast<uint8_t>(v);
+        a.hello_seq = 9;  // not a HELLO_ACK's field
+        std::vector<std::byte> ab = encode(a);
+        EXPECT_EQ(ab[3], std::byte(v));
+        auto da = decode_hello(ab);
+        ASSERT_TRUE(da.ok());
+        EXPECT_EQ(da->hello_echo, v);
+        EXPECT_EQ(da->hello_seq, 0u);
+    }
 }
 
 // [CC-20] [CONN-2]: a HELLO_ACK's cookie bytes after the grant are ignored on receive (a
@@ -401,7 +430,6 @@ TEST(Hello, UnknownCapabilitiesAndReservedAreIgnored) {
     auto b = join(kHelloVector);
     set_u32(b, 44, 0xFFFFFFFF);
     b[2] = std::byte{0xFF};
-    b[3] = std::byte{0xFF};
     auto d = decode_hello(b);
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     HelloPacket want = vector_hello();
@@ -449,8 +477,10 @@ TEST(Hello, RoundTripProperty) {
             if (rng.uniform(2))
                 for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
             p.sending = rng.uniform(2) != 0;  // [CC-20]
+            p.hello_seq = static_cast<uint8_t>(rng.next_u32());
         } else {
             p.grant_mbps = rng.uniform(2) ? 0 : rng.next_u32();  // [CC-20]: its cookie is the grant
+            p.hello_echo = static_cast<uint8_t>(rng.next_u32());
         }
         auto d = decode_hello(encode(p));
         ASSERT_TRUE(d.ok()) << to_string(d.error());
@@ -466,12 +496,15 @@ TEST(HelloV1, IsTheVersion2PrefixWithVersion1) {
     ASSERT_EQ(*encode_hello_v1(p, v1), kHelloV1Size);
     auto v2 = join(kHelloVector);
     EXPECT_EQ(v1[0], std::byte{0x01});
+    EXPECT_EQ(v1[kHelloSeqOffset], std::byte{0});  // version 1 has no hello_seq
+    v2[kHelloSeqOffset] = std::byte{0};
     EXPECT_TRUE(std::equal(v1.begin() + 1, v1.end(), v2.begin() + 1));
     auto d = decode_hello_v1(v1);
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     HelloPacket want = p;
     want.common.version = 1;
     want.cookie = {};
+    want.hello_seq = 0;
     EXPECT_EQ(*d, want);
     // A version-2 decoder refuses it, and the version-1 decoder refuses version 2.
     EXPECT_EQ(decode_hello(v1).error(), Error::kBadVersion);

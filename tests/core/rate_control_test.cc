@@ -278,6 +278,66 @@ TEST(RateControl, ConnectionBackFromIdleStartsWithItsGrant) {
     }
 }
 
+// FirstRoundTrip: what a new connection A -> B did before its first ACK: the most it had
+// in flight, how long its handshake took (A's post to Established) and the grants it took.
+struct FirstRoundTrip {
+    uint64_t peak = 0;
+    Duration handshake{};
+    uint64_t grants_taken = 0;
+};
+
+// first_round_trip: A queues a 1 MiB WRITE to B while Connecting on a 100 Gbit/s network,
+// B answers as a pure responder (its stream made on the connection A's HELLO made), and the
+// run stops at A's first ACK.
+FirstRoundTrip first_round_trip(const core::EndpointConfig& tx, const core::EndpointConfig& rx,
+                                const sim::NetworkConfig& nc) {
+    Pair p(23, nc, tx, rx);
+    const uint32_t len = 1 << 20;
+    std::vector<std::byte> src(len), dst(len);
+    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+    const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
+    const auto kb = *p.b->register_memory(pb, dst.data(), len,
+                                          core::access::kLocalWrite | core::access::kRemoteWrite);
+    const Time t0 = p.now();
+    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, t0);
+    EXPECT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), t0), Error::kOk);
+    p.host_a().kick();
+    p.sim.run_until([&] { return p.b->connection_to(p.host_a().address()) != 0; }, p.sim.now() + 1ms, 1'000'000);
+    EXPECT_NE(p.b->connection_to(p.host_a().address()), 0u);
+    (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
+    Time up{};
+    FirstRoundTrip r;
+    auto acked = [&] {
+        for (uint16_t i = 0; i < ca.num_paths(); ++i)
+            if (ca.path_stats(i).acks_received > 0) return true;
+        return false;
+    };
+    p.sim.run_until([&] {
+        if (up == Time{} && ca.state() == core::ConnState::kEstablished) up = p.now();
+        if (acked()) return true;
+        r.peak = std::max(r.peak, ca.in_flight_bytes());
+        return false;
+    }, p.sim.now() + 1ms, 1'000'000);
+    EXPECT_TRUE(acked());
+    EXPECT_NE(up, Time{});
+    r.handshake = up - t0;
+    r.grants_taken = ca.stats().hello_grants_taken;
+    return r;
+}
+
+sim::NetworkConfig net_100g() {
+    sim::NetworkConfig nc = fast_net();
+    nc.link.rate_bps = 100'000'000'000;
+    nc.host.line_rate_bps = 100'000'000'000;
+    return nc;
+}
+
+// bdp_bytes: `rtt` at the link rate of `nc`.
+uint64_t bdp_bytes(const sim::NetworkConfig& nc, Duration rtt) {
+    return nc.link.rate_bps / 8 * static_cast<uint64_t>(to_ns(rtt)) / 1'000'000'000;
+}
+
 // [CC-20] a new connection whose HELLO_ACK carries a grant starts its first round trip
 // with one bandwidth-delay product at the grant over the handshake's RTT in flight, not
 // first_rtt_bytes: B is idle, so it grants its whole downlink (100 Gbit/s), and A, which
@@ -286,9 +346,7 @@ TEST(RateControl, ConnectionBackFromIdleStartsWithItsGrant) {
 // hello_grant off, the same sender has one segment in flight (first_rtt_bytes = one
 // segment here, so the two cases cannot meet by chance).
 TEST(RateControl, GrantedNewConnectionSendsABandwidthDelayProductAtOnce) {
-    sim::NetworkConfig nc = fast_net();
-    nc.link.rate_bps = 100'000'000'000;
-    nc.host.line_rate_bps = 100'000'000'000;
+    const sim::NetworkConfig nc = net_100g();
     for (const bool grant : {true, false}) {
         core::EndpointConfig tx;
         tx.first_rtt_bytes = tx.max_payload;
@@ -296,49 +354,47 @@ TEST(RateControl, GrantedNewConnectionSendsABandwidthDelayProductAtOnce) {
         core::EndpointConfig rx;
         rx.port_rate_bps = nc.link.rate_bps;
         rx.hello_grant = grant;
-        Pair p(23, nc, tx, rx);
-        const uint32_t len = 1 << 20;
-        std::vector<std::byte> src(len), dst(len);
-        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-        const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
-        const auto kb = *p.b->register_memory(pb, dst.data(), len,
-                                              core::access::kLocalWrite | core::access::kRemoteWrite);
-        const Time t0 = p.now();
-        const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, t0);
-        ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), t0), Error::kOk);
-        p.host_a().kick();
-        // B answers as a pure responder; its stream is made on the connection A's HELLO made.
-        p.sim.run_until([&] { return p.b->connection_to(p.host_a().address()) != 0; }, p.sim.now() + 1ms, 1'000'000);
-        ASSERT_NE(p.b->connection_to(p.host_a().address()), 0u);
-        (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
-        const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
-        Time up{};
-        uint64_t peak = 0;
-        auto acked = [&] {
-            for (uint16_t i = 0; i < ca.num_paths(); ++i)
-                if (ca.path_stats(i).acks_received > 0) return true;
-            return false;
-        };
-        p.sim.run_until([&] {
-            if (up == Time{} && ca.state() == core::ConnState::kEstablished) up = p.now();
-            if (acked()) return true;
-            peak = std::max(peak, ca.in_flight_bytes());
-            return false;
-        }, p.sim.now() + 1ms, 1'000'000);
-        ASSERT_TRUE(acked());
-        ASSERT_NE(up, Time{});
-        const uint64_t bdp = nc.link.rate_bps / 8 * static_cast<uint64_t>(to_ns(up - t0)) / 1'000'000'000;
+        const FirstRoundTrip r = first_round_trip(tx, rx, nc);
+        const uint64_t bdp = bdp_bytes(nc, r.handshake);
         std::printf("hello_grant %d: handshake %lld ns, %llu bytes in flight before the first ACK (grant x RTT %llu)\n",
-                    grant, static_cast<long long>(to_ns(up - t0)), static_cast<unsigned long long>(peak),
+                    grant, static_cast<long long>(to_ns(r.handshake)), static_cast<unsigned long long>(r.peak),
                     static_cast<unsigned long long>(bdp));
-        EXPECT_EQ(ca.stats().hello_grants_taken, grant ? 1u : 0u);
+        EXPECT_EQ(r.grants_taken, grant ? 1u : 0u);
         if (grant) {
-            EXPECT_GT(peak, 4u * tx.max_payload);
-            EXPECT_LE(peak, bdp + tx.max_payload);
+            EXPECT_GT(r.peak, 4u * tx.max_payload);
+            EXPECT_LE(r.peak, bdp + tx.max_payload);
         } else {
-            EXPECT_LE(peak, uint64_t{tx.max_payload});
+            EXPECT_LE(r.peak, uint64_t{tx.max_payload});
         }
     }
+}
+
+// [CC-20] [CONN-30] [CONN-32]: with HELLO copies spread closer than the round trip, later
+// copies leave before the answer to the first arrives. The HELLO_ACK echoes the number of
+// the HELLO it answers (`hello_echo`), so the grant covers the round trip from that HELLO:
+// the first round trip has more than half the grant × the handshake's RTT in flight. Timed
+// from the latest copy (as before the echo), it would be the grant × one copy gap, about a
+// quarter.
+TEST(RateControl, GrantCoversTheRoundTripFromTheAnsweredHello) {
+    const sim::NetworkConfig nc = net_100g();
+    core::EndpointConfig tx;
+    tx.first_rtt_bytes = tx.max_payload;
+    tx.hello_copies = 4;
+    core::EndpointConfig rx;
+    rx.port_rate_bps = nc.link.rate_bps;
+    // The handshake's round trip with the grant off: the copies' spread is set below it.
+    tx.hello_grant = rx.hello_grant = false;
+    const Duration rtt = first_round_trip(tx, rx, nc).handshake;
+    tx.hello_grant = rx.hello_grant = true;
+    tx.handshake_timeout = rtt;  // copies rtt / 4 apart: three leave before the answer
+    const FirstRoundTrip r = first_round_trip(tx, rx, nc);
+    const uint64_t bdp = bdp_bytes(nc, r.handshake);
+    std::printf("copies %lld ns apart: handshake %lld ns, %llu bytes in flight before the first ACK (grant x RTT %llu)\n",
+                static_cast<long long>(to_ns(rtt / 4)), static_cast<long long>(to_ns(r.handshake)),
+                static_cast<unsigned long long>(r.peak), static_cast<unsigned long long>(bdp));
+    EXPECT_EQ(r.grants_taken, 1u);
+    EXPECT_GT(r.peak, bdp / 2);
+    EXPECT_LE(r.peak, bdp + tx.max_payload);
 }
 
 // [CC-12], [INT-6]: with INTEGRITY every DATA datagram is 4 bytes longer, so the receiver
