@@ -12,9 +12,11 @@ Cases (`sim`):
             decodes as mroce with no error or warning and agrees with wire/; the lossy run
             has retransmissions, and tshark shows them (RETX), and ACKs of both forms: SHORT
             ones ([ACK-21], the engine's default for an empty SACK bitmap) and full ones
-            whose bitmap reports a loss. A second run of the same scenario with
-            `--set mroce.compact_data=true` must hold COMPACT DATA ([DATA-9]) and HELLOs
-            announcing COMPACT_DATA, every frame agreeing with wire/ as well.
+            whose bitmap reports a loss; every HELLO is numbered and a HELLO_ACK's nonzero
+            echo is the number of an earlier HELLO of its connection ([CONN-32]). A second
+            run of the same scenario with `--set mroce.compact_data=true` must hold COMPACT
+            DATA ([DATA-9]) and HELLOs announcing COMPACT_DATA, every frame agreeing with
+            wire/ as well.
   rocev2    the same run's RoCEv2 baseline capture: on UDP 4791, decoded by tshark's own
             InfiniBand dissector, whose BTH opcode, destination QP and PSN agree with the
             bytes (parsed here), and never taken by the mroce heuristic.
@@ -25,7 +27,9 @@ Cases (`sim`):
             disagrees with the length, coalesced with a DATA), DATA in the COMPACT form
             ([DATA-9]: every opcode that may be compact, payloads and bodies at byte 64, cut
             at 63 bytes, COMPACT on an opcode that consumes a receive, coalesced, with a
-            trailer, in an aggregate), GSO/GRO aggregates and near misses, on
+            trailer, in an aggregate), HELLOs and HELLO_ACKs with and without byte 3
+            ([CONN-32]: `hello_seq`, `hello_echo`, by name and in the Info column), GSO/GRO
+            aggregates and near misses, on
             the default port, on other ports through the heuristic and through the port
             preference, next to non-mroce UDP the heuristic must leave alone: each gets
             exactly the expert infos and verdict expected and agrees with wire/.
@@ -114,6 +118,22 @@ def tshark(pcap, extra=()):
         layers = pkt["_source"]["layers"]
         frames[int(layers["frame"]["frame.number"])] = layers
     return frames
+
+
+def tshark_fields(pcap, names, extra=()):
+    """Runs tshark -T fields on a capture; returns {frame number: [value of each name]}
+    (the Info column as _ws.col.Info, which -T json leaves out)."""
+    cmd = ["tshark", "-n", "-X", "lua_script:" + ARGS.lua, "-r", pcap, "-T", "fields",
+           "-E", "separator=/t", "-e", "frame.number", *[a for n in names for a in ("-e", n)],
+           *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or "Lua" in p.stderr:
+        raise AssertionError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    rows = {}
+    for line in p.stdout.splitlines():
+        cells = line.split("\t")
+        rows[int(cells[0])] = (cells[1:] + [""] * len(names))[:len(names)]
+    return rows
 
 
 def walk(node, fields, experts):
@@ -342,9 +362,37 @@ def nack(reason=1, path=1, gen=0, psn=42, stream=3, msg_seq=9, detail=50):
 
 def hello(ptype=4, src_conn=0x01020304, src_token=0xAABBCCDDEEFF0011, isn=4294967290,
           msg_isn=17, port=4797, paths=8, max_payload=4096, caps=0, conn=0, token=0,
-          cookie=bytes(16), hello_flags=0):
-    return common(ptype, reserved=hello_flags << 8, conn=conn, token=token) + struct.pack(
-        "!IQIIHHII", src_conn, src_token, isn, msg_isn, port, paths, max_payload, caps) + cookie
+          cookie=bytes(16), hello_flags=0, byte3=0):
+    """HELLO (ptype 4) or HELLO_ACK (5). hello_flags: byte 2 ([CC-20], SENDING 0x01; a
+    HELLO's only). byte3: a HELLO's `hello_seq` or a HELLO_ACK's `hello_echo` ([CONN-32])."""
+    return common(ptype, reserved=hello_flags << 8 | byte3, conn=conn, token=token) + \
+        struct.pack("!IQIIHHII", src_conn, src_token, isn, msg_isn, port, paths, max_payload,
+                    caps) + cookie
+
+
+def hello_ack(grant=0, echo=0, **kw):
+    """HELLO_ACK: its cookie is the grant in Mbit/s, then 12 zero bytes ([CC-20]); echo is
+    `hello_echo` ([CONN-32])."""
+    kw.setdefault("conn", CONN)
+    kw.setdefault("token", TOKEN)
+    return hello(ptype=5, cookie=struct.pack("!I", grant) + bytes(12), byte3=echo, **kw)
+
+
+# [CONN-32]: crafted HELLOs and HELLO_ACKs whose byte 3 the dissector must show, by case
+# name: (field, value, the Info column's word for it or None where 0 shows none).
+HELLO_NUMBERS = {
+    "hello": ("mroce.hello.seq", 0, None),
+    "hello_ack": ("mroce.hello.echo", 0, None),
+    "hello seq 3": ("mroce.hello.seq", 3, "seq=3"),
+    "hello seq 255, SENDING": ("mroce.hello.seq", 255, "seq=255"),
+    "hello seq 0 (not numbered), SENDING": ("mroce.hello.seq", 0, None),
+    "hello_ack echo 3": ("mroce.hello.echo", 3, "echo=3"),
+    "hello_ack echo 3, grant": ("mroce.hello.echo", 3, "echo=3"),
+    "hello_ack echo 0 (no HELLO received), grant": ("mroce.hello.echo", 0, None),
+    "hello_ack echo 7, byte 2 set": ("mroce.hello.echo", 7, "echo=7"),
+    "heuristic hello, seq 7": ("mroce.hello.seq", 7, "seq=7"),
+    "heuristic hello_ack, echo 7": ("mroce.hello.echo", 7, "echo=7"),
+}
 
 
 def retry(cookie=bytes(range(1, 17))):
@@ -419,6 +467,13 @@ def crafted_cases():
     add("hello_ack", hello(ptype=5, conn=0x0A0B0C0D, token=TOKEN))
     add("hello max caps", hello(paths=256, max_payload=9000))
     add("hello SENDING", hello(hello_flags=0x01))
+    # [CONN-32]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one (0: none).
+    add("hello seq 3", hello(byte3=3))
+    add("hello seq 255, SENDING", hello(hello_flags=0x01, byte3=255))
+    add("hello seq 0 (not numbered), SENDING", hello(hello_flags=0x01, byte3=0))
+    add("hello_ack echo 3", hello_ack(echo=3))
+    add("hello_ack echo 3, grant", hello_ack(echo=3, grant=25000))
+    add("hello_ack echo 0 (no HELLO received), grant", hello_ack(echo=0, grant=100))
     add("probe", probe())
     add("probe across the wrap", probe(next_psn=3, floor=4294967295))
     for reason in (0, 1, 2):
@@ -480,6 +535,9 @@ def crafted_cases():
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})
+    # hello_flags is a HELLO's ([CC-20]): a HELLO_ACK's byte 2 stays reserved.
+    add("hello_ack echo 7, byte 2 set", hello_ack(echo=7, hello_flags=0x01), None,
+        {"reserved_nonzero"})
     add("data psn_floor after psn", data(floor=1001), None, {"rule"})
     add("data send with an rkey", data(opcode=1, recv_seq=1), None, {"rule"})
     add("data write with recv_seq", data(recv_seq=3), None, {"rule"})
@@ -696,6 +754,9 @@ def crafted_cases():
     # [CC-20], [CONN-30]: a HELLO with SENDING (byte 2), as its copies on other paths
     # arrive, each the first datagram of its conversation.
     add("heuristic hello, SENDING", hello(hello_flags=0x01), sport=51121, dport=52232)
+    # [CONN-32]: every numbered HELLO and every answer to one sets byte 3.
+    add("heuristic hello, seq 7", hello(hello_flags=0x01, byte3=7), sport=51137, dport=52248)
+    add("heuristic hello_ack, echo 7", hello_ack(echo=7, grant=1000), sport=51139, dport=52250)
     return cases
 
 
@@ -709,6 +770,8 @@ def not_mroce():
         ("reserved set, non-default port", common(7, reserved=1) + b"\0" * 8, 53006, 53007),
         ("byte 2 set in a CLOSE", common(7, reserved=0x0100) + b"\0" * 8, 53008, 53009),
         ("hello_flags bit that is not SENDING", hello(hello_flags=0x02), 53010, 53011),
+        ("byte 2 set in a HELLO_ACK", hello_ack(echo=1, hello_flags=0x01), 53014, 53015),
+        ("byte 3 set in a PROBE", common(6, reserved=0x0001) + probe()[16:], 53016, 53017),
         ("version 2 COMPACT SEND", cdata(opcode=1, rkey=0, addr=0), 53012, 53013),
     ]
 
@@ -763,6 +826,7 @@ def case_sim(captures):
     # [DATA-9]: the engine sends no COMPACT DATA unless COMPACT_DATA is announced (off by
     # default).
     check(seen["compact"] == 0, "sim: COMPACT DATA without COMPACT_DATA: %s" % dict(seen))
+    check_hello_numbers("sim", truth)
     report("sim (%d frames: %s)" % (len(truth), dict(seen)))
 
     pcap, _ = captures["mroce-compact"]
@@ -779,6 +843,32 @@ def case_sim(captures):
           "sim compact: expected COMPACT DATA and HELLOs announcing COMPACT_DATA: %s" %
           dict(seen))
     report("sim compact (%d frames: %s)" % (len(truth), dict(seen)))
+
+
+def check_hello_numbers(name, truth):
+    """[CONN-32] in an engine's capture (the fields agree with tshark's, compare_capture):
+    every HELLO is numbered (1..255), and a HELLO_ACK that echoes a number echoes one that a
+    HELLO of the connection it answers (its src_conn_id, the HELLO_ACK's conn_id) carried
+    in an earlier frame. At least one HELLO_ACK echoes one."""
+    sent = collections.defaultdict(set)  # src_conn_id -> hello_seq values seen so far
+    echoed = 0
+    for n, ts in sorted(truth.items()):
+        for t in ts:
+            f = t["fields"]
+            if f.get("mroce.type") == 4:
+                seq = f.get("mroce.hello.seq")
+                check(seq is not None and 1 <= seq <= 255,
+                      "%s frame %d: a HELLO numbered %s" % (name, n, seq))
+                sent[f.get("mroce.hello.src_conn_id")].add(seq)
+            elif f.get("mroce.type") == 5:
+                echo = f.get("mroce.hello.echo")
+                if echo:
+                    echoed += 1
+                    check(echo in sent[f.get("mroce.conn_id")],
+                          "%s frame %d: a HELLO_ACK to conn 0x%08x echoes %d; its HELLOs "
+                          "so far carried %s" % (name, n, f.get("mroce.conn_id"), echo,
+                                                 sorted(sent[f.get("mroce.conn_id")])))
+    check(echoed > 0, "%s: no HELLO_ACK echoes a HELLO's number" % name)
 
 
 def bth_of(pcap):
@@ -889,6 +979,31 @@ def case_crafted(tmp):
                     compare(where, fields, t)
         else:
             check("by the snap length" in name, where + ": wire/ did not decode it")
+
+    # [CONN-32]: byte 3 of a HELLO (`hello_seq`) and of a HELLO_ACK (`hello_echo`), shown
+    # by name and, when not 0, in the Info column; the other type's name is absent.
+    cols = tshark_fields(pcap, ["_ws.col.Info", "mroce.hello.seq", "mroce.hello.echo"])
+    for case, (field, value, word) in HELLO_NUMBERS.items():
+        where = "crafted %r" % case
+        ns = [n for n, (name, _, _) in expect.items() if name == case]
+        if not check(len(ns) == 1, "%s: %d such cases" % (where, len(ns))):
+            continue
+        packets, _ = dissected(frames.get(ns[0], {}))
+        if not check(packets is not None and len(packets) == 1, where + ": not one mroce packet"):
+            continue
+        other = "mroce.hello.echo" if field == "mroce.hello.seq" else "mroce.hello.seq"
+        check(packets[0].get(field) == [str(value)] and other not in packets[0],
+              "%s: %s is %s and %s %s, expected %s alone" %
+              (where, field, packets[0].get(field), other, packets[0].get(other), value))
+        info, seq, echo = cols.get(ns[0], ["", "", ""])
+        check((seq, echo) == ((str(value), "") if field == "mroce.hello.seq" else ("", str(value))),
+              "%s: -T fields shows seq %r, echo %r, expected %s %d" % (where, seq, echo, field, value))
+        words = info.split()
+        if word:
+            check(word in words, "%s: Info %r does not show %s" % (where, info, word))
+        else:
+            check(not any(w.startswith(("seq=", "echo=")) for w in words),
+                  "%s: Info %r shows a number for byte 3 = 0" % (where, info))
 
     # The heuristic can be turned off by name, and the port preference moves the port.
     off = tshark(pcap, ["--disable-heuristic", "mroce_udp"])

@@ -284,8 +284,11 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
                 f["mroce.hello.flags"] = static_cast<unsigned>(static_cast<uint8_t>(d[wire::kHelloFlagsOffset]));
                 if (h->sending != ((static_cast<uint8_t>(d[wire::kHelloFlagsOffset]) & wire::kHelloFlagSending) != 0))
                     return fail(Error::kInvalidArgument);
-            } else
+                f["mroce.hello.seq"] = h->hello_seq;  // [CONN-32]: byte 3, 0 = not numbered
+            } else {
                 f["mroce.hello.grant_mbps"] = h->grant_mbps;  // [CC-20]
+                f["mroce.hello.echo"] = h->hello_echo;  // [CONN-32]: byte 3, 0 = none
+            }
             return f;
         }
         case wire::PacketType::kRetry: {

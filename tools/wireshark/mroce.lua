@@ -256,6 +256,10 @@ local f = {
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
     hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
     hello_flags = ProtoField.uint8("mroce.hello.flags", "HELLO flags (0x01 SENDING) [CC-20]", base.HEX),
+    hello_seq = ProtoField.uint8("mroce.hello.seq", "HELLO number (hello_seq, 0: not numbered) [CONN-32]",
+                                 base.DEC),
+    hello_echo = ProtoField.uint8("mroce.hello.echo",
+                                  "Echoed HELLO number (hello_echo, 0: none) [CONN-32]", base.DEC),
 
     retry_cookie = ProtoField.bytes("mroce.retry.cookie", "Cookie"),
 
@@ -738,11 +742,15 @@ local function dissect_hello(c, t, typ)
         caps_item:add(f.hello_cap_compact_data, c.tvb(44, 4))
         caps_undef = caps_item:add(f.hello_cap_undef, c.tvb(44, 4))
     end
+    -- [CONN-32]: byte 3, the HELLO's number or the one its HELLO_ACK echoes (0: none).
+    local byte3 = c:fits(3, 1) and c.tvb(3, 1):uint() or 0
     if typ == T_HELLO then
+        if byte3 ~= 0 then c:info_add("seq=" .. byte3) end
         local cookie = c:fits(48, 16) and c:nonzero(48, 16)
         c:add(t, f.hello_cookie, 48, 16)
         if cookie then c:info_add("cookie") end
     else
+        if byte3 ~= 0 then c:info_add("echo=" .. byte3) end
         -- [CC-20]: a HELLO_ACK's cookie is its grant, then 12 zero bytes.
         local grant = c:add(t, f.hello_grant, 48, 4)
         if grant and grant ~= 0 then c:info_add("grant=" .. grant .. "Mbps") end
@@ -846,7 +854,10 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     local typ, type_item = c:add(t, f.type, 1, 1)
     if typ == T_HELLO and c:fits(2, 1) then
         c:add(t, f.hello_flags, 2, 1)  -- [CC-20]: a HELLO's byte 2
-        c:reserved(t, 3, 1)
+        c:add(t, f.hello_seq, 3, 1)    -- [CONN-32]: a HELLO's byte 3, its number
+    elseif typ == T_HELLO_ACK and c:fits(2, 1) then
+        c:reserved(t, 2, 1)
+        c:add(t, f.hello_echo, 3, 1)   -- [CONN-32]: a HELLO_ACK's byte 3, the number it echoes
     else
         c:reserved(t, 2, 2)
     end
@@ -1131,14 +1142,16 @@ end
 -- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags` ([CC-20]), not
 -- reserved: its defined bit SENDING is allowed, which every HELLO of a sender with data
 -- waiting sets, and the copies of such a HELLO on other paths ([CONN-30]) each open a
--- conversation of their own. That is strict enough that other UDP traffic is very
--- unlikely to pass; broken packets on a non-default port are still decoded once their
--- conversation was recognised.
+-- conversation of their own. Byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's
+-- `hello_echo` ([CONN-32]), any value, since every numbered HELLO and every answer to one
+-- sets it. That is strict enough that other UDP traffic is very unlikely to pass; broken
+-- packets on a non-default port are still decoded once their conversation was recognised.
 local function heuristic(tvb, pinfo, tree)
     local len = tvb:reported_length_remaining(0)
     if len < kCommonSize or tvb:len() < kCommonSize then return false end
-    if tvb(0, 1):uint() ~= kVersion or tvb(3, 1):uint() ~= 0 then return false end
+    if tvb(0, 1):uint() ~= kVersion then return false end
     local typ = tvb(1, 1):uint()
+    if tvb(3, 1):uint() ~= 0 and typ ~= T_HELLO and typ ~= T_HELLO_ACK then return false end
     local byte2 = tvb(2, 1):uint()
     if byte2 ~= 0 and not (typ == T_HELLO and byte2 == kHelloSending) then return false end
     local own = own_size(tvb, 0)
