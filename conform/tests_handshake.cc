@@ -1,6 +1,7 @@
 // conform/tests_handshake.cc — opening a connection (spec §4.1–§4.3): the HELLO_ACK the
 // target answers with, repeated and conflicting HELLOs, the target's own HELLO and its
-// retransmission, DATA before establishment, zero ids, and a peer restart.
+// retransmission, DATA before establishment, zero ids, a peer restart, and the numbers
+// HELLOs carry and HELLO_ACKs echo.
 #include "conform/checks.h"
 #include "conform/fixture.h"
 
@@ -281,6 +282,78 @@ void queued_while_connecting(Context& ctx) {
     check(cq.size() == 1 && cq[0].at("status") == "success", "[STREAM-6] the queued WRITE did not complete");
 }
 
+// hello_echo: each HELLO_ACK echoes the number of the latest HELLO the target received
+// from us ([CONN-32]): not the first, not the largest, and 0 after a HELLO numbered 0 (a
+// peer of an earlier revision, whose byte 3 is reserved). Each HELLO is answered before the
+// next leaves, so the latest is the one just sent; then two leave at once: the answer to
+// the first may echo either, but the second answer, owed only once both arrived, echoes
+// the second.
+void hello_echo(Context& ctx) {
+    Fixture f(ctx);
+    auto hello = f.peer.hello_packet(PacketType::kHello);
+    // 7; a repeat numbered 9 (as if 8 was lost); 0; a number below the previous one; 255
+    // and the 1 that follows it.
+    constexpr uint8_t kNumbers[] = {7, 9, 0, 4, 255, 1};
+    for (const uint8_t seq : kNumbers) {
+        hello.hello_seq = seq;
+        f.peer.send_hello(hello);
+        auto rx = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+        check(rx.has_value(), "[CONN-6] our HELLO numbered {} was not answered", seq);
+        check(rx->hello.hello_echo == seq,
+              "[CONN-32] the HELLO_ACK to our HELLO numbered {} echoes {}", seq,
+              rx->hello.hello_echo);
+    }
+    hello.hello_seq = 12;
+    f.peer.send_hello(hello);
+    hello.hello_seq = 13;
+    f.peer.send_hello(hello);
+    std::vector<uint8_t> echoes;
+    while (echoes.size() < 2) {
+        auto rx = f.peer.expect(is_type(PacketType::kHelloAck), 500ms);
+        check(rx.has_value(), "[CONN-6] [CONN-30] {} HELLO_ACK(s) to two HELLOs", echoes.size());
+        echoes.push_back(rx->hello.hello_echo);
+    }
+    check((echoes[0] == 12 || echoes[0] == 13) && echoes[1] == 13,
+          "[CONN-32] HELLOs numbered 12 and 13 sent at once were answered with echoes {} and {} "
+          "(the second answer must echo 13)",
+          echoes[0], echoes[1]);
+}
+
+// hello_numbering: the target's HELLOs, left unanswered for several rounds, are numbered
+// 1, 2, 3, ...: copies and rounds alike ([CONN-30], [CONN-12]), never 0 ([CONN-32]; the peer
+// checks that of every HELLO). A version-1 HELLO ([VER-1], every third round's first copy)
+// has no number but is a HELLO sent: the next one counts it. Then our HELLO_ACK establishes
+// the connection, and the target's confirmation ([CONN-26]) echoes 0: no HELLO of ours came.
+void hello_numbering(Context& ctx) {
+    // At [CONN-30]'s default of 4 copies a round, 4 rounds; the third round's first copy is
+    // mroce's version-1 HELLO.
+    constexpr int kHellos = 14;
+    Fixture f(ctx);
+    f.qp = f.create_qp();
+    f.connect_qp(f.qp);
+    std::optional<wire::HelloPacket> latest;
+    int expected = 1;  // the number the next HELLO takes
+    std::string seen;
+    for (int i = 0; i < kHellos; ++i) {
+        auto rx = f.peer.expect(is_type(PacketType::kHello), 500ms);
+        check(rx.has_value(), "[CONN-12] only {} HELLOs arrived unanswered (numbers{})", i, seen);
+        const bool v1 = static_cast<uint8_t>(rx->raw.bytes[0]) == wire::kLegacyVersion;
+        seen += v1 ? " v1" : fmt::format(" {}", rx->hello.hello_seq);
+        check(v1 || rx->hello.hello_seq == expected,
+              "[CONN-32] HELLO {} is numbered {}, not {} (numbers{})", i + 1,
+              rx->hello.hello_seq, expected, seen);
+        expected = expected == 255 ? 1 : expected + 1;
+        if (!v1) latest = rx->hello;
+    }
+    check(latest.has_value(), "[CONN-32] no version-2 HELLO among the first {}", kHellos);
+    f.peer.answer_hello(*latest);
+    auto ack = f.peer.expect(is_type(PacketType::kHelloAck), 200ms);
+    check(ack.has_value(), "[CONN-26] [CONN-16] the initiator did not confirm with a HELLO_ACK");
+    check(ack->hello.hello_echo == 0,
+          "[CONN-32] the initiator's confirmation echoes {}, but no HELLO of ours reached it (0)",
+          ack->hello.hello_echo);
+}
+
 }  // namespace
 
 void add_handshake_tests(std::vector<TestCase>& out) {
@@ -308,6 +381,12 @@ void add_handshake_tests(std::vector<TestCase>& out) {
     out.push_back({"handshake.restart", "[CONN-14] [CONN-9]",
                    "a HELLO with a new connection id fails the old connection, which then ignores DATA",
                    restart});
+    out.push_back({"handshake.hello_echo", "[CONN-32]",
+                   "each HELLO_ACK echoes the latest HELLO's number (0 after one numbered 0)",
+                   hello_echo});
+    out.push_back({"handshake.hello_numbering", "[CONN-32]",
+                   "the target's unanswered HELLOs are numbered 1, 2, 3, ...; confirmation echo 0",
+                   hello_numbering});
 }
 
 }  // namespace mroce::conform
