@@ -177,9 +177,9 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         const uint64_t mbps = ep_.fair_share_.grant_bps(slot(), now) / 1'000'000;
         h.grant_mbps = static_cast<uint32_t>(std::clamp<uint64_t>(mbps, 1, UINT32_MAX));
     }
-    // [CONN-32]: a HELLO is numbered; a HELLO_ACK echoes the peer's latest HELLO's number.
-    if (type == wire::PacketType::kHello) h.hello_seq = hellos_sent_.stamp(now);
-    else h.hello_echo = peer_hello_seq_;
+    // [CONN-32]: a HELLO_ACK echoes the number of the peer's latest HELLO (a HELLO takes
+    // its own number below, in version 2's form only).
+    if (type == wire::PacketType::kHelloAck) h.hello_echo = peer_hello_seq_;
     Result<size_t> n = Error::kInvalidArgument;
     const bool round_first = type == wire::PacketType::kHello && hello_round_first_;
     if (type == wire::PacketType::kHello) hello_round_first_ = false;
@@ -189,7 +189,10 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         // answers, and we can fail with a clear reason instead of a silent timeout.
         n = wire::encode_hello_v1(h, buf);
     } else {
-        if (type == wire::PacketType::kHello) h.cookie = cookie_;
+        if (type == wire::PacketType::kHello) {
+            h.cookie = cookie_;
+            h.hello_seq = hellos_sent_.stamp(now);  // [CONN-32]
+        }
         n = wire::encode_hello(h, buf);
     }
     if (!n) return 0;
