@@ -235,10 +235,6 @@ uint16_t Connection::next_copy_path(Time now) {
 
 void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     if (state_ == ConnState::kFailed || state_ == ConnState::kClosed) return;
-    if (h.common.type == wire::PacketType::kHello) {  // [CC-20]
-        if (h.sending) peer_sending_ = true;
-        peer_hello_seq_ = h.hello_seq;
-    }
     if (!peer_known_) {
         establish(h, now);
         // [CONN-26]: established by the answer to our HELLO, we confirm with a HELLO_ACK
@@ -248,6 +244,10 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     } else if (h.src_conn_id != peer_conn_id_ || h.src_token != peer_token_) {
         ++stats_.malformed;  // a HELLO_ACK that disagrees with what we learnt
         return;
+    }
+    if (h.common.type == wire::PacketType::kHello) {
+        if (h.sending) peer_sending_ = true;  // [CC-20]
+        peer_hello_seq_ = h.hello_seq;        // [CONN-32]: our answers echo it
     }
     if (h.common.type == wire::PacketType::kHelloAck) return take_grant(h, now);
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
@@ -283,7 +283,7 @@ void Connection::answer_hello(const wire::HelloPacket& h) {
     answer_conn_id_ = h.src_conn_id;
     answer_token_ = h.src_token;
     if (h.sending) peer_sending_ = true;  // [CC-20]
-    peer_hello_seq_ = h.hello_seq;        // [CC-20]: echoed by our answer
+    peer_hello_seq_ = h.hello_seq;        // [CONN-32]: our answer echoes it
     owe_hello_acks(1);
 }
 

@@ -461,8 +461,8 @@ private:
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
-    HelloClock hellos_sent_;       // [CC-20]: our HELLOs by number, for the handshake RTT
-    uint8_t peer_hello_seq_ = 0;   // [CC-20]: the latest HELLO's number from the peer, echoed
+    HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
+    uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed
     bool peer_sending_ = false;    // [CC-20]: a HELLO of the peer's had SENDING
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
