@@ -19,20 +19,18 @@ class HelloClock {
 public:
     // stamp: a HELLO leaves now; returns its number (never 0).
     uint8_t stamp(Time now) {
-        next_ = static_cast<uint8_t>(next_ == 255 ? 1 : next_ + 1);
-        sent_[next_ % kMemory] = {next_, now};
-        latest_ = now;
-        any_ = true;
-        return next_;
+        seq_ = static_cast<uint8_t>(seq_ == 255 ? 1 : seq_ + 1);
+        sent_[seq_ % kMemory] = {seq_, now};
+        return seq_;
     }
-    bool any() const { return any_; }
-    Time latest() const { return latest_; }
+    bool any() const { return seq_ != 0; }
+    Time latest() const { return sent_[seq_ % kMemory].at; }
     // answered_at: the send time of the HELLO numbered `echo`, if it is one of the last
     // kMemory; otherwise (0: a peer that does not echo, or a number forgotten) the latest
     // HELLO's, which never makes the round trip longer than it was.
     Time answered_at(uint8_t echo) const {
         const Entry& e = sent_[echo % kMemory];
-        return echo != 0 && e.seq == echo ? e.at : latest_;
+        return echo != 0 && e.seq == echo ? e.at : latest();
     }
 
     static constexpr size_t kMemory = 16;  // at least 2 rounds of kMaxHelloCopies (8)
@@ -43,9 +41,7 @@ private:
         Time at{};
     };
     std::array<Entry, kMemory> sent_{};
-    uint8_t next_ = 0;
-    Time latest_{};
-    bool any_ = false;
+    uint8_t seq_ = 0;  // the latest HELLO's number, 0 before the first
 };
 
 }  // namespace mroce::core
