@@ -327,25 +327,24 @@ TEST(Hello, SendingFlag) {
 // [CONN-32] [CC-20]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one; each reads as 0 in
 // the other type, so neither is ever taken for the other.
 TEST(Hello, SeqAndEchoShareByteThree) {
-    for (int v : {0, 1, 200, 255}) {
-        HelloPacket h = vector_hello();
-        h.hello_seq = static_cast<uint8_t>(v);
-        h.hello_echo = 9;  // not a HELLO's field: not encoded
-        std::vector<std::byte> b = encode(h);
-        EXPECT_EQ(b[3], std::byte(v));
-        auto d = decode_hello(b);
-        ASSERT_TRUE(d.ok());
-        EXPECT_EQ(d->hello_seq, v);
-        EXPECT_EQ(d->hello_echo, 0u);
-        HelloPacket a = vector_hello_ack();
-        a.hello_echo = static_cast<uint8_t>(v);
-        a.hello_seq = 9;  // not a HELLO_ACK's field
-        std::vector<std::byte> ab = encode(a);
-        EXPECT_EQ(ab[3], std::byte(v));
-        auto da = decode_hello(ab);
-        ASSERT_TRUE(da.ok());
-        EXPECT_EQ(da->hello_echo, v);
-        EXPECT_EQ(da->hello_seq, 0u);
+    struct Form {
+        HelloPacket packet;
+        uint8_t HelloPacket::*own;    // the field byte 3 is in this type
+        uint8_t HelloPacket::*other;  // the other type's field: not encoded
+    };
+    for (const Form& form : {Form{vector_hello(), &HelloPacket::hello_seq, &HelloPacket::hello_echo},
+                             Form{vector_hello_ack(), &HelloPacket::hello_echo, &HelloPacket::hello_seq}}) {
+        for (int v : {0, 1, 200, 255}) {
+            HelloPacket h = form.packet;
+            h.*form.own = static_cast<uint8_t>(v);
+            h.*form.other = 9;
+            std::vector<std::byte> b = encode(h);
+            EXPECT_EQ(b[3], std::byte(v));
+            auto d = decode_hello(b);
+            ASSERT_TRUE(d.ok());
+            EXPECT_EQ((*d).*form.own, v);
+            EXPECT_EQ((*d).*form.other, 0u);
+        }
     }
 }
 

@@ -65,24 +65,33 @@ void inject_ack(Pair& p, uint16_t path, uint32_t ce_count, uint32_t hint_mbps) {
     p.host_a().kick();
 }
 
-// Writer: stream 2 from A to B over an established connection, a registered source and
-// destination of `bytes` each, and A's successful completions counted in `ok`.
-struct Writer {
-    Writer(Pair& p, size_t bytes, std::byte fill = std::byte{0}) : src(bytes, fill), dst(bytes) {
-        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
+// Buffers: a source at A and a destination at B of `bytes` each, registered in a PD of
+// each side (B's for remote WRITE), and the WRITE of their first `len` bytes.
+struct Buffers {
+    Buffers(Pair& p, size_t bytes, std::byte fill = std::byte{0})
+        : src(bytes, fill), dst(bytes), pa(p.a->alloc_pd()), pb(p.b->alloc_pd()) {
         ka = *p.a->register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
         kb = *p.b->register_memory(pb, dst.data(), dst.size(),
                                    core::access::kLocalWrite | core::access::kRemoteWrite);
+    }
+    core::SendWr wr(uint64_t id, uint32_t len) const { return write_wr(id, src, ka.lkey, dst, kb.rkey, len); }
+
+    std::vector<std::byte> src, dst;
+    uint32_t pa, pb;
+    core::MemoryKeys ka, kb;
+};
+
+// Writer: stream 2 from A to B over an established connection, Buffers of `bytes` each,
+// and A's successful completions counted in `ok`.
+struct Writer : Buffers {
+    Writer(Pair& p, size_t bytes, std::byte fill = std::byte{0}) : Buffers(p, bytes, fill) {
         stream = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
         (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
         p.host_a().set_event_callback([this](const core::Event& e) {
             ok += e.kind == core::EventKind::kCompletion && e.completion.status == core::Status::kSuccess;
         });
     }
-    core::SendWr wr(uint64_t id, uint32_t len) const { return write_wr(id, src, ka.lkey, dst, kb.rkey, len); }
 
-    std::vector<std::byte> src, dst;
-    core::MemoryKeys ka, kb;
     uint32_t stream = 0;
     uint32_t ok = 0;
 };
@@ -254,14 +263,8 @@ TEST(RateControl, ConnectionBackFromIdleStartsWithItsGrant) {
         ASSERT_GE(p.now(), idle_from + idle);
         ASSERT_EQ(ca.in_flight_bytes(), 0u);
         const uint32_t len = 1 << 20;
-        std::vector<std::byte> src(len), dst(len);
-        const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-        const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
-        const auto kb = *p.b->register_memory(pb, dst.data(), len,
-                                              core::access::kLocalWrite | core::access::kRemoteWrite);
-        const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 2, p.now());
-        (void)*p.b->create_stream(pb, p.host_a().address(), 2, p.now());
-        ASSERT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), p.now()), Error::kOk);
+        Writer w(p, len);
+        ASSERT_EQ(p.a->post_send(w.stream, w.wr(1, len), p.now()), Error::kOk);
         p.host_a().kick();
         const Time t0 = p.now();
         uint64_t peak = 0;
@@ -293,18 +296,14 @@ FirstRoundTrip first_round_trip(const core::EndpointConfig& tx, const core::Endp
                                 const sim::NetworkConfig& nc) {
     Pair p(23, nc, tx, rx);
     const uint32_t len = 1 << 20;
-    std::vector<std::byte> src(len), dst(len);
-    const uint32_t pa = p.a->alloc_pd(), pb = p.b->alloc_pd();
-    const auto ka = *p.a->register_memory(pa, src.data(), len, core::access::kLocalWrite);
-    const auto kb = *p.b->register_memory(pb, dst.data(), len,
-                                          core::access::kLocalWrite | core::access::kRemoteWrite);
+    const Buffers b(p, len);
     const Time t0 = p.now();
-    const uint32_t sa = *p.a->create_stream(pa, p.host_b().address(), 1, t0);
-    EXPECT_EQ(p.a->post_send(sa, write_wr(1, src, ka.lkey, dst, kb.rkey, len), t0), Error::kOk);
+    const uint32_t sa = *p.a->create_stream(b.pa, p.host_b().address(), 1, t0);
+    EXPECT_EQ(p.a->post_send(sa, b.wr(1, len), t0), Error::kOk);
     p.host_a().kick();
     p.sim.run_until([&] { return p.b->connection_to(p.host_a().address()) != 0; }, p.sim.now() + 1ms, 1'000'000);
     EXPECT_NE(p.b->connection_to(p.host_a().address()), 0u);
-    (void)*p.b->create_stream(pb, p.host_a().address(), 1, p.now());
+    (void)*p.b->create_stream(b.pb, p.host_a().address(), 1, p.now());
     const core::Connection& ca = *p.a->connection(p.a->connection_to(p.host_b().address()));
     Time up{};
     FirstRoundTrip r;
