@@ -2,6 +2,7 @@
 #include "core/connection.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "cc/aimd.h"
 #include "core/endpoint.h"
@@ -192,6 +193,7 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         if (type == wire::PacketType::kHello) {
             h.cookie = cookie_;
             h.hello_seq = hellos_sent_.stamp(now);  // [CONN-32]
+            h.dropped = std::exchange(dropped_opening_, false);  // [CONN-31]
         }
         n = wire::encode_hello(h, buf);
     }
@@ -253,10 +255,15 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
     if (h.common.type != wire::PacketType::kHello) return;
     owe_hello_acks(1);
-    // [CONN-31]: the peer is still opening and no ACK has come back, so the DATA it received
-    // so far was dropped ([CONN-19]): what is in flight is lost and goes again behind the
-    // answer (declared lost, it no longer holds the first-RTT budget).
-    if (state_ != ConnState::kEstablished || in_flight_total_ == 0 || !cfg_.resend_to_opening_peer) return;
+    // [CONN-31]: the peer, still opening, says it dropped DATA of ours ([CONN-19]), and no
+    // ACK has come back: what is in flight goes again behind the answer (declared lost, it
+    // no longer holds the first-RTT budget). A HELLO without DROPPED says nothing of our
+    // DATA: it may have left before any reached the peer, which a queue in front of the
+    // peer delays (the peer's answer to us waits in the same queue); resending then only
+    // doubles what that queue holds.
+    if (!h.dropped || state_ != ConnState::kEstablished || in_flight_total_ == 0 ||
+        !cfg_.resend_to_opening_peer)
+        return;
     for (const PathStats& ps : path_stats_)
         if (ps.acks_received > 0) return;
     for (TxPath& p : tx_paths_) declare_all_lost(p, LossReason::kTimeout, now);

@@ -464,6 +464,9 @@ private:
     HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
     uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed
     bool peer_sending_ = false;    // [CC-20]: a HELLO of the peer's had SENDING
+    // [CONN-31]: DATA of the peer's was dropped while Connecting since our last HELLO in
+    // version 2's form; that HELLO says so (DROPPED).
+    bool dropped_opening_ = false;
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY

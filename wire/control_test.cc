@@ -299,29 +299,41 @@ TEST(Hello, GrantOnlyInHelloAck) {
     EXPECT_EQ(d->cookie, vector_hello().cookie);
 }
 
-// [CC-20]: a HELLO's SENDING flag is bit 0x01 of byte 2; a HELLO_ACK never carries it, and
-// the other bits of the byte are ignored.
-TEST(Hello, SendingFlag) {
-    HelloPacket h = vector_hello();
-    h.sending = true;
-    std::vector<std::byte> b = encode(h);
-    EXPECT_EQ(b[2], std::byte{0x01});
+// [CC-20] [CONN-31]: a HELLO's SENDING and DROPPED flags are bits 0x01 and 0x02 of byte 2;
+// a HELLO_ACK never carries them, and the other bits of the byte are ignored.
+TEST(Hello, SendingAndDroppedFlags) {
+    struct Case {
+        bool sending, dropped;
+        uint8_t byte2;
+    };
+    for (const Case c : {Case{true, false, 0x01}, Case{false, true, 0x02}, Case{true, true, 0x03}}) {
+        HelloPacket h = vector_hello();
+        h.sending = c.sending;
+        h.dropped = c.dropped;
+        std::vector<std::byte> b = encode(h);
+        EXPECT_EQ(b[2], std::byte{c.byte2});
+        auto d = decode_hello(b);
+        ASSERT_TRUE(d.ok());
+        EXPECT_EQ(d->sending, c.sending);
+        EXPECT_EQ(d->dropped, c.dropped);
+        EXPECT_EQ(d->hello_seq, 7u);
+    }
+    std::vector<std::byte> b = encode(vector_hello());
+    b[2] = std::byte{0xFC};
     auto d = decode_hello(b);
     ASSERT_TRUE(d.ok());
-    EXPECT_TRUE(d->sending);
-    EXPECT_EQ(d->hello_seq, 7u);
-    b[2] = std::byte{0xFE};
-    d = decode_hello(b);
-    ASSERT_TRUE(d.ok());
     EXPECT_FALSE(d->sending);
+    EXPECT_FALSE(d->dropped);
     HelloPacket a = vector_hello_ack();
     a.sending = true;
+    a.dropped = true;
     std::vector<std::byte> ab = encode(a);
     EXPECT_EQ(ab[2], std::byte{0});
-    ab[2] = std::byte{0x01};
+    ab[2] = std::byte{0x03};
     auto da = decode_hello(ab);
     ASSERT_TRUE(da.ok());
     EXPECT_FALSE(da->sending);
+    EXPECT_FALSE(da->dropped);
 }
 
 // [CONN-32] [CC-20]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one; each reads as 0 in
@@ -433,7 +445,8 @@ TEST(Hello, UnknownCapabilitiesAndReservedAreIgnored) {
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     HelloPacket want = vector_hello();
     want.capabilities = 0xFFFFFFFF;
-    want.sending = true;  // [CC-20]: byte 2's 0x01 is SENDING in a HELLO; its other bits are ignored
+    want.sending = true;  // [CC-20]: byte 2's 0x01 is SENDING in a HELLO,
+    want.dropped = true;  // [CONN-31] 0x02 DROPPED; its other bits are ignored
     EXPECT_EQ(*d, want);
 }
 
@@ -476,6 +489,7 @@ TEST(Hello, RoundTripProperty) {
             if (rng.uniform(2))
                 for (uint8_t& c : p.cookie) c = static_cast<uint8_t>(rng.next_u32());
             p.sending = rng.uniform(2) != 0;  // [CC-20]
+            p.dropped = rng.uniform(2) != 0;  // [CONN-31]
             p.hello_seq = static_cast<uint8_t>(rng.next_u32());
         } else {
             p.grant_mbps = rng.uniform(2) ? 0 : rng.next_u32();  // [CC-20]: its cookie is the grant

@@ -769,6 +769,8 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
         const std::vector<Sent> hello_b2 = drain(b, t1);
         ASSERT_EQ(hello_b2.size(), 1u);
         ASSERT_EQ(type_of(hello_b2[0]), wire::PacketType::kHello);
+        EXPECT_EQ(hello_b2[0].bytes[wire::kHelloFlagsOffset], std::byte{wire::kHelloFlagDropped})
+            << "DROPPED: B dropped A's DATA since its last HELLO";
         const std::vector<Sent> again = deliver(hello_b2, a, t1);
         ASSERT_FALSE(again.empty());
         EXPECT_EQ(type_of(again[0]), wire::PacketType::kHelloAck) << "the answer first";
@@ -779,10 +781,75 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
                 ++retx;
             }
         EXPECT_EQ(retx, rule ? 3u : 0u);
-        (void)deliver(again, b, t1);
+        // B's next copy (lost) follows no new drop, so it says nothing.
+        const Time t2 = t1 + cfg.handshake_timeout / cfg.hello_copies;
+        b.on_timeout(t2);
+        const std::vector<Sent> hello_b3 = drain(b, t2);
+        ASSERT_EQ(hello_b3.size(), 1u);
+        EXPECT_EQ(hello_b3[0].bytes[wire::kHelloFlagsOffset], std::byte{0});
+        (void)deliver(again, b, t2);
         EXPECT_EQ(b.connection(cb)->state(), ConnState::kEstablished);
         EXPECT_EQ(dst == src, rule) << "the data placed at once only with the rule";
     }
+}
+
+// [CONN-31]: a HELLO without DROPPED says nothing of the DATA in flight. B is Connecting
+// because A's answer waits in a queue in front of B (an incast's first round trip), and
+// A's DATA waits behind it; B's next HELLO copy leaves before any of it arrived. A answers
+// and sends nothing again: resent, the DATA would only double what the queue holds. Once
+// the answer and then the DATA come out of the queue, B places the DATA as it is.
+TEST(Handshake, HelloWithoutDroppedLeavesTheDataInFlight) {
+    core::EndpointConfig cfg;
+    const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+    const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+    core::Endpoint a(cfg, a_addr, 61), b(cfg, b_addr, 62);
+    const Time t0 = time_from_ns(1'000'000);
+    std::vector<std::byte> src(3 * 4096, std::byte{9}), dst(3 * 4096);
+    const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
+    const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+    const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
+                                       core::access::kLocalWrite | core::access::kRemoteWrite);
+    const uint32_t sa = *a.create_stream(pa, b_addr, 1, t0);
+    ASSERT_TRUE(b.create_stream(pb, a_addr, 1, t0).ok());
+    core::SendWr wr;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+    wr.length = static_cast<uint32_t>(src.size());
+    wr.lkey = ka.lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.rkey = kb.rkey;
+    ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
+    const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+
+    const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
+    ASSERT_EQ(hello_a.size(), 1u);
+    ASSERT_EQ(hello_b.size(), 1u);
+    const std::vector<Sent> b_answers = deliver(hello_a, b, t0);
+    const std::vector<Sent> queued = deliver(hello_b, a, t0);  // A's answer: held in B's queue
+    const std::vector<Sent> a_out = deliver(b_answers, a, t0);
+    ASSERT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+    std::vector<Sent> a_data;  // held in B's queue behind the answer
+    for (const Sent& s : a_out)
+        if (type_of(s) == wire::PacketType::kData) a_data.push_back(s);
+    ASSERT_EQ(a_data.size(), 3u);
+
+    const Time t1 = t0 + cfg.handshake_timeout / cfg.hello_copies;
+    b.on_timeout(t1);
+    const std::vector<Sent> hello_b2 = drain(b, t1);
+    ASSERT_EQ(hello_b2.size(), 1u);
+    ASSERT_EQ(type_of(hello_b2[0]), wire::PacketType::kHello);
+    EXPECT_EQ(hello_b2[0].bytes[wire::kHelloFlagsOffset], std::byte{0}) << "no DROPPED: nothing arrived";
+    const std::vector<Sent> answer = deliver(hello_b2, a, t1);
+    ASSERT_EQ(answer.size(), 1u) << "the answer alone";
+    EXPECT_EQ(type_of(answer[0]), wire::PacketType::kHelloAck);
+    EXPECT_EQ(a.connection(ca)->stats().retransmits, 0u);
+
+    // The queue drains in order: the first answer establishes B, then the DATA is placed.
+    (void)deliver(queued, b, t1);
+    ASSERT_EQ(b.connection(cb)->state(), ConnState::kEstablished);
+    (void)deliver(a_data, b, t1);
+    EXPECT_EQ(dst, src) << "the original DATA placed";
+    EXPECT_EQ(b.connection(cb)->stats().wrong_state, 0u);
 }
 
 }  // namespace
