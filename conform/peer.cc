@@ -168,9 +168,11 @@ bool Peer::handshake(std::string* why) {
 }
 
 void Peer::answer_hello(const wire::HelloPacket& theirs) {
-    remote_ = identity_of(theirs);
+    learn_remote(theirs);
     send_hello(hello_packet(PacketType::kHelloAck));
 }
+
+void Peer::learn_remote(const wire::HelloPacket& theirs) { remote_ = identity_of(theirs); }
 
 // ---------------------------------------------------------------------------------------
 // DATA and PROBE
@@ -620,9 +622,10 @@ void Peer::check_compact_bit(std::span<const std::byte> packet) {
 void Peer::check_target_packet(const Rx& rx) {
     const auto& b = rx.raw.bytes;
     // Bytes 2 and 3 of the common header are reserved, but in version 2's HELLO and
-    // HELLO_ACK (§3.5): a HELLO's byte 2 is hello_flags, of which SENDING (0x01) and DROPPED (0x02)
-    // are defined ([CC-20], [CONN-31]), and its byte 3 hello_seq, never 0 ([CONN-32]); a HELLO_ACK's byte 3 is
-    // hello_echo, any number (the tests check its value). Version 1's HELLO has neither.
+    // HELLO_ACK (§3.5): a HELLO's byte 2 is hello_flags, of which SENDING (0x01) and
+    // DROPPED (0x02) are defined ([CC-20], [CONN-31]), and its byte 3 hello_seq, never 0
+    // ([CONN-32]); a HELLO_ACK's byte 3 is hello_echo, any number (the tests check its
+    // value). Version 1's HELLO has neither.
     const bool v2_hello_type = b.size() >= wire::kCommonHeaderSize &&
                                static_cast<uint8_t>(b[0]) == wire::kProtocolVersion &&
                                (rx.type == PacketType::kHello || rx.type == PacketType::kHelloAck);

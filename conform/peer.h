@@ -160,6 +160,9 @@ public:
     bool handshake(std::string* why);
     // answer_hello records the target's HELLO and sends our HELLO_ACK to it.
     void answer_hello(const wire::HelloPacket& theirs);
+    // learn_remote records the target's HELLO or HELLO_ACK and sends nothing: for a test
+    // that plays a peer whose answer was lost on the way.
+    void learn_remote(const wire::HelloPacket& theirs);
 
     // DATA.
     uint32_t segment_size() const;  // [DATA-4]: min of the two max_payload
