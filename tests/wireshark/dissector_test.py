@@ -28,7 +28,9 @@ Cases (`sim`):
             ([DATA-9]: every opcode that may be compact, payloads and bodies at byte 64, cut
             at 63 bytes, COMPACT on an opcode that consumes a receive, coalesced, with a
             trailer, in an aggregate), HELLOs and HELLO_ACKs with and without byte 3
-            ([CONN-32]: `hello_seq`, `hello_echo`, by name and in the Info column), GSO/GRO
+            ([CONN-32]: `hello_seq`, `hello_echo`, by name and in the Info column), HELLOs
+            with `hello_flags` SENDING and DROPPED ([CC-20], [CONN-31]: by name and in the
+            Info column) and with a bit no version defines ([WIRE-6]), GSO/GRO
             aggregates and near misses, on
             the default port, on other ports through the heuristic and through the port
             preference, next to non-mroce UDP the heuristic must leave alone: each gets
@@ -74,8 +76,8 @@ FAILURES = []
 # Dissector fields that wire/ has no counterpart for: reserved bytes and undefined flag bits
 # (wire/ ignores them, [WIRE-6]), bytes beyond a packet, and the verdict itself.
 UNCHECKED = {"mroce.reserved", "mroce.data.flags.undefined", "mroce.ack.flags.undefined",
-             "mroce.hello.capabilities.undefined", "mroce.extra", "mroce.undecoded",
-             "mroce.drop_reason"}
+             "mroce.hello.flags.undefined", "mroce.hello.capabilities.undefined", "mroce.extra",
+             "mroce.undecoded", "mroce.drop_reason"}
 BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload", "mroce.hello.cookie", "mroce.retry.cookie"}
 ERRORS = {"truncated", "bad_version", "bad_type", "bad_length"}
 WARNINGS = {"reserved_nonzero", "rule"}
@@ -363,8 +365,9 @@ def nack(reason=1, path=1, gen=0, psn=42, stream=3, msg_seq=9, detail=50):
 def hello(ptype=4, src_conn=0x01020304, src_token=0xAABBCCDDEEFF0011, isn=4294967290,
           msg_isn=17, port=4797, paths=8, max_payload=4096, caps=0, conn=0, token=0,
           cookie=bytes(16), hello_flags=0, byte3=0):
-    """HELLO (ptype 4) or HELLO_ACK (5). hello_flags: byte 2 ([CC-20], SENDING 0x01; a
-    HELLO's only). byte3: a HELLO's `hello_seq` or a HELLO_ACK's `hello_echo` ([CONN-32])."""
+    """HELLO (ptype 4) or HELLO_ACK (5). hello_flags: byte 2 (a HELLO's only: SENDING 0x01,
+    [CC-20]; DROPPED 0x02, [CONN-31]). byte3: a HELLO's `hello_seq` or a HELLO_ACK's
+    `hello_echo` ([CONN-32])."""
     return common(ptype, reserved=hello_flags << 8 | byte3, conn=conn, token=token) + \
         struct.pack("!IQIIHHII", src_conn, src_token, isn, msg_isn, port, paths, max_payload,
                     caps) + cookie
@@ -392,6 +395,19 @@ HELLO_NUMBERS = {
     "hello_ack echo 7, byte 2 set": ("mroce.hello.echo", 7, "echo=7"),
     "heuristic hello, seq 7": ("mroce.hello.seq", 7, "seq=7"),
     "heuristic hello_ack, echo 7": ("mroce.hello.echo", 7, "echo=7"),
+}
+
+# [CC-20] [CONN-31]: crafted HELLOs whose `hello_flags` (byte 2) the dissector must show, by
+# case name: (SENDING, DROPPED), each by name (mroce.hello.flags.sending, .dropped) and, when
+# set, as a word of the Info column.
+HELLO_FLAGS = {
+    "hello": (False, False),
+    "hello SENDING": (True, False),
+    "hello DROPPED": (False, True),
+    "hello seq 4, SENDING and DROPPED": (True, True),
+    "hello_flags: a bit no version defines, DROPPED": (False, True),
+    "heuristic hello, SENDING": (True, False),
+    "heuristic hello, DROPPED, seq 2": (False, True),
 }
 
 
@@ -467,6 +483,9 @@ def crafted_cases():
     add("hello_ack", hello(ptype=5, conn=0x0A0B0C0D, token=TOKEN))
     add("hello max caps", hello(paths=256, max_payload=9000))
     add("hello SENDING", hello(hello_flags=0x01))
+    # [CONN-31]: DROPPED, alone and with SENDING.
+    add("hello DROPPED", hello(hello_flags=0x02))
+    add("hello seq 4, SENDING and DROPPED", hello(hello_flags=0x03, byte3=4))
     # [CONN-32]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one (0: none).
     add("hello seq 3", hello(byte3=3))
     add("hello seq 255, SENDING", hello(hello_flags=0x01, byte3=255))
@@ -535,6 +554,11 @@ def crafted_cases():
     add("hello src_conn_id 0", hello(src_conn=0), None, {"rule"})
     add("hello src_token 0", hello(src_token=0), None, {"rule"})
     add("hello with a destination", hello(conn=5), None, {"rule"})
+    # [WIRE-6]: hello_flags bits no version defines are reserved.
+    add("hello_flags: a bit no version defines", hello(hello_flags=0x04), None,
+        {"reserved_nonzero"})
+    add("hello_flags: a bit no version defines, DROPPED", hello(hello_flags=0x82), None,
+        {"reserved_nonzero"})
     # hello_flags is a HELLO's ([CC-20]): a HELLO_ACK's byte 2 stays reserved.
     add("hello_ack echo 7, byte 2 set", hello_ack(echo=7, hello_flags=0x01), None,
         {"reserved_nonzero"})
@@ -754,6 +778,9 @@ def crafted_cases():
     # [CC-20], [CONN-30]: a HELLO with SENDING (byte 2), as its copies on other paths
     # arrive, each the first datagram of its conversation.
     add("heuristic hello, SENDING", hello(hello_flags=0x01), sport=51121, dport=52232)
+    # [CONN-31]: the next HELLO of a sender that dropped DATA while opening.
+    add("heuristic hello, DROPPED, seq 2", hello(hello_flags=0x02, byte3=2), sport=51141,
+        dport=52252)
     # [CONN-32]: every numbered HELLO and every answer to one sets byte 3.
     add("heuristic hello, seq 7", hello(hello_flags=0x01, byte3=7), sport=51137, dport=52248)
     add("heuristic hello_ack, echo 7", hello_ack(echo=7, grant=1000), sport=51139, dport=52250)
@@ -769,7 +796,9 @@ def not_mroce():
         ("version 2 unknown type", common(9) + b"\0" * 32, 53004, 53005),
         ("reserved set, non-default port", common(7, reserved=1) + b"\0" * 8, 53006, 53007),
         ("byte 2 set in a CLOSE", common(7, reserved=0x0100) + b"\0" * 8, 53008, 53009),
-        ("hello_flags bit that is not SENDING", hello(hello_flags=0x02), 53010, 53011),
+        ("hello_flags bit no version defines", hello(hello_flags=0x04), 53010, 53011),
+        ("hello_flags SENDING and a bit no version defines", hello(hello_flags=0x41), 53018,
+         53019),
         ("byte 2 set in a HELLO_ACK", hello_ack(echo=1, hello_flags=0x01), 53014, 53015),
         ("byte 3 set in a PROBE", common(6, reserved=0x0001) + probe()[16:], 53016, 53017),
         ("version 2 COMPACT SEND", cdata(opcode=1, rkey=0, addr=0), 53012, 53013),
@@ -1004,6 +1033,25 @@ def case_crafted(tmp):
         else:
             check(not any(w.startswith(("seq=", "echo=")) for w in words),
                   "%s: Info %r shows a number for byte 3 = 0" % (where, info))
+
+    # [CC-20] [CONN-31]: a HELLO's `hello_flags`, each defined bit by name and, when set,
+    # in the Info column.
+    names = ["_ws.col.Info", "mroce.hello.flags.sending", "mroce.hello.flags.dropped"]
+    cols = tshark_fields(pcap, names)
+    for case, (sending, dropped) in HELLO_FLAGS.items():
+        where = "crafted %r" % case
+        ns = [n for n, (name, _, _) in expect.items() if name == case]
+        if not check(len(ns) == 1, "%s: %d such cases" % (where, len(ns))):
+            continue
+        info, shown_sending, shown_dropped = cols.get(ns[0], ["", "", ""])
+        for field, shown, want in ((names[1], shown_sending, sending),
+                                   (names[2], shown_dropped, dropped)):
+            check(same_value(field, shown, want), "%s: -T fields shows %s %r, expected %s" %
+                  (where, field, shown, want))
+        words = info.split()
+        for word, want in (("SENDING", sending), ("DROPPED", dropped)):
+            check((word in words) == want, "%s: Info %r %s %s" %
+                  (where, info, "does not show" if want else "shows", word))
 
     # The heuristic can be turned off by name, and the port preference moves the port.
     off = tshark(pcap, ["--disable-heuristic", "mroce_udp"])

@@ -44,7 +44,11 @@ local kTwo32 = 4294967296
 
 local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
     1, 2, 3, 4, 5, 6, 7, 8
-local kHelloSending = 0x01     -- spec §3.5 [CC-20]: `hello_flags` SENDING, a HELLO's byte 2
+-- spec §3.5: a HELLO's byte 2, `hello_flags`: SENDING ([CC-20]) and DROPPED ([CONN-31]); the
+-- other bits are reserved ([WIRE-6]).
+local kHelloSending = 0x01
+local kHelloDropped = 0x02
+local kHelloFlagsDefined = 0x03
 -- spec [VER-2]: the `capabilities` bits this version defines (INTEGRITY, COALESCE, SHORT_ACK,
 -- COMPACT_DATA).
 local kCapDefined = 0x0000000F
@@ -255,7 +259,16 @@ local f = {
                                         base.HEX, nil, 0xFFFFFFF0),
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
     hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
-    hello_flags = ProtoField.uint8("mroce.hello.flags", "HELLO flags (0x01 SENDING) [CC-20]", base.HEX),
+    hello_flags = ProtoField.uint8("mroce.hello.flags",
+                                   "HELLO flags (0x01 SENDING [CC-20], 0x02 DROPPED [CONN-31])",
+                                   base.HEX),
+    hello_sending = ProtoField.bool("mroce.hello.flags.sending", "SENDING (DATA waiting) [CC-20]",
+                                    8, nil, kHelloSending),
+    hello_dropped = ProtoField.bool("mroce.hello.flags.dropped",
+                                    "DROPPED (dropped DATA while Connecting) [CONN-31]", 8, nil,
+                                    kHelloDropped),
+    hello_flags_undef = ProtoField.uint8("mroce.hello.flags.undefined", "Undefined", base.HEX, nil,
+                                         0xFC),
     hello_seq = ProtoField.uint8("mroce.hello.seq", "HELLO number (hello_seq, 0: not numbered) [CONN-32]",
                                  base.DEC),
     hello_echo = ProtoField.uint8("mroce.hello.echo",
@@ -746,6 +759,10 @@ local function dissect_hello(c, t, typ)
     local byte3 = c:fits(3, 1) and c.tvb(3, 1):uint() or 0
     if typ == T_HELLO then
         if byte3 ~= 0 then c:info_add("seq=" .. byte3) end
+        -- [CC-20] [CONN-31]: byte 2, hello_flags.
+        local flags = c:fits(2, 1) and c.tvb(2, 1):uint() or 0
+        if bit_set(flags, kHelloSending) then c:info_add("SENDING") end
+        if bit_set(flags, kHelloDropped) then c:info_add("DROPPED") end
         local cookie = c:fits(48, 16) and c:nonzero(48, 16)
         c:add(t, f.hello_cookie, 48, 16)
         if cookie then c:info_add("cookie") end
@@ -853,7 +870,14 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
     -- 3: type.
     local typ, type_item = c:add(t, f.type, 1, 1)
     if typ == T_HELLO and c:fits(2, 1) then
-        c:add(t, f.hello_flags, 2, 1)  -- [CC-20]: a HELLO's byte 2
+        -- [CC-20] [CONN-31]: a HELLO's byte 2, `hello_flags`.
+        local flags, flags_item = c:add(t, f.hello_flags, 2, 1)
+        if flags_item then
+            flags_item:add(f.hello_sending, c.tvb(2, 1))
+            flags_item:add(f.hello_dropped, c.tvb(2, 1))
+            local undef = flags_item:add(f.hello_flags_undef, c.tvb(2, 1))
+            if flags > kHelloFlagsDefined then undef:add_proto_expert_info(e.reserved) end
+        end
         c:add(t, f.hello_seq, 3, 1)    -- [CONN-32]: a HELLO's byte 3, its number
     elseif typ == T_HELLO_ACK and c:fits(2, 1) then
         c:reserved(t, 2, 1)
@@ -1139,9 +1163,10 @@ end
 
 -- The heuristic accepts only what a version-2 receiver would decode without a length
 -- error (version 2, a known type, reserved bytes zero and a length that matches the type),
--- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags` ([CC-20]), not
--- reserved: its defined bit SENDING is allowed, which every HELLO of a sender with data
--- waiting sets, and the copies of such a HELLO on other paths ([CONN-30]) each open a
+-- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags`, not reserved: its
+-- defined bits SENDING ([CC-20]), which every HELLO of a sender with data waiting sets, and
+-- DROPPED ([CONN-31]), which the next HELLO of a sender that dropped DATA while opening
+-- sets, are allowed, and the copies of such a HELLO on other paths ([CONN-30]) each open a
 -- conversation of their own. Byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's
 -- `hello_echo` ([CONN-32]), any value, since every numbered HELLO and every answer to one
 -- sets it. That is strict enough that other UDP traffic is very unlikely to pass; broken
@@ -1153,7 +1178,7 @@ local function heuristic(tvb, pinfo, tree)
     local typ = tvb(1, 1):uint()
     if tvb(3, 1):uint() ~= 0 and typ ~= T_HELLO and typ ~= T_HELLO_ACK then return false end
     local byte2 = tvb(2, 1):uint()
-    if byte2 ~= 0 and not (typ == T_HELLO and byte2 == kHelloSending) then return false end
+    if byte2 ~= 0 and not (typ == T_HELLO and byte2 <= kHelloFlagsDefined) then return false end
     local own = own_size(tvb, 0)
     local sealed = carries_trailer[typ] and own and own + kTrailerSize == len
     if followed_ack(tvb) then
