@@ -622,10 +622,10 @@ void Peer::check_compact_bit(std::span<const std::byte> packet) {
 void Peer::check_target_packet(const Rx& rx) {
     const auto& b = rx.raw.bytes;
     // Bytes 2 and 3 of the common header are reserved, but in version 2's HELLO and
-    // HELLO_ACK (§3.5): a HELLO's byte 2 is hello_flags, of which SENDING (0x01) and
-    // DROPPED (0x02) are defined ([CC-20], [CONN-31]), and its byte 3 hello_seq, never 0
-    // ([CONN-32]); a HELLO_ACK's byte 3 is hello_echo, any number (the tests check its
-    // value). Version 1's HELLO has neither.
+    // HELLO_ACK (§3.5): byte 2 is hello_flags, of which SENDING (0x01, a HELLO's only) and
+    // DROPPED (0x02) are defined ([CC-20], [CONN-31]); a HELLO's byte 3 is hello_seq, never
+    // 0 ([CONN-32]), and a HELLO_ACK's hello_echo, any number (the tests check its value).
+    // Version 1's HELLO has neither.
     const bool v2_hello_type = b.size() >= wire::kCommonHeaderSize &&
                                static_cast<uint8_t>(b[0]) == wire::kProtocolVersion &&
                                (rx.type == PacketType::kHello || rx.type == PacketType::kHelloAck);
@@ -637,7 +637,9 @@ void Peer::check_target_packet(const Rx& rx) {
             violation("[CONN-32] a version-2 HELLO with hello_seq 0");
         reserved_to = wire::kHelloFlagsOffset;
     } else if (v2_hello_type) {
-        reserved_to = wire::kHelloSeqOffset;
+        if ((static_cast<uint8_t>(b[wire::kHelloFlagsOffset]) & ~wire::kHelloFlagDropped) != 0)
+            violation("[WIRE-6] HELLO_ACK with hello_flags bits other than DROPPED");
+        reserved_to = wire::kHelloFlagsOffset;
     }
     if (!reserved_zero(b, 2, reserved_to))
         violation("[WIRE-6] common header reserved bytes not zero");

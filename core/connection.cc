@@ -193,8 +193,11 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         if (type == wire::PacketType::kHello) {
             h.cookie = cookie_;
             h.hello_seq = hellos_sent_.stamp(now);  // [CONN-32]
-            h.dropped = std::exchange(dropped_opening_, false);  // [CONN-31]
         }
+        // [CONN-31]: DATA of the peer's dropped while we were opening goes again once the
+        // peer hears of it: in our next HELLO, or in the HELLO_ACK that confirms our
+        // establishment ([CONN-16]) when the answer that establishes us comes first.
+        h.dropped = std::exchange(dropped_opening_, false);
         n = wire::encode_hello(h, buf);
     }
     if (!n) return 0;
@@ -208,6 +211,7 @@ void Connection::start_hello_round(Time now) {
     // handshake_timeout / hello_copies apart, none once established.
     hellos_pending_ = 1;
     hello_round_first_ = true;
+    drop_prompted_ = false;  // [CONN-31]: a drop may prompt one HELLO per scheduled copy
     if (hello_acks_pending_ == 0) hello_cursor_ = kNoPathChoice;
     hello_copies_due_ = cfg_.hello_copies - 1;
     hello_copy_deadline_ = hello_copies_due_ > 0 ? now + hello_copy_gap() : kNever;
@@ -251,19 +255,22 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
         if (h.sending) peer_sending_ = true;  // [CC-20]
         peer_hello_seq_ = h.hello_seq;        // [CONN-32]: our answers echo it
     }
+    // [CONN-31]: the peer, while opening, dropped DATA of ours ([CONN-19]) and says so
+    // (DROPPED, in its next HELLO or in the HELLO_ACK that confirms its establishment);
+    // if no ACK has come back, what is in flight goes again behind our answer (declared
+    // lost, it no longer holds the first-RTT budget). A HELLO without DROPPED says nothing
+    // of our DATA: it may have left before any reached the peer, which a queue in front of
+    // the peer delays (our answer to it waits in the same queue); resending then only
+    // doubles what that queue holds.
+    if (h.dropped) resend_to_opening_peer(now);
     if (h.common.type == wire::PacketType::kHelloAck) return take_grant(h, now);
     // [CONN-6]: every HELLO is answered with HELLO_ACK (a repeated HELLO means ours was lost).
     if (h.common.type != wire::PacketType::kHello) return;
     owe_hello_acks(1);
-    // [CONN-31]: the peer, still opening, says it dropped DATA of ours ([CONN-19]), and no
-    // ACK has come back: what is in flight goes again behind the answer (declared lost, it
-    // no longer holds the first-RTT budget). A HELLO without DROPPED says nothing of our
-    // DATA: it may have left before any reached the peer, which a queue in front of the
-    // peer delays (the peer's answer to us waits in the same queue); resending then only
-    // doubles what that queue holds.
-    if (!h.dropped || state_ != ConnState::kEstablished || in_flight_total_ == 0 ||
-        !cfg_.resend_to_opening_peer)
-        return;
+}
+
+void Connection::resend_to_opening_peer(Time now) {
+    if (state_ != ConnState::kEstablished || in_flight_total_ == 0 || !cfg_.resend_to_opening_peer) return;
     for (const PathStats& ps : path_stats_)
         if (ps.acks_received > 0) return;
     for (TxPath& p : tx_paths_) declare_all_lost(p, LossReason::kTimeout, now);
@@ -547,6 +554,7 @@ void Connection::run_timers(Time now) {
     } else if (state_ == ConnState::kConnecting && hello_copy_deadline_ <= now) {
         // [CONN-30]: the round's next copy falls due.
         ++hellos_pending_;
+        drop_prompted_ = false;  // [CONN-31]
         --hello_copies_due_;
         hello_copy_deadline_ = hello_copies_due_ > 0 ? hello_copy_deadline_ + hello_copy_gap() : kNever;
         note_deadline(hello_copy_deadline_);

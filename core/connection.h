@@ -218,6 +218,9 @@ private:
     void owe_hello_acks(uint32_t n);
     // take_grant: [CC-20] a HELLO_ACK's grant becomes the first round trip's budget.
     void take_grant(const wire::HelloPacket& h, Time now);
+    // resend_to_opening_peer: [CONN-31] the peer dropped our DATA while opening; before any
+    // ACK, everything in flight is declared lost and goes again.
+    void resend_to_opening_peer(Time now);
     // next_copy_path: the path of a HELLO or HELLO_ACK copy: the first of a burst as
     // [ACK-13], each later one the next path that is not Failed ([CONN-30]).
     uint16_t next_copy_path(Time now);
@@ -464,9 +467,11 @@ private:
     HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
     uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed
     bool peer_sending_ = false;    // [CC-20]: a HELLO of the peer's had SENDING
-    // [CONN-31]: DATA of the peer's was dropped while Connecting since our last HELLO in
-    // version 2's form; that HELLO says so (DROPPED).
+    // [CONN-31]: DATA of the peer's was dropped while Connecting since our last HELLO or
+    // HELLO_ACK in version 2's form; the next one says so (DROPPED). The first drop after
+    // each scheduled HELLO copy sends one at once (drop_prompted_ until the next copy).
     bool dropped_opening_ = false;
+    bool drop_prompted_ = false;
     bool peer_speaks_v2_ = false;  // a RETRY or a v2 HELLO came: no version-1 probes ([VER-1])
     bool proven_ = true;           // [CONN-26]
     bool integrity_ = false;       // [INT-1] both HELLOs announced INTEGRITY

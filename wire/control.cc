@@ -86,10 +86,10 @@ Result<size_t> encode_hello(const HelloPacket& p, std::span<std::byte> out) {
     Writer w(out);
     write_common_header(w, p.common, p.common.type);
     write_hello_body(w, p);
-    // [CC-20] [CONN-31]: a HELLO's hello_flags, byte 2 (0 in a HELLO_ACK, as in every other type).
-    if (p.common.type == PacketType::kHello)
-        out[kHelloFlagsOffset] = std::byte{static_cast<uint8_t>((p.sending ? kHelloFlagSending : 0) |
-                                                                (p.dropped ? kHelloFlagDropped : 0))};
+    // [CC-20] [CONN-31]: hello_flags, byte 2: SENDING in a HELLO only, DROPPED in both.
+    const bool sending = p.common.type == PacketType::kHello && p.sending;
+    out[kHelloFlagsOffset] = std::byte{static_cast<uint8_t>((sending ? kHelloFlagSending : 0) |
+                                                            (p.dropped ? kHelloFlagDropped : 0))};
     // [CC-20]: byte 3, the HELLO's number or the HELLO_ACK's echo of one.
     out[kHelloSeqOffset] = std::byte{p.common.type == PacketType::kHello ? p.hello_seq : p.hello_echo};
     if (p.common.type == PacketType::kHelloAck) {
@@ -116,7 +116,7 @@ Result<HelloPacket> decode_hello(std::span<const std::byte> datagram) {
     // ignored ([WIRE-6]).
     const auto flags = static_cast<uint8_t>(datagram[kHelloFlagsOffset]);
     p.sending = p.common.type == PacketType::kHello && (flags & kHelloFlagSending) != 0;
-    p.dropped = p.common.type == PacketType::kHello && (flags & kHelloFlagDropped) != 0;
+    p.dropped = (flags & kHelloFlagDropped) != 0;
     const auto byte3 = static_cast<uint8_t>(datagram[kHelloSeqOffset]);
     (p.common.type == PacketType::kHello ? p.hello_seq : p.hello_echo) = byte3;  // [CC-20]
     if (p.common.type == PacketType::kHelloAck) {

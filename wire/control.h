@@ -61,8 +61,9 @@ struct HelloPacket {
     // HELLO only ([CC-20]): flag SENDING (0x01 of the common header's byte 2, `hello_flags`):
     // its sender has DATA waiting for this connection, so the answer's grant is reserved.
     bool sending = false;
-    // HELLO only ([CONN-31]): flag DROPPED (0x02 of `hello_flags`): its sender, still
-    // Connecting, dropped DATA of this connection since its previous HELLO ([CONN-19]).
+    // HELLO and HELLO_ACK ([CONN-31]): flag DROPPED (0x02 of byte 2, `hello_flags`): its
+    // sender, while Connecting, dropped DATA of this connection ([CONN-19]) since the last
+    // HELLO or HELLO_ACK it sent that said so.
     bool dropped = false;
     // [CONN-32] [CC-20]: byte 3 of the common header (reserved in other types). In a HELLO,
     // `hello_seq`: this HELLO's number, 1..255 in the order its sender sent them (0: not
@@ -85,8 +86,8 @@ inline constexpr uint32_t kCapShortAck = 0x00000004u;
 inline constexpr uint32_t kCapCompactData = 0x00000008u;
 // Every bit this revision defines; the others are reserved ([WIRE-6]).
 inline constexpr uint32_t kCapDefined = kCapIntegrity | kCapCoalesce | kCapShortAck | kCapCompactData;
-// spec §3.5 [CC-20] [CONN-31]: a HELLO's `hello_flags` (byte 2, reserved in other types):
-// SENDING and DROPPED.
+// spec §3.5 [CC-20] [CONN-31]: `hello_flags` (byte 2, reserved in other types): SENDING
+// (HELLO only) and DROPPED (HELLO and HELLO_ACK).
 inline constexpr size_t kHelloFlagsOffset = 2;
 inline constexpr uint8_t kHelloFlagSending = 0x01;
 inline constexpr uint8_t kHelloFlagDropped = 0x02;

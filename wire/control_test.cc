@@ -299,8 +299,8 @@ TEST(Hello, GrantOnlyInHelloAck) {
     EXPECT_EQ(d->cookie, vector_hello().cookie);
 }
 
-// [CC-20] [CONN-31]: a HELLO's SENDING and DROPPED flags are bits 0x01 and 0x02 of byte 2;
-// a HELLO_ACK never carries them, and the other bits of the byte are ignored.
+// [CC-20] [CONN-31]: SENDING and DROPPED are bits 0x01 and 0x02 of byte 2; a HELLO_ACK
+// carries DROPPED only, and the other bits of the byte are ignored.
 TEST(Hello, SendingAndDroppedFlags) {
     struct Case {
         bool sending, dropped;
@@ -326,14 +326,16 @@ TEST(Hello, SendingAndDroppedFlags) {
     EXPECT_FALSE(d->dropped);
     HelloPacket a = vector_hello_ack();
     a.sending = true;
-    a.dropped = true;
     std::vector<std::byte> ab = encode(a);
     EXPECT_EQ(ab[2], std::byte{0});
-    ab[2] = std::byte{0x03};
+    a.dropped = true;
+    ab = encode(a);
+    EXPECT_EQ(ab[2], std::byte{0x02});
+    ab[2] = std::byte{0xFF};
     auto da = decode_hello(ab);
     ASSERT_TRUE(da.ok());
     EXPECT_FALSE(da->sending);
-    EXPECT_FALSE(da->dropped);
+    EXPECT_TRUE(da->dropped);
 }
 
 // [CONN-32] [CC-20]: byte 3 is a HELLO's number and a HELLO_ACK's echo of one; each reads as 0 in
@@ -493,6 +495,7 @@ TEST(Hello, RoundTripProperty) {
             p.hello_seq = static_cast<uint8_t>(rng.next_u32());
         } else {
             p.grant_mbps = rng.uniform(2) ? 0 : rng.next_u32();  // [CC-20]: its cookie is the grant
+            p.dropped = rng.uniform(2) != 0;                      // [CONN-31]
             p.hello_echo = static_cast<uint8_t>(rng.next_u32());
         }
         auto d = decode_hello(encode(p));

@@ -714,10 +714,10 @@ TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
 
 // [CONN-31]: a simultaneous open in which A is established (by B's answer to its HELLO)
 // while B is not (A's answer and confirmation lost): A's first DATA reaches a Connecting B
-// and is dropped ([CONN-19]). B's next HELLO copy shows A that B is still opening, and no
-// ACK has come back: A answers it and sends every segment in flight again (RETX), behind
-// the answer, so B, established by that answer, gets the data at once. Without the rule
-// A sends the answer alone and the data waits for a timeout.
+// and is dropped ([CONN-19]). The first drop makes B send a HELLO at once, with DROPPED;
+// no ACK has come back, so A answers it and sends every segment in flight again (RETX),
+// behind the answer, and B, established by that answer, gets the data at once. Without
+// the rule A sends the answer alone and the data waits for a timeout.
 TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
     for (const bool rule : {true, false}) {
         SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
@@ -760,17 +760,13 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
         std::vector<Sent> a_data;
         for (const Sent& s : a_out)
             if (type_of(s) == wire::PacketType::kData) a_data.push_back(s);
-        EXPECT_TRUE(deliver(a_data, b, t0).empty());
+        const std::vector<Sent> hello_b2 = deliver(a_data, b, t0);
         EXPECT_EQ(b.connection(cb)->state(), ConnState::kConnecting);
-
-        // B's second HELLO copy, a quarter of handshake_timeout later.
-        const Time t1 = t0 + cfg.handshake_timeout / cfg.hello_copies;
-        b.on_timeout(t1);
-        const std::vector<Sent> hello_b2 = drain(b, t1);
-        ASSERT_EQ(hello_b2.size(), 1u);
+        ASSERT_EQ(hello_b2.size(), 1u) << "one HELLO at once for three drops";
         ASSERT_EQ(type_of(hello_b2[0]), wire::PacketType::kHello);
         EXPECT_EQ(hello_b2[0].bytes[wire::kHelloFlagsOffset], std::byte{wire::kHelloFlagDropped})
             << "DROPPED: B dropped A's DATA since its last HELLO";
+        const Time t1 = t0 + std::chrono::microseconds(5);
         const std::vector<Sent> again = deliver(hello_b2, a, t1);
         ASSERT_FALSE(again.empty());
         EXPECT_EQ(type_of(again[0]), wire::PacketType::kHelloAck) << "the answer first";
@@ -781,8 +777,8 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
                 ++retx;
             }
         EXPECT_EQ(retx, rule ? 3u : 0u);
-        // B's next copy (lost) follows no new drop, so it says nothing.
-        const Time t2 = t1 + cfg.handshake_timeout / cfg.hello_copies;
+        // B's next scheduled copy (lost) follows no new drop, so it says nothing.
+        const Time t2 = t0 + cfg.handshake_timeout / cfg.hello_copies;
         b.on_timeout(t2);
         const std::vector<Sent> hello_b3 = drain(b, t2);
         ASSERT_EQ(hello_b3.size(), 1u);
@@ -850,6 +846,69 @@ TEST(Handshake, HelloWithoutDroppedLeavesTheDataInFlight) {
     (void)deliver(a_data, b, t1);
     EXPECT_EQ(dst, src) << "the original DATA placed";
     EXPECT_EQ(b.connection(cb)->stats().wrong_state, 0u);
+}
+
+// [CONN-31]: the HELLO that B's first drop sends at once can be lost, and the answer that
+// establishes B can arrive after more of A's DATA, dropped too; B's confirmation
+// ([CONN-16]) then carries DROPPED, and A, with no ACK yet, sends its DATA in flight again
+// at once instead of waiting for a timeout.
+TEST(Handshake, ConfirmationSaysTheDataWasDropped) {
+    for (const bool rule : {true, false}) {
+        SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
+        core::EndpointConfig cfg;
+        cfg.resend_to_opening_peer = rule;
+        const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
+        const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
+        core::Endpoint a(cfg, a_addr, 71), b(cfg, b_addr, 72);
+        const Time t0 = time_from_ns(1'000'000);
+        std::vector<std::byte> src(3 * 4096, std::byte{5}), dst(3 * 4096);
+        const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
+        const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
+        const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
+                                           core::access::kLocalWrite | core::access::kRemoteWrite);
+        const uint32_t sa = *a.create_stream(pa, b_addr, 1, t0);
+        ASSERT_TRUE(b.create_stream(pb, a_addr, 1, t0).ok());
+        core::SendWr wr;
+        wr.opcode = core::WorkOpcode::kWrite;
+        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+        wr.length = static_cast<uint32_t>(src.size());
+        wr.lkey = ka.lkey;
+        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+        wr.rkey = kb.rkey;
+        ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
+        const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+
+        const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
+        const std::vector<Sent> b_answers = deliver(hello_a, b, t0);
+        const std::vector<Sent> late_answer = deliver(hello_b, a, t0);  // delayed, arrives last
+        ASSERT_EQ(late_answer.size(), 1u);
+        const std::vector<Sent> a_out = deliver(b_answers, a, t0);
+        ASSERT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+        std::vector<Sent> a_data;  // A's confirmation is lost; its DATA reaches B first
+        for (const Sent& s : a_out)
+            if (type_of(s) == wire::PacketType::kData) a_data.push_back(s);
+        ASSERT_EQ(a_data.size(), 3u);
+        const std::vector<Sent> prompted = deliver({a_data[0]}, b, t0);  // lost
+        ASSERT_EQ(prompted.size(), 1u);
+        EXPECT_EQ(prompted[0].bytes[wire::kHelloFlagsOffset], std::byte{wire::kHelloFlagDropped});
+        EXPECT_TRUE(deliver({a_data[1], a_data[2]}, b, t0).empty()) << "one HELLO per copy gap";
+        ASSERT_EQ(b.connection(cb)->state(), ConnState::kConnecting);
+
+        const Time t1 = t0 + std::chrono::microseconds(5);  // before B's next HELLO copy
+        const std::vector<Sent> confirm = deliver(late_answer, b, t1);
+        ASSERT_EQ(b.connection(cb)->state(), ConnState::kEstablished);
+        ASSERT_EQ(confirm.size(), 1u);
+        ASSERT_EQ(type_of(confirm[0]), wire::PacketType::kHelloAck);
+        EXPECT_EQ(confirm[0].bytes[wire::kHelloFlagsOffset], std::byte{wire::kHelloFlagDropped});
+        const std::vector<Sent> again = deliver(confirm, a, t1);
+        size_t retx = 0;
+        for (const Sent& s : again)
+            retx += type_of(s) == wire::PacketType::kData &&
+                    (static_cast<uint8_t>(s.bytes[17]) & wire::data_flag::kRetx) != 0;
+        EXPECT_EQ(retx, rule ? 3u : 0u);
+        (void)deliver(again, b, t1);
+        EXPECT_EQ(dst == src, rule) << "the data placed at once only with the rule";
+    }
 }
 
 }  // namespace

@@ -44,8 +44,8 @@ local kTwo32 = 4294967296
 
 local T_DATA, T_ACK, T_NACK, T_HELLO, T_HELLO_ACK, T_PROBE, T_CLOSE, T_RETRY =
     1, 2, 3, 4, 5, 6, 7, 8
--- spec §3.5: a HELLO's byte 2, `hello_flags`: SENDING ([CC-20]) and DROPPED ([CONN-31]); the
--- other bits are reserved ([WIRE-6]).
+-- spec §3.5: byte 2 of a HELLO and a HELLO_ACK, `hello_flags`: SENDING ([CC-20], a HELLO's
+-- only) and DROPPED ([CONN-31]); the other bits are reserved ([WIRE-6]).
 local kHelloSending = 0x01
 local kHelloDropped = 0x02
 local kHelloFlagsDefined = 0x03
@@ -757,10 +757,10 @@ local function dissect_hello(c, t, typ)
     end
     -- [CONN-32]: byte 3, the HELLO's number or the one its HELLO_ACK echoes (0: none).
     local byte3 = c:fits(3, 1) and c.tvb(3, 1):uint() or 0
+    -- [CC-20] [CONN-31]: byte 2, hello_flags (SENDING in a HELLO only).
+    local flags = c:fits(2, 1) and c.tvb(2, 1):uint() or 0
     if typ == T_HELLO then
         if byte3 ~= 0 then c:info_add("seq=" .. byte3) end
-        -- [CC-20] [CONN-31]: byte 2, hello_flags.
-        local flags = c:fits(2, 1) and c.tvb(2, 1):uint() or 0
         if bit_set(flags, kHelloSending) then c:info_add("SENDING") end
         if bit_set(flags, kHelloDropped) then c:info_add("DROPPED") end
         local cookie = c:fits(48, 16) and c:nonzero(48, 16)
@@ -768,6 +768,7 @@ local function dissect_hello(c, t, typ)
         if cookie then c:info_add("cookie") end
     else
         if byte3 ~= 0 then c:info_add("echo=" .. byte3) end
+        if bit_set(flags, kHelloDropped) then c:info_add("DROPPED") end
         -- [CC-20]: a HELLO_ACK's cookie is its grant, then 12 zero bytes.
         local grant = c:add(t, f.hello_grant, 48, 4)
         if grant and grant ~= 0 then c:info_add("grant=" .. grant .. "Mbps") end
@@ -880,7 +881,14 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
         end
         c:add(t, f.hello_seq, 3, 1)    -- [CONN-32]: a HELLO's byte 3, its number
     elseif typ == T_HELLO_ACK and c:fits(2, 1) then
-        c:reserved(t, 2, 1)
+        -- [CONN-31]: a HELLO_ACK's byte 2, `hello_flags`, of which only DROPPED is defined.
+        local flags, flags_item = c:add(t, f.hello_flags, 2, 1)
+        if flags_item then
+            flags_item:add(f.hello_dropped, c.tvb(2, 1))
+            if flags ~= 0 and flags ~= kHelloDropped then
+                flags_item:add_proto_expert_info(e.reserved)
+            end
+        end
         c:add(t, f.hello_echo, 3, 1)   -- [CONN-32]: a HELLO_ACK's byte 3, the number it echoes
     else
         c:reserved(t, 2, 2)
@@ -1165,9 +1173,9 @@ end
 -- error (version 2, a known type, reserved bytes zero and a length that matches the type),
 -- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags`, not reserved: its
 -- defined bits SENDING ([CC-20]), which every HELLO of a sender with data waiting sets, and
--- DROPPED ([CONN-31]), which the next HELLO of a sender that dropped DATA while opening
--- sets, are allowed, and the copies of such a HELLO on other paths ([CONN-30]) each open a
--- conversation of their own. Byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's
+-- DROPPED ([CONN-31]), which the next HELLO (or confirming HELLO_ACK) of a sender that
+-- dropped DATA while opening sets, are allowed, and the copies of such a HELLO on other
+-- paths ([CONN-30]) each open a conversation of their own. Byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's
 -- `hello_echo` ([CONN-32]), any value, since every numbered HELLO and every answer to one
 -- sets it. That is strict enough that other UDP traffic is very unlikely to pass; broken
 -- packets on a non-default port are still decoded once their conversation was recognised.
@@ -1178,7 +1186,10 @@ local function heuristic(tvb, pinfo, tree)
     local typ = tvb(1, 1):uint()
     if tvb(3, 1):uint() ~= 0 and typ ~= T_HELLO and typ ~= T_HELLO_ACK then return false end
     local byte2 = tvb(2, 1):uint()
-    if byte2 ~= 0 and not (typ == T_HELLO and byte2 <= kHelloFlagsDefined) then return false end
+    if byte2 ~= 0 and not (typ == T_HELLO and byte2 <= kHelloFlagsDefined) and
+        not (typ == T_HELLO_ACK and byte2 == kHelloDropped) then
+        return false
+    end
     local own = own_size(tvb, 0)
     local sealed = carries_trailer[typ] and own and own + kTrailerSize == len
     if followed_ack(tvb) then
