@@ -29,12 +29,13 @@ Cases (`sim`):
             at 63 bytes, COMPACT on an opcode that consumes a receive, coalesced, with a
             trailer, in an aggregate), HELLOs and HELLO_ACKs with and without byte 3
             ([CONN-32]: `hello_seq`, `hello_echo`, by name and in the Info column), HELLOs
-            with `hello_flags` SENDING and DROPPED ([CC-20], [CONN-31]: by name and in the
-            Info column) and with a bit no version defines ([WIRE-6]), GSO/GRO
-            aggregates and near misses, on
-            the default port, on other ports through the heuristic and through the port
-            preference, next to non-mroce UDP the heuristic must leave alone: each gets
-            exactly the expert infos and verdict expected and agrees with wire/.
+            with `hello_flags` SENDING and DROPPED and HELLO_ACKs with DROPPED ([CC-20],
+            [CONN-31]: by name and in the Info column), both with a bit no version defines
+            and HELLO_ACKs with SENDING's bit, a HELLO's only ([WIRE-6]), GSO/GRO aggregates
+            and near misses, on the default port, on other ports through the heuristic and
+            through the port preference, next to non-mroce UDP the heuristic must leave
+            alone: each gets exactly the expert infos and verdict expected and agrees with
+            wire/.
   corpus    every input of the wire/ fuzz corpora (fuzz/corpus/decode_{data,ack,control}:
             valid packets and the broken ones the fuzzer found) as a datagram on 4797: no
             Lua error, and the same verdict and fields as wire/.
@@ -365,9 +366,9 @@ def nack(reason=1, path=1, gen=0, psn=42, stream=3, msg_seq=9, detail=50):
 def hello(ptype=4, src_conn=0x01020304, src_token=0xAABBCCDDEEFF0011, isn=4294967290,
           msg_isn=17, port=4797, paths=8, max_payload=4096, caps=0, conn=0, token=0,
           cookie=bytes(16), hello_flags=0, byte3=0):
-    """HELLO (ptype 4) or HELLO_ACK (5). hello_flags: byte 2 (a HELLO's only: SENDING 0x01,
-    [CC-20]; DROPPED 0x02, [CONN-31]). byte3: a HELLO's `hello_seq` or a HELLO_ACK's
-    `hello_echo` ([CONN-32])."""
+    """HELLO (ptype 4) or HELLO_ACK (5). hello_flags: byte 2 (SENDING 0x01, a HELLO's only,
+    [CC-20]; DROPPED 0x02, both types, [CONN-31]). byte3: a HELLO's `hello_seq` or a
+    HELLO_ACK's `hello_echo` ([CONN-32])."""
     return common(ptype, reserved=hello_flags << 8 | byte3, conn=conn, token=token) + \
         struct.pack("!IQIIHHII", src_conn, src_token, isn, msg_isn, port, paths, max_payload,
                     caps) + cookie
@@ -393,13 +394,15 @@ HELLO_NUMBERS = {
     "hello_ack echo 3, grant": ("mroce.hello.echo", 3, "echo=3"),
     "hello_ack echo 0 (no HELLO received), grant": ("mroce.hello.echo", 0, None),
     "hello_ack echo 7, byte 2 set": ("mroce.hello.echo", 7, "echo=7"),
+    "hello_ack echo 2, DROPPED, grant": ("mroce.hello.echo", 2, "echo=2"),
     "heuristic hello, seq 7": ("mroce.hello.seq", 7, "seq=7"),
     "heuristic hello_ack, echo 7": ("mroce.hello.echo", 7, "echo=7"),
 }
 
-# [CC-20] [CONN-31]: crafted HELLOs whose `hello_flags` (byte 2) the dissector must show, by
-# case name: (SENDING, DROPPED), each by name (mroce.hello.flags.sending, .dropped) and, when
-# set, as a word of the Info column.
+# [CC-20] [CONN-31]: crafted HELLOs and HELLO_ACKs whose `hello_flags` (byte 2) the dissector
+# must show, by case name: (SENDING, DROPPED), each by name (mroce.hello.flags.sending,
+# .dropped) and, when set, as a word of the Info column. SENDING None: a HELLO_ACK, which
+# shows no mroce.hello.flags.sending (its bit 0x01 is reserved there) and no SENDING.
 HELLO_FLAGS = {
     "hello": (False, False),
     "hello SENDING": (True, False),
@@ -408,6 +411,12 @@ HELLO_FLAGS = {
     "hello_flags: a bit no version defines, DROPPED": (False, True),
     "heuristic hello, SENDING": (True, False),
     "heuristic hello, DROPPED, seq 2": (False, True),
+    "hello_ack": (None, False),
+    "hello_ack echo 2, DROPPED, grant": (None, True),
+    "hello_ack echo 7, byte 2 set": (None, False),
+    "hello_ack DROPPED and SENDING's bit": (None, True),
+    "hello_ack DROPPED and a bit no version defines": (None, True),
+    "heuristic hello_ack, DROPPED, echo 3": (None, True),
 }
 
 
@@ -493,6 +502,8 @@ def crafted_cases():
     add("hello_ack echo 3", hello_ack(echo=3))
     add("hello_ack echo 3, grant", hello_ack(echo=3, grant=25000))
     add("hello_ack echo 0 (no HELLO received), grant", hello_ack(echo=0, grant=100))
+    # [CONN-31]: the HELLO_ACK confirming the establishment of a side that dropped DATA.
+    add("hello_ack echo 2, DROPPED, grant", hello_ack(echo=2, grant=25000, hello_flags=0x02))
     add("probe", probe())
     add("probe across the wrap", probe(next_psn=3, floor=4294967295))
     for reason in (0, 1, 2):
@@ -559,9 +570,14 @@ def crafted_cases():
         {"reserved_nonzero"})
     add("hello_flags: a bit no version defines, DROPPED", hello(hello_flags=0x82), None,
         {"reserved_nonzero"})
-    # hello_flags is a HELLO's ([CC-20]): a HELLO_ACK's byte 2 stays reserved.
+    # A HELLO_ACK's hello_flags defines DROPPED only ([CONN-31]): SENDING's bit (a HELLO's,
+    # [CC-20]) and the bits no version defines are reserved there.
     add("hello_ack echo 7, byte 2 set", hello_ack(echo=7, hello_flags=0x01), None,
         {"reserved_nonzero"})
+    add("hello_ack DROPPED and SENDING's bit", hello_ack(echo=1, hello_flags=0x03), None,
+        {"reserved_nonzero"})
+    add("hello_ack DROPPED and a bit no version defines", hello_ack(echo=1, hello_flags=0x82),
+        None, {"reserved_nonzero"})
     add("data psn_floor after psn", data(floor=1001), None, {"rule"})
     add("data send with an rkey", data(opcode=1, recv_seq=1), None, {"rule"})
     add("data write with recv_seq", data(recv_seq=3), None, {"rule"})
@@ -784,6 +800,9 @@ def crafted_cases():
     # [CONN-32]: every numbered HELLO and every answer to one sets byte 3.
     add("heuristic hello, seq 7", hello(hello_flags=0x01, byte3=7), sport=51137, dport=52248)
     add("heuristic hello_ack, echo 7", hello_ack(echo=7, grant=1000), sport=51139, dport=52250)
+    # [CONN-31]: the HELLO_ACK confirming the establishment of a side that dropped DATA.
+    add("heuristic hello_ack, DROPPED, echo 3", hello_ack(echo=3, hello_flags=0x02),
+        sport=51143, dport=52254)
     return cases
 
 
@@ -799,7 +818,11 @@ def not_mroce():
         ("hello_flags bit no version defines", hello(hello_flags=0x04), 53010, 53011),
         ("hello_flags SENDING and a bit no version defines", hello(hello_flags=0x41), 53018,
          53019),
-        ("byte 2 set in a HELLO_ACK", hello_ack(echo=1, hello_flags=0x01), 53014, 53015),
+        ("SENDING's bit in a HELLO_ACK", hello_ack(echo=1, hello_flags=0x01), 53014, 53015),
+        ("SENDING's bit and DROPPED in a HELLO_ACK", hello_ack(echo=1, hello_flags=0x03),
+         53020, 53021),
+        ("DROPPED and a bit no version defines in a HELLO_ACK",
+         hello_ack(echo=1, hello_flags=0x42), 53022, 53023),
         ("byte 3 set in a PROBE", common(6, reserved=0x0001) + probe()[16:], 53016, 53017),
         ("version 2 COMPACT SEND", cdata(opcode=1, rkey=0, addr=0), 53012, 53013),
     ]
@@ -1034,8 +1057,8 @@ def case_crafted(tmp):
             check(not any(w.startswith(("seq=", "echo=")) for w in words),
                   "%s: Info %r shows a number for byte 3 = 0" % (where, info))
 
-    # [CC-20] [CONN-31]: a HELLO's `hello_flags`, each defined bit by name and, when set,
-    # in the Info column.
+    # [CC-20] [CONN-31]: `hello_flags`, each bit defined for the type by name and, when set,
+    # in the Info column; a HELLO_ACK has no SENDING.
     names = ["_ws.col.Info", "mroce.hello.flags.sending", "mroce.hello.flags.dropped"]
     cols = tshark_fields(pcap, names)
     for case, (sending, dropped) in HELLO_FLAGS.items():
@@ -1046,10 +1069,11 @@ def case_crafted(tmp):
         info, shown_sending, shown_dropped = cols.get(ns[0], ["", "", ""])
         for field, shown, want in ((names[1], shown_sending, sending),
                                    (names[2], shown_dropped, dropped)):
-            check(same_value(field, shown, want), "%s: -T fields shows %s %r, expected %s" %
-                  (where, field, shown, want))
+            check(shown == "" if want is None else same_value(field, shown, want),
+                  "%s: -T fields shows %s %r, expected %s" %
+                  (where, field, shown, "none" if want is None else want))
         words = info.split()
-        for word, want in (("SENDING", sending), ("DROPPED", dropped)):
+        for word, want in (("SENDING", bool(sending)), ("DROPPED", dropped)):
             check((word in words) == want, "%s: Info %r %s %s" %
                   (where, info, "does not show" if want else "shows", word))
 

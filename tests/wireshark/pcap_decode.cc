@@ -278,17 +278,19 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.hello.capabilities.coalesce"] = (h->capabilities & wire::kCapCoalesce) != 0;
             f["mroce.hello.capabilities.short_ack"] = (h->capabilities & wire::kCapShortAck) != 0;
             f["mroce.hello.capabilities.compact_data"] = (h->capabilities & wire::kCapCompactData) != 0;
-            if (h->common.type == wire::PacketType::kHello) {
+            // [CC-20] [CONN-31]: byte 2, hello_flags, in both types: the whole byte, as the
+            // dissector shows it, and the bits wire/ reads: SENDING (0x01, a HELLO's only) and
+            // DROPPED (0x02, both types); the others it ignores.
+            const bool is_hello = h->common.type == wire::PacketType::kHello;
+            const auto flags = static_cast<uint8_t>(d[wire::kHelloFlagsOffset]);
+            f["mroce.hello.flags"] = static_cast<unsigned>(flags);
+            if (h->sending != (is_hello && (flags & wire::kHelloFlagSending) != 0) ||
+                h->dropped != ((flags & wire::kHelloFlagDropped) != 0))
+                return fail(Error::kInvalidArgument);
+            f["mroce.hello.flags.dropped"] = h->dropped;
+            if (is_hello) {
                 f["mroce.hello.cookie"] = hex(std::as_bytes(std::span(h->cookie)));
-                // [CC-20] [CONN-31]: the whole byte, as the dissector shows it, and the bits
-                // wire/ reads: SENDING (0x01) and DROPPED (0x02); the others it ignores.
-                const auto flags = static_cast<uint8_t>(d[wire::kHelloFlagsOffset]);
-                f["mroce.hello.flags"] = static_cast<unsigned>(flags);
-                if (h->sending != ((flags & wire::kHelloFlagSending) != 0) ||
-                    h->dropped != ((flags & wire::kHelloFlagDropped) != 0))
-                    return fail(Error::kInvalidArgument);
                 f["mroce.hello.flags.sending"] = h->sending;
-                f["mroce.hello.flags.dropped"] = h->dropped;
                 f["mroce.hello.seq"] = h->hello_seq;  // [CONN-32]: byte 3, 0 = not numbered
             } else {
                 f["mroce.hello.grant_mbps"] = h->grant_mbps;  // [CC-20]

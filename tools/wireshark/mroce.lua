@@ -260,8 +260,8 @@ local f = {
     hello_cookie = ProtoField.bytes("mroce.hello.cookie", "Cookie (echoed from a RETRY)"),
     hello_grant = ProtoField.uint32("mroce.hello.grant_mbps", "Grant (Mbit/s, 0: none) [CC-20]", base.DEC),
     hello_flags = ProtoField.uint8("mroce.hello.flags",
-                                   "HELLO flags (0x01 SENDING [CC-20], 0x02 DROPPED [CONN-31])",
-                                   base.HEX),
+                                   "HELLO flags (0x01 SENDING, a HELLO's only [CC-20]; " ..
+                                   "0x02 DROPPED [CONN-31])", base.HEX),
     hello_sending = ProtoField.bool("mroce.hello.flags.sending", "SENDING (DATA waiting) [CC-20]",
                                     8, nil, kHelloSending),
     hello_dropped = ProtoField.bool("mroce.hello.flags.dropped",
@@ -881,12 +881,16 @@ local function dissect_one(tvb, pinfo, tree, in_pair)
         end
         c:add(t, f.hello_seq, 3, 1)    -- [CONN-32]: a HELLO's byte 3, its number
     elseif typ == T_HELLO_ACK and c:fits(2, 1) then
-        -- [CONN-31]: a HELLO_ACK's byte 2, `hello_flags`, of which only DROPPED is defined.
+        -- [CONN-31]: a HELLO_ACK's byte 2, `hello_flags`, of which only DROPPED is defined:
+        -- SENDING's bit (0x01, [CC-20]) is reserved there as the bits 0xFC are ([WIRE-6]).
         local flags, flags_item = c:add(t, f.hello_flags, 2, 1)
         if flags_item then
             flags_item:add(f.hello_dropped, c.tvb(2, 1))
-            if flags ~= 0 and flags ~= kHelloDropped then
-                flags_item:add_proto_expert_info(e.reserved)
+            local undef = flags_item:add(f.hello_flags_undef, c.tvb(2, 1))
+            if flags > kHelloFlagsDefined then undef:add_proto_expert_info(e.reserved) end
+            if bit_set(flags, kHelloSending) then
+                flags_item:add_proto_expert_info(e.reserved,
+                    "0x01 (SENDING) is a HELLO's flag, reserved in a HELLO_ACK [CC-20] [WIRE-6]")
             end
         end
         c:add(t, f.hello_echo, 3, 1)   -- [CONN-32]: a HELLO_ACK's byte 3, the number it echoes
@@ -1171,14 +1175,17 @@ end
 
 -- The heuristic accepts only what a version-2 receiver would decode without a length
 -- error (version 2, a known type, reserved bytes zero and a length that matches the type),
--- or an aggregate of such packets. A HELLO's byte 2 is `hello_flags`, not reserved: its
--- defined bits SENDING ([CC-20]), which every HELLO of a sender with data waiting sets, and
--- DROPPED ([CONN-31]), which the next HELLO (or confirming HELLO_ACK) of a sender that
--- dropped DATA while opening sets, are allowed, and the copies of such a HELLO on other
--- paths ([CONN-30]) each open a conversation of their own. Byte 3 is a HELLO's `hello_seq` and a HELLO_ACK's
--- `hello_echo` ([CONN-32]), any value, since every numbered HELLO and every answer to one
--- sets it. That is strict enough that other UDP traffic is very unlikely to pass; broken
--- packets on a non-default port are still decoded once their conversation was recognised.
+-- or an aggregate of such packets. Byte 2 of a HELLO and a HELLO_ACK is `hello_flags`, not
+-- reserved, and its bits defined for the type are allowed, since the copies of a HELLO on
+-- other paths ([CONN-30]) and a HELLO_ACK each may open a conversation of their own: in a
+-- HELLO, SENDING ([CC-20]), which every HELLO of a sender with data waiting sets, and
+-- DROPPED ([CONN-31]), which a sender that dropped DATA while opening sets in its next HELLO;
+-- in a HELLO_ACK, DROPPED only (the HELLO_ACK confirming the establishment of such a sender
+-- when the answer came before its next HELLO). Byte 3 is a HELLO's `hello_seq` and a
+-- HELLO_ACK's `hello_echo` ([CONN-32]), any value, since every numbered HELLO and every
+-- answer to one sets it. That is strict enough that other UDP traffic is very unlikely to
+-- pass; broken packets on a non-default port are still decoded once their conversation was
+-- recognised.
 local function heuristic(tvb, pinfo, tree)
     local len = tvb:reported_length_remaining(0)
     if len < kCommonSize or tvb:len() < kCommonSize then return false end
