@@ -712,22 +712,25 @@ TEST(Handshake, RetriesForEveryCopyPromptOneRound) {
     EXPECT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
 }
 
-// [CONN-31]: a simultaneous open in which A is established (by B's answer to its HELLO)
-// while B is not (A's answer and confirmation lost): A's first DATA reaches a Connecting B
-// and is dropped ([CONN-19]). The first drop makes B send a HELLO at once, with DROPPED;
-// no ACK has come back, so A answers it and sends every segment in flight again (RETX),
-// behind the answer, and B, established by that answer, gets the data at once. Without
-// the rule A sends the answer alone and the data waits for a timeout.
-TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
-    for (const bool rule : {true, false}) {
-        SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
-        core::EndpointConfig cfg;
-        cfg.resend_to_opening_peer = rule;
+// [CONN-31]'s set-up: A and B each create a stream towards the other (a simultaneous
+// open, [CONN-7]) and A posts a WRITE of three segments to B.
+struct BothOpen {
+    core::EndpointConfig cfg;
+    core::Endpoint a, b;
+    Time t0 = time_from_ns(1'000'000);
+    std::vector<std::byte> src, dst;
+    uint32_t ca = 0, cb = 0;
+
+    BothOpen(bool resend_to_opening_peer, uint64_t seed)
+        : cfg(with_resend(resend_to_opening_peer)),
+          a(cfg, Address::ipv4(0x0A000001, cfg.port), seed),
+          b(cfg, Address::ipv4(0x0A000002, cfg.port), seed + 1),
+          src(3 * 4096, static_cast<std::byte>(seed)),
+          dst(3 * 4096) {}
+
+    void post_write() {
         const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
         const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
-        core::Endpoint a(cfg, a_addr, 51), b(cfg, b_addr, 52);
-        const Time t0 = time_from_ns(1'000'000);
-        std::vector<std::byte> src(3 * 4096, std::byte{7}), dst(3 * 4096);
         const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
         const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
         const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
@@ -742,7 +745,29 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
         wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
         wr.rkey = kb.rkey;
         ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
-        const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+        ca = a.connection_to(b_addr);
+        cb = b.connection_to(a_addr);
+    }
+
+    static core::EndpointConfig with_resend(bool on) {
+        core::EndpointConfig c;
+        c.resend_to_opening_peer = on;
+        return c;
+    }
+};
+
+// [CONN-31]: a simultaneous open in which A is established (by B's answer to its HELLO)
+// while B is not (A's answer and confirmation lost): A's first DATA reaches a Connecting B
+// and is dropped ([CONN-19]). The first drop makes B send a HELLO at once, with DROPPED;
+// no ACK has come back, so A answers it and sends every segment in flight again (RETX),
+// behind the answer, and B, established by that answer, gets the data at once. Without
+// the rule A sends the answer alone and the data waits for a timeout.
+TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
+    for (const bool rule : {true, false}) {
+        SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
+        BothOpen o(rule, 51);
+        ASSERT_NO_FATAL_FAILURE(o.post_write());
+        auto& [cfg, a, b, t0, src, dst, ca, cb] = o;
 
         const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
         ASSERT_EQ(hello_a.size(), 1u);
@@ -795,27 +820,9 @@ TEST(Handshake, DataInFlightGoesAgainWhenThePeerIsStillOpening) {
 // and sends nothing again: resent, the DATA would only double what the queue holds. Once
 // the answer and then the DATA come out of the queue, B places the DATA as it is.
 TEST(Handshake, HelloWithoutDroppedLeavesTheDataInFlight) {
-    core::EndpointConfig cfg;
-    const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
-    const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
-    core::Endpoint a(cfg, a_addr, 61), b(cfg, b_addr, 62);
-    const Time t0 = time_from_ns(1'000'000);
-    std::vector<std::byte> src(3 * 4096, std::byte{9}), dst(3 * 4096);
-    const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
-    const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
-    const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
-                                       core::access::kLocalWrite | core::access::kRemoteWrite);
-    const uint32_t sa = *a.create_stream(pa, b_addr, 1, t0);
-    ASSERT_TRUE(b.create_stream(pb, a_addr, 1, t0).ok());
-    core::SendWr wr;
-    wr.opcode = core::WorkOpcode::kWrite;
-    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-    wr.length = static_cast<uint32_t>(src.size());
-    wr.lkey = ka.lkey;
-    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-    wr.rkey = kb.rkey;
-    ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
-    const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+    BothOpen o(true, 61);
+    ASSERT_NO_FATAL_FAILURE(o.post_write());
+    auto& [cfg, a, b, t0, src, dst, ca, cb] = o;
 
     const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
     ASSERT_EQ(hello_a.size(), 1u);
@@ -855,28 +862,9 @@ TEST(Handshake, HelloWithoutDroppedLeavesTheDataInFlight) {
 TEST(Handshake, ConfirmationSaysTheDataWasDropped) {
     for (const bool rule : {true, false}) {
         SCOPED_TRACE(rule ? "resend_to_opening_peer" : "without");
-        core::EndpointConfig cfg;
-        cfg.resend_to_opening_peer = rule;
-        const Address a_addr = Address::ipv4(0x0A000001, cfg.port);
-        const Address b_addr = Address::ipv4(0x0A000002, cfg.port);
-        core::Endpoint a(cfg, a_addr, 71), b(cfg, b_addr, 72);
-        const Time t0 = time_from_ns(1'000'000);
-        std::vector<std::byte> src(3 * 4096, std::byte{5}), dst(3 * 4096);
-        const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
-        const auto ka = *a.register_memory(pa, src.data(), src.size(), core::access::kLocalWrite);
-        const auto kb = *b.register_memory(pb, dst.data(), dst.size(),
-                                           core::access::kLocalWrite | core::access::kRemoteWrite);
-        const uint32_t sa = *a.create_stream(pa, b_addr, 1, t0);
-        ASSERT_TRUE(b.create_stream(pb, a_addr, 1, t0).ok());
-        core::SendWr wr;
-        wr.opcode = core::WorkOpcode::kWrite;
-        wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-        wr.length = static_cast<uint32_t>(src.size());
-        wr.lkey = ka.lkey;
-        wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-        wr.rkey = kb.rkey;
-        ASSERT_EQ(a.post_send(sa, wr, t0), Error::kOk);
-        const uint32_t ca = a.connection_to(b_addr), cb = b.connection_to(a_addr);
+        BothOpen o(rule, 71);
+        ASSERT_NO_FATAL_FAILURE(o.post_write());
+        auto& [cfg, a, b, t0, src, dst, ca, cb] = o;
 
         const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
         const std::vector<Sent> b_answers = deliver(hello_a, b, t0);
