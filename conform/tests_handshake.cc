@@ -18,11 +18,11 @@ using wire::Opcode;
 using wire::PacketType;
 
 // send_early_data: the next message, a WRITE of `length` bytes of pattern(`seed`) into `r`,
-// as one DATA on our path 0 (PSN isn) addressed by id and token to the connection whose
-// HELLO `theirs` we have not answered: the target receives it while still Connecting.
-// Returns the message.
+// as one DATA on our path 0 (PSN isn + `nth`, the connection's first PSN for nth 0)
+// addressed by id and token to the connection whose HELLO `theirs` we have not answered:
+// the target receives it while still Connecting. Returns the message.
 Message send_early_data(Fixture& f, const wire::HelloPacket& theirs, const Region& r, size_t length,
-                        uint32_t seed) {
+                        uint32_t seed, uint32_t nth = 0) {
     Message m = f.message(Opcode::kWrite, pattern(length, seed));
     m.rkey = r.rkey;
     m.remote_addr = r.addr;
@@ -32,7 +32,7 @@ Message send_early_data(Fixture& f, const wire::HelloPacket& theirs, const Regio
     h.common = {.type = PacketType::kData,
                 .dst_conn_id = theirs.src_conn_id,
                 .dst_token = theirs.src_token};
-    h.path_psn = f.peer.me().isn;  // the PSN the connection would expect first
+    h.path_psn = f.peer.me().isn + nth;  // nth 0: the PSN the connection would expect first
     h.psn_floor = h.path_psn;
     h.timestamp = Peer::now_stamp();
     f.peer.send_bytes(Peer::encode_data(h, seg.payload));
@@ -375,64 +375,215 @@ void hello_numbering(Context& ctx) {
           ack->hello.hello_echo);
 }
 
-// dropped_flag: a Connecting target that drops DATA of ours ([CONN-19]) says so in its next
-// version-2 HELLO (hello_flags DROPPED, 0x02), and only then ([CONN-31]): not in its HELLOs
-// before our DATA, and not in the next one after it said so (nothing dropped since). A HELLO
-// that left before our DATA arrived crossed it: those already received when we send it, and
-// up to kCrossing of those that arrive afterwards, may lack the flag. Version-1 HELLOs
-// ([VER-1]) carry no flags and are skipped.
-void dropped_flag(Context& ctx) {
-    constexpr int kCrossing = 2;
-    Fixture f(ctx);
-    const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+// [CONN-31] from the side that drops. The target opens (connect_qp) and we answer nothing
+// at first, so its connection stays Connecting; DATA we send to it (its id and token, from
+// its HELLO) is dropped ([CONN-19]) and must be reported: by a HELLO sent at once at the
+// first drop after a scheduled HELLO copy or round, with DROPPED; or, when our answer
+// establishes it before its next HELLO, by DROPPED in the HELLO_ACK confirming its
+// establishment ([CONN-16]). A HELLO that left before our DATA arrived crossed it and may
+// lack the flag.
+//
+// "At once" is told from the schedule by time, and only where the schedule leaves time:
+// we send the DATA when the target has sent no HELLO for kQuiet, in a pause between two
+// rounds ([CONN-12]: their gaps double). mroce's rounds are 4 copies 250 us apart
+// ([CONN-30], handshake_timeout 1 ms), and the pauses between them last 1.25, 3.25, 7.25,
+// 15.25 and then 31.25 ms (a loaded host stretches them by a few hundred us): the first
+// of kQuiet = 20 ms is one of 31.25 ms, which ends 11 ms later. A HELLO sent at once
+// arrives about 100 us after our DATA (75 to 135 us in 30 runs on a loaded 2-core host),
+// the next scheduled one 11 ms later; kPrompt lies between.
+constexpr Duration kQuiet = std::chrono::duration_cast<Duration>(20ms);
+constexpr Duration kQuietWithin = std::chrono::duration_cast<Duration>(300ms);
+constexpr Duration kPrompt = std::chrono::duration_cast<Duration>(5ms);
+constexpr int kPromptAttempts = 3;
+
+// HelloLog: the target's HELLOs as a test saw them, for its messages: each version-2 one's
+// number (D when it says DROPPED), v1 for one in version 1's form ([VER-1]: no flags, no
+// number), and the test's own steps in parentheses.
+struct HelloLog {
+    std::string seen;
+    std::optional<wire::HelloPacket> latest;  // the latest version-2 HELLO
+    // note records rx; returns whether it is a version-2 HELLO that says DROPPED.
+    bool note(const Rx& rx) {
+        if (is_v1(rx)) {
+            seen += " v1";
+            return false;
+        }
+        seen += fmt::format(" {}{}", rx.hello.hello_seq, rx.hello.dropped ? "D" : "");
+        latest = rx.hello;
+        return rx.hello.dropped;
+    }
+};
+
+// Quiet: the target's connection opened and left unanswered until a pause.
+struct Quiet {
+    HelloLog log;
+    bool quiet = false;  // it sent no HELLO for kQuiet (within kQuietWithin)
+};
+
+// open_until_quiet: connect_qp, then the target's HELLOs until it sends none for kQuiet
+// (at most kQuietWithin). None of them may say DROPPED: we sent no DATA yet.
+Quiet open_until_quiet(Fixture& f) {
+    Quiet q;
     f.qp = f.create_qp();
     f.connect_qp(f.qp);
-    std::string seen;  // each version-2 HELLO's number, D when it says DROPPED
-    auto note = [&](const wire::HelloPacket& h) {
-        seen += fmt::format(" {}{}", h.hello_seq, h.dropped ? "D" : "");
-        return h;
-    };
-    auto next_hello = [&](const char* when) {
+    auto first = f.peer.expect(is_type(PacketType::kHello), 500ms);
+    check(first.has_value(), "[CONN-1] no HELLO from the target");
+    q.log.note(*first);
+    const auto until = std::chrono::steady_clock::now() + kQuietWithin;
+    while (!q.quiet && std::chrono::steady_clock::now() < until) {
+        auto rx = f.peer.expect(is_type(PacketType::kHello), kQuiet);
+        if (rx) q.log.note(*rx);
+        q.quiet = !rx.has_value();
+    }
+    check(q.log.latest.has_value(), "[CONN-1] no version-2 HELLO from the target (HELLOs:{})",
+          q.log.seen);
+    check(q.log.seen.find('D') == std::string::npos,
+          "[CONN-31] a HELLO of the target says DROPPED, but it dropped nothing (HELLOs:{})",
+          q.log.seen);
+    return q;
+}
+
+// Reported: the HELLO that said DROPPED after our DATA, and how long after it.
+struct Reported {
+    wire::HelloPacket hello;
+    Duration after{};
+};
+
+// drop_reported: our DATA to the Connecting target, and the HELLO that reports its drop:
+// the first HELLO after it, or the second where one crossed it (any other is a failure).
+Reported drop_reported(Fixture& f, HelloLog& log, const Region& r, uint32_t seed) {
+    (void)send_early_data(f, *log.latest, r, 400, seed);
+    const auto sent = std::chrono::steady_clock::now();
+    log.seen += " (our DATA)";
+    for (int i = 0; i < 2; ++i) {
+        auto rx = f.peer.expect(is_type(PacketType::kHello), 500ms);
+        check(rx.has_value(), "[CONN-12] no HELLO after our DATA (HELLOs, D: DROPPED:{})",
+              log.seen);
+        if (log.note(*rx))
+            return {rx->hello,
+                    std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - sent)};
+    }
+    check(false,
+          "[CONN-31] neither of the two HELLOs after the DATA the Connecting target dropped says "
+          "DROPPED (one may have crossed the DATA; HELLOs, D: DROPPED:{})",
+          log.seen);
+    return {};
+}
+
+// dropped_flag: the first drop makes the Connecting target send a HELLO with DROPPED at
+// once, the next HELLO no longer says it (nothing dropped since), and none before our DATA
+// did. Where the target paused (kQuiet), the HELLO with DROPPED must come within kPrompt
+// of our DATA; one later (the target's, or the suite's host being busy) is asked again
+// from a fresh reset, up to kPromptAttempts times: late every time fails.
+void dropped_flag(Context& ctx) {
+    std::string late;
+    for (int attempt = 0; attempt < kPromptAttempts; ++attempt) {
+        Fixture f(ctx);
+        const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+        Quiet q = open_until_quiet(f);
+        const Reported d = drop_reported(f, q.log, r, 27);
         for (;;) {
             auto rx = f.peer.expect(is_type(PacketType::kHello), 500ms);
-            check(rx.has_value(), "[CONN-12] no HELLO {} (HELLOs:{})", when, seen);
-            if (!is_v1(*rx)) return note(rx->hello);
+            check(rx.has_value(), "[CONN-12] no HELLO after the one with DROPPED (HELLOs:{})",
+                  q.log.seen);
+            const bool dropped = q.log.note(*rx);
+            if (is_v1(*rx)) continue;
+            check(!dropped,
+                  "[CONN-31] the HELLO after the one that said DROPPED says it again, but we sent "
+                  "no DATA since (HELLOs, D: DROPPED:{})",
+                  q.log.seen);
+            break;
         }
-    };
-    const wire::HelloPacket first = next_hello("from the target");
-    for (const Rx& rx : f.peer.ready(is_type(PacketType::kHello), Duration::zero()))
-        if (!is_v1(rx)) note(rx.hello);
-    check(seen.find('D') == std::string::npos,
-          "[CONN-31] a HELLO of the target says DROPPED, but it dropped nothing (HELLOs:{})", seen);
-    (void)send_early_data(f, first, r, 400, 27);
-    seen += " (our DATA)";
-    bool said = false;
-    for (int i = 0; i <= kCrossing && !said; ++i) said = next_hello("after our DATA").dropped;
-    check(said,
-          "[CONN-31] none of the {} version-2 HELLOs after the DATA the Connecting target dropped "
-          "says DROPPED (HELLOs, D: DROPPED:{})",
-          kCrossing + 1, seen);
-    check(!next_hello("after the one with DROPPED").dropped,
-          "[CONN-31] the HELLO after the one that said DROPPED says it again, but we sent no DATA "
-          "since (HELLOs, D: DROPPED:{})",
-          seen);
+        if (!q.quiet || d.after <= kPrompt) return;
+        late += fmt::format("{}attempt {}: {} us (HELLOs:{})", late.empty() ? "" : "; ",
+                            attempt + 1, d.after.count() / 1000, q.log.seen);
+        check(f.peer.violations().empty(), "target sent a bad packet: {}",
+              f.peer.violations().empty() ? "" : f.peer.violations().front());
+    }
+    check(false,
+          "[CONN-31] the HELLO with DROPPED came more than {} us after our DATA in each of {} "
+          "attempts, though the target had sent no HELLO for {} ms before it: not at once "
+          "({})",
+          kPrompt.count() / 1000, kPromptAttempts, kQuiet.count() / 1000000, late);
+}
+
+// dropped_confirmed: the answer that establishes the target comes before its next HELLO,
+// so its confirming HELLO_ACK ([CONN-16], [CONN-26]) says DROPPED for the drop since its
+// last HELLO. Our first DATA makes it send a HELLO with DROPPED at once; our second, which
+// follows that HELLO at once, is dropped too but prompts none (one HELLO per scheduled
+// copy, and the next is kQuiet away), and our HELLO_ACK follows it. Exactly one of the
+// target's packets after the second DATA says DROPPED: a HELLO, if it sent one before our
+// answer arrived, else the confirmation. A HELLO first leaves the confirmation unjudged:
+// asked again from a fresh reset, up to kPromptAttempts times, then skipped.
+void dropped_confirmed(Context& ctx) {
+    std::string unjudged;
+    for (int attempt = 0; attempt < kPromptAttempts; ++attempt) {
+        Fixture f(ctx);
+        const Region r = f.reg_mr(4096, {"local_write", "remote_write"});
+        Quiet q = open_until_quiet(f);
+        const Reported d = drop_reported(f, q.log, r, 28);
+        (void)send_early_data(f, d.hello, r, 400, 29, 1);
+        f.peer.learn_remote(d.hello);
+        auto answer = f.peer.hello_packet(PacketType::kHelloAck);
+        answer.hello_echo = d.hello.hello_seq;  // [CONN-32]: the latest HELLO we received
+        f.peer.send_hello(answer);
+        q.log.seen += " (our second DATA, our HELLO_ACK)";
+        int hellos_dropped = 0;
+        std::optional<wire::HelloPacket> confirmation;
+        while (!confirmation) {
+            auto rx = f.peer.expect(
+                [](const Rx& x) { return x.is(PacketType::kHello) || x.is(PacketType::kHelloAck); },
+                500ms);
+            check(rx.has_value(),
+                  "[CONN-16] [CONN-26] the target, established by our HELLO_ACK, did not confirm "
+                  "with a HELLO_ACK (HELLOs:{})",
+                  q.log.seen);
+            if (rx->is(PacketType::kHello))
+                hellos_dropped += q.log.note(*rx) ? 1 : 0;
+            else
+                confirmation = rx->hello;
+        }
+        q.log.seen += confirmation->dropped ? " (its HELLO_ACK, D)" : " (its HELLO_ACK)";
+        const int said = hellos_dropped + (confirmation->dropped ? 1 : 0);
+        check(said > 0,
+              "[CONN-31] the Connecting target dropped our second DATA, and neither a HELLO after "
+              "it nor the HELLO_ACK confirming its establishment says DROPPED (HELLOs, D: "
+              "DROPPED:{})",
+              q.log.seen);
+        check(said == 1,
+              "[CONN-31] the target said DROPPED {} times for our second DATA, dropped once "
+              "(HELLOs, D: DROPPED:{})",
+              said, q.log.seen);
+        if (confirmation->dropped) return;
+        unjudged = q.log.seen;
+        check(f.peer.violations().empty(), "target sent a bad packet: {}",
+              f.peer.violations().empty() ? "" : f.peer.violations().front());
+    }
+    throw Skipped(fmt::format(
+        "[CONN-31] the confirmation not judged: in {} attempts the target sent a HELLO with "
+        "DROPPED before our HELLO_ACK arrived (last: HELLOs:{})",
+        kPromptAttempts, unjudged));
 }
 
 // [CONN-31] from the side of the peer still opening. We play an initiator whose HELLO_ACK
 // was lost: our HELLO (numbered 1) made the target's connection Established ([CONN-17]),
 // and the WRITE the target then posts reaches us while we are, as far as the target knows,
 // still Connecting: we drop its DATA ([CONN-19]), acknowledge nothing, and send our next
-// HELLO (numbered 2, the same identity), with DROPPED or without.
+// HELLO (numbered 2, the same identity), with DROPPED or without. Or the target's HELLO_ACK
+// was only late, overtaken by its DATA: it arrives after the drop and we confirm our
+// establishment with a HELLO_ACK ([CONN-16]), with DROPPED or without, and then, being
+// Established, send a PROBE, whose reply ([PROBE-2]) plays the answer's part below.
 //
 // Without an ACK the target resends by its own timers too, so its DATA is judged against
 // its first probe timeout, not against a clock: that timeout sends a PROBE, and DATA goes
 // again only at the second ([LOSS-5]) or, as a drained sender's tail copies, after the
 // first one's PROBE ([LOSS-16]; PROBEs leave before retransmissions, [CONN-22]). A resend
 // behind the answer to our HELLO leaves before any PROBE. So what the target sends
-// between our HELLO and its first PROBE tells the two apart, however long its timeout is.
-// That takes our HELLO arriving before the target's first timeout: a PROBE or a
-// retransmission before the target's three segments, or a PROBE before its answer (which
-// leaves first when both are due, [CONN-22]), shows that it came later, and the attempt
+// between our HELLO (or HELLO_ACK) and its first PROBE tells the two apart, however long
+// its timeout is. That takes our packet arriving before the target's first timeout: a
+// PROBE or a retransmission before the target's three segments, or a PROBE before the
+// answer (which leaves first when both are due, [CONN-22]; an ACK as a probe reply does,
+// too), shows that it came later, and the attempt
 // is made again from a fresh reset, up to kOpeningAttempts times (then the test skips).
 // mroce's first timeout comes about 300 µs after the DATA (min_pto 200 µs, initial_rtt
 // 100 µs, spec §4's defaults): on a loaded host the suite misses it now and then.
@@ -440,16 +591,36 @@ constexpr int kOpeningAttempts = 5;
 constexpr uint64_t kOpeningAddr = 0x7f0000030000ULL;  // "our" memory: the suite keeps none
 constexpr uint32_t kOpeningRkey = 0x3131;
 
-struct Opening {
-    std::vector<std::byte> content;              // the WRITE's bytes
-    std::map<uint64_t, wire::DataHeader> first;  // its segments as first sent, by offset
-    std::optional<wire::HelloPacket> answer;     // the HELLO_ACK to our second HELLO
-    std::vector<Rx> sent;  // DATA from our second HELLO to the target's first PROBE
-    std::string late;      // not empty: the target's timers ran first, no verdict
+// Stimulus: what we send once the target's segments are in: our second HELLO, or our
+// confirming HELLO_ACK and a PROBE; with DROPPED or without.
+struct Stimulus {
+    PacketType type;
+    bool dropped;
+    // what: the stimulus, for messages.
+    std::string what() const {
+        return fmt::format("our {} {} DROPPED",
+                           type == PacketType::kHello ? "second HELLO" : "HELLO_ACK",
+                           dropped ? "with" : "without");
+    }
+    // unanswered: the failure when its answer did not come, with the rule that asks for it.
+    std::string unanswered() const {
+        return type == PacketType::kHello
+                   ? fmt::format("[CONN-6] {} was not answered", what())
+                   : fmt::format("[PROBE-2] our PROBE after {} got no reply", what());
+    }
 };
 
-Opening open_with_data(Fixture& f, bool dropped, uint32_t seed) {
-    Opening o;
+struct Opening {
+    Stimulus stimulus;
+    std::vector<std::byte> content;              // the WRITE's bytes
+    std::map<uint64_t, wire::DataHeader> first;  // its segments as first sent, by offset
+    bool answered = false;  // the HELLO_ACK to our second HELLO, or the reply to our PROBE
+    std::vector<Rx> sent;   // DATA from our stimulus to the target's first PROBE
+    std::string late;       // not empty: the target's timers ran first, no verdict
+};
+
+Opening open_with_data(Fixture& f, Stimulus stimulus, uint32_t seed) {
+    Opening o{.stimulus = stimulus};
     auto hello = f.peer.hello_packet(PacketType::kHello);
     hello.hello_seq = 1;
     for (int retries = 0;; ++retries) {
@@ -502,25 +673,39 @@ Opening open_with_data(Fixture& f, bool dropped, uint32_t seed) {
               static_cast<int>(h.opcode), h.msg_len, h.offset);
         o.first.emplace(h.offset, h);
     }
-    hello.hello_seq += 1;
-    hello.dropped = dropped;
-    f.peer.send_hello(hello);
+    std::optional<uint32_t> stamp;  // our PROBE's timestamp, after a HELLO_ACK
+    if (stimulus.type == PacketType::kHello) {
+        hello.hello_seq += 1;
+        hello.dropped = stimulus.dropped;
+        f.peer.send_hello(hello);
+    } else {
+        // The confirmation: to the target's id and token, echoing 0 (it sent no HELLO).
+        auto confirmation = f.peer.hello_packet(PacketType::kHelloAck);
+        confirmation.dropped = stimulus.dropped;
+        f.peer.send_hello(confirmation);
+        stamp = f.peer.send_probe(0);
+    }
+    auto is_answer = [&](const Rx& r) {
+        return stamp ? r.is(PacketType::kAck) && (r.ack.flags & wire::ack_flag::kProbeReply) &&
+                           r.ack.ts_echo == *stamp
+                     : r.is(PacketType::kHelloAck);
+    };
     // What the target sends next, in order, up to its first PROBE after the answer.
     const auto until = std::chrono::steady_clock::now() + 500ms;
     for (;;) {
         const auto left = until - std::chrono::steady_clock::now();
         if (left <= Duration::zero()) break;
         auto rx = f.peer.expect(
-            [](const Rx& r) {
-                return r.is(PacketType::kHelloAck) || r.is(PacketType::kData) ||
-                       r.is(PacketType::kProbe);
+            [&](const Rx& r) {
+                return is_answer(r) || r.is(PacketType::kData) || r.is(PacketType::kProbe);
             },
             std::chrono::duration_cast<Duration>(left));
         if (!rx) break;
-        if (rx->is(PacketType::kHelloAck)) {
-            if (!o.answer) o.answer = rx->hello;
+        if (is_answer(*rx)) {
+            o.answered = true;
         } else if (rx->is(PacketType::kProbe)) {
-            if (!o.answer) o.late = "a PROBE came before the answer to our second HELLO";
+            if (!o.answered)
+                o.late = fmt::format("a PROBE came before the answer to {}", stimulus.what());
             break;
         } else {
             o.sent.push_back(std::move(*rx));
@@ -531,12 +716,12 @@ Opening open_with_data(Fixture& f, bool dropped, uint32_t seed) {
 
 // opening_attempts: open_with_data until an attempt is judged (`judge`), at most
 // kOpeningAttempts times; skips if the target's timers always ran first.
-void opening_attempts(Context& ctx, bool dropped, uint32_t seed,
+void opening_attempts(Context& ctx, Stimulus stimulus, uint32_t seed,
                       void (*judge)(const Opening&)) {
     std::string late;
     for (int attempt = 0; attempt < kOpeningAttempts; ++attempt) {
         Fixture f(ctx);
-        const Opening o = open_with_data(f, dropped, seed);
+        const Opening o = open_with_data(f, stimulus, seed);
         if (o.late.empty()) return judge(o);
         late = o.late;
         // The next attempt's Fixture replaces this peer: its findings must not be lost.
@@ -544,62 +729,78 @@ void opening_attempts(Context& ctx, bool dropped, uint32_t seed,
               f.peer.violations().empty() ? "" : f.peer.violations().front());
     }
     throw Skipped(fmt::format(
-        "[CONN-31] not judged: in {} attempts the target's first probe timeout came before our "
-        "HELLO reached it (last: {})",
-        kOpeningAttempts, late));
+        "[CONN-31] not judged: in {} attempts the target's first probe timeout came before {} "
+        "reached it (last: {})",
+        kOpeningAttempts, stimulus.what(), late));
 }
 
-// dropped_resent: our second HELLO says DROPPED: the target answers it ([CONN-6]) and sends
-// every segment it has in flight again, RETX, before its first PROBE ([CONN-31]): the same
-// fields and bytes ([DATA-6]), ACK_NOW ([ACK-12]), not under the PSN it had ([PATH-9]).
+// all_resent: after a stimulus with DROPPED the target answers it and sends every segment
+// it has in flight again, RETX, before its first PROBE ([CONN-31]): the same fields and
+// bytes ([DATA-6]), ACK_NOW ([ACK-12]), not under the PSN it had ([PATH-9]).
+void all_resent(const Opening& o) {
+    check(o.answered, "{}", o.stimulus.unanswered());
+    std::set<uint64_t> resent;
+    for (const Rx& rx : o.sent) {
+        const auto& h = rx.data;
+        const auto it = o.first.find(h.offset);
+        check(it != o.first.end(), "[DATA-6] a DATA at offset {}, where the WRITE sent none",
+              h.offset);
+        const auto& was = it->second;
+        check(h.flags & wire::data_flag::kRetx,
+              "[LOSS-8] the segment at offset {} went again without RETX", h.offset);
+        check(h.opcode == was.opcode && h.stream_id == was.stream_id && h.msg_seq == was.msg_seq &&
+                  h.msg_len == was.msg_len && h.rkey == was.rkey &&
+                  h.remote_addr == was.remote_addr && h.payload_len == was.payload_len,
+              "[DATA-6] the segment at offset {} went again with other fields", h.offset);
+        check(std::equal(rx.payload.begin(), rx.payload.end(), o.content.begin() + h.offset,
+                         o.content.begin() + h.offset + rx.payload.size()),
+              "[DATA-6] the segment at offset {} went again with other bytes", h.offset);
+        check(h.flags & wire::data_flag::kAckNow,
+              "[ACK-12] a retransmitted segment without ACK_NOW");
+        check(h.path_id != was.path_id || h.path_gen != was.path_gen || h.path_psn != was.path_psn,
+              "[PATH-9] the retransmission reused PSN {:#x} of path {}", h.path_psn, h.path_id);
+        resent.insert(h.offset);
+    }
+    for (const auto& [offset, h] : o.first)
+        check(resent.count(offset) == 1,
+              "[CONN-31] after {}, the segment at offset {} (path {}, PSN {:#x}) did not go "
+              "again before the target's first PROBE ({} of the {} in flight did)",
+              o.stimulus.what(), offset, h.path_id, h.path_psn, resent.size(), o.first.size());
+}
+
+// none_resent: after a stimulus without DROPPED the target only answers it; its DATA stays
+// in flight, and none goes again before its first PROBE ([CONN-31]: a HELLO may have left
+// before the DATA reached us; a HELLO_ACK without DROPPED only agrees with what it learnt).
+void none_resent(const Opening& o) {
+    check(o.answered, "{}", o.stimulus.unanswered());
+    const wire::DataHeader* again = o.sent.empty() ? nullptr : &o.sent.front().data;
+    check(again == nullptr,
+          "[CONN-31] after {}, the target sent the segment at offset {} again ({}; {} DATA in "
+          "all) before any timeout of its own (no PROBE yet)",
+          o.stimulus.what(), again ? again->offset : 0,
+          again && (again->flags & wire::data_flag::kRetx) ? "RETX" : "no RETX", o.sent.size());
+}
+
+// dropped_resent: our second HELLO says DROPPED: every segment in flight goes again.
 void dropped_resent(Context& ctx) {
-    opening_attempts(ctx, true, 311, [](const Opening& o) {
-        check(o.answer.has_value(), "[CONN-6] our second HELLO, with DROPPED, was not answered");
-        std::set<uint64_t> resent;
-        for (const Rx& rx : o.sent) {
-            const auto& h = rx.data;
-            const auto it = o.first.find(h.offset);
-            check(it != o.first.end(), "[DATA-6] a DATA at offset {}, where the WRITE sent none",
-                  h.offset);
-            const auto& was = it->second;
-            check(h.flags & wire::data_flag::kRetx,
-                  "[LOSS-8] the segment at offset {} went again without RETX", h.offset);
-            check(h.opcode == was.opcode && h.stream_id == was.stream_id &&
-                      h.msg_seq == was.msg_seq && h.msg_len == was.msg_len && h.rkey == was.rkey &&
-                      h.remote_addr == was.remote_addr && h.payload_len == was.payload_len,
-                  "[DATA-6] the segment at offset {} went again with other fields", h.offset);
-            check(std::equal(rx.payload.begin(), rx.payload.end(), o.content.begin() + h.offset,
-                             o.content.begin() + h.offset + rx.payload.size()),
-                  "[DATA-6] the segment at offset {} went again with other bytes", h.offset);
-            check(h.flags & wire::data_flag::kAckNow,
-                  "[ACK-12] a retransmitted segment without ACK_NOW");
-            check(h.path_id != was.path_id || h.path_gen != was.path_gen ||
-                      h.path_psn != was.path_psn,
-                  "[PATH-9] the retransmission reused PSN {:#x} of path {}", h.path_psn, h.path_id);
-            resent.insert(h.offset);
-        }
-        for (const auto& [offset, h] : o.first)
-            check(resent.count(offset) == 1,
-                  "[CONN-31] after our HELLO with DROPPED, the segment at offset {} (path {}, "
-                  "PSN {:#x}) did not go again before the target's first PROBE ({} of the {} in "
-                  "flight did)",
-                  offset, h.path_id, h.path_psn, resent.size(), o.first.size());
-    });
+    opening_attempts(ctx, {PacketType::kHello, true}, 311, all_resent);
 }
 
-// hello_not_dropped: our second HELLO does not say DROPPED: the target only answers it
-// ([CONN-6]); its DATA stays in flight, and none goes again before its first PROBE
-// ([CONN-31]: the HELLO may have left before the DATA reached us).
+// hello_not_dropped: our second HELLO does not say DROPPED: nothing goes again.
 void hello_not_dropped(Context& ctx) {
-    opening_attempts(ctx, false, 312, [](const Opening& o) {
-        check(o.answer.has_value(), "[CONN-6] our second HELLO, without DROPPED, was not answered");
-        const wire::DataHeader* again = o.sent.empty() ? nullptr : &o.sent.front().data;
-        check(again == nullptr,
-              "[CONN-31] after our HELLO without DROPPED, the target sent the segment at offset {} "
-              "again ({}; {} DATA in all) before any timeout of its own (no PROBE yet)",
-              again ? again->offset : 0,
-              again && (again->flags & wire::data_flag::kRetx) ? "RETX" : "no RETX", o.sent.size());
-    });
+    opening_attempts(ctx, {PacketType::kHello, false}, 312, none_resent);
+}
+
+// ack_dropped_resent: our confirming HELLO_ACK says DROPPED: every segment in flight goes
+// again, as after a HELLO with DROPPED.
+void ack_dropped_resent(Context& ctx) {
+    opening_attempts(ctx, {PacketType::kHelloAck, true}, 313, all_resent);
+}
+
+// ack_not_dropped: our confirming HELLO_ACK does not say DROPPED: it agrees with what the
+// target learnt from our HELLO, and nothing goes again.
+void ack_not_dropped(Context& ctx) {
+    opening_attempts(ctx, {PacketType::kHelloAck, false}, 314, none_resent);
 }
 
 }  // namespace
@@ -637,8 +838,11 @@ void add_handshake_tests(std::vector<TestCase>& out) {
                    hello_numbering});
     out.push_back(
         {"handshake.dropped_flag", "[CONN-31] [CONN-19]",
-         "a Connecting target that dropped our DATA says DROPPED in its next HELLO, only then",
+         "a Connecting target that dropped our DATA sends a HELLO with DROPPED at once, only then",
          dropped_flag});
+    out.push_back({"handshake.dropped_confirmed", "[CONN-31] [CONN-16] [CONN-26]",
+                   "established by our answer after a drop: its confirming HELLO_ACK says DROPPED",
+                   dropped_confirmed});
     out.push_back({"handshake.dropped_resent", "[CONN-31] [LOSS-8] [CONN-6]",
                    "a HELLO with DROPPED before any ACK: answered, every segment in flight resent",
                    dropped_resent});
@@ -646,6 +850,12 @@ void add_handshake_tests(std::vector<TestCase>& out) {
         {"handshake.hello_not_dropped", "[CONN-31] [CONN-6]",
          "a HELLO without DROPPED before any ACK: answered, nothing resent before a PROBE",
          hello_not_dropped});
+    out.push_back({"handshake.ack_dropped_resent", "[CONN-31] [LOSS-8]",
+                   "a HELLO_ACK with DROPPED before any ACK: every segment in flight resent",
+                   ack_dropped_resent});
+    out.push_back({"handshake.ack_not_dropped", "[CONN-31]",
+                   "a HELLO_ACK without DROPPED before any ACK: nothing resent before a PROBE",
+                   ack_not_dropped});
 }
 
 }  // namespace mroce::conform
