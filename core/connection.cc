@@ -218,6 +218,15 @@ void Connection::start_hello_round(Time now) {
     note_deadline(hello_copy_deadline_);
 }
 
+void Connection::dropped_while_opening() {
+    // [CONN-31]: a HELLO tells the peer, which sends its DATA again behind its answer; the
+    // first drop since the last scheduled HELLO copy sends one now, not a copy gap later.
+    dropped_opening_ = true;
+    if (drop_prompted_) return;
+    drop_prompted_ = true;
+    ++hellos_pending_;
+}
+
 Duration Connection::hello_copy_gap() const {
     return std::max(Duration{1}, cfg_.handshake_timeout / cfg_.hello_copies);
 }

@@ -214,6 +214,8 @@ private:
     // [CONN-30]: a round of hello_copies HELLOs, the first now and the others one
     // hello_copy_gap apart; owe_hello_acks: n more HELLO_ACKs.
     void start_hello_round(Time now);
+    // dropped_while_opening: [CONN-31] DATA of the peer's was dropped while Connecting.
+    void dropped_while_opening();
     Duration hello_copy_gap() const;
     void owe_hello_acks(uint32_t n);
     // take_grant: [CC-20] a HELLO_ACK's grant becomes the first round trip's budget.

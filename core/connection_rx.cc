@@ -28,15 +28,7 @@ void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time
     ack_round_path_ = kNoAckRound;  // [ACK-13]: the next ACKs written start a new round
     if (state_ != ConnState::kEstablished) {
         ++stats_.wrong_state;  // e.g. DATA overtook the HELLO_ACK; the sender retransmits
-        // [CONN-31]: a HELLO tells the peer, which sends it again behind its answer; the
-        // first drop since the last scheduled HELLO copy sends one now, not a copy gap later.
-        if (state_ == ConnState::kConnecting) {
-            dropped_opening_ = true;
-            if (!drop_prompted_) {
-                drop_prompted_ = true;
-                ++hellos_pending_;
-            }
-        }
+        if (state_ == ConnState::kConnecting) dropped_while_opening();  // [CONN-31]
         return;
     }
     if (h.path_id >= rx_paths_.size()) {
