@@ -76,6 +76,11 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
         const uint64_t weight = effective_weight(s);
         uint64_t total_weight = weight;
         for (uint32_t id : active_) total_weight += effective_weight(senders_[id]);
+        // [CC-15], [CC-20]: and the senders granted a share by a HELLO_ACK that are not
+        // active yet, each as its grant counted it. The first sender of an incast to arrive
+        // would otherwise be offered the whole allocation while the others' first round
+        // trips, granted a part of it, are on their way.
+        total_weight += pending_grant_weight(sender, now);
         s.share = allocation_ * weight / total_weight;
         active_.push_back(sender);
         if (active_.size() == 1) {
@@ -138,6 +143,14 @@ void FairShare::forget(uint32_t sender) {
     s = Sender{};
 }
 
+uint64_t FairShare::pending_grant_weight(uint32_t sender, Time now) const {
+    const uint64_t w = std::max<uint8_t>(cfg_.class_weights[0], 1);
+    uint64_t total = 0;
+    for (uint32_t id : granted_)
+        if (id != sender && !senders_[id].active && senders_[id].granted_until > now) total += w;
+    return total;
+}
+
 uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     if (sender >= senders_.size()) senders_.resize(sender + 1);
     if (senders_[sender].active) return senders_[sender].share;
@@ -187,7 +200,7 @@ const std::vector<uint32_t>& FairShare::update(Time now) {
     } else if (now >= next_update_) {
         recompute(now);
     } else if (realloc_ && now >= realloc_at_) {
-        allocate();  // [CC-21]: the allocation and the demands of the last recomputation
+        allocate(now);  // [CC-21]: the allocation and the demands of the last recomputation
     }
     realloc_ = realloc_ && now < realloc_at_;
     return raised_;
@@ -260,7 +273,12 @@ void FairShare::recompute(Time now) {
         s.bytes = 0;
         s.classes = 0;
         s.owd_sampled = false;
-        if (s.drained || now - s.last_arrival > idle_timeout(s)) {
+        // Silence counts from its last arrival or from its share's last rise, whichever is
+        // later: a sender held at the floor while a queue drained had nothing to send; let
+        // go before it could answer a raised hint, it came back as a new, favoured sender
+        // ([CC-21]) beside the ones that had answered (8 -> 1 with 4 KiB messages: five of
+        // eight senders at 16 times the others' share).
+        if (s.drained || now - std::max(s.last_arrival, s.raised_at) > idle_timeout(s)) {
             s.active = false;  // [CC-12]: drained or gone quiet; no longer shares the capacity
             s.share = 0;
             active_[i] = active_.back();
@@ -314,10 +332,10 @@ void FairShare::recompute(Time now) {
     // this way until its first sender finished).
     const uint64_t by_queue = std::max(by_delay, c / kFloorDivisor);
     allocation_ = std::min(by_queue, std::max(kRiseFactor * allocation_, c / kRiseBaseDivisor));
-    allocate();
+    allocate(now);
 }
 
-void FairShare::allocate() {
+void FairShare::allocate(Time now) {
     // [CC-13]: weighted max-min (water-filling): senders in order of demand per unit of
     // weight; each takes its demand while that is below an equal weighted part of what is
     // left, and the rest split what remains by weight. What no sender wants is then split
@@ -352,6 +370,7 @@ void FairShare::allocate() {
         // or below half of it: a sender told too much while an incast builds would
         // otherwise keep sending at it until its own packets, queued, bring back the ACKs.
         if (s.told > 0 && (4 * s.share >= 5 * s.told || 2 * s.share < s.told)) raised_.push_back(active_[i]);
+        if (s.told > 0 && 4 * s.share >= 5 * s.told) s.raised_at = now;  // [CC-12]: its silence restarts
     }
 }
 

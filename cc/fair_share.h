@@ -133,6 +133,9 @@ private:
         uint64_t share = 0;        // bit/s, the current hint
         uint64_t told = 0;         // bit/s, the hint the last ACK to it carried
         Time last_arrival{};
+        // [CC-12]: the last recomputation that raised its share a quarter above the hint it
+        // was last told (a push); its silence counts from here if that is later.
+        Time raised_at{};
         Duration gap{};            // between its last two packets
         // [CC-12]: the newest DATA (by the sender's timestamp) carried DRAINED; drained_ts is
         // that timestamp, so an older packet that arrives later on another path neither
@@ -161,7 +164,7 @@ public:
 private:
     void recompute(Time now);
     bool bursting(const Sender& s, Time now) const;
-    void allocate();
+    void allocate(Time now);
     uint64_t demand(const Sender& s, uint64_t equal) const;
     // effective_weight: [CC-21] its weight, young_weight times while it is favoured and young.
     uint64_t effective_weight(const Sender& s) const {
@@ -170,6 +173,9 @@ private:
     }
     // any_old: [CC-21] an active sender has brought young_bytes or more since it became active.
     bool any_old() const;
+    // pending_grant_weight: [CC-20] the weight of the senders other than `sender` granted a
+    // share by a HELLO_ACK within its lifetime and not active yet (class 0's weight each).
+    uint64_t pending_grant_weight(uint32_t sender, Time now) const;
     Duration idle_timeout(const Sender& s) const;
 
     FairShareConfig cfg_;

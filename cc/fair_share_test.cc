@@ -361,6 +361,49 @@ TEST(FairShare, HelloGrantIsTheShareOfANewSender) {
     EXPECT_EQ(f.fs.pending_grants(), 1u);
 }
 
+// [CC-15], [CC-20] a sender that becomes active while others granted a share by a HELLO_ACK
+// are still on their way is offered its part beside them, as its grant counted them, not
+// the whole allocation: the first of an 8 -> 1 incast to arrive gets A/8. Lapsed grants no
+// longer count.
+TEST(FairShare, FirstShareCountsThePendingGrants) {
+    FairShare fs(config());
+    const Time t{1ms};
+    for (uint32_t i = 0; i < 8; ++i) fs.grant_bps(i, t);
+    fs.on_arrival(0, 0, kMss, 5000, t + 1us);
+    EXPECT_EQ(fs.share_bps(0), kC / 8);
+    fs.on_arrival(1, 0, kMss, 5000, t + 2us);
+    EXPECT_EQ(fs.share_bps(1), kC / 8);  // one active and six pending beside it
+    fs.on_arrival(9, 0, kMss, 5000, t + 25us);  // the other six grants lapsed at t + 20 us
+    EXPECT_EQ(fs.share_bps(9), kC / 3);
+}
+
+// [CC-12] a sender's silence counts from its share's last rise when that is later than its
+// last arrival. Senders held at the floor while a queue drained are raised when it is gone
+// (C/4, then C, [CC-19]) and need a round trip to answer: they are not let go 20 us after
+// their last packet (they would come back as new senders, [CC-21]), only 20 us after the
+// rise. (Interval 10 us: T = 2 intervals here.)
+TEST(FairShare, SilenceCountsFromTheShareRise) {
+    Feed f;
+    const std::vector<uint64_t> busy{kC / 2, kC / 2};
+    f.run(busy, 50us);
+    f.run(busy, 30us, 200'000);  // a queue far deeper than can drain: the floor
+    ASSERT_EQ(f.fs.allocation_bps(), kC / FairShare::kFloorDivisor);
+    const Time quiet = f.now;
+    const auto silence_until = [&](Duration d) {
+        while (f.now < quiet + d) {
+            f.raised.clear();
+            f.run({0, 0}, 1us);
+            for (uint32_t id : f.raised) f.fs.hint_mbps(id);  // each push told at once
+        }
+    };
+    silence_until(35us);
+    EXPECT_EQ(f.fs.allocation_bps(), kC);  // raised: C/4, then C
+    EXPECT_EQ(f.fs.active_senders(), 2u);  // silent 35 us, but raised less than 20 us ago
+    EXPECT_EQ(f.fs.share_bps(0), kC / 2);
+    silence_until(70us);
+    EXPECT_EQ(f.fs.active_senders(), 0u);  // silent 20 us after the rise: gone
+}
+
 // [CC-20] the grants of an incast's handshakes fall as A, A/2, ..., A/N: each counts the
 // pending ones before it, a repeat (another copy of a HELLO) counts once and keeps its
 // expiry, a grant ends when its sender becomes active (then counted as active, once) or

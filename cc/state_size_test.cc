@@ -28,7 +28,7 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(sizeof(Aimd), 80u);
     EXPECT_EQ(sizeof(FixedWindow), 16u);
     EXPECT_EQ(sizeof(SendRate), 144u);
-    EXPECT_EQ(FairShare::kSenderStateBytes, 120u);
+    EXPECT_EQ(FairShare::kSenderStateBytes, 128u);
     EXPECT_EQ(sizeof(FairShare), 248u);
 }
 
