@@ -161,13 +161,9 @@ uint64_t FairShare::grant_bps(uint32_t sender, Time now) {
     // is not raised (a favoured grant, a larger first round trip, cost a 10 ms-RTT sender
     // beside three 10 µs senders a third of its goodput after).
     const uint64_t w = std::max<uint8_t>(cfg_.class_weights[0], 1);
-    uint64_t total = w;
+    uint64_t total = w + pending_grant_weight(sender, now);
     for (uint32_t id : active_) total += effective_weight(senders_[id]);
-    bool pending = false;
-    for (uint32_t id : granted_) {
-        if (id == sender) pending = true;
-        else total += w;
-    }
+    const bool pending = std::find(granted_.begin(), granted_.end(), sender) != granted_.end();
     Sender& s = senders_[sender];
     if (!pending) {
         // A repeat (another copy of the HELLO) keeps its first grant's lifetime.
@@ -369,8 +365,9 @@ void FairShare::allocate(Time now) {
         // [CC-14]: pushed at once when its share is a quarter above the hint it last heard,
         // or below half of it: a sender told too much while an incast builds would
         // otherwise keep sending at it until its own packets, queued, bring back the ACKs.
-        if (s.told > 0 && (4 * s.share >= 5 * s.told || 2 * s.share < s.told)) raised_.push_back(active_[i]);
-        if (s.told > 0 && 4 * s.share >= 5 * s.told) s.raised_at = now;  // [CC-12]: its silence restarts
+        const bool rose = s.told > 0 && 4 * s.share >= 5 * s.told;
+        if (rose) s.raised_at = now;  // [CC-12]: its silence counts from here
+        if (rose || (s.told > 0 && 2 * s.share < s.told)) raised_.push_back(active_[i]);
     }
 }
 
