@@ -309,22 +309,25 @@ bool Driver::pass_inner() {
         hs_release_ns_ = -1;
         dp_.hold_handshakes(false);
     }
-    // answer_first: a held batch goes out after what the engine produces in this pass.
-    const bool held = held_;
-    held_ = false;
-    if (!held && tx_next_ < tx_count_) {
+    // answer_first: the pass before delivered completions and produced nothing more; the
+    // application's answer to them leaves now, before their ACKs are even built.
+    const bool answer = answer_due_;
+    answer_due_ = false;
+    if (answer) {
+        did = send_answer();
+    } else if (tx_next_ < tx_count_) {
         const size_t before = tx_next_;
         flush_tx();
         did = tx_next_ != before;
     }
     size_t nrx = 0;
-    // A pass that sends a held batch sends the answer first: what arrived meanwhile (the
-    // peer's ACK of our previous message, usually) waits for the next pass. So does one
-    // that finds work posted (send_first), unless the pass before it did so already.
-    const bool send_first = !held && cfg_.send_first && !rx_skipped_ &&
+    // A pass that sends an answer sends the ACKs next: what arrived meanwhile (the peer's
+    // ACK of our previous message, usually) waits for the next pass. So does one that
+    // finds work posted (send_first), unless the pass before it did so already.
+    const bool send_first = !answer && cfg_.send_first && !rx_skipped_ &&
                             work_pending_.load(std::memory_order_relaxed);
     rx_skipped_ = send_first;
-    if (!held && !send_first) {
+    if (!answer && !send_first) {
         if (auto r = dp_.recv_batch(rx_)) {
             nrx = *r;
             if (nrx && cfg_.trace) cfg_.trace->stamp(Stage::kReceived, static_cast<uint32_t>(nrx));
@@ -336,14 +339,21 @@ bool Driver::pass_inner() {
     const Time now = dp_.now();
     account_time(now);
     const bool due = to_ns(now) >= next_deadline_ns_.load();
-    const bool can_poll = held || tx_next_ >= tx_count_;
+    const bool can_poll = tx_next_ >= tx_count_;
     if (nrx > 0 || posted || due) want_poll_ = true;
-    if (!held && nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
+    if (!answer && nrx == 0 && !posted && !due && !(want_poll_ && can_poll)) {
         if (did) ++stats_.busy_passes;
         return did;
     }
     uint64_t events = 0;
     uint64_t completions = 0;
+    auto deliver_events = [&] {
+        while (auto e = engine_.poll_event()) {
+            completions += e->kind == core::EventKind::kCompletion;
+            sink_(*e);
+            ++events;
+        }
+    };
     {
         std::lock_guard<std::mutex> g(engine_mu_);
         // Handshakes first pass the per-pass bound: a pass's engine work, and the RETRYs it
@@ -377,47 +387,26 @@ bool Driver::pass_inner() {
                 timed_out = true;
             }
         }
-        if (want_poll_ && can_poll) {
-            const size_t first_new = held ? tx_count_ : 0;
-            if (!held) tx_count_ = tx_next_ = 0;
-            bool in_place = false;  // some payload of this batch stays where it lies
-            while (tx_count_ < kBatch) {
-                const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_,
-                                                datagram_size_);
-                datapath::TxPacket& p = tx_[tx_count_];
-                const size_t n = in_place_ ? engine_.poll_transmit_in_place(slot, p.meta, now, p.payload)
-                                           : engine_.poll_transmit(slot, p.meta, now);
-                if (n == 0) break;
-                p.data = slot.first(n);
-                if (!p.payload.empty()) {
-                    in_place = true;
-                    ++stats_.payloads_in_place;
-                }
-                ++tx_count_;
+        // answer_first: a request of a few datagrams that completes something is answered
+        // by the application in the next pass; until then this pass builds nothing (the
+        // ACK would only be built to wait), and it hands over the completions at once.
+        if (cfg_.answer_first && nrx > 0 && nrx <= kAnswerFirstMax && can_poll) {
+            deliver_events();
+            if (completions > 0) {
+                answer_due_ = true;
+                ++stats_.held_for_answer;
             }
-            // Before the engine lock goes: a thread that flushes work under it next must
-            // see that this batch may still read the work's memory (wait_payloads_sent).
-            if (in_place) payloads_out_.store(true, std::memory_order_relaxed);
-            // The answer first, then the held datagrams (group_by_port keeps this order
-            // between sockets).
-            if (held)
-                std::rotate(tx_.begin() + static_cast<ptrdiff_t>(tx_next_),
-                            tx_.begin() + static_cast<ptrdiff_t>(first_new),
-                            tx_.begin() + static_cast<ptrdiff_t>(tx_count_));
-            // A full batch means the engine may have more; otherwise it is drained until
-            // the next input (a datagram, a timer or posted work).
-            want_poll_ = tx_count_ == kBatch;
+        }
+        if (want_poll_ && can_poll && !answer_due_) {
+            tx_count_ = tx_next_ = 0;
+            fill_batch(now);
             if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
         }
         // A pacing deadline is due until poll_transmit sends the paced packet, so the
         // deadline is checked after polling: still due with room left in the batch means
         // the engine would have the driver spin.
         if (timed_out && engine_.next_deadline() <= now && !want_poll_) ++stats_.stuck_deadlines;
-        while (auto e = engine_.poll_event()) {
-            completions += e->kind == core::EventKind::kCompletion;
-            sink_(*e);
-            ++events;
-        }
+        deliver_events();
         if (events && cfg_.trace) cfg_.trace->stamp(Stage::kCompleted, static_cast<uint32_t>(events));
         // Only a completion or a post changes what the application awaits.
         if (completions > 0 || posted)
@@ -428,18 +417,51 @@ bool Driver::pass_inner() {
     stats_.events += events;
     if (nrx > 0 || events > 0) did = true;
     if (tx_next_ < tx_count_) {
-        if (cfg_.answer_first && completions > 0 && !held && tx_count_ - tx_next_ <= kAnswerFirstMax) {
-            held_ = true;  // the next pass sends them, after the application's answer
-            ++stats_.held_for_answer;
-            copy_payloads_in();
-        } else {
-            group_by_port();
-            flush_tx();
-        }
+        group_by_port();
+        flush_tx();
         did = true;
     }
     if (did) ++stats_.busy_passes;
     return did;
+}
+
+void Driver::fill_batch(Time now) {
+    bool in_place = false;  // some payload of this batch stays where it lies
+    while (tx_count_ < kBatch) {
+        const std::span<std::byte> slot(tx_arena_.data() + tx_count_ * datagram_size_, datagram_size_);
+        datapath::TxPacket& p = tx_[tx_count_];
+        const size_t n = in_place_ ? engine_.poll_transmit_in_place(slot, p.meta, now, p.payload)
+                                   : engine_.poll_transmit(slot, p.meta, now);
+        if (n == 0) break;
+        p.data = slot.first(n);
+        if (!p.payload.empty()) {
+            in_place = true;
+            ++stats_.payloads_in_place;
+        }
+        ++tx_count_;
+    }
+    // Before the engine lock goes: a thread that flushes work under it next must see that
+    // this batch may still read the work's memory (wait_payloads_sent).
+    if (in_place) payloads_out_.store(true, std::memory_order_relaxed);
+    // A full batch means the engine may have more; otherwise it is drained until the next
+    // input (a datagram, a timer or posted work).
+    want_poll_ = tx_count_ == kBatch;
+}
+
+bool Driver::send_answer() {
+    {
+        std::lock_guard<std::mutex> g(engine_mu_);
+        tx_count_ = tx_next_ = 0;
+        engine_.set_data_only(true);
+        fill_batch(dp_.now());
+        engine_.set_data_only(false);
+        want_poll_ = true;  // the ACKs, which the same pass builds and sends next
+        if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
+    }
+    if (tx_count_ == 0) return false;
+    group_by_port();
+    flush_tx();
+    return true;
 }
 
 void Driver::group_by_port() {
@@ -512,7 +534,9 @@ void Driver::sleep(Duration max, bool may_stand_by) {
         // Once closed, only notify() can end the sleep early: the datapath is gone.
         std::lock_guard<std::mutex> g(mu_);
         if (!closed_) {
-            if (tx_next_ < tx_count_) timeout = std::min(timeout, kBackPressureRetry);
+            // A batch the socket refused in part, or ACKs left for an answer that has not
+            // come (answer_first): retried or sent soon, not at the next deadline.
+            if (tx_next_ < tx_count_ || answer_due_) timeout = std::min(timeout, kBackPressureRetry);
             if (hs_release_ns_ >= 0)  // the held handshake queue is let go then
                 timeout = std::min(timeout, Duration{hs_release_ns_ - to_ns(dp_.now())});
             const int64_t deadline = next_deadline_ns_.load();

@@ -58,14 +58,14 @@ struct DriverConfig {
     // Where the passes stamp their stages (api/stage_trace.h); nullptr: no tracing, at the
     // cost of one branch per stage. Not owned; it outlives the driver.
     StageTrace* trace = nullptr;
-    // answer_first: for a driver that the application itself runs (manual progress), the
-    // datagrams of a pass that delivered completions wait for the next run_once, which
-    // sends whatever the engine produced meanwhile first: the application's answer to
-    // those completions then leaves before their ACK instead of after it (issue 19: the
-    // ACK's system call was a third of a loopback round trip). Only a small batch (at most
-    // kAnswerFirstMax datagrams, an ACK's worth) waits, only once, and wait() sleeps at
-    // most kBackPressureRetry while it does. A progress thread gains nothing by it: the
-    // application answers on its own thread meanwhile.
+    // answer_first: for a driver that the application itself runs (manual progress), a
+    // pass whose few datagrams (at most kAnswerFirstMax: a request) delivered completions
+    // builds nothing more; the next run_once first asks the engine for DATA only
+    // (core::Engine::set_data_only) and sends it, then builds and sends the rest: the
+    // application's answer to those completions leaves before their ACK, which is not even
+    // built before (issue 19: the ACK's system call was a third of a loopback round trip,
+    // its building a few per cent). wait() sleeps at most kBackPressureRetry meanwhile. A
+    // progress thread gains nothing by it: the application answers on its own thread.
     bool answer_first = false;
     // stand_by: after an application thread made a pass (try_run_once: ibv_poll_cq, a
     // busy-polling CompletionQueue::wait), the progress thread leaves the datapath to it
@@ -118,7 +118,7 @@ struct DriverStats {
     uint64_t wakeups_timer = 0;   // sleeps ended by their deadline (timerfd)
     uint64_t wakes_sent = 0;      // eventfd writes to wake a sleeper (notify, release_stand_by)
     uint64_t tx_retries = 0;      // send_batch accepted fewer than offered (back-pressure)
-    uint64_t held_for_answer = 0; // passes whose datagrams waited for the next (answer_first)
+    uint64_t held_for_answer = 0; // passes that left their ACKs to the next (answer_first)
     uint64_t payloads_in_place = 0;   // DATA sent with the payload read where it lies
     uint64_t payloads_copied_in = 0;  // of them, copied into the batch after all (held back)
     uint64_t assisted_passes = 0; // of passes, made by try_run_once: an application thread
@@ -154,7 +154,8 @@ public:
     // built, routed and (at the receiver) dequeued about twice as many skbs per byte. It
     // also holds a GRO super-packet whole (up to 15 such datagrams).
     static constexpr size_t kBatch = 120;
-    // The most datagrams DriverConfig::answer_first keeps for the next pass.
+    // The most datagrams a pass may receive for DriverConfig::answer_first to leave the
+    // ACKs it owes to the next pass.
     static constexpr size_t kAnswerFirstMax = 4;
 
     // create builds a driver over `engine` (guarded by `engine_mu`) and `datapath`; all
@@ -219,8 +220,7 @@ public:
     // a batch is sent after the pass has released the engine lock, so the memory it reads
     // must not be handed back to the application meanwhile. Completions cannot: they come
     // from the peer's ACKs of those very datagrams, read by a later pass, and what a pass
-    // could not send (back-pressure) or keeps for the next (answer_first) is copied into
-    // the batch before the pass ends. What remains is an application thread that ends
+    // could not send (back-pressure) is copied into the batch before the pass ends. What remains is an application thread that ends
     // work requests itself, under the engine lock, while a pass sends: a queue pair
     // destroyed or moved to ERR or RESET (its work flushed), memory deregistered. Such a
     // call ends with wait_payloads_sent() (api/device.cc).
@@ -241,6 +241,11 @@ private:
     bool admit_handshake(Time now);  // driver lock held: the budget allows one more
     void hold_handshakes(Time now);  // driver lock held: spent; hold the queue until refilled
     void flush_tx();      // driver lock held
+    // fill_batch polls the engine into tx_ from tx_count_ on; engine lock held.
+    void fill_batch(Time now);
+    // send_answer sends what the engine has of DATA (answer_first), before anything else;
+    // true if it sent some. Driver lock held, engine lock not.
+    bool send_answer();
     // copy_payloads_in copies the payloads of tx_[tx_next_, tx_count_) into their slots, so
     // the batch no longer reads the application's memory, and says so (payloads_out_).
     void copy_payloads_in();  // driver lock held
@@ -303,7 +308,7 @@ private:
     mutable std::mutex mu_;
     bool closed_ = false;
     bool want_poll_ = true;  // the engine may have datagrams to send
-    bool held_ = false;      // tx_ holds a batch for the next pass (answer_first)
+    bool answer_due_ = false;  // the next pass sends the answer, then builds the ACKs (answer_first)
     bool rx_skipped_ = false;  // the previous pass sent first and did not read (send_first)
     size_t datagram_size_ = 0;
     std::vector<std::byte> tx_arena_;  // kBatch slots of datagram_size_ (receive buffers

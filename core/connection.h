@@ -147,8 +147,10 @@ public:
     using InPlace = std::span<const std::byte>;
     // produce writes the next datagram; 0 when nothing may be sent now. With in_place, a
     // DATA payload may be left in place: *in_place names it and the datagram is what was
-    // written (the length returned) followed by it.
-    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place = nullptr);
+    // written (the length returned) followed by it. data_only: DATA or nothing, whatever
+    // else is due (Engine::set_data_only).
+    size_t produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place = nullptr,
+                   bool data_only = false);
     // has_work: produce would write something now. Inline: asked after every packet in
     // and out; the common answers come from a few flags.
     bool has_work(Time now) const {

@@ -14,7 +14,10 @@ namespace {
 uint32_t ts32(Time now) { return static_cast<uint32_t>(to_ns(now)); }
 }  // namespace
 
-size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place) {
+size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now, InPlace* in_place,
+                           bool data_only) {
+    if (data_only)  // a CLOSE due goes before any more DATA
+        return state_ == ConnState::kEstablished && !close_pending_ ? produce_data(buf, meta, now, in_place) : 0;
     if (state_ == ConnState::kConnecting) {
         if (hello_acks_pending_ > 0) {  // [CONN-7]: the answer to the peer's own HELLO
             --hello_acks_pending_;

@@ -846,13 +846,14 @@ size_t Endpoint::poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& me
 
 size_t Endpoint::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
                          Connection::InPlace* in_place) {
-    if (guard_.has_replies())
+    if (!data_only_ && guard_.has_replies())
         if (size_t n = guard_.poll(buf, meta, local_)) return n;
     // [PATH-15]: with some NIC ports busy, a connection whose only sendable data is for
     // those ports produces nothing yet keeps its work: it stays in the list, behind the
-    // others, and one pass over the list ends the poll.
-    const bool some_ports_busy = ready_ports_ != kAllPorts;
-    for (size_t turns = ready_.size(); !ready_.empty() && (!some_ports_busy || turns > 0); --turns) {
+    // others, and one pass over the list ends the poll. So does one with only control
+    // packets due while the poll is for DATA only (set_data_only).
+    const bool keep_idle = ready_ports_ != kAllPorts || data_only_;
+    for (size_t turns = ready_.size(); !ready_.empty() && (!keep_idle || turns > 0); --turns) {
         const uint32_t id = ready_.front();
         Connection* c = conn_mut(id);
         if (!c) {
@@ -864,13 +865,13 @@ size_t Endpoint::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
         // A payload left in place would need the trailer after it: copied instead.
         const bool trailer = c->integrity() && buf.size() >= wire::kIntegritySize;
         size_t n = c->produce(trailer ? buf.first(buf.size() - wire::kIntegritySize) : buf, meta, now,
-                              trailer ? nullptr : in_place);
+                              trailer ? nullptr : in_place, data_only_);
         if (n > 0 && trailer && wire::carries_integrity(static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1]))))
             n = wire::append_integrity(buf, n);
         // Re-queue at the back if it has more (round-robin). A connection that produced
         // nothing waits for the event that unblocks it, so this loop cannot spin. A lone
         // ready connection that has more simply stays where it is.
-        if ((n > 0 || some_ports_busy) && c->has_work(now)) {
+        if ((n > 0 || keep_idle) && c->has_work(now)) {
             if (&ready_.front() != &ready_.back()) {  // more than one ready
                 ready_.pop_front();
                 ready_.push_back(id);

@@ -197,6 +197,7 @@ public:
     size_t poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& meta, Time now,
                                   std::span<const std::byte>& payload) override;
     void set_ready_ports(uint64_t mask) override { ready_ports_ = mask; }
+    void set_data_only(bool on) override { data_only_ = on; }
     uint64_t ready_ports() const { return ready_ports_; }
 
     // [PATH-13]: the loss score of every path of every connection together, kept by the
@@ -323,6 +324,7 @@ private:
     // duplicates.
     std::deque<uint32_t> ready_;
     uint64_t ready_ports_ = kAllPorts;  // set_ready_ports; [PATH-15]
+    bool data_only_ = false;            // set_data_only
     // [CONN-15] timers scale: a min-heap of (deadline, connection); stale entries are
     // skipped by comparing with Connection::armed_deadline.
     struct TimerEntry {

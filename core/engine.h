@@ -74,6 +74,14 @@ public:
     // datapath that never calls it leaves every port ready (the default).
     virtual void set_ready_ports(uint64_t mask) { (void)mask; }
 
+    // set_data_only: while on, poll_transmit and poll_transmit_in_place return DATA only
+    // (new or resent); the acknowledgements, probes and handshake packets due stay queued
+    // for the first poll after it is off. A driver that lets an application's answer leave
+    // before the ACK of the request it answers (api/driver.h, DriverConfig::answer_first)
+    // polls for the answer this way: the ACK is then neither sent nor even built before
+    // the answer is out. An engine that ignores it returns what it has, in its own order.
+    virtual void set_data_only(bool on) { (void)on; }
+
     // next_deadline is the earliest time on_timeout must be called (kNever if none).
     virtual Time next_deadline() const = 0;
 

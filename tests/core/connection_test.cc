@@ -1035,6 +1035,69 @@ TEST(Endpoint, ReadyPortsTakeNewDataAndTheRestKeepsItsTurn) {
     EXPECT_EQ(f.dst, f.src);
 }
 
+// Silent sends nothing while `quiet`: the engine keeps what it would send.
+class Silent final : public EngineTap {
+public:
+    using EngineTap::EngineTap;
+    size_t poll_transmit(std::span<std::byte> buf, PacketMeta& meta, Time now) override {
+        return quiet ? 0 : inner_.poll_transmit(buf, meta, now);
+    }
+    bool quiet = true;
+};
+
+// Engine::set_data_only (api/driver.h, answer_first): an endpoint that owes an ACK and has
+// DATA to send gives the DATA only while asked to, and the ACK at the first poll after;
+// then both transfers complete.
+TEST(Endpoint, DataOnlyPollLeavesTheAckForTheNextPoll) {
+    core::EndpointConfig cfg;
+    cfg.pacing = false;
+    cfg.max_payload = 2048;
+    Pair p(48, ten_gbit_net(), cfg, cfg);
+    WriteFlow f(p, 1, 4096);
+    ASSERT_TRUE(run(p, [&] { return f.conn_a().state() == core::ConnState::kEstablished; }, 50ms));
+    p.sim.run_for(1ms);
+    // B writes one segment into A's memory, which A receives but cannot acknowledge yet.
+    std::vector<std::byte> bsrc(2048, std::byte{7}), adst(2048, std::byte{0});
+    const auto kbs = *p.b->register_memory(f.pb, bsrc.data(), bsrc.size(), core::access::kLocalWrite);
+    const auto kad = *p.a->register_memory(f.pa, adst.data(), adst.size(),
+                                           core::access::kLocalWrite | core::access::kRemoteWrite);
+    Silent silent(*p.a);
+    p.host_a().attach(&silent);
+    core::SendWr wr;
+    wr.wr_id = 9;
+    wr.opcode = core::WorkOpcode::kWrite;
+    wr.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
+    wr.length = static_cast<uint32_t>(bsrc.size());
+    wr.lkey = kbs.lkey;
+    wr.remote_addr = reinterpret_cast<uint64_t>(adst.data());
+    wr.rkey = kad.rkey;
+    p.host_b().with_engine([&](core::Engine&) { ASSERT_EQ(p.b->post_send(f.sb, wr, p.now()), Error::kOk); });
+    p.host_b().kick();
+    ASSERT_TRUE(run(p, [&] { return adst.back() == std::byte{7}; }, 50ms));
+    std::vector<std::byte> buf(p.a->max_datagram_size());
+    auto type = [&] { return static_cast<wire::PacketType>(static_cast<uint8_t>(buf[1])); };
+    int data = 0;
+    p.host_a().with_engine([&](core::Engine&) {
+        ASSERT_EQ(p.a->post_send(f.sa, f.write(1), p.now()), Error::kOk);
+        p.a->set_data_only(true);
+        PacketMeta meta;
+        while (p.a->poll_transmit(buf, meta, p.now()) > 0) {
+            EXPECT_EQ(type(), wire::PacketType::kData) << "after " << data << " DATA";
+            ++data;
+        }
+        p.a->set_data_only(false);
+        ASSERT_GT(p.a->poll_transmit(buf, meta, p.now()), 0u) << "the ACK is gone";
+        EXPECT_EQ(type(), wire::PacketType::kAck);
+    });
+    EXPECT_EQ(data, 2);  // 4096 bytes in segments of 2048
+    // What the test took went nowhere: A sends again and both ends complete.
+    silent.quiet = false;
+    p.host_a().kick();
+    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+    EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+    EXPECT_EQ(f.dst, f.src);
+}
+
 // [CONN-28] [CONN-21] [CONN-8] a lost CLOSE: the peer, still Established, sends; its first
 // packet brings the CLOSE again, so it closes within a round trip instead of failing at
 // peer_dead_timeout ([ERR-2]) with kPeerDead.
