@@ -366,9 +366,15 @@ public:
         const auto stats_before = dev_->stats();
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
+        std::vector<size_t> owed;  // queue pairs whose receive an answer consumed
         auto last_busy = Clock::now();
         for (uint64_t loop = 0;; ++loop) {
             const bool busy = pump();
+            // The pass above sent the answers: their receives are reposted now, while the
+            // answers travel, not between a ping and its answer.
+            for (const size_t q : owed)
+                if (!post_recv(q, error)) return std::nullopt;
+            owed.clear();
             size_t n = cq_->poll(comps);
             bool slept = false;
             if (o_.mode == Mode::kBandwidth || !o_.busy_poll) {
@@ -390,13 +396,19 @@ public:
                 const size_t q = qp_index(c.stream);
                 if (o_.check) check_received(c, q, size);
                 // A ping-pong answers first: the queue pair holds kRecvDepth receives, so
-                // the one consumed is reposted after the answer, off the round trip.
-                if (o_.mode == Mode::kLatency && !post_one(q, size, error)) return std::nullopt;
-                if (!post_recv(q, error)) return std::nullopt;
+                // the one consumed is reposted once the answer is sent, off the round trip.
+                if (o_.mode == Mode::kLatency) {
+                    if (!post_one(q, size, error)) return std::nullopt;
+                    owed.push_back(q);
+                } else if (!post_recv(q, error)) {
+                    return std::nullopt;
+                }
             }
             if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
                     if (message_type(*m) == "end") {
+                        for (const size_t q : owed)  // the next size starts with them all
+                            if (!post_recv(q, error)) return std::nullopt;
                         if (o_.check && !check_after_end(*m, size, comps, error)) return std::nullopt;
                         break;
                     }
