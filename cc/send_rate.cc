@@ -54,6 +54,13 @@ void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
     hint_expiry_ = now;  // no hint in force (hint_bps_ is 0); idle halving counts from now
 }
 
+bool SendRate::lower_grant(uint32_t mbps) {
+    const uint64_t g = uint64_t{mbps} * 1'000'000;
+    if (!cfg_.use_hint || mbps == 0 || grant_bps_ == 0 || g >= grant_bps_) return false;
+    grant_bps_ = g;
+    return true;
+}
+
 uint64_t SendRate::idle_budget(Time now) const {
     if (grant_bps_ == 0 || cfg_.idle_halving_rtts == 0) return 0;
     const uint64_t srtt_ns = static_cast<uint64_t>(to_ns(grant_srtt_));

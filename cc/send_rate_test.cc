@@ -118,6 +118,27 @@ TEST(SendRate, HandshakeGrantIsTheFirstRoundTripsBudget) {
     EXPECT_EQ(nohint.inflight_cap(now), 64u * 1024);
 }
 
+// [CC-20] revision: a lower grant from a later HELLO_ACK lowers the first round trip's
+// budget at once (over the same round trip); a higher one, a zero, or a revision before
+// any grant changes nothing.
+TEST(SendRate, LowerGrantLowersTheBudget) {
+    const Time now{1ms};
+    SendRateConfig c = config();
+    c.idle_halving_rtts = 16;
+    SendRate r(c);
+    EXPECT_FALSE(r.lower_grant(40'000));  // no grant held
+    EXPECT_EQ(r.inflight_cap(now), 64u * 1024);
+    r.on_grant(160'000, 10us, now);  // 200 000 bytes
+    EXPECT_EQ(r.inflight_cap(now), 200'000u);
+    EXPECT_FALSE(r.lower_grant(320'000));
+    EXPECT_FALSE(r.lower_grant(0));
+    EXPECT_EQ(r.inflight_cap(now), 200'000u);
+    EXPECT_TRUE(r.lower_grant(80'000));  // 100 000 bytes
+    EXPECT_EQ(r.inflight_cap(now + 1us), 100'000u);
+    EXPECT_TRUE(r.lower_grant(8'000));  // below first_rtt_bytes: that floor holds
+    EXPECT_EQ(r.inflight_cap(now + 1us), 64u * 1024);
+}
+
 // [CC-15] the grant is capped by max_inflight_bytes: a hint × srtt above the connection's
 // cap does not let a returning sender send more than any other could.
 TEST(SendRate, IdleBudgetNeverAboveTheInflightCap) {

@@ -66,6 +66,7 @@ struct ConnectionStats {
     uint64_t nacks_received = 0;
     uint64_t hello_sent = 0;
     uint64_t hello_grants_taken = 0;    // [CC-20] the establishing HELLO_ACK carried a grant, taken
+    uint64_t hello_grants_lowered = 0;  // [CC-20] a later HELLO_ACK lowered the grant taken
     uint64_t closes_repeated = 0;       // [CONN-28] CLOSE sent again: the peer still sent
     uint64_t retries_received = 0;      // [CONN-25] RETRYs that asked us to echo a cookie
     uint64_t probes_received = 0;

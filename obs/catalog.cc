@@ -87,6 +87,10 @@ constexpr CounterField<CS> kConnection[] = {
     {"hello_grants_taken", &CS::hello_grants_taken,
      "Connections whose establishing HELLO_ACK carried a grant for the first round trip ([CC-20]).",
      "hello_grants_taken"},
+    {"hello_grants_lowered", &CS::hello_grants_lowered,
+     "Grants taken that a later HELLO_ACK of the peer lowered in the first round trip ([CC-20]).",
+     "hello_grants_lowered"},
+
     {"closes_repeated", &CS::closes_repeated, "CLOSEs sent again to a peer that missed the first.",
      "closes_repeated"},
     {"closes_answered", &CS::closes_answered, "CLOSEs answered with a CLOSE(CONFIRM) ([CONN-29]).",
