@@ -1063,14 +1063,7 @@ TEST(Endpoint, DataOnlyPollLeavesTheAckForTheNextPoll) {
                                            core::access::kLocalWrite | core::access::kRemoteWrite);
     Silent silent(*p.a);
     p.host_a().attach(&silent);
-    core::SendWr wr;
-    wr.wr_id = 9;
-    wr.opcode = core::WorkOpcode::kWrite;
-    wr.local_addr = reinterpret_cast<uint64_t>(bsrc.data());
-    wr.length = static_cast<uint32_t>(bsrc.size());
-    wr.lkey = kbs.lkey;
-    wr.remote_addr = reinterpret_cast<uint64_t>(adst.data());
-    wr.rkey = kad.rkey;
+    const core::SendWr wr = write_wr(9, bsrc, kbs.lkey, adst, kad.rkey, static_cast<uint32_t>(bsrc.size()));
     p.host_b().with_engine([&](core::Engine&) { ASSERT_EQ(p.b->post_send(f.sb, wr, p.now()), Error::kOk); });
     p.host_b().kick();
     ASSERT_TRUE(run(p, [&] { return adst.back() == std::byte{7}; }, 50ms));
