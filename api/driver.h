@@ -220,10 +220,11 @@ public:
     // a batch is sent after the pass has released the engine lock, so the memory it reads
     // must not be handed back to the application meanwhile. Completions cannot: they come
     // from the peer's ACKs of those very datagrams, read by a later pass, and what a pass
-    // could not send (back-pressure) is copied into the batch before the pass ends. What remains is an application thread that ends
-    // work requests itself, under the engine lock, while a pass sends: a queue pair
-    // destroyed or moved to ERR or RESET (its work flushed), memory deregistered. Such a
-    // call ends with wait_payloads_sent() (api/device.cc).
+    // could not send (back-pressure) is copied into the batch before the pass ends. What
+    // remains is an application thread that ends work requests itself, under the engine
+    // lock, while a pass sends: a queue pair destroyed or moved to ERR or RESET (its work
+    // flushed), memory deregistered. Such a call ends with wait_payloads_sent()
+    // (api/device.cc).
     //
     // wait_payloads_sent returns once no pass is sending payloads from the application's
     // memory that the engine handed out before the caller's last release of the engine

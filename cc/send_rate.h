@@ -55,8 +55,8 @@ public:
     // of [CC-15] and its hint for one TTL, so its first round trip may have
     // max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight, paced at it.
     void on_grant(uint32_t mbps, Duration rtt, Time now);
-    // lower_grant: [CC-20] revision: a later HELLO_ACK's grant, if lower than the one held,
-    // replaces it (the round trip it scales by stays). Returns true if it did.
+    // lower_grant: [CC-20] the grant of a later HELLO_ACK (before any ACK), if lower than
+    // the one held, replaces it (the round trip it scales by stays). Returns true if so.
     bool lower_grant(uint32_t mbps);
     // on_acked: an ACK acknowledged new data; srtt as on_hint.
     void on_acked(Duration srtt, Time now);

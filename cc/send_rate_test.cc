@@ -118,9 +118,9 @@ TEST(SendRate, HandshakeGrantIsTheFirstRoundTripsBudget) {
     EXPECT_EQ(nohint.inflight_cap(now), 64u * 1024);
 }
 
-// [CC-20] revision: a lower grant from a later HELLO_ACK lowers the first round trip's
-// budget at once (over the same round trip); a higher one, a zero, or a revision before
-// any grant changes nothing.
+// [CC-20] a lower grant from a later HELLO_ACK lowers the first round trip's budget at
+// once (over the same round trip); a higher one, a zero, or one before any grant changes
+// nothing.
 TEST(SendRate, LowerGrantLowersTheBudget) {
     const Time now{1ms};
     SendRateConfig c = config();
