@@ -650,6 +650,7 @@ bool Endpoint::is_handshake(std::span<const std::byte> datagram) const {
 void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta& meta,
                            Time now) {
     ++stats_.datagrams_received;
+    apply_coalesced_ack(now);
     update_fair_share(now);
     wire::CommonHeader common;
     if (Error e = wire::parse_common_header(datagram, common); e != Error::kOk) {
@@ -733,17 +734,16 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
                 rx_data_.hdr.common = inner;
                 ++stats_.coalesced_received;
             }
-            c->on_ack(rx_ack_, now);
-            if (followed) c->on_data(rx_data_, meta, now);
-            // The ACK may have ended timers (issue 19): the connection's deadline is made
-            // exact once, when the deadlines are next flushed, not after every ACK of a batch.
-            if (!c->settle_pending) {
-                c->settle_pending = true;
-                if (!c->deadline_dirty) {
-                    c->deadline_dirty = true;
-                    dirty_.push_back(c->id());
-                }
+            if (followed) {
+                // The DATA now, its ACK at the next input, timer or full poll.
+                c->on_data(rx_data_, meta, now);
+                coalesced_ack_ = rx_ack_;
+                coalesced_ack_conn_ = c->id();
+                coalesced_ack_due_ = true;
+                break;
             }
+            c->on_ack(rx_ack_, now);
+            settle_after_ack(*c);
             break;
         }
         case wire::PacketType::kNack: {
@@ -801,7 +801,29 @@ void Endpoint::flush_deadlines() const {
     dirty_.clear();
 }
 
+void Endpoint::settle_after_ack(Connection& c) {
+    // The ACK may have ended timers (issue 19): the connection's deadline is made exact
+    // once, when the deadlines are next flushed, not after every ACK of a batch.
+    if (c.settle_pending) return;
+    c.settle_pending = true;
+    if (!c.deadline_dirty) {
+        c.deadline_dirty = true;
+        dirty_.push_back(c.id());
+    }
+}
+
+void Endpoint::apply_coalesced_ack(Time now) {
+    if (!coalesced_ack_due_) return;
+    coalesced_ack_due_ = false;
+    Connection* c = conn_mut(coalesced_ack_conn_);
+    if (!c) return;
+    c->on_ack(coalesced_ack_, now);
+    settle_after_ack(*c);
+    touched(*c, now);
+}
+
 void Endpoint::on_timeout(Time now) {
+    apply_coalesced_ack(now);
     update_fair_share(now);
     reclaim(now);
     for (;;) {
@@ -846,6 +868,7 @@ size_t Endpoint::poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& me
 
 size_t Endpoint::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
                          Connection::InPlace* in_place) {
+    if (!data_only_) apply_coalesced_ack(now);
     if (!data_only_ && guard_.has_replies())
         if (size_t n = guard_.poll(buf, meta, local_)) return n;
     // [PATH-15]: with some NIC ports busy, a connection whose only sendable data is for

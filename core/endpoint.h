@@ -339,6 +339,16 @@ private:
     // The packet being handled (see on_datagram): decoded in place, reused.
     wire::DataPacket rx_data_;
     wire::AckPacket rx_ack_;
+    // [WIRE-10]: the ACK of a coalesced datagram, applied after its DATA, at this
+    // endpoint's next input, timer or poll for more than DATA (apply_coalesced_ack): the
+    // DATA's events reach the application first, and a request-response driver
+    // (api/driver.h, answer_first) sends the answer before the ACK's work (about 1,600
+    // instructions, Connection::on_ack) is done.
+    wire::AckPacket coalesced_ack_;
+    uint32_t coalesced_ack_conn_ = 0;
+    bool coalesced_ack_due_ = false;
+    void apply_coalesced_ack(Time now);
+    void settle_after_ack(Connection& c);  // its deadline made exact at the next flush
     wire::AckPacket tx_ack_;  // the ACK being written (Connection::write_ack)
 };
 

@@ -180,8 +180,11 @@ public:
         cfg.udp.plane_devices = o_.plane_ifs;
         cfg.metrics = o_.metrics;
         cfg.busy_poll = o_.busy_poll;
-        // A ping-pong answers every completion at once: its ACK may wait for the answer.
+        // A ping-pong answers every completion at once: its ACK may wait for the answer,
+        // and ride with it ([WIRE-10]): one datagram each way per exchange, the ACK
+        // applied after the answer's completion is handed over (docs/results.md).
         cfg.answer_first = o_.mode == Mode::kLatency;
+        cfg.endpoint.ack_with_reverse_data = o_.mode == Mode::kLatency;
         if (o_.stages) {
             trace_ = std::make_unique<api::StageTrace>(kStageStamps);
             cfg.stage_trace = trace_.get();
