@@ -400,7 +400,6 @@ bool Driver::pass_inner() {
         if (want_poll_ && can_poll && !answer_due_) {
             tx_count_ = tx_next_ = 0;
             fill_batch(now);
-            if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
         }
         // A pacing deadline is due until poll_transmit sends the paced packet, so the
         // deadline is checked after polling: still due with room left in the batch means
@@ -446,6 +445,7 @@ void Driver::fill_batch(Time now) {
     // A full batch means the engine may have more; otherwise it is drained until the next
     // input (a datagram, a timer or posted work).
     want_poll_ = tx_count_ == kBatch;
+    if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
 }
 
 bool Driver::send_answer() {
@@ -456,7 +456,6 @@ bool Driver::send_answer() {
         fill_batch(dp_.now());
         engine_.set_data_only(false);
         want_poll_ = true;  // the ACKs, which the same pass builds and sends next
-        if (tx_count_ && cfg_.trace) cfg_.trace->stamp(Stage::kEngineTx, static_cast<uint32_t>(tx_count_));
     }
     if (tx_count_ == 0) return false;
     group_by_port();

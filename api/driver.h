@@ -242,7 +242,8 @@ private:
     bool admit_handshake(Time now);  // driver lock held: the budget allows one more
     void hold_handshakes(Time now);  // driver lock held: spent; hold the queue until refilled
     void flush_tx();      // driver lock held
-    // fill_batch polls the engine into tx_ from tx_count_ on; engine lock held.
+    // fill_batch polls the engine into tx_ from tx_count_ on (stamping kEngineTx); engine
+    // lock held.
     void fill_batch(Time now);
     // send_answer sends what the engine has of DATA (answer_first), before anything else;
     // true if it sent some. Driver lock held, engine lock not.

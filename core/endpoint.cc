@@ -868,9 +868,11 @@ size_t Endpoint::poll_transmit_in_place(std::span<std::byte> buf, PacketMeta& me
 
 size_t Endpoint::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
                          Connection::InPlace* in_place) {
-    if (!data_only_) apply_coalesced_ack(now);
-    if (!data_only_ && guard_.has_replies())
-        if (size_t n = guard_.poll(buf, meta, local_)) return n;
+    if (!data_only_) {  // a poll for DATA only leaves both for the next full one
+        apply_coalesced_ack(now);
+        if (guard_.has_replies())
+            if (size_t n = guard_.poll(buf, meta, local_)) return n;
+    }
     // [PATH-15]: with some NIC ports busy, a connection whose only sendable data is for
     // those ports produces nothing yet keeps its work: it stays in the list, behind the
     // others, and one pass over the list ends the poll. So does one with only control

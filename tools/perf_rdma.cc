@@ -370,14 +370,18 @@ public:
         uint64_t received = 0;
         std::vector<api::Completion> comps(64);
         std::vector<size_t> owed;  // queue pairs whose receive an answer consumed
+        auto repost_owed = [&] {
+            for (const size_t q : owed)
+                if (!post_recv(q, error)) return false;
+            owed.clear();
+            return true;
+        };
         auto last_busy = Clock::now();
         for (uint64_t loop = 0;; ++loop) {
             const bool busy = pump();
             // The pass above sent the answers: their receives are reposted now, while the
             // answers travel, not between a ping and its answer.
-            for (const size_t q : owed)
-                if (!post_recv(q, error)) return std::nullopt;
-            owed.clear();
+            if (!repost_owed()) return std::nullopt;
             size_t n = cq_->poll(comps);
             bool slept = false;
             if (o_.mode == Mode::kBandwidth || !o_.busy_poll) {
@@ -410,8 +414,7 @@ public:
             if (slept || loop % kServeOobCheckEvery == 0) {
                 if (auto m = oob_.poll()) {
                     if (message_type(*m) == "end") {
-                        for (const size_t q : owed)  // the next size starts with them all
-                            if (!post_recv(q, error)) return std::nullopt;
+                        if (!repost_owed()) return std::nullopt;  // the next size needs them all
                         if (o_.check && !check_after_end(*m, size, comps, error)) return std::nullopt;
                         break;
                     }

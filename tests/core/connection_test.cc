@@ -2330,7 +2330,7 @@ TEST(Connection, BrokenCoalescedDatagramChangesNothing) {
         hold.give(good, p.now());
         EXPECT_EQ(p.a->stats().coalesced_received, 1u);
         EXPECT_EQ(p.a->stream_bytes_placed(f.sa), placed + 8);
-        // The DATA at once, its ACK at A's next input, timer or full poll.
+        // [WIRE-10]: the DATA at once, its ACK at A's next input, timer or full poll.
         EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks);
         p.a->on_timeout(p.now());
         EXPECT_EQ(f.path_sum(&core::PathStats::acks_received), acks + 1);
