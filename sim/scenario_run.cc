@@ -20,6 +20,7 @@
 #include "obs/snapshot.h"
 #include "sim/capture.h"
 #include "sim/faults.h"
+#include "sim/post_queue.h"
 #include "sim/recovery.h"
 #include "wire/data.h"
 
@@ -58,13 +59,21 @@ HostMemory register_buffers(EngineT& e, const Buffers& b) {
 // into streams/QPs and WRITE work requests. wr_id = (flow id << 32) | WR length.
 class Driver {
   public:
+    explicit Driver(uint32_t depth) : queues_(depth) {}
     virtual ~Driver() = default;
     virtual core::Engine* engine(uint32_t h) = 0;
-    // post queues flow f's WRITEs on host f.src and adds how many it posted to `wrs`; it
-    // sets `channel` to where the receiver counts the flow's placed bytes (a stream or a
-    // pair's QPs, shared by the flows that share them). Returns "" or a one-line error.
+    // post queues flow f's WRITEs on host f.src and adds how many they are to `wrs`
+    // (posted now as far as the stream takes them, the rest by refill); it sets `channel`
+    // to where the receiver counts the flow's placed bytes (a stream or a pair's QPs,
+    // shared by the flows that share them). Returns "" or a one-line error.
     virtual std::string post(const Flow& f, uint64_t message_bytes, Time now, FlowOutcome& o, uint32_t& wrs,
                              uint32_t& channel) = 0;
+    // completed counts a WRITE completion of host h's stream; true when that stream has
+    // WRITEs waiting for room, which refill then posts.
+    bool completed(uint32_t h, uint32_t stream) { return queues_.completed(h, stream); }
+    std::vector<PostQueues::Refused> refill(uint32_t h, uint32_t stream, Time now) {
+        return queues_.fill(h, stream, poster(now));
+    }
     // channel_placed is the payload bytes placed so far at the receiver of a channel.
     virtual uint64_t channel_placed(uint32_t channel) const = 0;
     // connect opens hosts a and b's connection now, before any flow of theirs (a
@@ -77,21 +86,34 @@ class Driver {
     virtual void obs_counters(RunMetrics&, Time) {}
     // sample_cc appends congestion state of the first `conns` connections / QPs.
     virtual void sample_cc(double t_us, uint32_t conns, std::vector<CcRow>& rows) const = 0;
+
+  protected:
+    // post_one hands one WRITE to host h's engine.
+    virtual Error post_one(uint32_t h, uint32_t stream, const core::SendWr& wr, Time now) = 0;
+    PostQueues::PostFn poster(Time now) {
+        return [this, now](uint32_t h, uint32_t stream, const core::SendWr& wr) { return post_one(h, stream, wr, now); };
+    }
+    // enqueue queues `bytes` of flow `id` on (h, stream) and posts what fits; the WRITEs'
+    // count is added to `wrs`. Returns "" or a one-line error.
+    std::string enqueue(uint32_t h, uint32_t stream, uint32_t id, const core::SendWr& wr, uint64_t bytes,
+                        uint64_t piece, Time now, uint32_t& wrs) {
+        wrs += static_cast<uint32_t>(queues_.add(h, stream, id, wr, bytes, piece));
+        if (const auto refused = queues_.fill(h, stream, poster(now)); !refused.empty())
+            return "flow " + std::to_string(refused.front().flow) + ": post_send refused (" +
+                   std::string(to_string(refused.front().error)) + ")";
+        return "";
+    }
+
+  private:
+    PostQueues queues_;
 };
 
-std::vector<uint32_t> split(uint64_t bytes, uint64_t piece) {
-    std::vector<uint32_t> out;
-    if (piece == 0) piece = bytes;
-    for (uint64_t off = 0; off < bytes; off += piece) out.push_back(static_cast<uint32_t>(std::min(piece, bytes - off)));
-    return out;
-}
-
-core::SendWr write_wr(uint32_t flow, uint32_t len, const Buffers& b, uint32_t lkey, uint32_t rkey) {
+// write_wr: the WRITE from the shared source buffer to the shared destination buffer; the
+// post queue gives each its length and wr_id.
+core::SendWr write_wr(const Buffers& b, uint32_t lkey, uint32_t rkey) {
     core::SendWr wr;
-    wr.wr_id = (uint64_t{flow} << 32) | len;
     wr.opcode = core::WorkOpcode::kWrite;
     wr.local_addr = reinterpret_cast<uint64_t>(b.src.data());
-    wr.length = len;
     wr.lkey = lkey;
     wr.remote_addr = reinterpret_cast<uint64_t>(b.dst.data());
     wr.rkey = rkey;
@@ -115,7 +137,7 @@ class RttSink final : public core::TraceSink {
 class MroceDriver final : public Driver {
   public:
     MroceDriver(const RunSpec& spec, Topology& topo, const Buffers& b, uint64_t seed)
-        : spec_(spec), topo_(topo), buf_(b) {
+        : Driver(spec.mroce.endpoint.max_outstanding_wrs), spec_(spec), topo_(topo), buf_(b) {
         for (uint32_t h = 0; h < topo.host_count(); ++h) {
             Host& host = topo.host(h);
             auto ep = std::make_unique<core::Endpoint>(spec.mroce.endpoint, host.address(), seed * 7919 + h);
@@ -159,13 +181,8 @@ class MroceDriver final : public Driver {
             }
         }
         o.src_port = o.dst_port = spec_.mroce.endpoint.port;
-        for (uint32_t len : split(f.bytes, message_bytes)) {
-            const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
-            if (eps_[f.src]->post_send(sid, wr, now) != Error::kOk)
-                return "flow " + std::to_string(f.id) + ": post_send refused";
-            ++wrs;
-        }
-        return "";
+        return enqueue(f.src, sid, f.id, write_wr(buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey), f.bytes,
+                       message_bytes, now, wrs);
     }
 
     uint64_t channel_placed(uint32_t ch) const override {
@@ -250,6 +267,11 @@ class MroceDriver final : public Driver {
         }
     }
 
+  protected:
+    Error post_one(uint32_t h, uint32_t stream, const core::SendWr& wr, Time now) override {
+        return eps_[h]->post_send(stream, wr, now);
+    }
+
   private:
     const RunSpec& spec_;
     Topology& topo_;
@@ -267,7 +289,7 @@ class MroceDriver final : public Driver {
 class RoceDriver final : public Driver {
   public:
     RoceDriver(const RunSpec& spec, Topology& topo, const Buffers& b, uint64_t seed)
-        : spec_(spec), topo_(topo), buf_(b) {
+        : Driver(spec.rocev2.config.max_outstanding_wrs), spec_(spec), topo_(topo), buf_(b) {
         for (uint32_t h = 0; h < topo.host_count(); ++h) {
             Address local = topo.host(h).address();
             auto e = std::make_unique<rocev2::RoceEngine>(spec.rocev2.config, local, seed * 7919 + h);
@@ -313,12 +335,10 @@ class RoceDriver final : public Driver {
         for (uint64_t i = 0; i < q; ++i) {
             const uint64_t part = f.bytes / q + (i < f.bytes % q ? 1 : 0);
             if (part == 0) continue;
-            for (uint32_t len : split(part, message_bytes)) {
-                const core::SendWr wr = write_wr(f.id, len, buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey);
-                if (engines_[f.src]->post_send(qps[i], wr, now) != Error::kOk)
-                    return "flow " + std::to_string(f.id) + ": post_send refused";
-                ++wrs;
-            }
+            if (std::string e = enqueue(f.src, qps[i], f.id, write_wr(buf_, sides_[f.src].src.lkey, sides_[f.dst].dst.rkey),
+                                        part, message_bytes, now, wrs);
+                !e.empty())
+                return e;
         }
         return "";
     }
@@ -358,6 +378,11 @@ class RoceDriver final : public Driver {
             rows.push_back({.time_us = t_us, .conn = i, .path = -1,
                             .pacing_rate_bps = static_cast<int64_t>(rate)});
         }
+    }
+
+  protected:
+    Error post_one(uint32_t h, uint32_t stream, const core::SendWr& wr, Time now) override {
+        return engines_[h]->post_send(stream, wr, now);
     }
 
   private:
@@ -811,14 +836,28 @@ bool run_spec(const RunSpec& spec, uint64_t seed, RunOutput& out, std::string& e
         for (uint32_t d : dependents[id])
             if (--deps_left[d] == 0) start_at(d);
     };
+    // refill posts the WRITEs waiting for room on host h's stream; a flow the stream no
+    // longer takes (it failed) has failed, its unposted WRITEs with it.
+    std::function<void(uint32_t, uint32_t)> refill = [&](uint32_t h, uint32_t stream) {
+        for (const PostQueues::Refused& r : drv->refill(h, stream, to_core_time(sim.now()))) {
+            m.failed_ops += r.wrs;
+            if (wrs_left[r.flow] == 0) continue;
+            wrs_left[r.flow] = 0;
+            flow_done(r.flow, false);
+        }
+        topo.host(h).kick();
+    };
     for (uint32_t h = 0; h < hosts; ++h) {
-        topo.host(h).set_event_callback([&](const core::Event& e) {
+        topo.host(h).set_event_callback([&, h](const core::Event& e) {
             if (e.kind != core::EventKind::kCompletion) return;
             const core::Completion& c = e.completion;
             if (c.opcode != core::WorkOpcode::kWrite) return;  // responder side: not ours
             const auto id = static_cast<uint32_t>(c.wr_id >> 32);
             const auto len = static_cast<uint32_t>(c.wr_id);
             if (id >= wl.size()) return;
+            // The stream has room for one more: its waiting WRITEs are posted in an event
+            // of their own, not from inside the engine that reports this completion.
+            if (drv->completed(h, c.stream)) sim.schedule_at(sim.now(), [&refill, h, s = c.stream] { refill(h, s); });
             if (c.status != core::Status::kSuccess) ++m.failed_ops;
             if (wrs_left[id] == 0) return;  // the flow already failed
             if (c.status != core::Status::kSuccess) {

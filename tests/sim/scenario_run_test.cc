@@ -131,6 +131,35 @@ sample_us = 5
     EXPECT_LE(peak, m.max_queue_bytes);
 }
 
+// A flow of more WRITEs than a stream (or QP) holds at once (max_outstanding_wrs, 65,536)
+// is posted as the stream frees room, as an application keeps its send queue full; a
+// second flow on the same stream (streams = "pair") goes after it. Before, the run stopped
+// with "post_send refused".
+TEST_P(ScenarioRun, AFlowOfMoreWritesThanAStreamHoldsCompletes) {
+    const uint64_t seed = testing::test_seed(27);
+    SCOPED_TRACE(testing::seed_note(seed));
+    const RunSpec spec = spec_from(R"(
+[topology]
+kind = "single_switch"
+hosts = 3
+[mroce]
+streams = "pair"
+[workload]
+kind = "explicit"
+message_bytes = 1
+flows = [ { src = 0, dst = 1, bytes = 70000 }, { src = 0, dst = 1, bytes = 3000 }, { src = 2, dst = 1, bytes = 100 } ]
+)", {"protocol=" + GetParam()});
+    RunOutput out;
+    std::string err;
+    ASSERT_TRUE(run_spec(spec, seed, out, err)) << err;
+    EXPECT_EQ(out.metrics.completed_flows, 3u) << out.metrics.stop_reason;
+    EXPECT_EQ(out.metrics.failed_ops, 0u);
+    for (const FlowOutcome& o : out.flows) {
+        ASSERT_TRUE(o.completed) << "flow " << o.flow.id;
+        EXPECT_EQ(o.bytes_placed, o.flow.bytes) << "flow " << o.flow.id;
+    }
+}
+
 // A RoCEv2 flow across a cable cut for good exhausts its retries: its WRITEs fail, the run
 // counts them, and the flow that depends on it never starts; the unrelated flow completes.
 TEST(ScenarioRunFailure, DependentsOfAFailedFlowNeverStart) {
