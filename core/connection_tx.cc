@@ -275,7 +275,9 @@ size_t Connection::produce_data(std::span<std::byte> buf, PacketMeta& meta, Time
         // one datagram instead, the ACK first: cheaper to send and receive than a
         // two-datagram super-packet.
         size_t ack_bytes = 0;
-        if (cfg_.ack_with_reverse_data && ack_queue_.empty() && acks_delayed()) {
+        // Only with the segment that ends its message (send_segment, below).
+        const bool ends_message = m->next_new_seg + 1 == m->nseg;
+        if (cfg_.ack_with_reverse_data && ends_message && ack_queue_.empty() && acks_delayed()) {
             const bool ack_first = data_header_size(m->opcode) + bytes < next_ack_size();
             const bool coalesce = coalesce_ && next_ack_size() + bytes <= segment_size_;
             if (ack_first || coalesce) {
@@ -408,7 +410,13 @@ size_t Connection::send_segment(Stream& s, TxMessage& m, uint32_t seg, bool retx
     const bool spends_cap = !cfg_.ack_with_reverse_data &&
                             in_flight_bytes_ + segment_size_ > rate_.inflight_cap(now);
     const bool ack_now = retx || (last && (cfg_.ack_now_every_message || pause)) || spends_cap;
-    if (cfg_.ack_with_reverse_data) send_delayed_acks(path.id, now);
+    // With ack_with_reverse_data the delayed ACKs follow the segment that ends a message
+    // (or a retransmission), not an earlier one: the ACK completes the peer's request, and
+    // the peer's application then looks for this answer in its memory, which must by then
+    // hold all of it. After a message's first segment, the ACK would be read with it and
+    // the rest after the peer's application stopped polling (ib_write_lat, 16 KiB: the
+    // rest waited for another thread). Until then the ACKs wait at most max_ack_delay.
+    if (cfg_.ack_with_reverse_data && (last || retx)) send_delayed_acks(path.id, now);
     h.flags = static_cast<uint8_t>((last ? wire::data_flag::kLast : 0) |
                                    (retx ? wire::data_flag::kRetx : 0) |
                                    (ack_now ? wire::data_flag::kAckNow : 0));

@@ -85,6 +85,15 @@ bool Endpoint::awaits_completions() const {
     return false;
 }
 
+bool Endpoint::receiving() const {
+    for (const auto& s : streams_) {
+        if (!s) continue;
+        for (const RxMessage& m : s->ring)
+            if (m.active && !m.complete) return true;
+    }
+    return false;
+}
+
 uint32_t Endpoint::connection_to(const Address& peer) const {
     auto it = by_peer_.find(peer);
     return it == by_peer_.end() ? 0 : it->second;

@@ -177,6 +177,8 @@ public:
     bool work_outstanding() const;
     // Engine: work_outstanding, or a receive posted to a live stream or to an SRQ.
     bool awaits_completions() const override;
+    // Engine: a stream has an undelivered message with some, not all, of its segments.
+    bool receiving() const override;
     // num_connections: the connection slots in use (live connections and ended ones in
     // their quiet period, [CONN-24]); at most max_connections.
     size_t num_connections() const { return conns_.size() - free_conns_.size(); }

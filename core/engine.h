@@ -97,6 +97,13 @@ public:
     // datapath to a polling application (api/driver.h, DriverConfig::stand_by) checks on
     // it rarely only while it does. An engine that cannot tell answers true.
     virtual bool awaits_completions() const { return true; }
+
+    // receiving says whether a message has begun to arrive and is not yet whole: more of
+    // it is on its way, and only a driver pass will place it. An application that awaits
+    // no completion may be waiting for that message by watching its memory (a WRITE
+    // ping-pong), so a driver that leaves the datapath to a polling application takes it
+    // back (api/driver.h, DriverConfig::stand_by). An engine that cannot tell answers false.
+    virtual bool receiving() const { return false; }
 };
 
 }  // namespace mroce::core

@@ -3,6 +3,7 @@
 // re-roll, dead return routes, a dead peer, CLOSE, access errors and RNR.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -2023,6 +2024,77 @@ TEST(Connection, DelayedAckSharesTheAnswersDatagram) {
             for (const FromB& x : from_b) EXPECT_FALSE(x.followed && x.bytes.size() <= 88u);
             EXPECT_EQ(p.a->stats().bad_length + p.a->stats().bad_type + p.a->stats().bad_integrity, 0u);
         }
+}
+
+// [ACK-12] with ack_with_reverse_data: the delayed ACK follows the segment that ends the
+// answer, not its first: the ACK completes A's request, and A's application then looks for
+// the answer in its memory (ib_write_lat), which must hold all of it by then. An answer of
+// four full segments: the ACK arrives after the fourth; of four and a bit: it shares the
+// datagram of the short fifth ([WIRE-10]). Meanwhile A's endpoint says it is receiving
+// (core::Engine::receiving) while the answer is partly placed, and not once it is whole.
+TEST(Connection, DelayedAckFollowsTheAnswersLastSegment) {
+    for (const uint32_t extra : {0u, 100u}) {
+        core::EndpointConfig cfg;
+        cfg.ack_now_every_message = false;
+        cfg.ack_with_reverse_data = true;
+        cfg.max_ack_delay = 100us;
+        const uint32_t len = 4 * cfg.max_payload + extra;
+        SCOPED_TRACE("answer of " + std::to_string(len) + " bytes");
+        Pair p(28, ten_gbit_net(), cfg, cfg);
+        struct Seen {
+            bool ack = false;   // the datagram holds an ACK
+            bool data = false;  // ... and a DATA (coalesced) or only a DATA
+            bool last = false;  // that DATA ends its message
+        };
+        std::vector<Seen> from_b;
+        bool receiving_seen = false;
+        std::vector<std::byte> scratch;
+        p.net.set_tap([&](const sim::Packet& pkt, const sim::Host& rx) {
+            if (&rx != &p.host_a()) return;
+            const auto d = without_trailer(pkt.bytes.view(scratch));
+            Seen x;
+            size_t at = 0;
+            if (static_cast<uint8_t>(d[1]) == static_cast<uint8_t>(wire::PacketType::kAck)) {
+                x.ack = true;
+                at = (static_cast<uint8_t>(d[19]) & wire::ack_flag::kFollowed) ? wire::coalesced_ack_size(d) : d.size();
+            }
+            if (at < d.size()) {
+                if (const auto dd = wire::decode_data(std::span(d).subspan(at)); dd.ok()) {
+                    x.data = true;
+                    x.last = (dd->hdr.flags & wire::data_flag::kLast) != 0;
+                }
+            }
+            from_b.push_back(x);
+        });
+        WriteFlow f(p, 1, 8);
+        Answer a(len);
+        const Duration took = write_then_answer(p, f, a, [&] { from_b.clear(); });
+        EXPECT_LT(took, cfg.max_ack_delay / 4) << "the ACK did not ride with B's WRITE";
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+        size_t first_ack = from_b.size(), last_data = 0, datas = 0;
+        for (size_t i = 0; i < from_b.size(); ++i) {
+            if (from_b[i].ack && first_ack == from_b.size()) first_ack = i;
+            if (from_b[i].data) {
+                last_data = i;
+                ++datas;
+            }
+        }
+        ASSERT_LT(first_ack, from_b.size()) << "no ACK from B";
+        EXPECT_EQ(datas, extra ? 5u : 4u);
+        EXPECT_GE(first_ack, last_data) << "the ACK reached A before the end of the answer";
+        EXPECT_TRUE(from_b[last_data].last);
+        EXPECT_EQ(from_b[first_ack].data, extra != 0) << "coalesced with the short last segment";
+        EXPECT_FALSE(p.a->receiving()) << "the answer is whole";
+
+        // receiving(): B's next answer, watched between its segments' arrivals.
+        a.dst.assign(a.dst.size(), std::byte{0});
+        a.post(p, f);
+        ASSERT_TRUE(run(p, [&] { return std::any_of(a.dst.begin(), a.dst.end(), [](std::byte b) { return b != std::byte{0}; }); }, 20ms));
+        receiving_seen = p.a->receiving();
+        ASSERT_TRUE(run(p, [&] { return a.dst == a.src; }, 20ms));
+        EXPECT_TRUE(receiving_seen) << "partly placed, and the endpoint did not say so";
+        EXPECT_FALSE(p.a->receiving());
+    }
 }
 
 // [WIRE-10], [VER-2]: COALESCE is used only when both HELLOs announce it: with one side's
