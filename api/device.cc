@@ -318,7 +318,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<24>(s.driver, one.driver);
+        add_counters<25>(s.driver, one.driver);
         add_counters<22>(s.udp, one.udp);
         add_counters<22>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;

@@ -222,6 +222,17 @@ bool Driver::try_run_once(bool polling) {
     int64_t passing = kAppInPass;
     if (stand_by) assisted_ns_.store(kAppInPass, std::memory_order_relaxed);
     const bool did = pass();
+    // An application that awaits no completion has no reason to poll again, and a message
+    // that has begun to arrive will be placed only by a pass: it may be what the
+    // application now waits for, watching its memory (ib_write_lat: its first segment came
+    // with the ACK that completed the last send, the rest follow). The progress thread
+    // takes the datapath back at once instead of after the stand-by (issue 15: 16 KiB
+    // round trips of 234 µs instead of 20).
+    if (stand_by && !awaits_.load(std::memory_order_relaxed) && engine_.receiving()) {
+        ++stats_.stand_by_ended;
+        release_stand_by();
+        return did;
+    }
     // Unless release_stand_by() came meanwhile (a CQ armed by another thread).
     if (stand_by) assisted_ns_.compare_exchange_strong(passing, to_ns(dp_.now()), std::memory_order_relaxed);
     return did;

@@ -127,6 +127,9 @@ struct DriverStats {
                                   // its work itself (DriverConfig::send_on_post)
     uint64_t stand_by_sleeps = 0; // of sleeps, those that left the datapath to an application
                                   // thread that polls (DriverConfig::stand_by)
+    uint64_t stand_by_ended = 0;  // application passes after which the progress thread took
+                                  // the datapath back at once: a message had begun to arrive
+                                  // and nothing awaited completion (core::Engine::receiving)
     uint64_t handshake_holds = 0; // times the handshake budget was spent and the datapath's
                                   // handshake queue held (DriverConfig::max_handshakes_per_second)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error

@@ -47,6 +47,9 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
         "Of those, payloads copied into the batch after all: held for the next pass.", d.payloads_copied_in);
     add("driver_stand_by_sleeps", "mroce_driver_stand_by_sleeps_total",
         "Sleeps that left the sockets to a polling application thread.", d.stand_by_sleeps);
+    add("driver_stand_by_ended", "mroce_driver_stand_by_ended_total",
+        "Application passes after which the progress thread took the sockets back: a message was arriving.",
+        d.stand_by_ended);
     add("driver_handshake_holds", "mroce_driver_handshake_holds_total",
         "Times the handshake budget was spent and the handshake queue held.", d.handshake_holds);
 }

@@ -192,10 +192,12 @@ public:
     std::optional<core::Event> poll_event() override { return std::nullopt; }
     size_t max_datagram_size() const override { return 64; }
     bool awaits_completions() const override { return awaits; }
+    bool receiving() const override { return receiving_; }
 
     size_t handshakes = 0;
     size_t others = 0;
     bool awaits = true;
+    bool receiving_ = false;
 };
 
 // A full batch of 100 handshakes and 20 others, interleaved: one pass feeds the engine the
@@ -717,6 +719,40 @@ TEST(Driver, AStandByDoesNotGrowWhenNothingIsLeftToComplete) {
     }
     EXPECT_GE(driver.stats().stand_by_sleeps, 15u);
     driver.stop_thread();
+}
+
+// An application that awaits no completion, after a pass that left a message partly
+// received (core::Engine::receiving), does not hold the stand-by: the rest of that message
+// may be what it now waits for by watching its memory (ib_write_lat), and only a pass of
+// the progress thread would place it. With a 5 s stand-by, the progress thread takes the
+// next datagram at once; while the application still awaits a completion, or nothing is
+// arriving, it stands by as before.
+TEST(Driver, AMessageStillArrivingEndsTheStandBy) {
+    for (const bool awaits : {false, true})
+        for (const bool receiving : {true, false}) {
+            SCOPED_TRACE(std::string(awaits ? "awaits a completion" : "awaits nothing") +
+                         (receiving ? ", a message arriving" : ", nothing arriving"));
+            StandByRig rig(std::chrono::seconds(5));
+            ASSERT_TRUE(rig.driver);
+            api::Driver& driver = *rig.driver;
+            rig.engine.awaits = awaits;
+            rig.engine.receiving_ = receiving;
+            driver.notify();  // posted work: the pass asks the engine what it awaits
+            ASSERT_EQ(driver.start_thread(), Error::kOk);
+            while (driver.stats().assisted_passes == 0) (void)driver.try_run_once(true);
+            rig.dp.push(std::byte{'D'});
+            const bool ended = !awaits && receiving;
+            if (ended) {
+                EXPECT_EQ(rig.wait_fed(1), 1u) << "the progress thread stood by while a message arrived";
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                EXPECT_EQ(rig.fed(), 0u) << "the progress thread took the datagram while standing by";
+                driver.release_stand_by();
+                EXPECT_EQ(rig.wait_fed(1), 1u) << "nobody received the datagram";
+            }
+            driver.stop_thread();
+            EXPECT_EQ(driver.stats().stand_by_ended, ended ? 1u : 0u);
+        }
 }
 
 // PostingEngine: post() queues one datagram; sending it arms a timer `pto` later (as a
