@@ -3,7 +3,10 @@
 in the unmodified latency programs: perftest's ib_send_lat and ib_write_lat (8 bytes) and
 rdma-core's ibv_rc_pingpong (8 bytes).
 
-usage: scripts/verbs-lat-ab.py REPS [-n ITERS] [--events] NAME=LIBDIR [NAME=LIBDIR ...]
+usage: scripts/verbs-lat-ab.py REPS [-n ITERS] [--events] [--sizes 8,16384,...] NAME=LIBDIR [NAME=LIBDIR ...]
+
+With --sizes, each program runs at each of those message sizes (default 8; a size above
+4096 bytes is a message of several segments).
 
 With --events, also ib_send_lat -e and ibv_rc_pingpong -e (completion channels: the
 application blocks in ibv_get_cq_event between messages), at a tenth of ITERS.
@@ -77,10 +80,27 @@ def main():
     ap.add_argument("libs", nargs="+", metavar="NAME=LIBDIR")
     ap.add_argument("-n", type=int, default=10000, help="iterations per run (default 10000)")
     ap.add_argument("--events", action="store_true", help="also the completion-channel variants")
+    ap.add_argument("--sizes", default="8", help="message sizes in bytes, comma-separated (default 8)")
     a = ap.parse_args()
-    programs = {k: (v, a.n) for k, v in PROGRAMS.items()}
+    try:
+        sizes = [int(x) for x in a.sizes.split(",")]
+    except ValueError:
+        sys.exit(f"verbs-lat-ab.py: --sizes {a.sizes}: not a list of byte counts")
+    if any(x < 1 for x in sizes):
+        sys.exit(f"verbs-lat-ab.py: --sizes {a.sizes}: a size must be at least 1 byte")
+
+    def sized(table, iters):
+        # The tables say "-s 8": each size replaces it; the name says which size ran.
+        out = {}
+        for size in sizes:
+            for k, v in table.items():
+                argv = [str(size) if i > 0 and v[i - 1] == "-s" else x for i, x in enumerate(v)]
+                out[k if sizes == [8] else f"{k} {size}"] = (argv, iters)
+        return out
+
+    programs = sized(PROGRAMS, a.n)
     if a.events:
-        programs.update({k: (v, max(1, a.n // 10)) for k, v in EVENT_PROGRAMS.items()})
+        programs.update(sized(EVENT_PROGRAMS, max(1, a.n // 10)))
     libs = []
     for spec in a.libs:
         name, sep, path = spec.partition("=")
