@@ -106,6 +106,7 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     }
     dcfg.send_first = cfg.send_first;
     if (cfg.threads > 1) dcfg.thread_name = "mroce-shard" + std::to_string(index);
+    dcfg.events_delivered = [raw] { raw->notify_cqs(); };
     auto driver = Driver::create(*st->endpoint, *st->dp, st->engine_mu,
                                  [raw](const Event& e) { raw->on_event(e); }, dcfg, error);
     if (!driver) return driver.error();

@@ -2,6 +2,7 @@
 // (api/device.cc), and the queue pair state machine (api/qp_state.cc). Not installed.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "api/device.h"
 #include "core/endpoint.h"
@@ -36,9 +38,18 @@ struct CqState {
     // (CompletionQueue::wait). Changed under the queue pair's engine lock, read without.
     std::array<std::atomic<uint32_t>, datapath::kMaxShards> qps_in_shard{};
 
+    // push queues a completion and tells the waiters; enqueue only queues it, and
+    // notify_waiters tells them later (DeviceState::on_event, for a batch of completions).
     void push(const Completion& c) {
+        enqueue(c);
+        notify_waiters();
+    }
+    void enqueue(const Completion& c) {
         std::lock_guard<std::mutex> g(mu);
         queue.push_back(c);
+    }
+    void notify_waiters() {
+        std::lock_guard<std::mutex> g(mu);
         if (waiters) cv.notify_all();
         if (notify_fn) notify_fn(notify_arg);
     }
@@ -88,6 +99,10 @@ struct DeviceState {
     obs::Observer observer;  // the endpoint's trace sink: RTT histograms, event log
     bool closed = false;
     std::unordered_map<uint32_t, QpRecord> qps;  // by queue pair number
+    // CQs that on_event queued completions in and whose waiters notify_cqs has yet to
+    // tell. A CQ lives while a queue pair of this shard names it (QpRecord), and a pass's
+    // events and their notification happen under one hold of engine_mu.
+    std::vector<CqState*> cqs_owed;
     std::set<uint32_t> connections;  // connection ids to close at shutdown
     uint64_t completions_unrouted = 0;
 
@@ -113,7 +128,9 @@ struct DeviceState {
             }
             const bool responder =
                 c.opcode == WorkOpcode::kRecv || c.opcode == WorkOpcode::kRecvWriteImm;
-            (responder ? it->second.recv_cq : it->second.send_cq)->push(c);
+            CqState* cq = (responder ? it->second.recv_cq : it->second.send_cq).get();
+            cq->enqueue(c);
+            if (std::find(cqs_owed.begin(), cqs_owed.end(), cq) == cqs_owed.end()) cqs_owed.push_back(cq);
             return;
         }
         if (e.kind == EventKind::kConnectionUp) connections.insert(e.connection);
@@ -128,10 +145,19 @@ struct DeviceState {
 
     Time now() const { return dp->now(); }
 
+    // notify_cqs tells the waiters of every CQ that on_event queued completions in since
+    // the last call, once each: after a batch, so that none is told before the batch's
+    // other completions are queued (DriverConfig::events_delivered). engine_mu held.
+    void notify_cqs() {
+        for (CqState* cq : cqs_owed) cq->notify_waiters();
+        cqs_owed.clear();
+    }
+
     // drain_events routes the engine's pending events now (engine_mu held), so that
     // completions the API makes itself come after the engine's earlier ones.
     void drain_events() {
         while (auto e = endpoint->poll_event()) on_event(*e);
+        notify_cqs();
     }
 
     // linger_closes drives the endpoint until every connection closed at shutdown has its

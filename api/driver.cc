@@ -359,11 +359,13 @@ bool Driver::pass_inner() {
     uint64_t events = 0;
     uint64_t completions = 0;
     auto deliver_events = [&] {
+        const uint64_t before = events;
         while (auto e = engine_.poll_event()) {
             completions += e->kind == core::EventKind::kCompletion;
             sink_(*e);
             ++events;
         }
+        if (events != before && cfg_.events_delivered) cfg_.events_delivered();
     };
     {
         std::lock_guard<std::mutex> g(engine_mu_);

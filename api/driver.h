@@ -58,6 +58,13 @@ struct DriverConfig {
     // Where the passes stamp their stages (api/stage_trace.h); nullptr: no tracing, at the
     // cost of one branch per stage. Not owned; it outlives the driver.
     StageTrace* trace = nullptr;
+    // events_delivered: called, with the engine lock still held, after a pass has handed
+    // the sink all the events it had (one at least). api::Device tells a CQ's waiters
+    // only then, so that every completion of the pass is in its queue before anyone
+    // looks: a datagram that answers a request and acknowledges it completes a receive and
+    // a send, and an application woken by the first may look for the second (perftest's
+    // -e shares one completion channel between its two CQs).
+    std::function<void()> events_delivered;
     // answer_first: for a driver that the application itself runs (manual progress), a
     // pass whose few datagrams (at most kAnswerFirstMax: a request) delivered completions
     // builds nothing more; the next run_once first asks the engine for DATA only

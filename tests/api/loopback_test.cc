@@ -266,6 +266,76 @@ TEST_P(Loopback, SendRecvUpToOneMebibyte) {
     EXPECT_EQ(st.udp.send_errors, 0u);
 }
 
+// A datagram that answers A's SEND and acknowledges it (B's answer, with the ACK riding on
+// it: ack_with_reverse_data) completes a receive and a send at A in one pass. Both are
+// queued before either CQ's waiters are told: an application woken for the receive that
+// looks at once for its send completion finds it (perftest's ib_send_lat -e shares one
+// completion channel between its two CQs and polls the other CQ once per event; it read an
+// empty CQ about once in a thousand round trips and failed). The hook on A's receive CQ,
+// run as the waiters are told, polls A's send CQ; max_ack_delay is long, so B's ACK waits
+// for the answer, however slowly the test posts it. Ten round trips. Manual progress only:
+// the guarantee holds within one pass, and a progress thread that reads the socket while
+// the kernel is still queueing a GSO pair (or a pass that cannot send, and so leaves a
+// coalesced ACK for the next) may take the answer and its ACK in two passes. With the test
+// thread driving both devices, B's send has queued both before A's pass reads.
+struct PeekAtSendCq {
+    api::CompletionQueue* send_cq = nullptr;
+    std::vector<Completion> seen;  // send completions found when the receive CQ's waiters were told
+    int calls = 0;
+};
+void peek_at_send_cq(void* arg) {
+    auto* p = static_cast<PeekAtSendCq*>(arg);
+    ++p->calls;
+    Completion c[4];
+    const size_t n = p->send_cq->poll(c);
+    p->seen.insert(p->seen.end(), c, c + n);
+}
+
+class ManualLoopback : public Loopback {};
+INSTANTIATE_TEST_SUITE_P(Modes, ManualLoopback, ::testing::Values(ProgressMode::kManual),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+TEST_P(ManualLoopback, ASendCompletionIsQueuedBeforeTheAnswersReceiveIsTold) {
+    // 8 bytes: the ACK and the answer share a datagram ([WIRE-10]); 4096: they leave as a
+    // GSO pair, the answer first ([ACK-12]).
+    for (const uint32_t len : {8u, 4096u}) {
+        SCOPED_TRACE("answers of " + std::to_string(len) + " bytes");
+        core::EndpointConfig ecfg;
+        ecfg.ack_with_reverse_data = true;
+        ecfg.max_ack_delay = std::chrono::milliseconds(100);
+        open_pair(2 * 4096, ecfg);
+        connect_pair();
+        PeekAtSendCq peek{a_.send_cq.get(), {}, 0};
+        a_.recv_cq->set_notify(peek_at_send_cq, &peek);
+        constexpr int kRounds = 10;
+        std::vector<Completion> b_recvs, b_sends;
+        for (int i = 0; i < kRounds; ++i) {
+            const auto id = static_cast<uint64_t>(i);
+            ASSERT_EQ(a_.qp->post_recv({id, a_.addr(4096), len, a_.mr->lkey()}), Error::kOk);
+            ASSERT_EQ(b_.qp->post_recv({id, b_.addr(4096), len, b_.mr->lkey()}), Error::kOk);
+            ASSERT_EQ(a_.qp->post_send({100 + id, WorkOpcode::kSend, a_.addr(0), len, a_.mr->lkey()}), Error::kOk);
+            ASSERT_TRUE(collect(*b_.recv_cq, static_cast<size_t>(i + 1), b_recvs));
+            const size_t before = peek.seen.size();
+            const int calls = peek.calls;
+            ASSERT_EQ(b_.qp->post_send({200 + id, WorkOpcode::kSend, b_.addr(0), len, b_.mr->lkey()}), Error::kOk);
+            ASSERT_TRUE(eventually([&] { return peek.calls > calls; }, kTimeout, [&] { step(); }));
+            ASSERT_EQ(peek.seen.size(), before + 1)
+                << "round " << i << ": A's receive CQ was told before its send completion was queued";
+            EXPECT_EQ(peek.seen.back().wr_id, 100 + id);
+            EXPECT_EQ(peek.seen.back().status, Status::kSuccess);
+            std::vector<Completion> a_recv;
+            ASSERT_TRUE(collect(*a_.recv_cq, 1, a_recv));
+        }
+        a_.recv_cq->set_notify(nullptr, nullptr);
+        if (len == 8) {  // the answers' ACKs rode in their datagrams
+            EXPECT_GE(a_.dev->stats().endpoint.coalesced_received, static_cast<uint64_t>(kRounds));
+        }
+        ASSERT_TRUE(collect(*b_.send_cq, kRounds, b_sends));  // the last one after max_ack_delay
+        a_ = Side{};
+        b_ = Side{};
+    }
+}
+
 // A stream of 1 MiB SENDs posted back to back: all complete in order, the last one's
 // bytes are checked, and the goodput is printed (a plumbing figure, not asserted).
 TEST_P(Loopback, StreamOfOneMebibyteSends) {
