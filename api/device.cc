@@ -575,9 +575,9 @@ Result<uint32_t> move_to_peer_shard(DeviceState& device, uint32_t from, uint32_t
     else
         (void)a.endpoint->destroy_stream(number, a.now());
     a.drain_events();
-    for (const RecvWr& wr : r.early_recvs)
-        if (b.endpoint->post_recv(number, wr, b.now()) != Error::kOk)
-            flush_posted(b, r, number, wr.wr_id, WorkOpcode::kRecv);  // checked once already
+    for (const QpRecord::EarlyRecv& early : r.early_recvs)
+        if (b.endpoint->post_recv(number, early.get(), b.now()) != Error::kOk)
+            flush_posted(b, r, number, early.wr.wr_id, WorkOpcode::kRecv);  // checked once already
     b.qps.emplace(number, std::move(r));
     return to;
 }
@@ -778,7 +778,7 @@ Error QueuePair::post_recv(const RecvWr& wr) {
         if (e != Error::kOk) return e;
         // Before RTR a sharded device does not know the queue pair's shard yet: the
         // receive is checked and queued here, and queued again where RTR takes it.
-        if (st.num_shards() > 1 && s == QpState::kInit) it->second.early_recvs.push_back(wr);
+        if (st.num_shards() > 1 && s == QpState::kInit) it->second.early_recvs.emplace_back(wr);
     }
     st.driver->notify();
     return Error::kOk;

@@ -63,8 +63,23 @@ struct QpRecord {
     bool held = false;         // the number is held in the engine (Endpoint::hold_stream)
     uint32_t srq = 0;          // the engine SRQ its receives come from, or 0
     // A sharded device (docs/design.md §12): receives posted in INIT, before RTR tells
-    // which shard the queue pair goes to; they are posted again in that shard.
-    std::vector<RecvWr> early_recvs;
+    // which shard the queue pair goes to; they are posted again in that shard. A receive
+    // keeps a copy of its scatter list: the application's may be gone by RTR (verbs posts
+    // every ibv_recv_wr as a list, ibv_rc_pingpong's from its stack).
+    struct EarlyRecv {
+        explicit EarlyRecv(const RecvWr& w) : wr(w), sg(w.sg_list, w.sg_list + (w.sg_list ? w.num_sge : 0)) {
+            wr.sg_list = nullptr;
+        }
+        // the receive as posted, its list pointing at the copy
+        RecvWr get() const {
+            RecvWr w = wr;
+            if (!sg.empty()) w.sg_list = sg.data();
+            return w;
+        }
+        RecvWr wr;
+        std::vector<core::Sge> sg;
+    };
+    std::vector<EarlyRecv> early_recvs;
     std::shared_ptr<CqState> send_cq, recv_cq;
 
     // count_in: the queue pair now completes from `shard` (+1) or no longer does (-1), for

@@ -364,6 +364,53 @@ TEST_F(Shards, TwoThreadsCarryIndependentConnectionsConcurrently) {
     std::filesystem::remove_all(dir);
 }
 
+// A receive posted in INIT with a scatter list keeps that list through the move to its
+// peer's shard at RTR, though the application's list is gone by then: the Verbs library
+// posts every receive as a list, and ibv_rc_pingpong's lives on its stack (before, the
+// copy re-posted at RTR named the freed list: every such receive was flushed, and
+// ibv_rc_pingpong over a 2-thread device failed whenever its peer hashed to shard 1).
+// A client in each shard: for shard 0 the queue pair stays, for shard 1 it moves.
+TEST_F(Shards, AReceivePostedInInitKeepsItsScatterList) {
+    constexpr uint32_t kThreads = 2;
+    for (uint32_t shard = 0; shard < kThreads; ++shard) {
+        SCOPED_TRACE("peer in shard " + std::to_string(shard));
+        Client server = open_server(config(kThreads, seed_ * 16 + 8 + shard));
+        ASSERT_TRUE(server.qp);
+        Client client = open_client(shard, kThreads, 3);
+        ASSERT_TRUE(client.qp);
+        const api::QpModify init = api::qp_to_init(kAllRemote);
+        ASSERT_EQ(server.qp->modify(init.attr, init.mask), Error::kOk);
+        // Two pieces, the second first in memory; the list is overwritten once posted (it
+        // lives on, so the compiler keeps the stores: the library holds its address).
+        std::array<api::Sge, 2> list{{{server.mr->addr() + 1000, 60, server.mr->lkey()},
+                                      {server.mr->addr() + 100, 40, server.mr->lkey()}}};
+        api::RecvWr r;
+        r.wr_id = 77;
+        r.sg_list = list.data();
+        r.num_sge = 2;
+        ASSERT_EQ(server.qp->post_recv(r), Error::kOk);
+        list.fill(api::Sge{0, 0, 0});
+        ASSERT_EQ(server.qp->connect(client.dev->local_address(), client.qp->number()), Error::kOk);
+        ASSERT_EQ(client.qp->connect(server.dev->local_address(), server.qp->number()), Error::kOk);
+        api::SendWr send;
+        send.wr_id = 1;
+        send.opcode = api::WorkOpcode::kSend;
+        send.local_addr = client.mr->addr();
+        send.length = 100;
+        send.lkey = client.mr->lkey();
+        ASSERT_EQ(client.qp->post_send(send), Error::kOk);
+        EXPECT_EQ(wait_one(*client.cq).status, api::Status::kSuccess);
+        const Completion k = wait_one(*server.cq);
+        EXPECT_EQ(k.status, api::Status::kSuccess) << core::to_string(k.status);
+        EXPECT_EQ(k.wr_id, 77u);
+        EXPECT_EQ(k.byte_len, 100u);
+        for (uint32_t b = 0; b < 100; ++b) {
+            const std::byte got = b < 60 ? server.memory[1000 + b] : server.memory[100 + (b - 60)];
+            ASSERT_EQ(got, pattern(3, b)) << "byte " << b;
+        }
+    }
+}
+
 // post_write: one WRITE of `len` bytes from the client's region to (addr, rkey); returns
 // its completion status.
 api::Status post_write(Client& c, uint64_t addr, uint32_t rkey, uint32_t len) {
