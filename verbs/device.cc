@@ -84,9 +84,11 @@ void fill_device_attr(const Context& ctx, ibv_device_attr& a) {
     a.max_qp_init_rd_atom = static_cast<int>(e.max_rd_atomic);
     a.max_res_rd_atom = static_cast<int>(e.max_dest_rd_atomic) * kMaxQp;
     a.atomic_cap = IBV_ATOMIC_HCA;  // atomics are atomic with respect to this device only
-    a.max_srq = kMaxQp;
-    a.max_srq_wr = kMaxWr;
-    a.max_srq_sge = static_cast<int>(api::kMaxSge);
+    // A device of several shards (MROCE_THREADS) offers no shared receive queues.
+    const bool srqs = ctx.settings.threads <= 1;
+    a.max_srq = srqs ? kMaxQp : 0;
+    a.max_srq_wr = srqs ? kMaxWr : 0;
+    a.max_srq_sge = srqs ? static_cast<int>(api::kMaxSge) : 0;
     a.max_pkeys = 1;
     a.local_ca_ack_delay = 0;
     a.phys_port_cnt = 1;
@@ -246,6 +248,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.endpoint.coalesce = s.coalesce;
     cfg.send_first = s.send_first;
     cfg.send_on_post = true;  // ibv_post_send sends while the progress thread sleeps
+    cfg.threads = s.threads;
     api::StageTrace* trace = nullptr;
     if (!s.stages_file.empty()) cfg.stage_trace = trace = new api::StageTrace(kStageStamps);
     std::string why;

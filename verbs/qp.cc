@@ -382,6 +382,12 @@ ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
         return nullptr;
     }
     Pd* pd = outer<Pd>(ibpd);
+    if (context_of(ibpd->context)->settings.threads > 1) {
+        log(1, "ibv_create_srq: no shared receive queues on a device of %u threads (MROCE_THREADS)",
+            context_of(ibpd->context)->settings.threads);
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
     auto r = pd->pd->create_srq();
     if (!r) {
         errno = errno_of(r.error());

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "datapath/udp/steering.h"
 #include "verbs/verbs_internal.h"
 
 namespace mroce::verbs {
@@ -108,6 +109,7 @@ bool read_settings(Settings& out, std::string& error) {
         {"MROCE_STAND_BY_US", 0, 1'000'000, "a time in µs"},
         {"MROCE_SEND_FIRST", 0, 1, "0 or 1"},
         {"MROCE_COALESCE", 0, 1, "0 or 1"},
+        {"MROCE_THREADS", 1, datapath::kMaxShards, "a thread count"},
     };
     unsigned long values[std::size(numbers)];
     for (size_t i = 0; i < std::size(numbers); ++i) {
@@ -127,6 +129,7 @@ bool read_settings(Settings& out, std::string& error) {
     if (values[5] != ~0ul) s.stand_by_us = static_cast<uint32_t>(values[5]);
     if (values[6] != ~0ul) s.send_first = values[6] != 0;
     if (values[7] != ~0ul) s.coalesce = values[7] != 0;
+    if (values[8] != ~0ul) s.threads = static_cast<uint32_t>(values[8]);
     if (const char* e = std::getenv("MROCE_STAGES")) s.stages_file = e;
     out = s;
     return true;

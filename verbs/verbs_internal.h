@@ -48,6 +48,10 @@ struct Settings {
     bool send_first = true;
     // MROCE_COALESCE: core::EndpointConfig::coalesce (spec [WIRE-10]).
     bool coalesce = true;
+    // MROCE_THREADS: api::DeviceConfig::threads, the device's shards (each with its own
+    // sockets and progress thread; connections placed by a hash of the peer). Above 1,
+    // shared receive queues are refused.
+    uint32_t threads = 1;
     // MROCE_STAGES: where to write the stage stamps of each context (api/stage_trace.h) when
     // it closes or the process exits, as FILE.PID; empty: no tracing. For latency
     // questions (scripts/latency-stages.py --verbs).

@@ -133,11 +133,11 @@ def case_loader():
 
 # --- ibv_rc_pingpong ---------------------------------------------------------------------
 
-def pingpong(args):
+def pingpong(args, **extra):
     port = free_tcp_port()
     res = server_client(["ibv_rc_pingpong", "-g", "0", "-p", str(port)] + args,
                         ["ibv_rc_pingpong", "-g", "0", "-p", str(port)] + args + ["127.0.0.1"],
-                        port)
+                        port, **extra)
     size = int(args[args.index("-s") + 1]) if "-s" in args else 4096
     iters = int(args[args.index("-n") + 1]) if "-n" in args else 1000
     for name, (_, out, _) in res.items():
@@ -202,13 +202,13 @@ PERFTEST_NOISE = ("Device not recognized to implement inline feature",)
 PERFTEST_CLOCK_FAILED = "Correlation coefficient r^2"
 
 
-def perftest(tool, args, sizes=None):
+def perftest(tool, args, sizes=None, **extra):
     for attempt in (1, 2):
         port = free_tcp_port()
         common = ["-F", "-p", str(port)] + args
         try:
             res = server_client([tool] + common, [tool] + common + ["127.0.0.1"], port,
-                                allowed_stderr=PERFTEST_NOISE)
+                                allowed_stderr=PERFTEST_NOISE, **extra)
             break
         except AssertionError as e:
             if attempt == 2 or PERFTEST_CLOCK_FAILED not in str(e):
@@ -271,6 +271,28 @@ def case_perftest_lat():
     # READ is swept by case_perftest_bw.
     perftest("ib_write_lat", ["-a", "-n", "10"], sweep(2, 1 << 23))
     perftest("ib_send_lat", ["-a", "-n", "5"], sweep(2, 1 << 23))
+
+
+def case_threads():
+    # MROCE_THREADS=2 on both sides: each device runs two shards, a progress thread each,
+    # and a queue pair goes to its peer's shard at RTR (docs/design.md §12). Receives
+    # posted before RTR (ibv_rc_pingpong posts its whole receive queue in INIT) move too.
+    t = {"MROCE_THREADS": "2"}
+    for _ in range(4):  # a fresh port each time: the peer lands in either shard
+        pingpong(["-n", "200"], **t)
+    pingpong(["-s", "65536", "-n", "50", "-e"], **t)
+    perftest("ib_write_bw", ["-q", "4", "-n", "200"], [65536], **t)
+    perftest("ib_read_bw", ["-n", "200"], [65536], **t)
+    perftest("ib_send_lat", ["-n", "300"], [2], **t)
+    perftest("ib_send_lat", ["-s", "4096", "-n", "300", "-e"], [4096], **t)
+    perftest("ib_atomic_lat", ["-n", "300"], [8], **t)
+    # No shared receive queues on such a device: refused, with the reason, and not offered.
+    rc, out, err = run(["ibv_srq_pingpong", "-g", "0", "-p", str(free_tcp_port())], **t)
+    assert rc != 0 and "no shared receive queues on a device of 2 threads" in err, f"srq: {rc} {err}"
+    rc, out, err = run(["ibv_devinfo", "-v"], **t)
+    assert rc == 0 and re.search(r"max_srq:\s*0\b", out), out
+    rc, out, err = run(["ibv_devinfo"], MROCE_THREADS="17")
+    assert rc != 0 and "MROCE_THREADS=17: not a thread count (1..16)" in err, err
 
 
 # --- Gloo --------------------------------------------------------------------------------
