@@ -10,10 +10,12 @@ Cases:
   cut   a plane taken down in the middle of ib_write_bw -D and of a Gloo job: both finish
         as above. perftest's own TCP connection rides the planes too, so the plane cut is
         one that carries neither direction of it (asked of the kernel's ECMP route).
+  threads  devices of two shards each (MROCE_THREADS=2) under 1% loss on plane 1:
+        ib_write_bw over 4 queue pairs, ib_send_lat and a Gloo job.
 Exits 77 (ctest SKIP_RETURN_CODE) with a one-line reason where the machine cannot run the
 testbed. The testbed is removed on every exit path.
 
-usage: testbed_test.py --testbed PATH --lib DIR --gloo PROGRAM [--cases loss,cut]
+usage: testbed_test.py --testbed PATH --lib DIR --gloo PROGRAM [--cases loss,cut,threads]
 """
 import argparse
 import os
@@ -38,8 +40,12 @@ def addr(host):
     return f"198.18.0.{host + 1}"  # docs/testbed.md
 
 
+# Settings every process started gets (case_threads).
+EXTRA_ENV = {}
+
+
 def start(testbed, host, argv):
-    env = dict(os.environ, LD_LIBRARY_PATH=LIB, MROCE_IP=addr(host))
+    env = dict(os.environ, LD_LIBRARY_PATH=LIB, MROCE_IP=addr(host), **EXTRA_ENV)
     return subprocess.Popen(["ip", "netns", "exec", f"{testbed.prefix}-h{host}", *argv], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -171,7 +177,23 @@ def case_cut(testbed, port):
         testbed.run("plane-up", "2")
 
 
-CASES = {"loss": case_loss, "cut": case_cut}
+def case_threads(testbed, port):
+    # Devices of two shards each (MROCE_THREADS, docs/design.md §12) across the planes,
+    # with 1 % loss on plane 1.
+    EXTRA_ENV["MROCE_THREADS"] = "2"
+    rc, out, err = finish(start(testbed, 0, ["ibv_devinfo", "-v"]), "ibv_devinfo")
+    check(rc == 0 and re.search(r"max_srq:\s*0\b", out), f"not a device of shards:\n{out}{err}")
+    testbed.run("loss", "1", "1")
+    try:
+        perftest(testbed, "ib_write_bw", ["-q", "4", "-n", "1000"], port)
+        perftest(testbed, "ib_send_lat", ["-n", "500"], port + 1)
+        gloo(testbed, 100000, 5)
+    finally:
+        testbed.run("loss", "1", "0")
+        EXTRA_ENV.clear()
+
+
+CASES = {"loss": case_loss, "cut": case_cut, "threads": case_threads}
 
 
 def main():
