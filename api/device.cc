@@ -29,6 +29,8 @@
 #include "util/counters.h"
 
 namespace mroce::api {
+
+static_assert(kMaxThreads == datapath::kMaxShards);
 namespace {
 
 // post_chain posts wrs in order through post and stops at the first refusal, as verbs'

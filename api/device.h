@@ -65,6 +65,8 @@ inline constexpr uint32_t kMaxSge = core::kMaxSge;
 // The protocol's UDP port (spec [UDP-1]) and the most paths a connection may have.
 inline constexpr uint16_t kDefaultPort = wire::kDefaultPort;
 inline constexpr uint16_t kMaxPaths = wire::kMaxPaths;
+// The most shards (DeviceConfig::threads) a device may run: datapath::kMaxShards.
+inline constexpr uint32_t kMaxThreads = 16;
 
 enum class ProgressMode : uint8_t {
     kThread,  // a background progress thread per Device (the default)

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <iterator>
 
-#include "datapath/udp/steering.h"
 #include "verbs/verbs_internal.h"
 
 namespace mroce::verbs {
@@ -109,7 +108,7 @@ bool read_settings(Settings& out, std::string& error) {
         {"MROCE_STAND_BY_US", 0, 1'000'000, "a time in µs"},
         {"MROCE_SEND_FIRST", 0, 1, "0 or 1"},
         {"MROCE_COALESCE", 0, 1, "0 or 1"},
-        {"MROCE_THREADS", 1, datapath::kMaxShards, "a thread count"},
+        {"MROCE_THREADS", 1, api::kMaxThreads, "a thread count"},
     };
     unsigned long values[std::size(numbers)];
     for (size_t i = 0; i < std::size(numbers); ++i) {
