@@ -227,8 +227,9 @@ bool Driver::try_run_once(bool polling) {
     // application now waits for, watching its memory (ib_write_lat: its first segment came
     // with the ACK that completed the last send, the rest follow). The progress thread
     // takes the datapath back at once instead of after the stand-by (issue 15: 16 KiB
-    // round trips of 234 µs instead of 20).
-    if (stand_by && !awaits_.load(std::memory_order_relaxed) && engine_.receiving()) {
+    // round trips of 234 µs instead of 20). Asked only after a pass that moved something:
+    // receiving() walks the streams.
+    if (stand_by && did && !awaits_.load(std::memory_order_relaxed) && engine_.receiving()) {
         ++stats_.stand_by_ended;
         release_stand_by();
         return did;
