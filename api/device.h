@@ -372,13 +372,12 @@ public:
     // it drives the device's progress itself while it waits.
     size_t wait(std::span<Completion> out, Duration timeout);
     // set_notify makes fn(arg) be called after completions are queued here, by the thread
-    // that queues them (usually the progress thread), once per pass of the device that
-    // queued some, after the pass has queued all of its completions in every CQ (so an
-    // application woken for a receive finds the send completion that came with it), with
-    // this CQ's lock held: fn
-    // must be quick and must not call into the device or this CQ (write to an fd, set a
-    // flag). nullptr clears it; once set_notify returns, the previous fn is not running
-    // and will not be called again. (Verbs completion channels are built on it.)
+    // that queues them (usually the progress thread): once per pass that queued some,
+    // after that pass has queued all of its completions in every CQ (so an application
+    // woken for a receive finds the send completion that came with it). It runs with this
+    // CQ's lock held: fn must be quick and must not call into the device or this CQ (write
+    // to an fd, set a flag). nullptr clears it; once set_notify returns, the previous fn is
+    // not running and will not be called again. (Verbs completion channels are built on it.)
     void set_notify(void (*fn)(void*), void* arg);
 
 private:
