@@ -8,14 +8,14 @@ uint64_t PostQueues::add(uint32_t host, uint32_t stream, uint32_t flow, const co
                          uint64_t bytes, uint64_t piece) {
     if (bytes == 0) return 0;
     if (piece == 0 || piece > bytes) piece = bytes;
-    queues_[{host, stream}].waiting.push_back(Pending{flow, bytes, piece, wr});
+    queues_[key(host, stream)].waiting.push_back(Pending{flow, bytes, piece, wr});
     return (bytes + piece - 1) / piece;
 }
 
 std::vector<PostQueues::Refused> PostQueues::fill(uint32_t host, uint32_t stream,
                                                   const PostFn& post) {
     std::vector<Refused> refused;
-    const auto it = queues_.find({host, stream});
+    const auto it = queues_.find(key(host, stream));
     if (it == queues_.end()) return refused;
     Queue& q = it->second;
     while (!q.waiting.empty() && q.posted < depth_) {
@@ -42,7 +42,7 @@ std::vector<PostQueues::Refused> PostQueues::fill(uint32_t host, uint32_t stream
 }
 
 bool PostQueues::completed(uint32_t host, uint32_t stream) {
-    const auto it = queues_.find({host, stream});
+    const auto it = queues_.find(key(host, stream));
     if (it == queues_.end()) return false;
     Queue& q = it->second;
     if (q.posted > 0) --q.posted;

@@ -10,8 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "core/work.h"
@@ -59,8 +58,11 @@ class PostQueues {
         uint32_t posted = 0;  // posted, not yet completed
     };
 
+    // key: host << 32 | stream. Looked up at every WRITE completion of a run.
+    static uint64_t key(uint32_t host, uint32_t stream) { return uint64_t{host} << 32 | stream; }
+
     uint32_t depth_;
-    std::map<std::pair<uint32_t, uint32_t>, Queue> queues_;
+    std::unordered_map<uint64_t, Queue> queues_;
 };
 
 }  // namespace mroce::sim
