@@ -9,10 +9,12 @@
 // (scripts/latency-stages.py merges them into a per-stage table).
 //
 // Threading: stamp may be called from any thread (a slot is claimed with one atomic
-// add); the entries are read with entries() once the traced work is over.
+// add); each stamp names its thread, so a stall can be told apart as the application's or
+// the progress thread's. The entries are read with entries() once the traced work is over.
 #pragma once
 
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -55,6 +57,7 @@ struct StageStamp {
     int64_t ns = 0;  // CLOCK_MONOTONIC
     Stage stage = Stage::kPost;
     uint32_t count = 0;
+    uint32_t tid = 0;  // the stamping thread (gettid): an application's or a progress thread
 };
 
 // StageTrace keeps the last `capacity` stamps (a ring: a long run keeps its end).
@@ -66,7 +69,8 @@ public:
         timespec ts;
         ::clock_gettime(CLOCK_MONOTONIC, &ts);
         const uint64_t i = next_.fetch_add(1, std::memory_order_relaxed);
-        ring_[i % ring_.size()] = StageStamp{ts.tv_sec * 1'000'000'000 + ts.tv_nsec, s, count};
+        static thread_local const uint32_t tid = static_cast<uint32_t>(::gettid());
+        ring_[i % ring_.size()] = StageStamp{ts.tv_sec * 1'000'000'000 + ts.tv_nsec, s, count, tid};
     }
 
     // entries: the stamps kept, oldest first. Call when no thread stamps any more.

@@ -115,8 +115,8 @@ LAST = "C rest of the pass (sends, if not held)"
 
 
 def breakdown(result, skip=16):
-    stamps = [("C", s, ns, n) for s, ns, n in result["stages"]]
-    stamps += [("S", s, ns, n) for s, ns, n in result["server_stages"]]
+    stamps = [("C", s, ns, n) for s, ns, n, *_tid in result["stages"]]
+    stamps += [("S", s, ns, n) for s, ns, n, *_tid in result["server_stages"]]
     stamps.sort(key=lambda x: x[2])
     posts = [i for i, x in enumerate(stamps) if x[0] == "C" and x[1] == "post"]
     rows = {label: [] for label, _, _ in FORWARD + BACK}

@@ -57,14 +57,14 @@ constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 // (issue 19; docs/results.md "busy-poll").
 // --stages keeps this many stamps per side: about the last 1,500 round trips of a WRITE
 // ping-pong (about 11 stamps per side each). The server's go back in its "done" message,
-// which must stay below the control channel's 1 MiB (about 35 bytes of JSON a stamp).
+// which must stay below the control channel's 1 MiB (about 42 bytes of JSON a stamp).
 constexpr size_t kStageStamps = size_t{1} << 14;
 
-// stages_json: the stamps as [[stage, ns, count], ...] (api/stage_trace.h).
+// stages_json: the stamps as [[stage, ns, count, tid], ...] (api/stage_trace.h).
 Json stages_json(const api::StageTrace& t) {
     Json a = Json::array();
     for (const api::StageStamp& s : t.entries())
-        a.push_back(Json::array({std::string(api::stage_name(s.stage)), s.ns, s.count}));
+        a.push_back(Json::array({std::string(api::stage_name(s.stage)), s.ns, s.count, s.tid}));
     return a;
 }
 

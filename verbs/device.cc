@@ -168,13 +168,13 @@ void mroce::verbs::write_stages(Context& ctx) {
         log(1, "MROCE_STAGES: cannot write %s", path.c_str());
         return;
     }
-    // The layout of `mroce perf --stages` (tools/perf_rdma.cc): {"stages": [[stage, ns, count], ...]}.
+    // The layout of `mroce perf --stages` (tools/perf_rdma.cc): {"stages": [[stage, ns, count, tid], ...]}.
     std::fputs("{\"stages\": [", f);
     bool first = true;
     for (const api::StageStamp& st : ctx.trace->entries()) {
-        std::fprintf(f, "%s[\"%.*s\", %lld, %u]", first ? "" : ", ",
+        std::fprintf(f, "%s[\"%.*s\", %lld, %u, %u]", first ? "" : ", ",
                      static_cast<int>(api::stage_name(st.stage).size()), api::stage_name(st.stage).data(),
-                     static_cast<long long>(st.ns), st.count);
+                     static_cast<long long>(st.ns), st.count, st.tid);
         first = false;
     }
     std::fputs("]}\n", f);
