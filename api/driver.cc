@@ -221,15 +221,25 @@ bool Driver::try_run_once(bool polling) {
     // thread woke to wait for the lock and then take the next pass from the application.
     int64_t passing = kAppInPass;
     if (stand_by) assisted_ns_.store(kAppInPass, std::memory_order_relaxed);
+    const uint64_t delivered_before = stand_by ? engine_.messages_delivered() : 0;
     const bool did = pass();
     // An application that awaits no completion has no reason to poll again, and a message
-    // that has begun to arrive will be placed only by a pass: it may be what the
-    // application now waits for, watching its memory (ib_write_lat: its first segment came
-    // with the ACK that completed the last send, the rest follow). The progress thread
-    // takes the datapath back at once instead of after the stand-by (issue 15: 16 KiB
-    // round trips of 234 µs instead of 20). Asked only after a pass that moved something:
-    // receiving() walks the streams.
-    if (stand_by && did && !awaits_.load(std::memory_order_relaxed) && engine_.receiving()) {
+    // still to arrive will be placed only by a pass: it may be what the application now
+    // waits for, watching its memory. So the progress thread takes the datapath back at
+    // once instead of after the stand-by when this pass
+    // - left a message begun but not whole (ib_write_lat: its first segment came with the
+    //   ACK that completed the last send, the rest follow; issue 15: 16 KiB round trips of
+    //   234 µs instead of 20), or
+    // - brought no message at all: what completed the send was an ACK alone, which a peer
+    //   sends ahead of its answer when its delayed-ACK timer fell due first (a peer
+    //   descheduled for max_ack_delay; issue 19: ib_write_lat 64 KiB, one round trip in
+    //   thirty waited out the stand-by, p99 460 µs against 110 µs).
+    // A pass that brought the answer whole keeps the stand-by: the application answers
+    // it on its own thread, and a progress thread woken now would only compete for the CPU
+    // (ib_write_lat 64 KiB: t_typical 21 µs against 42 µs when every such pass woke it).
+    // Asked only after a pass that moved something: receiving() walks the streams.
+    if (stand_by && did && !awaits_.load(std::memory_order_relaxed) &&
+        (engine_.messages_delivered() == delivered_before || engine_.receiving())) {
         ++stats_.stand_by_ended;
         release_stand_by();
         return did;

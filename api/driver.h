@@ -88,7 +88,9 @@ struct DriverConfig {
     // and two context switches on its CPU). The cost: work posted by a thread that stops
     // polling afterwards, and datagrams that arrive after the last poll, wait until the
     // stand-by ends, at most 8 times this long after that poll (this long once nothing is
-    // left to complete), unless release_stand_by() ends it first. 0: never stand by.
+    // left to complete), unless release_stand_by() ends it first, as an application pass
+    // does that leaves nothing to complete and a message partly arrived, or that brought
+    // no message (try_run_once). 0: never stand by.
     Duration stand_by = Duration::zero();
     // send_first: a pass that starts with work posted since the previous one produces and
     // sends it before it reads the sockets, and leaves the read to the next pass. For an
@@ -135,8 +137,9 @@ struct DriverStats {
     uint64_t stand_by_sleeps = 0; // of sleeps, those that left the datapath to an application
                                   // thread that polls (DriverConfig::stand_by)
     uint64_t stand_by_ended = 0;  // application passes after which the progress thread took
-                                  // the datapath back at once: a message had begun to arrive
-                                  // and nothing awaited completion (core::Engine::receiving)
+                                  // the datapath back at once: nothing awaited completion, and
+                                  // a message had begun to arrive or the pass brought none
+                                  // (core::Engine::receiving, messages_delivered)
     uint64_t handshake_holds = 0; // times the handshake budget was spent and the datapath's
                                   // handshake queue held (DriverConfig::max_handshakes_per_second)
     uint64_t datapath_errors = 0; // send_batch/recv_batch returned an error

@@ -458,6 +458,7 @@ bool Connection::deliver_in_order(Stream& s) {
             execute_request(s, slot);
         }
         ++stats_.messages_received;
+        ++ep_.messages_delivered_;
         asked_ack |= slot.last_asked_ack;
         slot.active = false;
         ++s.delivered_seq;

@@ -179,6 +179,9 @@ public:
     bool awaits_completions() const override;
     // Engine: a stream has an undelivered message with some, not all, of its segments.
     bool receiving() const override;
+    // Engine: messages delivered whole, every connection's together (the connections'
+    // messages_received, including those of connections since reclaimed).
+    uint64_t messages_delivered() const override { return messages_delivered_; }
     // num_connections: the connection slots in use (live connections and ended ones in
     // their quiet period, [CONN-24]); at most max_connections.
     size_t num_connections() const { return conns_.size() - free_conns_.size(); }
@@ -303,6 +306,7 @@ private:
     EndpointStats stats_;
     TraceSink* trace_ = nullptr;  // set_trace_sink; read by connections
     uint32_t loss_score_ = 0;  // loss_score(), note_loss(), note_delivery()
+    uint64_t messages_delivered_ = 0;  // messages_delivered(); counted by the connections
     cc::FairShare fair_share_;  // spec §9.2: this endpoint's inbound capacity, shared
     QuietPorts quiet_ports_;    // [PATH-16] port_quiet(); fed by on_datagram
 

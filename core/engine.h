@@ -104,6 +104,15 @@ public:
     // ping-pong), so a driver that leaves the datapath to a polling application takes it
     // back (api/driver.h, DriverConfig::stand_by). An engine that cannot tell answers false.
     virtual bool receiving() const { return false; }
+
+    // messages_delivered counts the messages this engine has delivered whole to the
+    // application's memory (placed, in order; a WRITE without a completion counts too).
+    // A driver compares it across a pass to tell whether the pass brought a message: a
+    // pass that completed a send with an ACK alone may leave the answer the application
+    // watches its memory for still on its way (api/driver.h, DriverConfig::stand_by). An
+    // engine that cannot tell answers 0 (never a message: the driver then always takes the
+    // datapath back).
+    virtual uint64_t messages_delivered() const { return 0; }
 };
 
 }  // namespace mroce::core

@@ -2086,14 +2086,20 @@ TEST(Connection, DelayedAckFollowsTheAnswersLastSegment) {
         EXPECT_EQ(from_b[first_ack].data, extra != 0) << "coalesced with the short last segment";
         EXPECT_FALSE(p.a->receiving()) << "the answer is whole";
 
-        // receiving(): B's next answer, watched between its segments' arrivals.
+        // receiving(): B's next answer, watched between its segments' arrivals; and
+        // messages_delivered() counts it once it is whole, not before.
         a.dst.assign(a.dst.size(), std::byte{0});
+        const uint64_t delivered = p.a->messages_delivered();
+        EXPECT_GE(delivered, 1u) << "B's first answer";
         a.post(p, f);
         ASSERT_TRUE(run(p, [&] { return std::any_of(a.dst.begin(), a.dst.end(), [](std::byte b) { return b != std::byte{0}; }); }, 20ms));
         receiving_seen = p.a->receiving();
+        const uint64_t delivered_partly = p.a->messages_delivered();
         ASSERT_TRUE(run(p, [&] { return a.dst == a.src; }, 20ms));
         EXPECT_TRUE(receiving_seen) << "partly placed, and the endpoint did not say so";
+        EXPECT_EQ(delivered_partly, delivered) << "counted before it was whole";
         EXPECT_FALSE(p.a->receiving());
+        EXPECT_EQ(p.a->messages_delivered(), delivered + 1);
     }
 }
 
