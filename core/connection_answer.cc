@@ -162,6 +162,7 @@ void Connection::place_answer(Stream& s, const wire::DataPacket& p, Time now) {
     if (rx.tail.held()) write(rx.tail.off, rx.tail.bytes.data(), rx.tail.len);
     m->resp_rx.reset();
     m->resp_done = true;
+    ++ep_.messages_delivered_;  // an answer is a message placed whole too
     pop_completed(s, now);  // [PLACE-19]: complete once the request is reported delivered too
 }
 

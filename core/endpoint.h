@@ -180,7 +180,8 @@ public:
     // Engine: a stream has an undelivered message with some, not all, of its segments.
     bool receiving() const override;
     // Engine: messages delivered whole, every connection's together (the connections'
-    // messages_received, including those of connections since reclaimed).
+    // messages_received and the answers to their READs and atomics, including those of
+    // connections since reclaimed).
     uint64_t messages_delivered() const override { return messages_delivered_; }
     // num_connections: the connection slots in use (live connections and ended ones in
     // their quiet period, [CONN-24]); at most max_connections.

@@ -298,6 +298,10 @@ TEST(RdmaOps, ReadsLandWholeOverLossyPaths) {
         }
         EXPECT_TRUE(f.b.done.empty()) << "a READ completes nothing at the responder";
         EXPECT_EQ(f.conn_a().stats().orphan_responses, 0u);
+        // Each answer counts once as a message delivered, duplicates or not
+        // (core::Engine::messages_delivered); so does each request at the responder.
+        EXPECT_EQ(f.p.a->messages_delivered(), ops.size());
+        EXPECT_EQ(f.p.b->messages_delivered(), ops.size());
     }
 }
 
