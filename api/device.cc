@@ -98,6 +98,7 @@ Result<std::shared_ptr<DeviceState>> open_shard(const DeviceConfig& cfg, const A
     DriverConfig dcfg;
     // busy_poll: the progress thread's spin never ends, so it never sleeps.
     dcfg.spin = cfg.busy_poll ? Duration::max() : cfg.spin;
+    dcfg.spin_alone = cfg.spin_alone;
     dcfg.trace = cfg.stage_trace;
     dcfg.max_handshakes_per_second = cfg.max_handshakes_per_second;
     // Only in manual progress does the application run the passes itself.
@@ -321,7 +322,7 @@ DeviceStats Device::stats() const {
     for (uint32_t i = 1; i < state_->num_shards(); ++i) {
         const DeviceStats one = detail::shard_stats(state_->shard(i));
         s.shards.push_back({one.driver, one.udp, one.endpoint});
-        add_counters<25>(s.driver, one.driver);
+        add_counters<26>(s.driver, one.driver);
         add_counters<22>(s.udp, one.udp);
         add_counters<22>(s.endpoint, one.endpoint);
         s.completions_unrouted += one.completions_unrouted;

@@ -99,6 +99,10 @@ struct DeviceConfig {
     uint32_t threads = 1;
     // How long the progress thread polls after activity before it sleeps (DriverConfig).
     Duration spin = std::chrono::microseconds(50);
+    // How long it polls after a small exchange while no application thread has polled for
+    // a millisecond, if longer (DriverConfig::spin_alone: a passive target answers without
+    // an idle CPU's wake-up). 0: spin only.
+    Duration spin_alone = Duration::zero();
     // The most handshake datagrams (HELLOs) per second each shard's engine answers
     // (DriverConfig::max_handshakes_per_second; 0: no bound): under a flood, the RETRYs
     // they cost and the thread's time stay bounded, and the excess waits and is dropped in

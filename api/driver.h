@@ -34,6 +34,21 @@ struct DriverConfig {
     // sleeps. Polling saves the wake-up of an idle CPU (tens of µs in a VM); it costs a core
     // for that long after every burst. 0: sleep at once.
     Duration spin = std::chrono::microseconds(50);
+    // spin_alone: how long the progress thread keeps polling after its last useful pass
+    // while it works alone: no application thread has made a pass (try_run_once) for
+    // `alone_after`, or ever, and that pass was a small exchange (at most kAnswerFirstMax
+    // datagrams received: a request, an ACK). It then answers by itself (the target of
+    // READs and atomics, an application that waits on completion events), and the wake-up
+    // of an idle CPU it saves is most of a round trip in a VM (ib_read_lat over loopback:
+    // 19 µs against 7 with 50 µs). It polls epoll's readiness, one system call per check,
+    // and makes a pass only once something is ready. Its cost is a core for that long after
+    // every exchange. An application that polls is never competed with for its CPU: `spin`
+    // applies while it does (on a busy CPU a spinning progress thread delays the thread
+    // that would have done the same work, issue 15); so it does after a train of datagrams,
+    // which keeps the thread busy anyway, and sleeping lets the next train gather into one
+    // pass (ib_write_bw's target). The longer of the two applies. 0: `spin` only.
+    Duration spin_alone = Duration::zero();
+    Duration alone_after = std::chrono::milliseconds(1);
     // The progress thread's name (at most 15 characters), as top and /proc show it: a
     // sharded device names each shard's thread (docs/design.md §12).
     std::string thread_name = "mroce-progress";
@@ -136,6 +151,8 @@ struct DriverStats {
                                   // its work itself (DriverConfig::send_on_post)
     uint64_t stand_by_sleeps = 0; // of sleeps, those that left the datapath to an application
                                   // thread that polls (DriverConfig::stand_by)
+    uint64_t alone_polls = 0;     // readiness checks (an epoll wait of 0, no pass) the progress
+                                  // thread made while polling alone (DriverConfig::spin_alone)
     uint64_t stand_by_ended = 0;  // application passes after which the progress thread took
                                   // the datapath back at once: nothing awaited completion, and
                                   // a message had begun to arrive or the pass brought none
@@ -270,6 +287,13 @@ private:
     // stand_by: the stand-by in force: DriverConfig::stand_by, longer while the
     // application keeps polling (stand_by_scale_) for work it posted (awaits_).
     Duration stand_by() const;
+    // spin: how long the progress thread polls after its last useful pass, spin or, while
+    // it works alone, spin_alone (DriverConfig).
+    Duration spin() const;
+    // wait_ready: while the progress thread polls alone, wait without a pass until epoll
+    // reports a socket (or a wake-up) ready, work is posted, a timer is due, an application
+    // thread polls, or `until`.
+    void wait_ready(Time until);
     // app_polling: an application pass runs, or ended less than stand_by() ago.
     bool app_polling() const;
     // sleep is wait(); the progress thread's (may_stand_by) sleeps without the datapath
@@ -292,6 +316,12 @@ private:
     std::atomic<bool> standing_by_{false};  // the sleeper does not watch the datapath
     // When an application pass last ended; -1: released; kAppInPass: one is running.
     std::atomic<int64_t> assisted_ns_{-1};
+    // When an application thread last tried a pass (try_run_once), whether it took one or
+    // found the lock busy; -1: never. Unlike assisted_ns_, release_stand_by() keeps it:
+    // it says whether the progress thread works alone (DriverConfig::spin_alone).
+    std::atomic<int64_t> app_pass_ns_{-1};
+    // The datagrams the last pass that did something received (spin(): a small exchange).
+    std::atomic<uint64_t> last_useful_rx_{0};
     static constexpr int64_t kAppInPass = INT64_MAX;
     // The progress thread's own (no lock): the stand-by doubles each time the application
     // polled through a whole one, up to kMaxStandByScale times DriverConfig::stand_by, and
@@ -314,7 +344,7 @@ private:
     // driver lock to count its sleep would wait out a polling application's whole pass,
     // then wake it with a futex call (issue 15: ib_write_bw's two threads on one CPU).
     struct SleepCounters {
-        std::atomic<uint64_t> sleeps{0}, stand_by{0}, posted{0}, timer{0}, wakes_sent{0};
+        std::atomic<uint64_t> sleeps{0}, stand_by{0}, posted{0}, timer{0}, wakes_sent{0}, alone_polls{0};
     };
     SleepCounters sleep_counts_;
     std::thread thread_;

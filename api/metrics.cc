@@ -48,8 +48,12 @@ void add_driver_counters(obs::Snapshot& s, const DriverStats& d, const datapath:
     add("driver_stand_by_sleeps", "mroce_driver_stand_by_sleeps_total",
         "Sleeps that left the sockets to a polling application thread.", d.stand_by_sleeps);
     add("driver_stand_by_ended", "mroce_driver_stand_by_ended_total",
-        "Application passes after which the progress thread took the sockets back: a message was arriving.",
+        "Application passes after which the progress thread took the sockets back: nothing awaited, and a "
+        "message arriving or none brought.",
         d.stand_by_ended);
+    add("driver_alone_polls", "mroce_driver_alone_polls_total",
+        "Readiness checks the progress thread made while it polled alone (no application poll lately).",
+        d.alone_polls);
     add("driver_handshake_holds", "mroce_driver_handshake_holds_total",
         "Times the handshake budget was spent and the handshake queue held.", d.handshake_holds);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """verbs-lat-ab.py — builds of mroce's libibverbs.so.1 side by side on 127.0.0.1, alternated,
-in the unmodified latency programs: perftest's ib_send_lat and ib_write_lat (8 bytes) and
-rdma-core's ibv_rc_pingpong (8 bytes).
+in the unmodified latency programs: perftest's ib_send_lat, ib_write_lat and ib_read_lat
+(8 bytes) and ib_atomic_lat, and rdma-core's ibv_rc_pingpong (8 bytes).
 
 usage: scripts/verbs-lat-ab.py REPS [-n ITERS] [--events] [--sizes 8,16384,...] NAME=LIBDIR [NAME=LIBDIR ...]
 
@@ -34,6 +34,7 @@ _spec.loader.exec_module(perf_loopback)
 PROGRAMS = {
     "ib_send_lat": ["ib_send_lat", "-s", "8"],
     "ib_write_lat": ["ib_write_lat", "-s", "8"],
+    "ib_read_lat": ["ib_read_lat", "-s", "8"],
     "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-s", "8"],
 }
 EVENT_PROGRAMS = {
@@ -99,6 +100,7 @@ def main():
         return out
 
     programs = sized(PROGRAMS, a.n)
+    programs["ib_atomic_lat"] = (["ib_atomic_lat"], a.n)  # one size: 8 bytes
     if a.events:
         programs.update(sized(EVENT_PROGRAMS, max(1, a.n // 10)))
     libs = []

@@ -237,6 +237,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     cfg.local = s.local;
     cfg.endpoint.num_paths = s.paths;
     cfg.spin = std::chrono::microseconds(s.spin_us);
+    cfg.spin_alone = std::chrono::microseconds(s.spin_alone_us);
     cfg.stand_by = std::chrono::microseconds(s.stand_by_us);
     // A peer whose process ends does not flush our receives on a NIC: no CLOSE either.
     cfg.close_connections = false;

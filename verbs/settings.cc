@@ -109,6 +109,7 @@ bool read_settings(Settings& out, std::string& error) {
         {"MROCE_SEND_FIRST", 0, 1, "0 or 1"},
         {"MROCE_COALESCE", 0, 1, "0 or 1"},
         {"MROCE_THREADS", 1, api::kMaxThreads, "a thread count"},
+        {"MROCE_SPIN_ALONE_US", 0, 1'000'000, "a time in µs"},
     };
     unsigned long values[std::size(numbers)];
     for (size_t i = 0; i < std::size(numbers); ++i) {
@@ -129,6 +130,7 @@ bool read_settings(Settings& out, std::string& error) {
     if (values[6] != ~0ul) s.send_first = values[6] != 0;
     if (values[7] != ~0ul) s.coalesce = values[7] != 0;
     if (values[8] != ~0ul) s.threads = static_cast<uint32_t>(values[8]);
+    if (values[9] != ~0ul) s.spin_alone_us = static_cast<uint32_t>(values[9]);
     if (const char* e = std::getenv("MROCE_STAGES")) s.stages_file = e;
     out = s;
     return true;

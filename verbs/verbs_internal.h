@@ -32,6 +32,12 @@ struct Settings {
     // thread woken by a packet preempts an application spinning on memory (ib_write_lat),
     // where a polling one only shares the core with it (p50 78 against 120-290 µs here).
     uint32_t spin_us = 0;
+    // MROCE_SPIN_ALONE_US: api::DeviceConfig::spin_alone. A progress thread that works
+    // alone (no poll by the application for a millisecond: a READ or atomic target, an
+    // application blocked on completion events) polls this long after a small exchange:
+    // no polling application's core is taken, and the wake-up it saves is most of a round
+    // trip in a VM (ib_read_lat 19 against 7 µs).
+    uint32_t spin_alone_us = 50;
     // MROCE_STAND_BY_US: api::DeviceConfig::stand_by. While the application polls a CQ in
     // a loop (ibv_poll_cq, not armed for an event), the progress thread leaves the sockets
     // to it for this long after each poll, so a ping-pong makes no wake-up per message.

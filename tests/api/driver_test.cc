@@ -499,6 +499,7 @@ public:
     Result<size_t> send_batch(std::span<const datapath::TxPacket> p) override { return p.size(); }
     Result<size_t> recv_batch(std::span<datapath::RxPacket> out) override {
         entered.store(true);
+        reads.fetch_add(1);
         while (gate_closed.load()) std::this_thread::yield();
         std::lock_guard<std::mutex> g(mu_);
         uint64_t v;
@@ -521,6 +522,7 @@ public:
     // lock); `entered` says a read began.
     std::atomic<bool> gate_closed{false};
     std::atomic<bool> entered{false};
+    std::atomic<uint64_t> reads{0};  // recv_batch calls
 
 private:
     int fd_;
@@ -800,6 +802,64 @@ TEST(Driver, APassThatBroughtNoMessageEndsTheStandBy) {
             driver.stop_thread();
             EXPECT_EQ(driver.stats().stand_by_ended, ended ? 1u : 0u);
         }
+}
+
+// DriverConfig::spin_alone: a progress thread that works alone (no application pass for
+// alone_after, or ever: a READ target, an application blocked on events) polls that long
+// after its last useful pass before it sleeps; one whose application polled lately sleeps
+// at once (spin 0), leaving the CPU to that application. spin_alone is 400 ms here: a
+// thread that polls checks its sockets' readiness over and over in the 100 ms after the
+// datagram (alone_polls), without a pass each time; one that sleeps not at all; and the
+// checks stop once spin_alone has passed. Only after a small exchange: a pass that took a
+// train of datagrams (more than kAnswerFirstMax) is followed by a sleep, so that the next
+// train gathers into one pass.
+TEST(Driver, AProgressThreadWorkingAloneSpinsBeforeItSleeps) {
+    for (const int c : {0, 1, 2}) {
+        const bool alone = c != 1;
+        const size_t datagrams = c == 2 ? api::Driver::kAnswerFirstMax + 1 : 1;
+        SCOPED_TRACE(c == 0 ? "alone" : c == 1 ? "the application made a pass lately" : "alone, after a train");
+        CountingEngine engine;
+        WakeDatapath dp;
+        std::mutex mu;
+        api::DriverConfig cfg;
+        cfg.spin = Duration::zero();
+        cfg.spin_alone = std::chrono::milliseconds(400);
+        cfg.alone_after = std::chrono::seconds(60);
+        auto d = api::Driver::create(engine, dp, mu, [](const core::Event&) {}, cfg);
+        ASSERT_TRUE(d.ok());
+        api::Driver& driver = **d;
+        if (!alone) (void)driver.try_run_once(false);  // within the last alone_after
+        // The train arrives at once: one pass takes it whole.
+        dp.gate_closed.store(true);
+        ASSERT_EQ(driver.start_thread(), Error::kOk);
+        for (size_t i = 0; i < datagrams; ++i) dp.push(std::byte{'D'});
+        dp.gate_closed.store(false);
+        auto fed = [&] {
+            std::lock_guard<std::mutex> g(mu);
+            return engine.others;
+        };
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (fed() < datagrams && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ASSERT_EQ(fed(), datagrams) << "nobody received the datagrams";
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the pass after it
+        const uint64_t reads = dp.reads.load();
+        const uint64_t polls = driver.stats().alone_polls;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (c == 0) {
+            EXPECT_GT(driver.stats().alone_polls, polls + 10) << "slept within spin_alone of its last pass";
+            EXPECT_LE(dp.reads.load(), reads + 1) << "a pass for each check";
+            // The checks end with spin_alone: a sleep of up to 1 s follows.
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+            const uint64_t after = driver.stats().alone_polls;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            EXPECT_EQ(driver.stats().alone_polls, after) << "polled on after spin_alone";
+        } else {
+            EXPECT_EQ(driver.stats().alone_polls, 0u) << "polled alone";
+            EXPECT_LE(dp.reads.load(), reads + 1) << "polled";
+        }
+        driver.stop_thread();
+    }
 }
 
 // PostingEngine: post() queues one datagram; sending it arms a timer `pto` later (as a
