@@ -659,9 +659,9 @@ void Driver::thread_main() {
         }
         const Duration polling = spin();
         if (dp_.now() - last_busy < polling) {
-            // Poll. Working alone, ask epoll rather than make passes: each pass reads every
-            // socket, and over loopback those reads contend for the sockets with the
-            // sender that fills them (ib_write_bw's target, 59 against 49 Gbit/s).
+            // Poll. Working alone, ask epoll rather than make passes: a check is one system
+            // call, where a pass makes a receive call on every socket and asks the engine
+            // for work, and the longer spin_alone is made of such checks.
             if (polling > cfg_.spin) wait_ready(last_busy + polling);
             continue;
         }

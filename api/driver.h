@@ -48,6 +48,8 @@ struct DriverConfig {
     // which keeps the thread busy anyway, and sleeping lets the next train gather into one
     // pass (ib_write_bw's target). The longer of the two applies. 0: `spin` only.
     Duration spin_alone = Duration::zero();
+    // alone_after: how long after an application thread's last pass the progress thread
+    // counts as working alone (spin_alone); long against a polling loop's gaps.
     Duration alone_after = std::chrono::milliseconds(1);
     // The progress thread's name (at most 15 characters), as top and /proc show it: a
     // sharded device names each shard's thread (docs/design.md §12).
