@@ -727,43 +727,47 @@ TEST(Driver, AStandByDoesNotGrowWhenNothingIsLeftToComplete) {
     driver.stop_thread();
 }
 
+// expect_stand_by_after: an application's pass takes the datagram `taken` ('M' brings a
+// message whole) with the engine saying `awaits` and `receiving`; then the progress thread
+// starts (a 5 s stand-by) and the next datagram arrives. If the pass ended the stand-by
+// the thread takes that datagram at once; otherwise it stands by (100 ms watched) until
+// release_stand_by().
+void expect_stand_by_after(bool awaits, bool receiving, std::byte taken, bool ended) {
+    StandByRig rig(std::chrono::seconds(5));
+    ASSERT_TRUE(rig.driver);
+    api::Driver& driver = *rig.driver;
+    rig.engine.awaits = awaits;
+    rig.engine.receiving_ = receiving;
+    driver.notify();  // posted work: the pass asks the engine what it awaits
+    rig.dp.push(taken);
+    (void)driver.try_run_once(true);
+    ASSERT_EQ(rig.fed(), 1u);
+    ASSERT_EQ(driver.start_thread(), Error::kOk);
+    rig.dp.push(std::byte{'M'});
+    if (ended) {
+        EXPECT_EQ(rig.wait_fed(2), 2u) << "the progress thread stood by while a message arrived";
+    } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_EQ(rig.fed(), 1u) << "the progress thread took the datagram while standing by";
+        driver.release_stand_by();
+        EXPECT_EQ(rig.wait_fed(2), 2u) << "nobody received the datagram";
+    }
+    driver.stop_thread();
+    EXPECT_EQ(driver.stats().stand_by_ended, ended ? 1u : 0u);
+}
+
 // An application that awaits no completion, after a pass that left a message partly
 // received (core::Engine::receiving), does not hold the stand-by: the rest of that message
 // may be what it now waits for by watching its memory (ib_write_lat), and only a pass of
-// the progress thread would place it. With a 5 s stand-by, the progress thread takes the
-// next datagram at once; while the application still awaits a completion, or nothing is
-// arriving, it stands by as before. (The pass brings a whole message too, 'M', so that
-// only receiving() decides here.)
+// the progress thread would place it. While the application still awaits a completion, or
+// nothing is arriving, the thread stands by as before. (The pass brings a whole message
+// too, so that only receiving() decides here.)
 TEST(Driver, AMessageStillArrivingEndsTheStandBy) {
     for (const bool awaits : {false, true})
         for (const bool receiving : {true, false}) {
             SCOPED_TRACE(std::string(awaits ? "awaits a completion" : "awaits nothing") +
                          (receiving ? ", a message arriving" : ", nothing arriving"));
-            StandByRig rig(std::chrono::seconds(5));
-            ASSERT_TRUE(rig.driver);
-            api::Driver& driver = *rig.driver;
-            rig.engine.awaits = awaits;
-            rig.engine.receiving_ = receiving;
-            driver.notify();  // posted work: the pass asks the engine what it awaits
-            // The application's pass takes a datagram (a message, and the first segment
-            // of the next)...
-            rig.dp.push(std::byte{'M'});
-            (void)driver.try_run_once(true);
-            ASSERT_EQ(rig.fed(), 1u);
-            ASSERT_EQ(driver.start_thread(), Error::kOk);
-            // ... and the next one arrives after it.
-            rig.dp.push(std::byte{'E'});
-            const bool ended = !awaits && receiving;
-            if (ended) {
-                EXPECT_EQ(rig.wait_fed(2), 2u) << "the progress thread stood by while a message arrived";
-            } else {
-                std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                EXPECT_EQ(rig.fed(), 1u) << "the progress thread took the datagram while standing by";
-                driver.release_stand_by();
-                EXPECT_EQ(rig.wait_fed(2), 2u) << "nobody received the datagram";
-            }
-            driver.stop_thread();
-            EXPECT_EQ(driver.stats().stand_by_ended, ended ? 1u : 0u);
+            expect_stand_by_after(awaits, receiving, std::byte{'M'}, !awaits && receiving);
         }
 }
 
@@ -779,28 +783,8 @@ TEST(Driver, APassThatBroughtNoMessageEndsTheStandBy) {
         for (const bool message : {false, true}) {
             SCOPED_TRACE(std::string(awaits ? "awaits a completion" : "awaits nothing") +
                          (message ? ", the pass brought a message" : ", the pass brought an ACK alone"));
-            StandByRig rig(std::chrono::seconds(5));
-            ASSERT_TRUE(rig.driver);
-            api::Driver& driver = *rig.driver;
-            rig.engine.awaits = awaits;
-            driver.notify();  // posted work: the pass asks the engine what it awaits
-            rig.dp.push(message ? std::byte{'M'} : std::byte{'A'});
-            (void)driver.try_run_once(true);
-            ASSERT_EQ(rig.fed(), 1u);
-            ASSERT_EQ(driver.start_thread(), Error::kOk);
-            // The peer's answer arrives after the application's pass.
-            rig.dp.push(std::byte{'M'});
-            const bool ended = !awaits && !message;
-            if (ended) {
-                EXPECT_EQ(rig.wait_fed(2), 2u) << "the progress thread stood by while the answer arrived";
-            } else {
-                std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                EXPECT_EQ(rig.fed(), 1u) << "the progress thread took the datagram while standing by";
-                driver.release_stand_by();
-                EXPECT_EQ(rig.wait_fed(2), 2u) << "nobody received the datagram";
-            }
-            driver.stop_thread();
-            EXPECT_EQ(driver.stats().stand_by_ended, ended ? 1u : 0u);
+            expect_stand_by_after(awaits, false, message ? std::byte{'M'} : std::byte{'A'},
+                                  !awaits && !message);
         }
 }
 
