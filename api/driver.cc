@@ -670,6 +670,8 @@ void Driver::thread_main() {
 }
 
 void Driver::wait_ready(Time until) {
+    // A datapath that cannot sleep has no readiness to ask for: it polls by passes.
+    if (dp_.wake_fd() < 0) return;
     const timespec zero{0, 0};
     epoll_event evs[3];
     while (!stop_.load(std::memory_order_relaxed) && !work_pending_.load(std::memory_order_relaxed) &&

@@ -318,12 +318,14 @@ int ibv_close_device(ibv_context* context) {
         const api::DriverStats& d = stats.driver;
         const datapath::UdpStats& u = stats.udp;
         log(3, "mroce0 closed: passes %llu (by the application %llu, posting %llu), sleeps %llu (standing by "
-               "%llu, ended for a message arriving %llu; woken by posts %llu, by timers %llu), datagrams %llu in "
-               "%llu out; system calls %llu recv %llu send, GRO receives %llu, GSO sends %llu",
+               "%llu, ended for a message to come %llu; woken by posts %llu, by timers %llu), checks polling "
+               "alone %llu, datagrams %llu in %llu out; system calls %llu recv %llu send, GRO receives %llu, "
+               "GSO sends %llu",
             static_cast<unsigned long long>(d.passes), static_cast<unsigned long long>(d.assisted_passes),
             static_cast<unsigned long long>(d.posting_passes), static_cast<unsigned long long>(d.sleeps),
             static_cast<unsigned long long>(d.stand_by_sleeps), static_cast<unsigned long long>(d.stand_by_ended),
             static_cast<unsigned long long>(d.wakeups_posted), static_cast<unsigned long long>(d.wakeups_timer),
+            static_cast<unsigned long long>(d.alone_polls),
             static_cast<unsigned long long>(d.datagrams_in), static_cast<unsigned long long>(d.datagrams_out),
             static_cast<unsigned long long>(u.recv_calls), static_cast<unsigned long long>(u.send_calls),
             static_cast<unsigned long long>(u.gro_receives), static_cast<unsigned long long>(u.gso_sends));
