@@ -107,11 +107,11 @@ public:
 
     // messages_delivered counts the messages this engine has delivered whole (in order on
     // their stream; a WRITE without a completion and a READ or atomic request count too)
-    // and the answers to its READs and atomics placed whole. A driver compares it across a pass to
-    // tell whether the pass brought a message: a pass that completed a send with an ACK
-    // alone may leave the answer the application watches its memory for still on its way (api/driver.h, DriverConfig::stand_by). An
-    // engine that cannot tell answers 0 (never a message: the driver then always takes the
-    // datapath back).
+    // and the answers to its READs and atomics placed whole. A driver compares it across
+    // a pass to tell whether the pass brought a message: a pass that completed a send with
+    // an ACK alone may leave the answer the application watches its memory for still on
+    // its way (api/driver.h, DriverConfig::stand_by). An engine that cannot tell answers 0
+    // (never a message: the driver then always takes the datapath back).
     virtual uint64_t messages_delivered() const { return 0; }
 };
 

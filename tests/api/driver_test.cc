@@ -801,7 +801,9 @@ TEST(Driver, AProgressThreadWorkingAloneSpinsBeforeItSleeps) {
     for (const int c : {0, 1, 2}) {
         const bool alone = c != 1;
         const size_t datagrams = c == 2 ? api::Driver::kAnswerFirstMax + 1 : 1;
-        SCOPED_TRACE(c == 0 ? "alone" : c == 1 ? "the application made a pass lately" : "alone, after a train");
+        SCOPED_TRACE(c == 0   ? "alone"
+                     : c == 1 ? "the application made a pass lately"
+                              : "alone, after a train");
         CountingEngine engine;
         WakeDatapath dp;
         std::mutex mu;
