@@ -206,7 +206,9 @@ bool Driver::run_once() {
 
 bool Driver::try_run_once(bool polling) {
     const bool stand_by = polling && quiet_epoll_fd_ >= 0;
-    if (cfg_.spin_alone > Duration::zero()) app_pass_ns_.store(to_ns(dp_.now()), std::memory_order_relaxed);
+    // For spin(): no clock read here, and no store while the flag is still set (a polling
+    // loop would otherwise take the flag's cache line from the progress thread each time).
+    if (!app_passed_.load(std::memory_order_relaxed)) app_passed_.store(true, std::memory_order_relaxed);
     std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
     if (!g.owns_lock()) {
         // The lock is busy: the progress thread (or another poller) is in a pass. This
@@ -526,14 +528,16 @@ void Driver::group_by_port() {
 
 void Driver::wait(Duration max) { sleep(max, false); }
 
-Duration Driver::spin() const {
+Duration Driver::spin() {
+    if (cfg_.spin_alone <= cfg_.spin) return cfg_.spin;
+    const int64_t now = to_ns(dp_.now());
+    if (app_passed_.load(std::memory_order_relaxed) && app_passed_.exchange(false, std::memory_order_relaxed))
+        app_seen_ns_ = now;
     // Only after a small exchange (a request, an ACK): a thread that receives trains of
     // datagrams is kept busy by them, and sleeping between trains lets the next one gather
     // into one pass (ib_write_bw's target, 56 against 49 Gbit/s polling alone after them).
-    if (cfg_.spin_alone <= cfg_.spin || last_useful_rx_.load(std::memory_order_relaxed) > kAnswerFirstMax)
-        return cfg_.spin;
-    const int64_t app = app_pass_ns_.load(std::memory_order_relaxed);
-    const bool alone = app < 0 || to_ns(dp_.now()) - app >= cfg_.alone_after.count();
+    if (last_useful_rx_.load(std::memory_order_relaxed) > kAnswerFirstMax) return cfg_.spin;
+    const bool alone = app_seen_ns_ < 0 || now - app_seen_ns_ >= cfg_.alone_after.count();
     return alone ? cfg_.spin_alone : cfg_.spin;
 }
 

@@ -290,8 +290,8 @@ private:
     // application keeps polling (stand_by_scale_) for work it posted (awaits_).
     Duration stand_by() const;
     // spin: how long the progress thread polls after its last useful pass, spin or, while
-    // it works alone, spin_alone (DriverConfig).
-    Duration spin() const;
+    // it works alone, spin_alone (DriverConfig). The progress thread's only (app_seen_ns_).
+    Duration spin();
     // wait_ready: while the progress thread polls alone, wait without a pass until epoll
     // reports a socket (or a wake-up) ready, work is posted, a timer is due, an application
     // thread polls, or `until`.
@@ -318,10 +318,13 @@ private:
     std::atomic<bool> standing_by_{false};  // the sleeper does not watch the datapath
     // When an application pass last ended; -1: released; kAppInPass: one is running.
     std::atomic<int64_t> assisted_ns_{-1};
-    // When an application thread last tried a pass (try_run_once), whether it took one or
-    // found the lock busy; -1: never. Unlike assisted_ns_, release_stand_by() keeps it:
-    // it says whether the progress thread works alone (DriverConfig::spin_alone).
-    std::atomic<int64_t> app_pass_ns_{-1};
+    // An application thread tried a pass (try_run_once), whether it took one or found the
+    // lock busy, since the progress thread last looked; the progress thread's own
+    // app_seen_ns_ is when it last saw one (-1: never). Unlike assisted_ns_,
+    // release_stand_by() keeps them: they say whether the progress thread works alone
+    // (DriverConfig::spin_alone).
+    std::atomic<bool> app_passed_{false};
+    int64_t app_seen_ns_ = -1;
     // The datagrams the last pass that did something received (spin(): a small exchange).
     std::atomic<uint64_t> last_useful_rx_{0};
     static constexpr int64_t kAppInPass = INT64_MAX;
