@@ -619,17 +619,7 @@ void Driver::sleep(Duration max, bool may_stand_by) {
     if (n > 0 && cfg_.trace) cfg_.trace->stamp(Stage::kWoke, static_cast<uint32_t>(n));
     bool posted = false;
     bool timer = false;
-    for (int i = 0; i < n; ++i) {
-        if (evs[i].data.fd == event_fd_) {
-            uint64_t v;
-            (void)!::read(event_fd_, &v, sizeof(v));
-            posted = true;
-        } else if (evs[i].data.fd == timer_fd_) {
-            uint64_t v;
-            (void)!::read(timer_fd_, &v, sizeof(v));
-            timer = true;
-        }
-    }
+    drain_wakes(evs, n, posted, timer);
     sleep_counts_.sleeps.fetch_add(1, std::memory_order_relaxed);
     if (quiet) sleep_counts_.stand_by.fetch_add(1, std::memory_order_relaxed);
     if (posted) sleep_counts_.posted.fetch_add(1, std::memory_order_relaxed);
@@ -673,6 +663,15 @@ void Driver::thread_main() {
     }
 }
 
+void Driver::drain_wakes(const epoll_event* evs, int n, bool& posted, bool& timer) {
+    for (int i = 0; i < n; ++i) {
+        if (evs[i].data.fd != event_fd_ && evs[i].data.fd != timer_fd_) continue;
+        uint64_t v;
+        (void)!::read(evs[i].data.fd, &v, sizeof(v));
+        (evs[i].data.fd == event_fd_ ? posted : timer) = true;
+    }
+}
+
 void Driver::wait_ready(Time until) {
     // A datapath that cannot sleep has no readiness to ask for: it polls by passes.
     if (dp_.wake_fd() < 0) return;
@@ -685,14 +684,8 @@ void Driver::wait_ready(Time until) {
         const int n = ::epoll_pwait2(epoll_fd_, evs, 3, &zero, nullptr);
         sleep_counts_.alone_polls.fetch_add(1, std::memory_order_relaxed);
         if (n < 0 && errno != EINTR) return;  // (kernels before 5.11: a pass instead)
-        for (int i = 0; i < n; ++i) {
-            // Drained as sleep() does: a level-triggered wake or timer fd left readable
-            // would end every later wait at once.
-            if (evs[i].data.fd == event_fd_ || evs[i].data.fd == timer_fd_) {
-                uint64_t v;
-                (void)!::read(evs[i].data.fd, &v, sizeof(v));
-            }
-        }
+        bool posted = false, timer = false;
+        drain_wakes(evs, n, posted, timer);
         if (n > 0) return;
     }
 }

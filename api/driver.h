@@ -27,6 +27,8 @@
 #include "util/result.h"
 #include "util/time.h"
 
+struct epoll_event;  // <sys/epoll.h>
+
 namespace mroce::api {
 
 struct DriverConfig {
@@ -296,6 +298,9 @@ private:
     // reports a socket (or a wake-up) ready, work is posted, a timer is due, an application
     // thread polls, or `until`.
     void wait_ready(Time until);
+    // drain_wakes reads the wake and timer fds among the n epoll events (level-triggered:
+    // left readable they would end every later wait at once) and says which were there.
+    void drain_wakes(const epoll_event* evs, int n, bool& posted, bool& timer);
     // app_polling: an application pass runs, or ended less than stand_by() ago.
     bool app_polling() const;
     // sleep is wait(); the progress thread's (may_stand_by) sleeps without the datapath
