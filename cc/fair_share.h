@@ -11,9 +11,11 @@
 //               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's;
 //               at least the first-RTT bytes that new senders sent as a burst and
 //               that have not arrived yet (they are in the queue, unseen)
-//            ─► allocation A = C × (1 − (queue − interval/4)/(2·interval)) (the queue
-//               above a target of a quarter interval; a queue growing by ¾ interval per
-//               interval counted as it will be an interval later); CE marks are left
+//            ─► allocation A = C × (1 − (queue − interval/4)/D) (the queue above a
+//               target of a quarter interval, drained over D = 2 intervals, or over the
+//               time half the active senders' packets take at C if longer; a queue
+//               growing by ¾ interval per interval counted as it will be an interval
+//               later); CE marks are left
 //               to the senders' AIMD (a mark may come from any queue on the route);
 //               A falls at once but rises at most to max(4 × its last value, C/4)
 //            ─► water-filling of A by class weight, capped by each sender's demand
@@ -180,6 +182,7 @@ private:
 
     FairShareConfig cfg_;
     uint64_t capacity_;  // C in payload bit/s
+    uint64_t packet_ns_;  // [CC-14] a full payload's time at C
     std::vector<Sender> senders_;
     std::vector<uint32_t> active_;
     std::vector<uint32_t> raised_;

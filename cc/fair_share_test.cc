@@ -107,6 +107,28 @@ TEST(FairShare, StandingQueueLowersTheAllocation) {
     EXPECT_EQ(f.fs.allocation_bps(), kC);
 }
 
+// [CC-14] drain distance: at least the time half of the active senders' packets take at C.
+// With a full packet 1 µs at C, 8 senders drain over the usual 2 intervals (20 µs), 80 over
+// 40 µs: the same 12.5 µs of queue (10 µs above the target) cuts the allocation to half
+// for 8 senders and only by a quarter for 80, whose chance bunching alone is about 9
+// packets' time.
+TEST(FairShare, ManySendersDrainAQueueOverTheirPacketTimes) {
+    FairShareConfig c = config();
+    c.capacity_bps = 32'768'000'000;  // a 4096-byte payload is 1 µs at C
+    const auto allocation_with = [&](size_t senders) {
+        Feed f(c);
+        const std::vector<uint64_t> busy(senders, c.capacity_bps / 4);
+        f.run(busy, 50us);
+        EXPECT_EQ(f.fs.allocation_bps(), c.capacity_bps) << senders;
+        f.run(busy, 40us, /*queue_ns=*/12'500);
+        EXPECT_EQ(f.fs.queue_delay(), 12500ns) << senders;
+        return f.fs.allocation_bps();
+    };
+    EXPECT_EQ(allocation_with(8), c.capacity_bps / 2);
+    EXPECT_EQ(allocation_with(40), c.capacity_bps / 2);  // 40 × 1 µs / 2 = 20 µs: the same
+    EXPECT_EQ(allocation_with(80), c.capacity_bps / 4 * 3);
+}
+
 // [CC-14] growth: a queue delay that grew by at least three quarters of an interval since
 // the last recomputation is answered with the growth added once more; a slower growth, or
 // a queue that holds, is answered as measured. (Each run's samples are measured by the
