@@ -28,7 +28,6 @@ uint64_t bits_per_second(uint64_t bytes, int64_t ns) {
 FairShare::FairShare(const FairShareConfig& cfg)
     : cfg_(cfg),
       capacity_(mul_div(cfg.capacity_bps, cfg.mss, uint64_t{cfg.mss} + cfg.header_bytes)),
-      packet_ns_(capacity_ ? mul_div(cfg.mss, 8'000'000'000u, capacity_) : 0),
       allocation_(capacity_) {
     cfg_.young_weight = std::max<uint8_t>(cfg_.young_weight, 1);
 }
@@ -308,8 +307,9 @@ void FairShare::recompute(Time now) {
     // rate) with the floor, and the downlink idles until the held senders are raised again
     // (25 Gbit/s, 128 -> 1: 0.77 of ideal, stalls of 37 ms; 0.96 and 4 ms with this rule).
     // Up to 4 × interval / packet time senders (96 at 100 Gbit/s and 8 µs) it changes nothing.
+    const uint64_t packet_ns = c ? mul_div(cfg_.mss, 8'000'000'000u, c) : 0;
     const uint64_t drain_ns = std::max<uint64_t>(2 * static_cast<uint64_t>(to_ns(cfg_.interval)),
-                                                 active_.size() * packet_ns_ / 2);
+                                                 active_.size() * packet_ns / 2);
     const uint64_t target_ns = static_cast<uint64_t>(to_ns(cfg_.interval)) / 4;
     // A queue that grew by three quarters of an interval since the last recomputation is
     // answered as it will be an interval from now: the delay shows a queue only once

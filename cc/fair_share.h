@@ -182,7 +182,6 @@ private:
 
     FairShareConfig cfg_;
     uint64_t capacity_;  // C in payload bit/s
-    uint64_t packet_ns_;  // [CC-14] a full payload's time at C
     std::vector<Sender> senders_;
     std::vector<uint32_t> active_;
     std::vector<uint32_t> raised_;
