@@ -107,6 +107,12 @@ struct EndpointConfig {
     // library sets it: ib_write_lat, docs/results.md). A message that no DATA answers
     // completes after max_ack_delay instead of a round trip.
     bool ack_with_reverse_data = false;
+    // spec §6 [ACK-13]: a round of ACKs also takes the delayed ACKs of the connection's
+    // other paths, written before their max_ack_delay. Where each round costs a system
+    // call and each datagram a pass through the host's stack, fewer, fuller rounds are
+    // cheaper (api/udp_tuning.h sets it); on a fabric whose ACKs cost only their bytes
+    // (the simulator), it would only send ACKs that cover fewer packets.
+    bool gather_acks = false;
 
     // spec §7 loss recovery and path health.
     // [LOSS-15] how late this host's datapath may fire a timer or process an arrival

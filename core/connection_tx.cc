@@ -58,6 +58,11 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
 }
 
 size_t Connection::write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now) {
+    // [ACK-13] gather_acks: a new round takes the ACKs still delayed on other paths too, so
+    // that they leave in this round's system call instead of each in a round of its own.
+    if (cfg_.gather_acks && ack_round_path_ == kNoAckRound && !ack_queue_.empty())
+        for (uint16_t i = 0; i < rx_paths_.size(); ++i)
+            if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
     while (!ack_queue_.empty()) {
         const uint16_t p = ack_queue_.front();
         ack_queue_.pop_front();
