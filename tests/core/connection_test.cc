@@ -1643,6 +1643,7 @@ class ReportClock final : public EngineTap {
         const Result<wire::AckPacket> a = wire::decode_ack(without_trailer(d));
         if (a.ok() && swallow) {
             ++acks;
+            ack_paths.emplace_back(now, a->path_id);
             for (uint16_t i = 0; i < a->stream_count; ++i)
                 if (a->streams[i].stream_id == stream_) reports.emplace_back(now, a->streams[i].delivered_seq);
             return;
@@ -1652,10 +1653,44 @@ class ReportClock final : public EngineTap {
     bool swallow = false;
     size_t acks = 0;
     std::vector<std::pair<Time, uint32_t>> reports;  // (arrival at A, delivered_seq)
+    std::vector<std::pair<Time, uint16_t>> ack_paths;  // (arrival at A, path acknowledged)
 
   private:
     uint32_t stream_;
 };
+
+// inject_segment crafts segment `seg` of message `msg` of f's stream (a WRITE of two
+// segments) as A's DATA on A's path `path`, at that path's next PSN, and hands it to B.
+void inject_segment(Pair& p, WriteFlow& f, uint32_t payload, uint32_t msg, uint16_t path, uint32_t seg,
+                    uint8_t flags) {
+    const core::Connection& ca = f.conn_a();
+    const uint32_t conn_b = p.b->connection_to(p.host_a().address());
+    wire::DataHeader h;
+    h.common.dst_conn_id = conn_b;
+    h.common.dst_token = p.b->connection(conn_b)->token();
+    h.opcode = wire::Opcode::kWrite;
+    h.flags = flags;
+    h.path_id = path;
+    h.path_gen = ca.tx_path(path).gen;
+    h.payload_len = static_cast<uint16_t>(payload);
+    h.path_psn = ca.tx_path(path).next_psn;
+    h.psn_floor = ca.tx_path(path).base;
+    h.stream_id = f.sb;
+    h.msg_seq = msg;
+    h.msg_len = 2 * payload;
+    h.offset = seg * payload;
+    h.timestamp = static_cast<uint32_t>(to_ns(p.now()));
+    h.rkey = f.kb.rkey;
+    h.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
+    std::vector<std::byte> pkt(wire::kDataHeaderSize + payload, std::byte{0x5a});
+    ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
+    seal_for(*p.b, p.host_a().address(), pkt);
+    PacketMeta m;
+    m.src = p.host_a().address().with_port(ca.tx_path(path).src_port);
+    m.dst = p.host_b().address();
+    p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, p.now()); });
+    p.host_b().kick();
+}
 
 // [ACK-11] a two-segment WRITE whose LAST segment (ACK_NOW) arrives first, on one path, and
 // whose first segment follows on another path, alone there (below ack_every): the LAST's
@@ -1674,35 +1709,9 @@ TEST(Connection, SegmentThatCompletesAMessageAfterItsLastIsAcknowledgedAtOnce) {
     ReportClock clock(*p.a, f.sb);
     p.host_a().attach(&clock);
     clock.swallow = true;
-    const core::Connection& ca = f.conn_a();
-    const uint32_t conn_b = p.b->connection_to(p.host_a().address());
     const uint32_t msg = p.b->stream(f.sb)->delivered_seq;  // the next message of the stream
     auto inject = [&](uint16_t path, uint32_t seg, uint8_t flags) {
-        wire::DataHeader h;
-        h.common.dst_conn_id = conn_b;
-        h.common.dst_token = p.b->connection(conn_b)->token();
-        h.opcode = wire::Opcode::kWrite;
-        h.flags = flags;
-        h.path_id = path;
-        h.path_gen = ca.tx_path(path).gen;
-        h.payload_len = static_cast<uint16_t>(cfg.max_payload);
-        h.path_psn = ca.tx_path(path).next_psn;
-        h.psn_floor = ca.tx_path(path).base;
-        h.stream_id = f.sb;
-        h.msg_seq = msg;
-        h.msg_len = 2 * cfg.max_payload;
-        h.offset = seg * cfg.max_payload;
-        h.timestamp = static_cast<uint32_t>(to_ns(p.now()));
-        h.rkey = f.kb.rkey;
-        h.remote_addr = reinterpret_cast<uint64_t>(f.dst.data());
-        std::vector<std::byte> pkt(wire::kDataHeaderSize + cfg.max_payload, std::byte{0x5a});
-        ASSERT_TRUE(wire::encode_data_header(h, pkt).ok());
-        seal_for(*p.b, p.host_a().address(), pkt);
-        PacketMeta m;
-        m.src = p.host_a().address().with_port(ca.tx_path(path).src_port);
-        m.dst = p.host_b().address();
-        p.host_b().with_engine([&](core::Engine& e) { e.on_datagram(pkt, m, p.now()); });
-        p.host_b().kick();
+        inject_segment(p, f, static_cast<uint32_t>(cfg.max_payload), msg, path, seg, flags);
     };
     inject(6, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
     p.sim.run_for(50us);  // the LAST's ACK reaches A (a round trip is about 10 us)
@@ -1716,6 +1725,43 @@ TEST(Connection, SegmentThatCompletesAMessageAfterItsLastIsAcknowledgedAtOnce) {
         << "the report waited for a delayed ACK";
     EXPECT_EQ(f.dst, std::vector<std::byte>(f.dst.size(), std::byte{0x5a}));
     p.host_a().attach(p.a.get());
+}
+
+// [ACK-13] gather_acks: B holds a delayed ACK on path 6 (one segment, below ack_every, with
+// max_ack_delay 1 ms) when a LAST with ACK_NOW arrives on path 7. With gather_acks the round
+// that answers path 7 takes path 6's ACK along; without it, path 6's ACK waits out its delay.
+TEST(Connection, AGatheredRoundTakesTheDelayedAcksOfOtherPaths) {
+    for (const bool gather : {false, true}) {
+        SCOPED_TRACE(gather ? "gather_acks" : "each ACK in its own round");
+        core::EndpointConfig cfg;
+        cfg.max_ack_delay = 1ms;
+        cfg.gather_acks = gather;
+        Pair p(41, ten_gbit_net(), cfg, cfg);
+        WriteFlow f(p, 1, 2 * cfg.max_payload);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+        p.sim.run_for(5ms);  // every delayed ACK of that WRITE is out
+        ReportClock clock(*p.a, f.sb);
+        p.host_a().attach(&clock);
+        clock.swallow = true;
+        const uint32_t msg = p.b->stream(f.sb)->delivered_seq;
+        auto inject = [&](uint16_t path, uint32_t seg, uint8_t flags) {
+            inject_segment(p, f, static_cast<uint32_t>(cfg.max_payload), msg, path, seg, flags);
+        };
+        inject(6, 0, 0);
+        p.sim.run_for(50us);
+        EXPECT_EQ(clock.acks, 0u) << "one segment on path 6 is below ack_every";
+        inject(7, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
+        p.sim.run_for(50us);  // a round trip is about 10 us
+        std::vector<uint16_t> paths;
+        for (const auto& [at, path] : clock.ack_paths) paths.push_back(path);
+        std::sort(paths.begin(), paths.end());
+        EXPECT_EQ(paths, gather ? (std::vector<uint16_t>{6, 7}) : (std::vector<uint16_t>{7}));
+        p.sim.run_for(2 * cfg.max_ack_delay);
+        EXPECT_EQ(clock.acks, 2u) << "path 6 is acknowledged once either way";
+        EXPECT_EQ(f.dst, std::vector<std::byte>(f.dst.size(), std::byte{0x5a}));
+        p.host_a().attach(p.a.get());
+    }
 }
 
 // [ACK-12] with [CC-15]: the DATA that spends the first-RTT budget asks for an immediate
