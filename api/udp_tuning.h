@@ -99,16 +99,19 @@ inline constexpr Duration kUdpMaxAckDelay = std::chrono::microseconds(50);
 // both hosts a socket write and read (µs), and the receiver already answers a whole receive
 // batch with one round of ACKs ([ACK-13]). So: one ACK per eighth of the window on each
 // path, within kUdpMaxAckDelay; ACK_NOW only on the last message before the sender pauses
-// ([ACK-12]). The window here is the sender's cap (window_bytes_per_path), taken as the
-// receiver's own: both ends of a Device pair run the same rule. An eighth leaves the sender
-// seven eighths of its window to send while the ACK travels. The receiver cannot see the
-// sender's congestion window: while AIMD holds it below an eighth of the cap (slow start,
-// a marking fabric), the delay bound, not the count, paces the ACKs. Settings only grow.
+// ([ACK-12]); and a round of ACKs takes the other paths' delayed ones along ([ACK-13]
+// gather_acks), one system call for what would be several. The window here is the
+// sender's cap (window_bytes_per_path), taken as the receiver's own: both ends of a Device
+// pair run the same rule. An eighth leaves the sender seven eighths of its window to send
+// while the ACK travels. The receiver cannot see the sender's congestion window: while AIMD
+// holds it below an eighth of the cap (slow start, a marking fabric), the delay bound, not
+// the count, paces the ACKs. Settings only grow.
 inline void fit_udp_acks(core::EndpointConfig& cfg) {
     const uint64_t window_pkts = cfg.window_bytes_per_path / std::max<uint32_t>(cfg.max_payload, 1);
     cfg.ack_every = std::max<uint32_t>(cfg.ack_every, static_cast<uint32_t>(window_pkts / 8));
     cfg.max_ack_delay = std::max(cfg.max_ack_delay, kUdpMaxAckDelay);
     cfg.ack_now_every_message = false;
+    cfg.gather_acks = true;
 }
 
 }  // namespace mroce::api

@@ -46,6 +46,7 @@ TEST(AckRule, OneAckPerEighthOfTheWindowWithinTheDelayBound) {
     EXPECT_EQ(c.ack_every, 32u);
     EXPECT_EQ(c.max_ack_delay, kUdpMaxAckDelay);
     EXPECT_FALSE(c.ack_now_every_message);
+    EXPECT_TRUE(c.gather_acks);
 }
 
 TEST(AckRule, NeverLowersTheConfiguredRate) {
