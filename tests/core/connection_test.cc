@@ -1692,6 +1692,30 @@ void inject_segment(Pair& p, WriteFlow& f, uint32_t payload, uint32_t msg, uint1
     p.host_b().kick();
 }
 
+// HeldAckScene: A and B after one two-segment WRITE whose delayed ACKs are all out, with
+// B's answers from now on held back from A and counted (clock); inject() hands B crafted
+// segments of the stream's next message.
+struct HeldAckScene {
+    explicit HeldAckScene(const core::EndpointConfig& c)
+        : cfg(c), p(41, ten_gbit_net(), cfg, cfg), f(p, 1, 2 * cfg.max_payload), clock(*p.a, f.sb) {
+        f.post_all();
+        EXPECT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+        p.sim.run_for(5ms);  // every delayed ACK of that WRITE is out
+        p.host_a().attach(&clock);
+        clock.swallow = true;
+        msg = p.b->stream(f.sb)->delivered_seq;  // the next message of the stream
+    }
+    ~HeldAckScene() { p.host_a().attach(p.a.get()); }
+    void inject(uint16_t path, uint32_t seg, uint8_t flags) {
+        inject_segment(p, f, static_cast<uint32_t>(cfg.max_payload), msg, path, seg, flags);
+    }
+    core::EndpointConfig cfg;
+    Pair p;
+    WriteFlow f;
+    ReportClock clock;
+    uint32_t msg = 0;
+};
+
 // [ACK-11] a two-segment WRITE whose LAST segment (ACK_NOW) arrives first, on one path, and
 // whose first segment follows on another path, alone there (below ack_every): the LAST's
 // ACK leaves before the message is complete, so only the first segment's ACK can carry the
@@ -1701,30 +1725,18 @@ void inject_segment(Pair& p, WriteFlow& f, uint32_t payload, uint32_t msg, uint1
 TEST(Connection, SegmentThatCompletesAMessageAfterItsLastIsAcknowledgedAtOnce) {
     core::EndpointConfig cfg;
     cfg.max_ack_delay = 1ms;
-    Pair p(41, ten_gbit_net(), cfg, cfg);
-    WriteFlow f(p, 1, 2 * cfg.max_payload);
-    f.post_all();
-    ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
-    p.sim.run_for(5ms);  // every delayed ACK of that WRITE is out
-    ReportClock clock(*p.a, f.sb);
-    p.host_a().attach(&clock);
-    clock.swallow = true;
-    const uint32_t msg = p.b->stream(f.sb)->delivered_seq;  // the next message of the stream
-    auto inject = [&](uint16_t path, uint32_t seg, uint8_t flags) {
-        inject_segment(p, f, static_cast<uint32_t>(cfg.max_payload), msg, path, seg, flags);
-    };
-    inject(6, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
-    p.sim.run_for(50us);  // the LAST's ACK reaches A (a round trip is about 10 us)
-    EXPECT_GE(clock.acks, 1u) << "the LAST asked for ACK_NOW";
-    EXPECT_TRUE(clock.reports.empty()) << "the message is not complete yet";
-    const Time completed = p.now();
-    inject(7, 0, 0);
-    ASSERT_TRUE(run(p, [&] { return !clock.reports.empty(); }, 5ms));
-    EXPECT_EQ(clock.reports.front().second, msg + 1);
-    EXPECT_LT(clock.reports.front().first - completed, cfg.max_ack_delay / 10)
+    HeldAckScene sc(cfg);
+    sc.inject(6, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
+    sc.p.sim.run_for(50us);  // the LAST's ACK reaches A (a round trip is about 10 us)
+    EXPECT_GE(sc.clock.acks, 1u) << "the LAST asked for ACK_NOW";
+    EXPECT_TRUE(sc.clock.reports.empty()) << "the message is not complete yet";
+    const Time completed = sc.p.now();
+    sc.inject(7, 0, 0);
+    ASSERT_TRUE(run(sc.p, [&] { return !sc.clock.reports.empty(); }, 5ms));
+    EXPECT_EQ(sc.clock.reports.front().second, sc.msg + 1);
+    EXPECT_LT(sc.clock.reports.front().first - completed, cfg.max_ack_delay / 10)
         << "the report waited for a delayed ACK";
-    EXPECT_EQ(f.dst, std::vector<std::byte>(f.dst.size(), std::byte{0x5a}));
-    p.host_a().attach(p.a.get());
+    EXPECT_EQ(sc.f.dst, std::vector<std::byte>(sc.f.dst.size(), std::byte{0x5a}));
 }
 
 // [ACK-13] gather_acks: B holds a delayed ACK on path 6 (one segment, below ack_every, with
@@ -1736,31 +1748,19 @@ TEST(Connection, AGatheredRoundTakesTheDelayedAcksOfOtherPaths) {
         core::EndpointConfig cfg;
         cfg.max_ack_delay = 1ms;
         cfg.gather_acks = gather;
-        Pair p(41, ten_gbit_net(), cfg, cfg);
-        WriteFlow f(p, 1, 2 * cfg.max_payload);
-        f.post_all();
-        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
-        p.sim.run_for(5ms);  // every delayed ACK of that WRITE is out
-        ReportClock clock(*p.a, f.sb);
-        p.host_a().attach(&clock);
-        clock.swallow = true;
-        const uint32_t msg = p.b->stream(f.sb)->delivered_seq;
-        auto inject = [&](uint16_t path, uint32_t seg, uint8_t flags) {
-            inject_segment(p, f, static_cast<uint32_t>(cfg.max_payload), msg, path, seg, flags);
-        };
-        inject(6, 0, 0);
-        p.sim.run_for(50us);
-        EXPECT_EQ(clock.acks, 0u) << "one segment on path 6 is below ack_every";
-        inject(7, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
-        p.sim.run_for(50us);  // a round trip is about 10 us
+        HeldAckScene sc(cfg);
+        sc.inject(6, 0, 0);
+        sc.p.sim.run_for(50us);
+        EXPECT_EQ(sc.clock.acks, 0u) << "one segment on path 6 is below ack_every";
+        sc.inject(7, 1, wire::data_flag::kLast | wire::data_flag::kAckNow);
+        sc.p.sim.run_for(50us);  // a round trip is about 10 us
         std::vector<uint16_t> paths;
-        for (const auto& [at, path] : clock.ack_paths) paths.push_back(path);
+        for (const auto& [at, path] : sc.clock.ack_paths) paths.push_back(path);
         std::sort(paths.begin(), paths.end());
         EXPECT_EQ(paths, gather ? (std::vector<uint16_t>{6, 7}) : (std::vector<uint16_t>{7}));
-        p.sim.run_for(2 * cfg.max_ack_delay);
-        EXPECT_EQ(clock.acks, 2u) << "path 6 is acknowledged once either way";
-        EXPECT_EQ(f.dst, std::vector<std::byte>(f.dst.size(), std::byte{0x5a}));
-        p.host_a().attach(p.a.get());
+        sc.p.sim.run_for(2 * cfg.max_ack_delay);
+        EXPECT_EQ(sc.clock.acks, 2u) << "path 6 is acknowledged once either way";
+        EXPECT_EQ(sc.f.dst, std::vector<std::byte>(sc.f.dst.size(), std::byte{0x5a}));
     }
 }
 

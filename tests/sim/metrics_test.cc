@@ -481,19 +481,10 @@ TEST(CongestionControl, IncastSettlesFairlyWithoutDropsAndTheHintKeepsTheQueueSh
     EXPECT_GT(on.metrics.goodput_fraction, 0.9);
 }
 
-// Issue 13's settling target on a small leaf-spine: N -> 1 across racks (16 hosts per leaf,
-// senders on leaves 0 and 1, the receiver on leaf 2), 256 KiB per sender. The senders'
-// first-RTT bursts arrive spread over several hint intervals, so the queue's delay grows
-// too slowly for [CC-14]'s growth rule; without the first-RTT backlog of [CC-14] these
-// settled in 2.03-2.42 base RTTs at seeds 1-5 and 43, with it in 0.48-1.42. At 8 -> 1 the
-// first HELLOs' grants ([CC-20]: A, A/2, ...) gave their senders a head start (196 KB in
-// flight against 65 KB) and Jain 0.92-0.94 at seeds 1-5 and 43; taking the lower grants of
-// the later HELLO_ACKs (the answers to the HELLOs' other copies): 0.98-0.99.
-TEST(CongestionControl, IncastAcrossRacksSettlesWithinTwoRoundTrips) {
-    const uint64_t seed = testing::test_seed(43);
-    SCOPED_TRACE(testing::seed_note(seed));
-    for (const int n : {8, 16, 24}) {
-        const RunOutput out = run(spec_from(R"(
+// A leaf-spine of 3 leaves of 16 hosts, 4 spines, 100 Gbit/s, 4 MiB buffers with RED ECN,
+// and an incast into host 32 (leaf 2) of 256 KiB per sender in 64 KiB WRITEs; the tests
+// set the senders, and the next test the line rate and the bytes.
+constexpr const char* kIncastAcrossRacks = R"(
 [topology]
 kind = "leaf_spine"
 leaves = 3
@@ -510,10 +501,24 @@ pmax = 0.2
 [workload]
 kind = "incast"
 receiver = 32
-bytes = 1048576
+bytes = 262144
 message_bytes = 65536
-)", {"protocol=mroce", "workload.senders=" + std::to_string(n)}),
-                                  seed);
+)";
+
+// Issue 13's settling target on a small leaf-spine: N -> 1 across racks (16 hosts per leaf,
+// senders on leaves 0 and 1, the receiver on leaf 2), 256 KiB per sender. The senders'
+// first-RTT bursts arrive spread over several hint intervals, so the queue's delay grows
+// too slowly for [CC-14]'s growth rule; without the first-RTT backlog of [CC-14] these
+// settled in 2.03-2.42 base RTTs at seeds 1-5 and 43, with it in 0.48-1.42. At 8 -> 1 the
+// first HELLOs' grants ([CC-20]: A, A/2, ...) gave their senders a head start (196 KB in
+// flight against 65 KB) and Jain 0.92-0.94 at seeds 1-5 and 43; taking the lower grants of
+// the later HELLO_ACKs (the answers to the HELLOs' other copies): 0.98-0.99.
+TEST(CongestionControl, IncastAcrossRacksSettlesWithinTwoRoundTrips) {
+    const uint64_t seed = testing::test_seed(43);
+    SCOPED_TRACE(testing::seed_note(seed));
+    for (const int n : {8, 16, 24}) {
+        const RunOutput out =
+            run(spec_from(kIncastAcrossRacks, {"protocol=mroce", "workload.senders=" + std::to_string(n)}), seed);
         ASSERT_EQ(out.metrics.completed_flows, static_cast<uint64_t>(n));
         ASSERT_TRUE(out.metrics.incast);
         const IncastMetrics& i = *out.metrics.incast;
@@ -544,26 +549,9 @@ TEST(CongestionControl, ManySendersAtALowLineRateKeepTheDownlinkBusy) {
     const uint64_t seed = testing::test_seed(1);
     SCOPED_TRACE(testing::seed_note(seed));
     for (const int n : {24, 32}) {
-        const RunOutput out = run(spec_from(R"(
-[topology]
-kind = "leaf_spine"
-leaves = 3
-hosts_per_leaf = 16
-spines = 4
-rate_gbps = 10
-delay_us = 1
-buffer_bytes = 4194304
-[topology.ecn]
-mode = "red"
-kmin_bytes = 100000
-kmax_bytes = 400000
-pmax = 0.2
-[workload]
-kind = "incast"
-receiver = 32
-bytes = 1048576
-message_bytes = 65536
-)", {"protocol=mroce", "workload.senders=" + std::to_string(n)}),
+        const RunOutput out = run(spec_from(kIncastAcrossRacks, {"protocol=mroce", "topology.rate_gbps=10",
+                                                                 "workload.bytes=1048576",
+                                                                 "workload.senders=" + std::to_string(n)}),
                                   seed);
         ASSERT_EQ(out.metrics.completed_flows, static_cast<uint64_t>(n));
         std::printf("%d -> 1 at 10 Gbit/s: %.3f of the ideal completion, stall p99 %.0f us\n", n,
