@@ -43,7 +43,7 @@ void SendRate::on_hint(uint32_t mbps, Duration srtt, Time now) {
     }
 }
 
-void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
+void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now, bool caps) {
     // [CC-20]: only a connection that obeys hints, with a round trip to scale by, and never
     // over a grant it already holds (a new connection has none).
     if (!cfg_.use_hint || mbps == 0 || to_ns(rtt) <= 0 || grant_bps_ != 0) return;
@@ -52,6 +52,7 @@ void SendRate::on_grant(uint32_t mbps, Duration rtt, Time now) {
     // handshake RTT must not turn a share into a burst of megabytes.
     grant_srtt_ = std::min(rtt, 2 * cfg_.grant_interval);
     hint_expiry_ = now;  // no hint in force (hint_bps_ is 0); idle halving counts from now
+    grant_caps_ = caps;
 }
 
 bool SendRate::lower_grant(uint32_t mbps) {
@@ -75,6 +76,7 @@ uint64_t SendRate::idle_budget(Time now) const {
 
 void SendRate::on_acked(Duration srtt, Time now) {
     acked_expiry_ = now + ttl(srtt, hint_bps(now));
+    grant_caps_ = false;  // [CC-20] only the first round trip; after idle, [CC-15]'s budget
 }
 
 uint64_t SendRate::rate_bps(uint64_t window_rate_bps, Time now) const {

@@ -53,8 +53,10 @@ public:
     // on_grant: [CC-20] the grant of a new connection's HELLO_ACK, with the handshake's round
     // trip as measured from the latest HELLO sent: the grant becomes the connection's grant
     // of [CC-15] and its hint for one TTL, so its first round trip may have
-    // max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight, paced at it.
-    void on_grant(uint32_t mbps, Duration rtt, Time now);
+    // max(first_rtt_bytes, min(grant × rtt, max_inflight_bytes)) in flight, paced at it;
+    // with `caps`, max(mss, min(grant × rtt, max_inflight_bytes)): the grant also caps the
+    // first round trip below first_rtt_bytes (the sender's own ports would not spread it).
+    void on_grant(uint32_t mbps, Duration rtt, Time now, bool caps = false);
     // lower_grant: [CC-20] the grant of a later HELLO_ACK (before any ACK), if lower than
     // the one held, replaces it (the round trip it scales by stays). Returns true if so.
     bool lower_grant(uint32_t mbps);
@@ -67,7 +69,8 @@ public:
     }
     // inflight_cap: bytes the connection may have in flight over all paths now.
     uint64_t inflight_cap(Time now) const {
-        return now < acked_expiry_ ? cfg_.max_inflight_bytes : std::max(cfg_.first_rtt_bytes, idle_budget(now));
+        if (now < acked_expiry_) return cfg_.max_inflight_bytes;
+        return std::max<uint64_t>(grant_caps_ ? cfg_.mss : cfg_.first_rtt_bytes, idle_budget(now));
     }
     // idle_budget: what the last grant still allows a returning sender in its first round
     // trip ([CC-15]); 0 without a grant.
@@ -107,6 +110,7 @@ private:
     SendRateConfig cfg_;
     uint64_t hint_bps_ = 0;
     uint32_t last_hint_mbps_ = 0;
+    bool grant_caps_ = false;  // [CC-20] until the first ACK: the grant caps the first RTT
     Time hint_expiry_{};
     // [CC-15] the grant: the last non-zero hint taken and the srtt it came with (its
     // budget after idle is one BDP at the hint, halved every idle_halving_rtts × srtt).

@@ -75,6 +75,27 @@ TEST(SendRate, IdleBudgetIsTheLastGrantHalvedOverIdleTime) {
 // [CC-20] the HELLO_ACK's grant over the handshake's RTT is a new connection's first-RTT
 // budget at once; without one, first_rtt_bytes. A grant from the wire is never trusted
 // beyond max_inflight_bytes, and it ages as an idle grant does.
+// [CC-20] grant_caps_first_rtt: a grant the connection takes with `caps` is its first round
+// trip's cap even below first_rtt_bytes (at least one packet), until its first ACK; after
+// an idle spell the budget of [CC-15] applies again, first_rtt_bytes at least.
+TEST(SendRate, AGrantThatCapsTheFirstRoundTripMayBeBelowTheFirstRttBytes) {
+    const Time now{1ms};
+    SendRateConfig c = config();
+    SendRate capped(c);
+    capped.on_grant(8'000, 10us, now, /*caps=*/true);  // 8 Gbit/s × 10 µs = 10 000 bytes
+    EXPECT_EQ(capped.inflight_cap(now), 10'000u);
+    SendRate tiny(c);
+    tiny.on_grant(1, 10us, now, true);  // 1 Mbit/s × 10 µs: 1 byte, one packet at least
+    EXPECT_EQ(tiny.inflight_cap(now), c.mss);
+    SendRate uncapped(c);
+    uncapped.on_grant(8'000, 10us, now);
+    EXPECT_EQ(uncapped.inflight_cap(now), 64u * 1024);
+    capped.on_acked(10us, now + 10us);
+    EXPECT_EQ(capped.inflight_cap(now + 11us), 1u << 20);
+    // Long idle: the hint and the grant's budget lapse; first_rtt_bytes again.
+    EXPECT_EQ(capped.inflight_cap(now + 1s), 64u * 1024);
+}
+
 TEST(SendRate, HandshakeGrantIsTheFirstRoundTripsBudget) {
     const Time now{1ms};
     SendRate plain(config());

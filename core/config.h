@@ -79,6 +79,16 @@ struct EndpointConfig {
     // initiator's first round trip may have one handshake RTT's worth of it in flight
     // (false: no grant sent, none taken; the ablation).
     bool hello_grant = true;
+    // [CC-20]: the grant also caps a new connection's first round trip below
+    // first_rtt_bytes (at least one packet) unless this endpoint's own ports would spread
+    // its first round trips: while its connections in their first round trip, at
+    // first_rtt_bytes each, hold more than one BDP of its ports over the handshake's round
+    // trip. An incast's senders, one connection each, then send what the receiver granted
+    // (A, A/2, ..., A/N: about A x S x ln N together, not N x first_rtt_bytes), while an
+    // all-to-all's senders, held by their own NICs, keep first_rtt_bytes each. Off by
+    // default: it settles an incast's queue sooner but reads worse on converge_rtts
+    // (docs/results.md, "The grant as the first round trip's cap").
+    bool grant_caps_first_rtt = false;
     // [CC-21]: a sender that has brought fewer than young_bytes since it became active counts
     // young_weight times its weight in the receiver's shares (1: no preference).
     uint8_t young_weight = 16;

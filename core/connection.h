@@ -64,6 +64,13 @@ public:
     const PathStats& path_stats(uint16_t path) const { return path_stats_[path]; }
     uint16_t num_paths() const { return static_cast<uint16_t>(tx_paths_.size()); }
     const TxPath& tx_path(uint16_t p) const { return tx_paths_[p]; }
+    // in_first_round_trip: opening, or established with no ACK on any path yet ([CC-20]).
+    bool in_first_round_trip() const {
+        if (state_ != ConnState::kConnecting && state_ != ConnState::kEstablished) return false;
+        for (const PathStats& ps : path_stats_)
+            if (ps.acks_received > 0) return false;
+        return true;
+    }
     // window_loss_prior: [PATH-13] item 5: the connection's loss estimate (its score
     // corrected for the memory it has not filled), where each path's estimate for its
     // window starts; 0 once any path has had a CE mark echoed.

@@ -71,6 +71,13 @@ const Stream* Endpoint::stream(uint32_t id) const {
 const Connection* Endpoint::connection(uint32_t id) const {
     return const_cast<Endpoint*>(this)->conn_mut(id);
 }
+size_t Endpoint::connections_in_first_round_trip(size_t at_most) const {
+    size_t n = 0;
+    for (const auto& c : conns_)
+        if (c && c->in_first_round_trip() && ++n >= at_most) break;
+    return n;
+}
+
 bool Endpoint::work_outstanding() const {
     for (const auto& s : streams_)
         if (s && !s->tx.empty()) return true;

@@ -172,6 +172,10 @@ public:
         for (const auto& c : conns_)
             if (c) fn(*c);
     }
+    // connections_in_first_round_trip: the live connections that have had no ACK yet
+    // (opening, or established and in their first round trip, [CC-20]), counted up to
+    // `at_most`.
+    size_t connections_in_first_round_trip(size_t at_most) const;
     // work_outstanding: some live stream has posted work that has not completed (sent and
     // acknowledged, or answered). A driver that is about to end lets it finish first.
     bool work_outstanding() const;
