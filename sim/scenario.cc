@@ -552,6 +552,7 @@ void read_mroce(Section s, RunSpec& r) {
     c.max_inflight_bytes = s.u64("max_inflight_bytes", c.max_inflight_bytes, 1);
     c.idle_halving_rtts = static_cast<uint16_t>(s.u64("idle_halving_rtts", c.idle_halving_rtts, 0, 65535));
     c.hello_grant = s.boolean("hello_grant", c.hello_grant);  // [CC-20]
+    c.grant_caps_first_rtt = s.boolean("grant_caps_first_rtt", c.grant_caps_first_rtt);  // [CC-20]
     c.young_weight = static_cast<uint8_t>(s.u64("young_weight", c.young_weight, 1, 255));  // [CC-21]
     c.young_bytes = static_cast<uint32_t>(s.u64("young_bytes", c.young_bytes, 0, UINT32_MAX));
     s.finish();

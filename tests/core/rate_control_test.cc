@@ -368,6 +368,33 @@ TEST(RateControl, GrantedNewConnectionSendsABandwidthDelayProductAtOnce) {
     }
 }
 
+// [CC-20] grant_caps_first_rtt: a receiver granting a small share (its port at 1 Gbit/s,
+// so G × S is a few hundred bytes) holds A's first round trip to one packet when A's own
+// 100 Gbit/s port would not spread it (one connection starting); with the rule off, or
+// with A's own port as slow as the grant (its first round trips spread by it anyway), A
+// sends first_rtt_bytes.
+TEST(RateControl, AGrantCapsTheFirstRoundTripWhereTheSendersPortWouldNotSpreadIt) {
+    const sim::NetworkConfig nc = net_100g();
+    for (const auto& [caps, tx_port] : {std::pair{true, nc.link.rate_bps}, std::pair{false, nc.link.rate_bps},
+                                        std::pair{true, uint64_t{1'000'000'000}}}) {
+        core::EndpointConfig tx;
+        tx.first_rtt_bytes = 4 * tx.max_payload;
+        tx.grant_caps_first_rtt = caps;
+        tx.port_rate_bps = tx_port;
+        core::EndpointConfig rx;
+        rx.port_rate_bps = 1'000'000'000;
+        const FirstRoundTrip r = first_round_trip(tx, rx, nc);
+        std::printf("caps %d, own port %llu bit/s: handshake %lld ns, %llu bytes in flight before the first ACK\n",
+                    caps, static_cast<unsigned long long>(tx_port), static_cast<long long>(to_ns(r.handshake)),
+                    static_cast<unsigned long long>(r.peak));
+        EXPECT_EQ(r.grants_taken, 1u);
+        if (caps && tx_port == nc.link.rate_bps)
+            EXPECT_LE(r.peak, uint64_t{tx.max_payload});
+        else
+            EXPECT_EQ(r.peak, tx.first_rtt_bytes);
+    }
+}
+
 // [CC-20] [CONN-30] [CONN-32]: with HELLO copies spread closer than the round trip, later
 // copies leave before the answer to the first arrives. The HELLO_ACK echoes the number of
 // the HELLO it answers (`hello_echo`), so the grant covers the round trip from that HELLO:
