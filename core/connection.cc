@@ -280,9 +280,8 @@ void Connection::on_hello(const wire::HelloPacket& h, Time now) {
 }
 
 void Connection::resend_to_opening_peer(Time now) {
-    if (state_ != ConnState::kEstablished || in_flight_total_ == 0 || !cfg_.resend_to_opening_peer) return;
-    for (const PathStats& ps : path_stats_)
-        if (ps.acks_received > 0) return;
+    if (state_ != ConnState::kEstablished || in_flight_total_ == 0 || !cfg_.resend_to_opening_peer || acked_any())
+        return;
     for (TxPath& p : tx_paths_) declare_all_lost(p, LossReason::kTimeout, now);
 }
 
@@ -292,10 +291,8 @@ void Connection::take_grant(const wire::HelloPacket& h, Time now) {
     // while our first round trip lasts: no ACK yet, and no grant taken before.
     const Time from = hellos_sent_.answered_at(h.hello_echo);
     if (!cfg_.hello_grant || !cfg_.rate_hint || h.grant_mbps == 0 || !hellos_sent_.any() ||
-        now <= from || state_ != ConnState::kEstablished)
+        now <= from || state_ != ConnState::kEstablished || acked_any())
         return;
-    for (const PathStats& ps : path_stats_)
-        if (ps.acks_received > 0) return;
     if (stats_.hello_grants_taken > 0) {
         // A later HELLO_ACK (the answer to another copy of our HELLO, [CONN-30]) carries
         // the grant as the responder computed it then: lower when it has granted others

@@ -64,12 +64,15 @@ public:
     const PathStats& path_stats(uint16_t path) const { return path_stats_[path]; }
     uint16_t num_paths() const { return static_cast<uint16_t>(tx_paths_.size()); }
     const TxPath& tx_path(uint16_t p) const { return tx_paths_[p]; }
+    // acked_any: an ACK has arrived on some path.
+    bool acked_any() const {
+        for (const PathStats& ps : path_stats_)
+            if (ps.acks_received > 0) return true;
+        return false;
+    }
     // in_first_round_trip: opening, or established with no ACK on any path yet ([CC-20]).
     bool in_first_round_trip() const {
-        if (state_ != ConnState::kConnecting && state_ != ConnState::kEstablished) return false;
-        for (const PathStats& ps : path_stats_)
-            if (ps.acks_received > 0) return false;
-        return true;
+        return (state_ == ConnState::kConnecting || state_ == ConnState::kEstablished) && !acked_any();
     }
     // window_loss_prior: [PATH-13] item 5: the connection's loss estimate (its score
     // corrected for the memory it has not filled), where each path's estimate for its
@@ -254,6 +257,8 @@ private:
     // connection_tx.cc
     // ack_with_reverse_data: queue every delayed ACK now, to leave with the DATA on data_path
     void send_delayed_acks(uint16_t data_path, Time now);
+    // queue_delayed_acks queues every path's delayed ACK now; true if there was one.
+    bool queue_delayed_acks();
     size_t write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now);
     bool acks_delayed() const;     // some path's ACK waits under [ACK-11]'s max_ack_delay
     size_t next_ack_size() const;  // the size of the next ACK written, without a probe reply

@@ -60,9 +60,7 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
 size_t Connection::write_queued_ack(std::span<std::byte> buf, PacketMeta& meta, Time now) {
     // [ACK-13] gather_acks: a new round takes the ACKs still delayed on other paths too, so
     // that they leave in this round's system call instead of each in a round of its own.
-    if (cfg_.gather_acks && ack_round_path_ == kNoAckRound && !ack_queue_.empty())
-        for (uint16_t i = 0; i < rx_paths_.size(); ++i)
-            if (rx_paths_[i].ack_deadline != kNever) queue_ack(i);
+    if (cfg_.gather_acks && ack_round_path_ == kNoAckRound && !ack_queue_.empty()) queue_delayed_acks();
     while (!ack_queue_.empty()) {
         const uint16_t p = ack_queue_.front();
         ack_queue_.pop_front();
@@ -89,6 +87,16 @@ size_t Connection::next_ack_size() const {
     return (short_form ? wire::kAckShortFixedSize : wire::kAckFixedSize) + entries * wire::kAckStreamEntrySize;
 }
 
+bool Connection::queue_delayed_acks() {
+    bool any = false;
+    for (uint16_t i = 0; i < rx_paths_.size(); ++i)
+        if (rx_paths_[i].ack_deadline != kNever) {
+            queue_ack(i);
+            any = true;
+        }
+    return any;
+}
+
 // send_delayed_acks: [ACK-11] lets an ACK leave before max_ack_delay; with
 // ack_with_reverse_data the delayed ones go with the DATA this connection sends now on
 // `data_path` (queued, they leave in the same transmit batch). A new round of them takes
@@ -98,12 +106,7 @@ size_t Connection::next_ack_size() const {
 // request, could overtake the answer the peer's application then looks for in its memory
 // (ib_write_lat), which nobody there would be receiving any more.
 void Connection::send_delayed_acks(uint16_t data_path, Time now) {
-    bool any = false;
-    for (uint16_t i = 0; i < rx_paths_.size(); ++i)
-        if (rx_paths_[i].ack_deadline != kNever) {
-            queue_ack(i);
-            any = true;
-        }
+    const bool any = queue_delayed_acks();
     if (any && ack_round_path_ == kNoAckRound && tx_paths_[data_path].state != PathState::kFailed) {
         ack_round_path_ = data_path;
         return_routes_.round_sent(data_path, now);  // [PATH-12]
