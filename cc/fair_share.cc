@@ -129,11 +129,30 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
     }
     last_excess_ = owd - s.owd_base;
     last_arrival_ = now;
-    if (!s.owd_sampled || static_cast<int32_t>(owd - s.owd_min) < 0) {
-        s.owd_min = owd;
+    bytes_ += bytes;
+    // ... of which at most the downlink's busy run can have been met in front of this
+    // downlink: the first packet after it idled found no queue there, whatever its delay.
+    extend_run(now, bytes);
+    const uint32_t here = static_cast<uint32_t>(std::min<int64_t>(last_excess_, to_ns(now - run_start_)));
+    if (!s.owd_sampled || here < s.excess_min) {
+        s.excess_min = here;
         s.owd_sampled = true;
     }
-    bytes_ += bytes;
+}
+
+void FairShare::extend_run(Time now, uint64_t bytes) {
+    // The downlink idled if less arrived since the run began than C sends in that time,
+    // by more than a quarter interval at C (the queue's target, which absorbs a datapath's
+    // batching) plus a sixteenth of the time (traffic the hint does not see: ACKs, other
+    // protocols).
+    const int64_t ns = to_ns(now - run_start_);
+    const uint64_t at_c = ns > 0 ? mul_div(static_cast<uint64_t>(ns), capacity_, 8'000'000'000u) : 0;
+    const uint64_t slack = mul_div(static_cast<uint64_t>(to_ns(cfg_.interval)) / 4, capacity_, 8'000'000'000u);
+    if (at_c > run_bytes_ + slack + at_c / 16) {
+        run_start_ = now;
+        run_bytes_ = 0;
+    }
+    run_bytes_ += bytes;
 }
 
 void FairShare::forget(uint32_t sender) {
@@ -262,8 +281,7 @@ void FairShare::recompute(Time now) {
         }
         if (s.backlog && bursting(s, now)) backlog += s.backlog;
         if (s.owd_sampled) {
-            const uint32_t excess = s.owd_min - s.owd_base;  // >= 0: the base is a minimum
-            queue = any_sample ? std::min(queue, excess) : excess;
+            queue = any_sample ? std::min(queue, s.excess_min) : s.excess_min;
             any_sample = true;
         }
         s.bytes = 0;

@@ -6,9 +6,11 @@
 // senders share its downlink and whether a queue is building in front of it. Fed with
 // arrival events (never packets), it recomputes the shares once per interval:
 //
-//   arrivals ─► per sender: bytes, classes, min one-way delay        (this interval)
-//            ─► queue delay = min over senders of (min OWD − base OWD), while the
-//               downlink is busy (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's;
+//   arrivals ─► per sender: bytes, classes, min of (OWD − base OWD)  (this interval),
+//               each at most the age of the downlink's busy run (no queue in front of
+//               it is older than the run of back-to-back arrivals that drains it)
+//            ─► queue delay = min over senders, while the downlink is busy
+//               (arrivals ≥ 3/4 C); a queue elsewhere is AIMD's;
 //               at least the first-RTT bytes that new senders sent as a burst and
 //               that have not arrived yet (they are in the queue, unseen)
 //            ─► allocation A = C × (1 − (queue − interval/4)/D) (the queue above a
@@ -118,12 +120,13 @@ private:
     struct Sender {
         bool active = false;
         bool has_base = false;
-        bool owd_sampled = false;  // owd_min holds a sample of this interval
+        bool owd_sampled = false;  // excess_min holds a sample of this interval
         bool favoured = false;     // [CC-21]: became active beside a sender that is old
         uint8_t classes = 0;       // bit per class seen this interval
         uint16_t weight = 1;       // sum of the weights of the classes last seen
         uint32_t owd_base = 0;     // smallest one-way delay seen (sender's clock offset)
-        uint32_t owd_min = 0;      // smallest this interval
+        uint32_t excess_min = 0;   // smallest delay above the base this interval, ns, at
+                                   // most the downlink's busy run when it arrived
         bool measured = false;     // rate holds a whole measurement window
         // [CC-21]: payload bytes that arrived since it became active (saturating): while
         // below young_bytes the sender is young.
@@ -200,6 +203,13 @@ private:
     bool realloc_ = false;      // [CC-21], above
     Time last_arrival_{};       // of any sender
     uint64_t bytes_ = 0;       // this interval, all senders
+    // [CC-14] the downlink's busy run: since when payload has arrived at about C with no
+    // gap of more than a quarter interval's bytes, and the bytes since then. A packet that
+    // waited q in front of this downlink left it at the end of q of back-to-back sending,
+    // so no queue there is longer than the run.
+    Time run_start_{};
+    uint64_t run_bytes_ = 0;
+    void extend_run(Time now, uint64_t bytes);
 };
 
 }  // namespace mroce::cc

@@ -189,6 +189,26 @@ TEST(FairShare, OneSlowRouteIsNotTheSharedQueue) {
     EXPECT_EQ(fs.allocation_bps(), kC);
 }
 
+// [CC-14] the downlink's busy run bounds its queue: the first packet after the downlink
+// idled found no queue in front of it, whatever its delay. A lone sender's route through a
+// core queue delays its packets by 20 µs while it sends at C/8; when that queue drains it
+// arrives at C with the same delay. Read as this downlink's queue, and grown by 20 µs in
+// an interval, that delay held the sender at the floor; its run is a few µs old, so the
+// allocation stays near C. The same delay after a run as long as itself is answered.
+TEST(FairShare, ADelayFromBeforeTheDownlinkWasBusyIsNotItsQueue) {
+    Feed f;  // interval 10 us: target 2.5 us, drain distance 20 us
+    f.run({kC / 8}, 20us);  // its base: no queue anywhere
+    f.run({kC / 8}, 40us, /*queue_ns=*/20'000);
+    EXPECT_EQ(f.fs.allocation_bps(), kC);  // not busy: a queue elsewhere
+    f.run({kC}, 10us, 20'000);
+    f.run({kC}, 1us, 20'000);  // the recomputation that measures the busy interval
+    EXPECT_LT(f.fs.queue_delay(), 5us);
+    EXPECT_GE(f.fs.allocation_bps(), kC / 10 * 9);
+    f.run({kC}, 30us, 20'000);  // the run is as long as the delay now
+    EXPECT_EQ(f.fs.queue_delay(), 20us);
+    EXPECT_LT(f.fs.allocation_bps(), kC / 4);
+}
+
 // [CC-14] a sender whose first packet meets a queue does not take that queue for its
 // base: sender 0 starts at an empty queue, the queue grows to 8 µs, then sender 1 starts
 // (its own route delay differs by 3 µs) and both see the queue; the shared queue is read

@@ -29,7 +29,7 @@ TEST(StateSize, CongestionControlBytesPerPathAndPerConnection) {
     EXPECT_EQ(sizeof(FixedWindow), 16u);
     EXPECT_EQ(sizeof(SendRate), 144u);
     EXPECT_EQ(FairShare::kSenderStateBytes, 128u);
-    EXPECT_EQ(sizeof(FairShare), 248u);
+    EXPECT_EQ(sizeof(FairShare), 264u);
 }
 
 }  // namespace
