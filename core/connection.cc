@@ -303,15 +303,18 @@ void Connection::take_grant(const wire::HelloPacket& h, Time now) {
         return;
     }
     // [CC-20]: the grant caps the first round trip unless this endpoint's ports would spread
-    // its first round trips anyway (more than one BDP of them in flight at first_rtt_bytes
-    // each): an all-to-all's senders start dozens of connections at once, and the few
-    // bytes of their lowest grants would leave their flows unequal at the start, and the
-    // run's end late (bench-a2a64: 0.944 -> 0.905).
+    // its first round trips anyway (more than one of them, and more than one BDP of them
+    // in flight at first_rtt_bytes each): an all-to-all's senders start dozens of
+    // connections at once, and the few bytes of their lowest grants would leave their
+    // flows unequal at the start, and the run's end late (bench-a2a64: 0.944 -> 0.905). A
+    // lone connection is capped whatever its port's rate: an incast's senders at 25 Gbit/s
+    // each have a port BDP below first_rtt_bytes, and their ports spread nothing that the
+    // receiver's downlink does not get N times.
     bool caps = false;
     if (cfg_.grant_caps_first_rtt) {
         const uint64_t ports_bps = cfg_.port_rate_bps * std::max<uint16_t>(cfg_.num_local_ports, 1);
         const uint64_t bdp = mul_div(ports_bps, static_cast<uint64_t>(to_ns(now - from)), 8'000'000'000u);
-        const size_t most = static_cast<size_t>(bdp / std::max<uint64_t>(cfg_.first_rtt_bytes, 1));
+        const size_t most = std::max<size_t>(1, static_cast<size_t>(bdp / std::max<uint64_t>(cfg_.first_rtt_bytes, 1)));
         caps = ep_.connections_in_first_round_trip(most + 1) <= most;
     }
     rate_.on_grant(h.grant_mbps, now - from, now, caps);
