@@ -133,7 +133,8 @@ void FairShare::on_arrival(uint32_t sender, uint8_t tc, uint32_t bytes, uint32_t
     // ... of which at most the downlink's busy run can have been met in front of this
     // downlink: the first packet after it idled found no queue there, whatever its delay.
     extend_run(now, bytes);
-    const uint32_t here = static_cast<uint32_t>(std::min<int64_t>(last_excess_, to_ns(now - run_start_)));
+    const uint32_t here =
+        static_cast<uint32_t>(std::min<int64_t>(last_excess_, to_ns(now - run_start_)));
     if (!s.owd_sampled || here < s.excess_min) {
         s.excess_min = here;
         s.owd_sampled = true;
@@ -146,8 +147,10 @@ void FairShare::extend_run(Time now, uint64_t bytes) {
     // batching) plus a sixteenth of the time (traffic the hint does not see: ACKs, other
     // protocols).
     const int64_t ns = to_ns(now - run_start_);
-    const uint64_t at_c = ns > 0 ? mul_div(static_cast<uint64_t>(ns), capacity_, 8'000'000'000u) : 0;
-    const uint64_t slack = mul_div(static_cast<uint64_t>(to_ns(cfg_.interval)) / 4, capacity_, 8'000'000'000u);
+    const uint64_t at_c =
+        ns > 0 ? mul_div(static_cast<uint64_t>(ns), capacity_, 8'000'000'000u) : 0;
+    const uint64_t slack =
+        mul_div(static_cast<uint64_t>(to_ns(cfg_.interval)) / 4, capacity_, 8'000'000'000u);
     if (at_c > run_bytes_ + slack + at_c / 16) {
         run_start_ = now;
         run_bytes_ = 0;

@@ -81,9 +81,10 @@ struct EndpointConfig {
     bool hello_grant = true;
     // [CC-20]: the grant also caps a new connection's first round trip below
     // first_rtt_bytes (at least one packet) unless this endpoint's own ports would spread
-    // its first round trips: while its connections in their first round trip, at
-    // first_rtt_bytes each, hold more than one BDP of its ports over the handshake's round
-    // trip (and more than one: a lone connection is capped). An incast's senders, one connection each, then send what the receiver granted
+    // its first round trips: while its connections in their first round trip, more than
+    // one, at first_rtt_bytes each, hold more than one BDP of its ports over the
+    // handshake's round trip (a lone connection is always capped). An incast's senders,
+    // one connection each, then send what the receiver granted
     // (A, A/2, ..., A/N: about A x S x ln N together, not N x first_rtt_bytes), while an
     // all-to-all's senders, held by their own NICs, keep first_rtt_bytes each. Off by
     // default: it settles an incast's queue sooner but reads worse on converge_rtts
