@@ -215,6 +215,12 @@ struct EndpointConfig {
     uint32_t forced_isn = 0;
 };
 
+// ports_bps: the rate of this endpoint's NIC ports summed (the default inbound capacity of
+// [CC-12], and what spreads its own first round trips for [CC-20]).
+inline uint64_t ports_bps(const EndpointConfig& c) {
+    return c.port_rate_bps * std::max<uint16_t>(c.num_local_ports, 1);
+}
+
 // config_error names the first invalid setting in one line, or returns "" when the config
 // is usable. Endpoint requires a valid config; drivers check it first and print this.
 inline std::string config_error(const EndpointConfig& c) {

@@ -312,8 +312,8 @@ void Connection::take_grant(const wire::HelloPacket& h, Time now) {
     // receiver's downlink does not get N times.
     bool caps = false;
     if (cfg_.grant_caps_first_rtt) {
-        const uint64_t ports_bps = cfg_.port_rate_bps * std::max<uint16_t>(cfg_.num_local_ports, 1);
-        const uint64_t bdp = mul_div(ports_bps, static_cast<uint64_t>(to_ns(now - from)), 8'000'000'000u);
+        const uint64_t bdp =
+            mul_div(ports_bps(cfg_), static_cast<uint64_t>(to_ns(now - from)), 8'000'000'000u);
         const uint64_t fit = bdp / std::max<uint64_t>(cfg_.first_rtt_bytes, 1);
         const size_t most = static_cast<size_t>(std::max<uint64_t>(fit, 1));
         caps = ep_.connections_in_first_round_trip(most + 1) <= most;

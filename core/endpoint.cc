@@ -23,8 +23,7 @@ CryptoSeed child_seed(CryptoRng& parent) {
 
 cc::FairShareConfig fair_share_config(const EndpointConfig& c) {
     cc::FairShareConfig f;
-    f.capacity_bps = c.inbound_capacity_bps ? c.inbound_capacity_bps
-                                            : c.port_rate_bps * std::max<uint16_t>(c.num_local_ports, 1);
+    f.capacity_bps = c.inbound_capacity_bps ? c.inbound_capacity_bps : ports_bps(c);
     f.interval = c.hint_interval;
     f.class_weights = c.class_weights;
     f.mss = c.max_payload;
