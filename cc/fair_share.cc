@@ -145,15 +145,14 @@ void FairShare::extend_run(Time now, uint64_t bytes) {
     // The downlink idled if less arrived since the run began than C sends in that time,
     // by more than a quarter interval at C (the queue's target, which absorbs a datapath's
     // batching) plus a sixteenth of the time (traffic the hint does not see: ACKs, other
-    // protocols).
+    // protocols). The slack is credited once, when the run begins, not at every arrival.
     const int64_t ns = to_ns(now - run_start_);
     const uint64_t at_c =
         ns > 0 ? mul_div(static_cast<uint64_t>(ns), capacity_, 8'000'000'000u) : 0;
-    const uint64_t slack =
-        mul_div(static_cast<uint64_t>(to_ns(cfg_.interval)) / 4, capacity_, 8'000'000'000u);
-    if (at_c > run_bytes_ + slack + at_c / 16) {
+    if (at_c > run_bytes_ + at_c / 16) {
         run_start_ = now;
-        run_bytes_ = 0;
+        run_bytes_ =
+            mul_div(static_cast<uint64_t>(to_ns(cfg_.interval)) / 4, capacity_, 8'000'000'000u);
     }
     run_bytes_ += bytes;
 }

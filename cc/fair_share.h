@@ -182,6 +182,8 @@ private:
     // share by a HELLO_ACK within its lifetime and not active yet (class 0's weight each).
     uint64_t pending_grant_weight(uint32_t sender, Time now) const;
     Duration idle_timeout(const Sender& s) const;
+    // extend_run: [CC-14] the downlink's busy run after an arrival of `bytes` at `now`.
+    void extend_run(Time now, uint64_t bytes);
 
     FairShareConfig cfg_;
     uint64_t capacity_;  // C in payload bit/s
@@ -204,12 +206,12 @@ private:
     Time last_arrival_{};       // of any sender
     uint64_t bytes_ = 0;       // this interval, all senders
     // [CC-14] the downlink's busy run: since when payload has arrived at about C with no
-    // gap of more than a quarter interval's bytes, and the bytes since then. A packet that
-    // waited q in front of this downlink left it at the end of q of back-to-back sending,
-    // so no queue there is longer than the run.
+    // gap of more than a quarter interval's bytes, and the bytes since then plus that
+    // quarter interval's (the slack, credited when the run begins). A packet that waited q
+    // in front of this downlink left it at the end of q of back-to-back sending, so no
+    // queue there is longer than the run.
     Time run_start_{};
     uint64_t run_bytes_ = 0;
-    void extend_run(Time now, uint64_t bytes);
 };
 
 }  // namespace mroce::cc
