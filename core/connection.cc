@@ -129,23 +129,35 @@ uint16_t Connection::next_return_path(Time now) {
     return quiet != kNoPathChoice ? quiet : start;
 }
 
-// other_return_path: as next_return_path, for a probe reply's second copy ([PROBE-2]): on
-// another plane than `avoid` if one can take it, else another path of the same plane.
+// other_return_path: as next_return_path, for a probe reply's second copy ([PROBE-2]) and a
+// repeated HELLO's answer ([CONN-6]): on another plane than `avoid` if one can take it, else
+// another path of the same plane. When every path is Failed, a Failed path of another
+// plane still beats `avoid` itself: an Established side whose peer is still Connecting
+// gets no probe replies, so all its paths fail, and its answers must not all go where the
+// last one was lost (scripts/sim_fuzz.py case 476: one plane of 2 dead, every answer into
+// it, the WRITE pending until the peer-dead timeout).
 uint16_t Connection::other_return_path(uint16_t avoid, Time now) {
     const uint16_t n = num_paths();
     const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
-    uint16_t same_plane = avoid, quiet = kNoPathChoice;
+    uint16_t same_plane = avoid, quiet = kNoPathChoice, failed_other = kNoPathChoice;
     for (uint16_t i = 0; i < n; ++i) {
         const uint16_t p = static_cast<uint16_t>((start + i) % n);
-        if (p == avoid || tx_paths_[p].state == PathState::kFailed) continue;
+        if (p == avoid) continue;
+        const bool other_plane = tx_paths_[p].local_port != tx_paths_[avoid].local_port;
+        if (tx_paths_[p].state == PathState::kFailed) {
+            if (other_plane && failed_other == kNoPathChoice) failed_other = p;
+            continue;
+        }
         if (ep_.port_quiet(tx_paths_[p].local_port, now)) {
             if (quiet == kNoPathChoice) quiet = p;
             continue;
         }
-        if (tx_paths_[p].local_port != tx_paths_[avoid].local_port) return p;
+        if (other_plane) return p;
         if (same_plane == avoid) same_plane = p;
     }
-    return same_plane != avoid || quiet == kNoPathChoice ? same_plane : quiet;
+    if (same_plane != avoid) return same_plane;
+    if (quiet != kNoPathChoice) return quiet;
+    return failed_other != kNoPathChoice ? failed_other : avoid;
 }
 
 size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire::PacketType type,
@@ -202,7 +214,20 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         n = wire::encode_hello(h, buf);
     }
     if (!n) return 0;
-    set_meta(tx_paths_[next_copy_path(now)], meta);
+    uint16_t path;
+    if (type == wire::PacketType::kHelloAck && hello_cursor_ >= num_paths() &&
+        last_answer_path_ < num_paths()) {
+        // [CONN-6]: a HELLO answered before is repeated because our answer was lost, so
+        // the new answer leaves on another plane than the last one if it can. Drawn at
+        // random, the answers to 4 or 5 repeats in a row fell into a plane that had died
+        // during the handshake while the peer, still Connecting, dropped our DATA until
+        // it failed (scripts/sim_fuzz.py cases 157 and 210: one plane of 4 or 2 cut).
+        path = hello_cursor_ = other_return_path(last_answer_path_, now);
+    } else {
+        path = next_copy_path(now);
+    }
+    if (type == wire::PacketType::kHelloAck) last_answer_path_ = path;
+    set_meta(tx_paths_[path], meta);
     ++stats_.hello_sent;
     return *n;
 }

@@ -119,6 +119,11 @@ public:
 
     // Packet handlers; the endpoint has checked the connection id and token.
     void on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now);
+    // on_data_unread: DATA that passed the token check but is not read, because the
+    // connection is not Established: its body's form (COMPACT, [DATA-9]) hangs on
+    // capabilities a Connecting side has not learnt yet, and all it does is count the drop
+    // and, while Connecting, tell the peer ([CONN-31]).
+    void on_data_unread();
     void on_ack(const wire::AckPacket& a, Time now);
     void on_nack(const wire::NackPacket& n, Time now);
     void on_probe(const wire::ProbePacket& p, Time now);
@@ -479,6 +484,7 @@ private:
     bool hello_round_first_ = false;  // the round's first copy is still to go ([VER-1] form)
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
+    uint16_t last_answer_path_ = kNoPathChoice;  // [CONN-6]: the path of our latest HELLO_ACK
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
     HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
     uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed

@@ -23,14 +23,15 @@ Connection::RxGen Connection::rx_generation(RxPath& rp, uint8_t gen) {
     return gen == rp.gen ? RxGen::kCurrent : RxGen::kStale;
 }
 
+void Connection::on_data_unread() {
+    ++stats_.wrong_state;  // e.g. DATA overtook the HELLO_ACK; the sender retransmits
+    if (state_ == ConnState::kConnecting) dropped_while_opening();  // [CONN-31]
+}
+
 void Connection::on_data(const wire::DataPacket& p, const PacketMeta& meta, Time now) {
     const wire::DataHeader& h = p.hdr;
     ack_round_path_ = kNoAckRound;  // [ACK-13]: the next ACKs written start a new round
-    if (state_ != ConnState::kEstablished) {
-        ++stats_.wrong_state;  // e.g. DATA overtook the HELLO_ACK; the sender retransmits
-        if (state_ == ConnState::kConnecting) dropped_while_opening();  // [CONN-31]
-        return;
-    }
+    if (state_ != ConnState::kEstablished) return on_data_unread();
     if (h.path_id >= rx_paths_.size()) {
         ++stats_.malformed;
         return;

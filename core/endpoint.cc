@@ -708,6 +708,14 @@ void Endpoint::on_datagram(std::span<const std::byte> datagram, const PacketMeta
         c->peer_spoke_after_close(now);
     switch (common.type) {
         case wire::PacketType::kData: {
+            // [CONN-31]: a connection not yet Established drops DATA unread. A Connecting
+            // one does not know yet whether the peer's DATA is compact ([DATA-9]): read
+            // with the wrong form, a peer's compact DATA was a bad length, and the peer
+            // never heard that its DATA was dropped (fuzz case 210 of scripts/sim_fuzz.py).
+            if (c->state() != ConnState::kEstablished) {
+                c->on_data_unread();
+                break;
+            }
             // DATA and ACK decode into members reused for every packet: no Result, no
             // copy of the header, no clearing of the ACK's 32 stream entries.
             // [DATA-9]: COMPACT means something only where both HELLOs announced COMPACT_DATA.

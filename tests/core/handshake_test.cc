@@ -721,8 +721,8 @@ struct BothOpen {
     std::vector<std::byte> src, dst;
     uint32_t ca = 0, cb = 0;
 
-    BothOpen(bool resend_to_opening_peer, uint64_t seed)
-        : cfg(with_resend(resend_to_opening_peer)),
+    BothOpen(bool resend_to_opening_peer, uint64_t seed, core::EndpointConfig base = {})
+        : cfg(with_resend(base, resend_to_opening_peer)),
           a(cfg, Address::ipv4(0x0A000001, cfg.port), seed),
           b(cfg, Address::ipv4(0x0A000002, cfg.port), seed + 1),
           src(3 * 4096, static_cast<std::byte>(seed)),
@@ -749,8 +749,7 @@ struct BothOpen {
         cb = b.connection_to(a_addr);
     }
 
-    static core::EndpointConfig with_resend(bool on) {
-        core::EndpointConfig c;
+    static core::EndpointConfig with_resend(core::EndpointConfig c, bool on) {
         c.resend_to_opening_peer = on;
         return c;
     }
@@ -896,6 +895,91 @@ TEST(Handshake, ConfirmationSaysTheDataWasDropped) {
         EXPECT_EQ(retx, rule ? 3u : 0u);
         (void)deliver(again, b, t1);
         EXPECT_EQ(dst == src, rule) << "the data placed at once only with the rule";
+    }
+}
+
+}  // namespace
+}  // namespace mroce::test
+
+namespace mroce::test {
+namespace {
+
+// [CONN-31] with COMPACT_DATA ([DATA-9]): A, established, sends its WRITE compact (both
+// HELLOs announced the capability), but B, still Connecting, has not learnt yet that A
+// did. B must drop the DATA as DATA, unread, and say so at once, as for any DATA. Read as
+// a full-length header it was a bad length, B sent no HELLO, and A's retransmissions went
+// on into a peer that never heard of them until A failed (scripts/sim_fuzz.py case 210).
+TEST(Handshake, CompactDataToAnOpeningPeerIsDroppedAndSaidSo) {
+    core::EndpointConfig base;
+    base.compact_data = true;
+    BothOpen o(true, 81, base);
+    ASSERT_NO_FATAL_FAILURE(o.post_write());
+    auto& [cfg, a, b, t0, src, dst, ca, cb] = o;
+
+    const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
+    const std::vector<Sent> b_answers = deliver(hello_a, b, t0);
+    (void)deliver(hello_b, a, t0);  // A's answer: lost
+    const std::vector<Sent> a_out = deliver(b_answers, a, t0);
+    ASSERT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+    std::vector<Sent> a_data;  // A's confirmation is lost
+    for (const Sent& s : a_out)
+        if (type_of(s) == wire::PacketType::kData) {
+            EXPECT_NE(static_cast<uint8_t>(s.bytes[17]) & wire::data_flag::kCompact, 0) << "compact";
+            a_data.push_back(s);
+        }
+    ASSERT_EQ(a_data.size(), 3u);
+    const std::vector<Sent> hello_b2 = deliver(a_data, b, t0);
+    EXPECT_EQ(b.stats().bad_length, 0u) << "the DATA is not read";
+    EXPECT_EQ(b.connection(cb)->stats().wrong_state, 3u);
+    ASSERT_EQ(hello_b2.size(), 1u) << "one HELLO at once for three drops";
+    ASSERT_EQ(type_of(hello_b2[0]), wire::PacketType::kHello);
+    EXPECT_EQ(hello_b2[0].bytes[wire::kHelloFlagsOffset], std::byte{wire::kHelloFlagDropped});
+    const Time t1 = t0 + std::chrono::microseconds(5);
+    (void)deliver(deliver(hello_b2, a, t1), b, t1);  // A's answer, then its DATA again
+    EXPECT_EQ(b.connection(cb)->state(), ConnState::kEstablished);
+    EXPECT_EQ(dst, src) << "the WRITE placed, compact";
+}
+
+// [CONN-6]: a HELLO repeated means the answer to it was lost, so each new answer leaves on
+// another plane than the previous one. A is established by B's answer; A's own answers
+// (to B's HELLOs) and its confirmation fall into a dead plane; B, still Connecting, sends
+// its HELLO round after round. Drawn at random, A's answers to 4 or 5 rounds in a row
+// fell into a plane cut during the handshake while B dropped A's DATA, and A's WRITE failed
+// (scripts/sim_fuzz.py cases 157 and 210, one plane of 4 or 2 cut).
+TEST(Handshake, RepeatedHellosAreAnsweredOnAnotherPlane) {
+    for (uint64_t seed = 91; seed < 99; ++seed) {
+        SCOPED_TRACE(seed_note(seed));
+        core::EndpointConfig base;
+        base.hello_copies = 1;
+        base.num_local_ports = 2;  // paths alternate over two planes ([PATH-1])
+        BothOpen o(true, seed, base);
+        ASSERT_NO_FATAL_FAILURE(o.post_write());
+        auto& [cfg, a, b, t0, src, dst, ca, cb] = o;
+
+        const std::vector<Sent> hello_a = drain(a, t0), hello_b = drain(b, t0);
+        std::vector<uint16_t> planes;  // the plane of each HELLO_ACK of A's
+        const auto note = [&](const std::vector<Sent>& out) {
+            for (const Sent& s : out)
+                if (type_of(s) == wire::PacketType::kHelloAck) planes.push_back(s.meta.local_port);
+        };
+        note(deliver(hello_b, a, t0));  // A's answer: lost
+        note(deliver(deliver(hello_a, b, t0), a, t0));  // B's answer establishes A; its confirmation: lost
+        ASSERT_EQ(a.connection(ca)->state(), ConnState::kEstablished);
+        Time t = t0;
+        for (int round = 0; round < 6; ++round) {
+            t = b.next_deadline();
+            ASSERT_NE(t, kNever);
+            b.on_timeout(t);
+            std::vector<Sent> hello;
+            for (const Sent& s : drain(b, t))
+                if (type_of(s) == wire::PacketType::kHello) hello.push_back(s);
+            ASSERT_EQ(hello.size(), 1u) << "round " << round;
+            note(deliver(hello, a, t));  // A's answer: lost
+        }
+        ASSERT_EQ(planes.size(), 8u);
+        for (size_t i = 1; i < planes.size(); ++i)
+            EXPECT_NE(planes[i], planes[i - 1]) << "answer " << i << " on the plane of the one before";
+        EXPECT_EQ(b.connection(cb)->state(), ConnState::kConnecting);
     }
 }
 
