@@ -369,11 +369,16 @@ void Connection::requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_
     Stream* s = ep_.stream_mut(stream);
     TxMessage* m = live_msg(s, answer, msg_seq);
     if (!m || m->seg_acked(seg)) return;
+    // [LOSS-7]: a segment already queued to go again is not retried again. The copies of
+    // one retransmission ([LOSS-16], [LOSS-17]) are lost together, and counted one by one
+    // they spent a drained sender's retry_limit in a few rounds (scripts/sim_fuzz.py
+    // cases 255 and 278: incasts whose 3 or 4 copies went into the queue that dropped them).
+    if (!m->try_queue(seg)) return;
     if (count_retry && ++m->segs.retries(seg) > cfg_.retry_limit) {
         // [LOSS-7]: retry exhaustion fails the connection with a typed error.
         return fail(Status::kRetryExceeded, now);
     }
-    if (m->try_queue(seg)) retx_.push_back(SegRef{stream, msg_seq, seg, answer});
+    retx_.push_back(SegRef{stream, msg_seq, seg, answer});
 }
 
 void Connection::detect_holes(TxPath& path, Time now) {
