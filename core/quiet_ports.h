@@ -37,18 +37,24 @@ public:
     // heard: a packet of a known connection arrived on `port` (ids past the host's ports
     // are ignored: the datapath's meta is not trusted to index our state).
     void heard(uint16_t port, Time now) {
-        ++arrivals_;
+        if (arrivals_++ == 0) first_ = now;
         if (port < ports_) last_[port] = Mark{arrivals_, now};
     }
 
     // quiet: `port` has heard nothing while the host's other ports received at least
     // kArrivalsPerPort × ports packets, for at least min_silence. A port never heard is
-    // not judged (a peer may not use it at all); a one-port host has none.
+    // judged from the host's first arrival: a plane that died before anything arrived on
+    // it is as quiet as one that died later. Not judging it left the dead port the only
+    // one never quiet, while live ports went quiet as the host's traffic tailed off, so
+    // control packets chose the dead plane first (scripts/sim_fuzz.py case 302: 9 of a
+    // handshake's 16 HELLOs on it, and the WRITE failed). A port that no peer uses is
+    // quiet too, rightly: a peer that sends nothing on a plane has no port there to
+    // receive on. A one-port host judges none.
     bool quiet(uint16_t port, Time now) const {
-        if (port >= ports_) return false;
+        if (port >= ports_ || arrivals_ == 0) return false;
         const Mark& m = last_[port];
-        if (m.arrivals == 0) return false;
-        return arrivals_ - m.arrivals >= kArrivalsPerPort * ports_ && now - m.at >= min_silence_;
+        const Time since = m.arrivals == 0 ? first_ : m.at;
+        return arrivals_ - m.arrivals >= kArrivalsPerPort * ports_ && now - since >= min_silence_;
     }
 
 private:
@@ -60,6 +66,7 @@ private:
     std::array<Mark, kMaxPorts> last_{};  // per port, the first ports_ used
     uint16_t ports_;                      // 0 on a one-port host: nothing to compare
     uint64_t arrivals_ = 0;               // every arrival of the host, all ports
+    Time first_{};                        // when the first of them arrived
     Duration min_silence_;
 };
 
