@@ -24,7 +24,7 @@ prints the command and keeps the files. Seeds are printed as they run.
 
     /usr/bin/python3 scripts/sim_fuzz.py --mroce build/mroce --seed 1 --count 800 --out DIR
 
-`make test` runs seeds 1-800, the cases found among them (tests/CMakeLists.txt).
+`make test` runs seeds 1-800 and the cases found beyond them (tests/CMakeLists.txt).
 """
 import argparse
 import json
