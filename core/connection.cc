@@ -134,8 +134,9 @@ uint16_t Connection::next_return_path(Time now) {
 // another path of the same plane. When every path is Failed, a Failed path of another
 // plane still beats `avoid` itself: an Established side whose peer is still Connecting
 // gets no probe replies, so all its paths fail, and its answers must not all go where the
-// last one was lost (scripts/sim_fuzz.py case 476: one plane of 2 dead, every answer into
-// it, the WRITE pending until the peer-dead timeout).
+// last one was lost (with `avoid` returned, scripts/sim_fuzz.py cases 476 and 1190 sent
+// every answer into the one dead plane of 2, and the WRITE waited for the peer-dead
+// timeout).
 uint16_t Connection::other_return_path(uint16_t avoid, Time now) {
     const uint16_t n = num_paths();
     const uint16_t start = static_cast<uint16_t>(rng_.uniform(n));
