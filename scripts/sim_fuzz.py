@@ -14,9 +14,11 @@ runs the case and checks:
   - goodput never exceeds what the receivers' ports can take (throughput.csv, `all`).
 
 Where the case leaves no rate control in force (the fixed window, which reacts to nothing in
-the core; or AIMD without ECN marks unless the hint is paced at with a path on every
-plane), senders may overrun shallow buffers without bound and their operations may fail
-with kRetryExceeded: such a case must only exit cleanly, and its outcome is printed. (scripts/sim_fuzz.py found and named the cases quoted in the spec and
+the core; AIMD without the paced hint, unless ECN marks reach it and the senders into one
+receiver fit its buffer at one segment per path), senders may overrun shallow buffers
+without bound and their operations may fail with kRetryExceeded: such a case must only
+exit cleanly, and its outcome is printed. The cases named with --also must complete
+whatever the settings: each is a failure found and fixed. (scripts/sim_fuzz.py found and named the cases quoted in the spec and
 core/; docs/results.md, "Random scenarios".)
 
 With --extras a case may also bring a cut plane back, cut one host's cable in one plane
@@ -205,12 +207,27 @@ def draw(seed, extras=False, spine_cuts=False):
         "run": {"time_limit_us": 1000000, "max_events": 200000000},
         "output": {"sample_us": 5, "flows": 0},
     }
-    # Some rate control in force: AIMD fed by ECN marks, or AIMD with the receiver's hint
-    # paced at and a path on every plane (the hint counts every plane's port in the
-    # receiver's capacity). A fixed window reacts to nothing in the core, and a hint whose
-    # senders reach only some of the receiver's ports over-grants them.
+    # Some rate control in force: AIMD with the receiver's hint paced at and a path on every
+    # plane (the hint counts every plane's port in the receiver's capacity), or AIMD fed by
+    # ECN marks where the senders into one receiver fit its buffer at AIMD's floor (one
+    # segment in flight per path, cc/aimd.cc): past that no window can stop the overflow,
+    # and only the hint spaces the senders out (cases 2035, 8674, 10112, 12577: incasts of
+    # 5-19 senders x 8 paths x 8-9 KB segments into 64-256 KiB buffers, the hint or pacing
+    # off, ran out of retries). A fixed window reacts to nothing in the core, and a hint
+    # whose senders reach only some of the receiver's ports over-grants them.
+    n = work.get("hosts") or hosts
+    if work["kind"] == "incast":
+        fan_in = work["senders"]
+    elif work["kind"] in ("permutation", "ring_allreduce"):
+        fan_in = 1
+    elif work["kind"] == "explicit":
+        fan_in = max(sum(f["dst"] == d for f in work["flows"]) for d in range(hosts))
+    else:  # all-to-all, background
+        fan_in = n - 1
+    floor_fits = fan_in * mroce["paths"] * mroce["max_payload"] <= topo["buffer_bytes"]
     controlled = mroce["congestion_control"] == "aimd" and (
-        ecn != "off" or (mroce["rate_hint"] and mroce["pacing"] and mroce["paths"] >= planes))
+        (ecn != "off" and floor_fits) or
+        (mroce["rate_hint"] and mroce["pacing"] and mroce["paths"] >= planes))
     # The most a receiver can place in a sample of t ns: its ports' rate, plus a packet per
     # port finishing at the sample's edge (rx_bits / t).
     rx_limit = (rate * planes, planes * mroce["max_payload"] * 8)
@@ -305,7 +322,8 @@ def main():
     if os.environ.get("MROCE_SEEDS"):
         a.count = int(os.environ["MROCE_SEEDS"])
     seeds = list(range(a.seed, a.seed + a.count))
-    seeds += [int(x) for x in a.also.split(",") if x and int(x) not in seeds]
+    also = [int(x) for x in a.also.split(",") if x]
+    seeds += [x for x in also if x not in seeds]
     failed = []
     for seed in seeds:
         doc, faults, hosts, rx_limit, controlled = draw(seed, a.extras, a.spine_cuts)
@@ -321,7 +339,7 @@ def main():
             problems = [] if p.returncode == 0 else [
                 f"exit {p.returncode}: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"]
             if not problems:
-                problems, note = check(case_dir, hosts, rx_limit, controlled)
+                problems, note = check(case_dir, hosts, rx_limit, controlled or seed in also)
         except subprocess.TimeoutExpired:
             problems = [f"over {a.timeout} s wall"]
         wall = time.time() - t0
