@@ -18,8 +18,8 @@ the core; AIMD without the paced hint, unless ECN marks reach it and the senders
 receiver fit its buffer at one segment per path), senders may overrun shallow buffers
 without bound and their operations may fail with kRetryExceeded: such a case must only
 exit cleanly, and its outcome is printed. The cases named with --also must complete
-whatever the settings: each is a failure found and fixed. (scripts/sim_fuzz.py found and named the cases quoted in the spec and
-core/; docs/results.md, "Random scenarios".)
+whatever the settings: each is a failure this script found and a fix ended (the cases
+quoted in docs/spec.md and core/; docs/results.md, "Random scenarios").
 
 With --extras a case may also bring a cut plane back, cut one host's cable in one plane
 (and restore it), make a cable lossy mid-run, weight two traffic classes, or run MetaRoCE
@@ -27,18 +27,21 @@ over PFC; --spine-cuts adds a spine's cable cut (open: docs/results.md, "Random
 scenarios"). Without them a seed draws the same scenario as when the cases quoted in the
 spec and core/ were found.
 
-A case is replayed from its seed alone: `sim_fuzz.py --mroce BIN --seed S --count 1`
-prints the command and keeps the files. Seeds are printed as they run.
+A case is replayed from its seed alone (`--seed S --count 1`, with the same --extras and
+--spine-cuts); a failing case keeps its files and prints the command that reruns it, and
+--keep keeps every case's. Seeds are printed as they run.
 
     /usr/bin/python3 scripts/sim_fuzz.py --mroce build/mroce --seed 1 --count 800 --out DIR
 
-`make test` runs seeds 1-800 and the cases found beyond them (tests/CMakeLists.txt).
+`make test` runs seeds 1-800 and the cases found beyond them, and seeds 1-800 with --extras
+(ctests sim_fuzz and sim_fuzz_extras, tests/CMakeLists.txt).
 """
 import argparse
 import json
 import os
 import random
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -350,11 +353,12 @@ def main():
         print(f"seed {seed}: {'FAIL' if problems else 'ok'} ({wall:.1f} s) {desc}"
               + (f" [{note}]" if note else ""), flush=True)
         for pr in problems:
-            print(f"    {pr}\n    replay: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+            print(f"    {pr}", flush=True)
         if problems:
+            print(f"    replay: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
             failed.append(seed)
         elif not a.keep:
-            subprocess.run(["rm", "-rf", case_dir])
+            shutil.rmtree(case_dir, ignore_errors=True)
     print(f"{len(seeds) - len(failed)}/{len(seeds)} passed; failed seeds: {failed}")
     return 1 if failed else 0
 
