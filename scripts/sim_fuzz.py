@@ -54,7 +54,7 @@ def toml_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return '"' + v + '"'
+        return json.dumps(v)  # a TOML basic string: the same escapes as JSON's
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
