@@ -193,7 +193,11 @@ struct DeviceState {
                 for (uint32_t id : connections) {
                     if (!endpoint->close_unconfirmed(id)) continue;
                     waiting = true;
-                    if (t >= next_resend) (void)endpoint->repeat_close(id, t);
+                    // The driver's pass reads the engine only when told of work: a CLOSE
+                    // queued from here without notify() stayed queued (CI, 7 Dec: the
+                    // first CLOSE went out on a path whose source port another socket
+                    // held, and no resend left).
+                    if (t >= next_resend && endpoint->repeat_close(id, t)) driver->notify();
                 }
             }
             if (!waiting || t >= deadline) return;
