@@ -712,7 +712,9 @@ void Peer::check_target_packet(const Rx& rx) {
                 violation("[WIRE-6] NACK reserved bytes not zero");
             break;
         case PacketType::kProbe:
-            if (!reserved_zero(b, 19, 20)) violation("[WIRE-6] PROBE reserved byte not zero");
+            // [PROBE-4]: byte 19 is `flags`; only FAILED is defined.
+            if (b.size() > 19 && (static_cast<uint8_t>(b[19]) & ~wire::kProbeFailed) != 0)
+                violation("[WIRE-6] PROBE flags bit other than FAILED set");
             if (static_cast<int32_t>(rx.probe.next_psn - rx.probe.psn_floor) < 0)
                 violation("[PROBE-1] PROBE psn_floor after next_psn");
             break;

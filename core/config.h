@@ -154,7 +154,7 @@ struct EndpointConfig {
     // [LOSS-13] a path's later timeouts only probe, while no other path overtook it and
     // the last ACK on any path is younger than this (a quiet peer, not a dead route).
     Duration stall_tolerance = 50ms;    // 250 × G
-    uint32_t retry_limit = 16;          // [LOSS-7] retransmissions of one segment
+    uint32_t retry_limit = 16;          // [LOSS-7] timeouts of one segment (a SACK-found loss: 1/16)
     Duration peer_dead_timeout = 1s;    // [ERR-2] no ACK on any path for this long
 
     // spec §4 handshake.

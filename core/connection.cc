@@ -216,8 +216,9 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     }
     if (!n) return 0;
     uint16_t path;
-    if (type == wire::PacketType::kHelloAck && hello_cursor_ >= num_paths() &&
-        last_answer_path_ < num_paths()) {
+    const bool repeat_answer = type == wire::PacketType::kHelloAck && hello_cursor_ >= num_paths() &&
+                               last_answer_path_ < num_paths();
+    if (repeat_answer) {
         // [CONN-6]: a HELLO answered before is repeated because our answer was lost, so
         // the new answer leaves on another plane than the last one if it can. Drawn at
         // random, the answers to 4 or 5 repeats in a row fell into a plane that had died
@@ -228,9 +229,43 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
         path = next_copy_path(now);
     }
     if (type == wire::PacketType::kHelloAck) last_answer_path_ = path;
+    handshake_port(tx_paths_[path], type == wire::PacketType::kHello, repeat_answer, now);
     set_meta(tx_paths_[path], meta);
     ++stats_.hello_sent;
     return *n;
+}
+
+void Connection::new_source_port(TxPath& path) {
+    const uint16_t old_port = path.src_port;
+    auto taken = [&](uint16_t port) {
+        if (port == old_port) return true;
+        for (const TxPath& o : tx_paths_)
+            if (&o != &path && o.src_port == port) return true;
+        return false;
+    };
+    do path.src_port = random_port(rng_);
+    while (taken(path.src_port));
+}
+
+// [CONN-33]: no path can fail before the handshake ends ([PATH-3] judges DATA and PROBEs),
+// so without this every HELLO retransmission, and every answer to a repeated HELLO, left
+// from the same few source ports: where all of them hashed onto a dead ECMP route (a
+// spine's cable cut, routing not told), the connection failed after all its rounds
+// (scripts/sim_fuzz.py --spine-cuts, case 1134: 2 paths, each answer lost). A HELLO (a
+// Connecting side's HELLOs are all unanswered) or an answer to a repeated HELLO (the
+// previous answer was lost) from a port that carried a handshake packet before takes a
+// new port, as a re-roll would
+// ([PATH-4] item 1); only a path that sent no DATA in its generation, which leaves
+// nothing in flight behind, and for answers at most once per HELLO copy gap, since
+// anyone who can forge the peer's HELLO can ask for them.
+void Connection::handshake_port(TxPath& path, bool hello, bool repeat_answer, Time now) {
+    if (path.handshake_sent && (hello || repeat_answer) && path.next_psn == isn_ &&
+        (!repeat_answer || answer_port_changed_ == kNever || now >= answer_port_changed_ + hello_copy_gap())) {
+        new_source_port(path);
+        ++stats_.handshake_ports_changed;
+        if (repeat_answer) answer_port_changed_ = now;
+    }
+    path.handshake_sent = true;
 }
 
 void Connection::start_hello_round(Time now) {

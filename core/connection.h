@@ -397,14 +397,24 @@ private:
     Stream* stream_by_remote(uint32_t remote_id);
     enum class RxGen : uint8_t { kCurrent, kStale };
     RxGen rx_generation(RxPath& rp, uint8_t gen);
-    void requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg, bool count_retry,
+    // requeue queues a segment to go again, adding retry_weight to its [LOSS-7] count: 1
+    // for a loss a SACK found, kUnansweredRetryWeight for a timeout or a path failure, 0
+    // for a resend that is not a loss.
+    void requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_t seg, uint32_t retry_weight,
                  Time now);
+    static constexpr uint32_t kUnansweredRetryWeight = 16;  // [LOSS-7]
     void advance_base(TxPath& path);
     void detect_holes(TxPath& path, Time now);
     void path_timeout(TxPath& path, Time now);
     // resend_tail: [LOSS-16] a drained sender's first timeout copies the path's tail.
     void resend_tail(TxPath& path, Time now);
     void fail_path(TxPath& path, Time now);
+    // new_source_port gives the path a source port drawn as [PATH-2] draws one, other than
+    // its previous one and the connection's other paths' ([PATH-4] item 1, [CONN-33]).
+    void new_source_port(TxPath& path);
+    // handshake_port: [CONN-33]: the port a HELLO, or a HELLO_ACK that answers a repeated
+    // HELLO, leaves from on `path`: a new one if the path's port carried one before.
+    void handshake_port(TxPath& path, bool hello, bool repeat_answer, Time now);
     // on_return_echo: the peer echoed our path `path` in a DATA ([PATH-12]); judges one path.
     void on_return_echo(uint16_t path, Time now);
     // note_skipped: `n` PSNs of the peer's path were passed by its floor without arriving
@@ -485,6 +495,7 @@ private:
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
     uint16_t last_answer_path_ = kNoPathChoice;  // [CONN-6]: the path of our latest HELLO_ACK
+    Time answer_port_changed_ = kNever;  // [CONN-33]: when an answer last took a new port
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
     HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
     uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed

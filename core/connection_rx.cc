@@ -624,7 +624,10 @@ void Connection::on_probe(const wire::ProbePacket& p, Time now) {
     // loss measured on the peer's DATA, would have lost every copy of those replies with a
     // chance below path_health::kMisfireQ30 (at no loss, at the second repeat as before).
     if (!copy) {
-        const bool repeated = rp.probe_answered_whole && unchanged && seq_lt(p.psn_floor, p.next_psn);
+        // The peer still waits for PSNs, or for the reply itself (a Failed path, [PROBE-4]):
+        // an idle path's PROBE ([LOSS-13]) is sent whether or not the last reply came.
+        const bool waits = seq_lt(p.psn_floor, p.next_psn) || (p.flags & wire::kProbeFailed) != 0;
+        const bool repeated = rp.probe_answered_whole && unchanged && waits;
         // A repeat that comes before our reply left, or sooner after it than the peer takes
         // to act on an ACK (the echo delay), may have crossed that reply: a peer busy for a
         // while (a loaded host) sends its next probing step before it reads what came in.

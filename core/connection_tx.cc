@@ -528,6 +528,9 @@ size_t Connection::write_probe(TxPath& p, std::span<std::byte> buf, PacketMeta& 
     pr.next_psn = p.next_psn;
     pr.psn_floor = psn_floor(p);
     pr.timestamp = p.probe_ts;
+    // [PROBE-4]: a Failed path waits for this reply, so the peer can count a PROBE repeated
+    // after its reply as a lost reply even when nothing is in flight ([PATH-12] item 6).
+    if (p.state == PathState::kFailed) pr.flags = wire::kProbeFailed;
     auto n = wire::encode_probe(pr, buf);
     if (!n) return 0;
     set_meta(p, meta);  // a probe travels the path it tests

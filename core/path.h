@@ -68,6 +68,7 @@ struct TxPath {
     uint32_t last_ce = 0;          // last ecn_ce_count echoed
     uint32_t rerolled_ts = 0;      // [PATH-4]: ts32 of the last re-roll; older PROBE
                                    // replies answered another route
+    bool handshake_sent = false;   // [CONN-33]: a HELLO or HELLO_ACK left from this port
     // [ERR-2] [LOSS-13]: the newest send time an ACK of this path that made progress
     // echoed; a probe reply echoing nothing later answers nothing new (a copy, a late
     // reply, or an old one replayed) and restarts neither the peer-dead nor the stall clock.

@@ -80,6 +80,8 @@ struct ConnectionStats {
     uint64_t closes_answered = 0;       // [CONN-29] CLOSE(CONFIRM) sent: the peer's CLOSE arrived
     uint64_t retransmits_copied = 0;    // [LOSS-17] extra copies of a drained sender's retransmissions
     uint64_t acks_coalesced = 0;        // [WIRE-10] ACKs sent in one datagram with a DATA
+    uint64_t handshake_ports_changed = 0;  // [CONN-33] a path's source port changed for a
+                                           // HELLO or an answer to a repeated one
 };
 
 struct EndpointStats {

@@ -110,7 +110,7 @@ struct TxMessage {
     // above send_floor + kSegmentWindow may leave.
     uint32_t send_floor = 0;
     // Per segment: acknowledged at path level, already in the retransmit queue, and the
-    // retries of [LOSS-7] (retry_limit <= 1000 fits); started when the first segment may go.
+    // weighted retries of [LOSS-7] (16 x retry_limit <= 16,000 fits); started when the first segment may go.
     TxSegments segs;
     // [PLACE-31] bit per segment: queued for retransmission but beyond the segment window
     // when its turn came; queued again when send_floor rises. Empty until first needed.

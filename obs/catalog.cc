@@ -105,6 +105,9 @@ constexpr CounterField<CS> kConnection[] = {
      "probe_repeats_crossed"},
     {"paced_waits", &CS::paced_waits, "DATA held back by the pacer.", "paced_waits"},
     {"hints_pushed", &CS::hints_pushed, "ACKs sent only to carry a raised rate hint.", "hints_pushed"},
+    {"handshake_ports_changed", &CS::handshake_ports_changed,
+     "Paths moved to a new UDP source port for a HELLO, or an answer to a repeated one, after an earlier one from their port went unanswered ([CONN-33]).",
+     "handshake_ports_changed"},
 };
 
 constexpr CounterField<PS> kPath[] = {

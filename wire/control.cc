@@ -187,7 +187,7 @@ Result<size_t> encode_probe(const ProbePacket& p, std::span<std::byte> out) {
     write_common_header(w, p.common, PacketType::kProbe);
     w.u16(p.path_id);    // 16
     w.u8(p.path_gen);    // 18
-    w.u8(0);             // 19 reserved
+    w.u8(p.flags & kProbeFailed);  // 19 [PROBE-4]; undefined bits sent as zero ([WIRE-6])
     w.u32(p.next_psn);   // 20
     w.u32(p.psn_floor);  // 24
     w.u32(p.timestamp);  // 28
@@ -203,7 +203,7 @@ Result<ProbePacket> decode_probe(std::span<const std::byte> datagram) {
     p.common = *common;
     p.path_id = r.u16();
     p.path_gen = r.u8();
-    r.skip(1);
+    p.flags = r.u8() & kProbeFailed;  // [WIRE-6]: undefined bits ignored
     p.next_psn = r.u32();
     p.psn_floor = r.u32();
     p.timestamp = r.u32();

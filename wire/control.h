@@ -100,10 +100,15 @@ inline constexpr size_t kHelloV1Size = 48;
 inline constexpr uint16_t kMaxPaths = 256;  // [CONN-3] cap on num_paths
 
 // spec §3.6: PROBE, 32 bytes.
+// spec §3.6 [PROBE-4]: `flags` (byte 19): FAILED, the probed path is Failed and its
+// sender waits for this PROBE's reply to use it again. The other bits are reserved.
+inline constexpr uint8_t kProbeFailed = 0x01;
+
 struct ProbePacket {
     CommonHeader common{.type = PacketType::kProbe};
     uint16_t path_id = 0;
     uint8_t path_gen = 0;
+    uint8_t flags = 0;       // kProbeFailed; undefined bits are sent 0, ignored on receive
     uint32_t next_psn = 0;   // every PSN before this was sent on this path generation
     uint32_t psn_floor = 0;
     uint32_t timestamp = 0;

@@ -635,10 +635,25 @@ TEST(Probe, TrailingBytesAreBadLength) {
 // [WIRE-6]: reserved bytes 2, 3 and 19 are ignored on receive.
 TEST(Probe, ReservedIsIgnoredOnReceive) {
     auto b = join(kProbeVector);
-    for (size_t off : {2u, 3u, 19u}) b[off] = std::byte{0xFF};
+    for (size_t off : {2u, 3u}) b[off] = std::byte{0xFF};
+    b[19] = std::byte{0xFE};  // every flag bit but FAILED ([PROBE-4]) is undefined
     auto d = decode_probe(b);
     ASSERT_TRUE(d.ok()) << to_string(d.error());
     EXPECT_EQ(*d, vector_probe());
+}
+
+// [PROBE-4]: FAILED is byte 19's bit 0, kept on decode with the undefined bits dropped.
+TEST(Probe, FailedFlagRoundTrips) {
+    ProbePacket p = vector_probe();
+    p.flags = kProbeFailed;
+    std::array<std::byte, kProbeSize> b{};
+    ASSERT_TRUE(encode_probe(p, b).ok());
+    EXPECT_EQ(static_cast<uint8_t>(b[19]), 0x01);
+    b[19] = std::byte{0xFF};
+    auto d = decode_probe(b);
+    ASSERT_TRUE(d.ok()) << to_string(d.error());
+    EXPECT_EQ(d->flags, kProbeFailed);
+    EXPECT_EQ(*d, p);
 }
 
 // §3.6: encode_probe is all or nothing.

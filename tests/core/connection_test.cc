@@ -2601,6 +2601,142 @@ TEST(Connection, RemoteStreamBindsOnce) {
               Error::kInvalidArgument);
 }
 
+// DropFromPorts drops, at one engine, every datagram whose UDP source port is in `ports`:
+// the routes those ports hash onto are dead (a spine's cable cut, routing not told), and
+// only another source port gets through.
+class DropFromPorts final : public EngineTap {
+  public:
+    explicit DropFromPorts(core::Engine& inner) : EngineTap(inner) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        if (ports.count(m.src.port)) {
+            ++dropped;
+            return;
+        }
+        inner_.on_datagram(d, m, now);
+    }
+    std::set<uint16_t> ports;
+    uint64_t dropped = 0;
+};
+
+// [CONN-33]: before establishment no path can fail and be re-rolled, so a HELLO retried
+// from the port of an earlier one took that port's dead route again. Every port both sides'
+// paths start with is dead (both open at once: each side's HELLOs, and its answers to the
+// other's, leave from those ports). A HELLO from a port that carried one before takes a new
+// port, so the handshake gets through; with fixed ports it never did, and the WRITE failed
+// when the handshake's retries ran out (scripts/sim_fuzz.py --spine-cuts, case 1134).
+TEST(Connection, HandshakeRetriesLeaveFromNewPorts) {
+    for (const uint64_t seed : seeds_from_env(3, 140)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.num_paths = 2;
+        cfg.hello_copies = 1;
+        Pair p(seed, ten_gbit_net(), cfg, cfg);
+        DropFromPorts at_a(*p.a), at_b(*p.b);
+        p.host_a().attach(&at_a);
+        p.host_b().attach(&at_b);
+        WriteFlow f(p, 1, 64 * 1024);
+        const core::Connection& ca = f.conn_a();
+        const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+        for (uint16_t i = 0; i < 2; ++i) {
+            at_b.ports.insert(ca.tx_path(i).src_port);
+            at_a.ports.insert(cb.tx_path(i).src_port);
+        }
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 200ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+        EXPECT_EQ(f.dst, f.src);
+        EXPECT_GT(at_a.dropped + at_b.dropped, 0u);
+        EXPECT_GT(ca.stats().handshake_ports_changed + cb.stats().handshake_ports_changed, 0u);
+        std::printf("seed %llu: %llu handshake packets dropped; ports changed A %llu, B %llu\n",
+                    static_cast<unsigned long long>(seed),
+                    static_cast<unsigned long long>(at_a.dropped + at_b.dropped),
+                    static_cast<unsigned long long>(ca.stats().handshake_ports_changed),
+                    static_cast<unsigned long long>(cb.stats().handshake_ports_changed));
+    }
+}
+
+// [PROBE-4], [PATH-12] item 6: a lone path whose routes die both ways mid-transfer. The
+// sender's PROBEs on the old route die, so it fails the path and probes it from new ports
+// with nothing in flight (psn_floor = next_psn); they arrive, but the receiver's replies
+// die. The receiver learns it from the PROBE repeated with FAILED after its reply, fails
+// its return route and moves it to a new port. Without FAILED such a PROBE was no evidence
+// (an idle path's [LOSS-13] PROBE looks the same), and the transfer waited out [ERR-2]'s
+// second (scripts/sim_fuzz.py --spine-cuts, case 1958).
+TEST(Connection, AFailedPathsRepeatedProbeShowsTheReplyLost) {
+    for (const uint64_t seed : seeds_from_env(3, 150)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.num_paths = 1;
+        cfg.max_payload = 1024;
+        Pair p(seed, ten_gbit_net(), cfg, cfg);
+        DropFromPorts at_a(*p.a), at_b(*p.b);
+        p.host_a().attach(&at_a);
+        p.host_b().attach(&at_b);
+        WriteFlow f(p, 8, 64 * 1024);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.completions(core::Status::kSuccess) >= 1; }, 50ms));
+        const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+        at_a.ports.insert(cb.tx_path(0).src_port);  // B's return route dies
+        at_b.ports.insert(f.conn_a().tx_path(0).src_port);  // and A's route, until A re-rolls
+        const Time cut = p.now();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 8; }, 900ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 8u);
+        EXPECT_EQ(f.dst, f.src);
+        EXPECT_GE(cb.stats().return_route_failures, 1u);
+        EXPECT_GT(f.conn_a().stats().path_failures, 0u) << "the sender's path failed first";
+        std::printf("seed %llu: done %.1f ms after the cut; B failed %llu return routes\n",
+                    static_cast<unsigned long long>(seed), to_ns(p.now() - cut) / 1e6,
+                    static_cast<unsigned long long>(cb.stats().return_route_failures));
+    }
+}
+
+// DropSegment drops the first `n` DATA datagrams that carry byte `offset` of a message.
+class DropSegment final : public EngineTap {
+  public:
+    DropSegment(core::Engine& inner, uint32_t off, uint32_t n) : EngineTap(inner), offset(off), left(n) {}
+    void on_datagram(std::span<const std::byte> d, const PacketMeta& m, Time now) override {
+        std::span<const std::byte> pkt = without_trailer(d);
+        if (left > 0 && pkt.size() >= wire::kDataHeaderSize &&
+            static_cast<wire::PacketType>(pkt[1]) == wire::PacketType::kData) {
+            uint32_t off = 0;
+            for (int i = 0; i < 4; ++i) off = off << 8 | static_cast<uint8_t>(pkt[48 + i]);
+            if (off == offset) {
+                --left;
+                return;
+            }
+        }
+        inner_.on_datagram(d, m, now);
+    }
+    uint32_t offset, left;
+};
+
+// [LOSS-7]: a loss a SACK finds weighs 1/16 of one a timeout finds. One segment of a long
+// WRITE is lost 12 times in a row while the rest arrives, so SACKs find nearly every loss;
+// with retry_limit 2 a count of one per loss failed the WRITE at the third (a congested
+// but live peer spent the limit in about a millisecond, scripts/sim_fuzz.py case 2035).
+TEST(Connection, LossesASackFindsWeighLessThanTimeouts) {
+    for (const uint64_t seed : seeds_from_env(3, 160)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.retry_limit = 2;
+        cfg.max_payload = 1024;
+        Pair p(seed, ten_gbit_net(), cfg, cfg);
+        DropSegment tap(*p.b, 0, 12);
+        p.host_b().attach(&tap);
+        WriteFlow f(p, 1, 1024 * 1024);
+        f.post_all();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 200ms));
+        EXPECT_EQ(tap.left, 0u) << "every drop happened";
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 1u);
+        EXPECT_EQ(f.dst, f.src);
+        EXPECT_GE(f.conn_a().stats().retransmits_sack, 10u);
+        std::printf("seed %llu: %llu losses found by SACK, %llu by timeout\n",
+                    static_cast<unsigned long long>(seed),
+                    static_cast<unsigned long long>(f.conn_a().stats().retransmits_sack),
+                    static_cast<unsigned long long>(f.conn_a().stats().retransmits_timeout));
+    }
+}
+
 }  // namespace
 }  // namespace mroce::test
 

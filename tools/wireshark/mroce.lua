@@ -277,6 +277,10 @@ local f = {
     retry_cookie = ProtoField.bytes("mroce.retry.cookie", "Cookie"),
 
     probe_next_psn = ProtoField.uint32("mroce.probe.next_psn", "Next PSN", base.DEC),
+    probe_flags = ProtoField.uint8("mroce.probe.flags", "Flags", base.HEX),
+    probe_failed = ProtoField.bool("mroce.probe.flags.failed", "FAILED (the path waits for this reply) [PROBE-4]",
+                                   8, nil, 0x01),
+    probe_flags_undef = ProtoField.uint8("mroce.probe.flags.undefined", "Undefined", base.HEX, nil, 0xFE),
 
     close_reason = ProtoField.uint32("mroce.close.reason", "Reason", base.DEC, close_reasons),
 }
@@ -812,12 +816,19 @@ end
 local function dissect_probe(c, t)
     local path_id = c:add(t, f.path_id, 16, 2)
     local path_gen = c:add(t, f.path_gen, 18, 1)
-    c:reserved(t, 19, 1)
+    -- [PROBE-4]: byte 19 is `flags`: FAILED (0x01); the other bits are reserved ([WIRE-6]).
+    local pflags, pflags_item = c:add(t, f.probe_flags, 19, 1)
+    if pflags_item then
+        pflags_item:add(f.probe_failed, c.tvb(19, 1))
+        local undef = pflags_item:add(f.probe_flags_undef, c.tvb(19, 1))
+        if pflags >= 2 then undef:add_proto_expert_info(e.reserved) end
+    end
     local next_psn = c:add(t, f.probe_next_psn, 20, 4)
     local floor, floor_item = c:add(t, f.psn_floor, 24, 4)
     c:add(t, f.timestamp, 28, 4)
     if path_id then c:info_add(string.format("path=%d/%d", path_id, path_gen or 0)) end
     if next_psn then c:info_add("next_psn=" .. next_psn) end
+    if pflags and bit_set(pflags, 0x01) then c:info_add("FAILED") end
     if next_psn and floor and is_after(floor, next_psn) then
         c:warn(floor_item, "psn_floor is after next_psn: receivers drop this PROBE [PROBE-1]")
     end
