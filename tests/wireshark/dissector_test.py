@@ -78,6 +78,7 @@ FAILURES = []
 # (wire/ ignores them, [WIRE-6]), bytes beyond a packet, and the verdict itself.
 UNCHECKED = {"mroce.reserved", "mroce.data.flags.undefined", "mroce.ack.flags.undefined",
              "mroce.hello.flags.undefined", "mroce.hello.capabilities.undefined", "mroce.extra",
+             "mroce.probe.flags.undefined",
              "mroce.undecoded", "mroce.drop_reason"}
 BYTE_FIELDS = {"mroce.ack.sack", "mroce.data.payload", "mroce.hello.cookie", "mroce.retry.cookie"}
 ERRORS = {"truncated", "bad_version", "bad_type", "bad_length"}
@@ -424,8 +425,9 @@ def retry(cookie=bytes(range(1, 17))):
     return common(8) + cookie
 
 
-def probe(path=4, gen=2, next_psn=2000, floor=1990, ts=31337):
-    return common(6) + struct.pack("!HBBIII", path, gen, 0, next_psn, floor, ts)
+def probe(path=4, gen=2, next_psn=2000, floor=1990, ts=31337, flags=0):
+    """PROBE (ptype 6). flags: byte 19 ([PROBE-4]: FAILED 0x01, the others undefined)."""
+    return common(6) + struct.pack("!HBBIII", path, gen, flags, next_psn, floor, ts)
 
 
 def close(reason=0):
@@ -506,6 +508,7 @@ def crafted_cases():
     add("hello_ack echo 2, DROPPED, grant", hello_ack(echo=2, grant=25000, hello_flags=0x02))
     add("probe", probe())
     add("probe across the wrap", probe(next_psn=3, floor=4294967295))
+    add("probe of a Failed path", probe(next_psn=2000, floor=2000, flags=0x01))
     for reason in (0, 1, 2):
         add("close reason %d" % reason, close(reason))
     add("close unlisted reason", close(1000), experts={"note"})
@@ -585,6 +588,7 @@ def crafted_cases():
     add("ack probe_psn without PROBE_REPLY", ack(probe_psn=9), None, {"rule"})
     add("nack detail for OUT_OF_WINDOW", nack(reason=4, detail=1), None, {"rule"})
     add("probe psn_floor after next_psn", probe(floor=2001), None, {"rule"})
+    add("probe flags: an undefined bit", probe(flags=0x81), None, {"reserved_nonzero"})
 
     # UDP GSO/GRO aggregates: packets back to back in one datagram, each its own size, the
     # last one shorter; one piece that is not a whole packet makes it one bad datagram.

@@ -312,6 +312,10 @@ ordered_json decode_plain(std::span<const std::byte> d, const char** error) {
             f["mroce.path_id"] = p->path_id;
             f["mroce.path_gen"] = p->path_gen;
             f["mroce.probe.next_psn"] = p->next_psn;
+            // [PROBE-4]: byte 19, flags: the whole byte as the dissector shows it, and the bit
+            // wire/ reads (FAILED); the others it ignores.
+            f["mroce.probe.flags"] = static_cast<unsigned>(static_cast<uint8_t>(d[19]));
+            f["mroce.probe.flags.failed"] = (p->flags & wire::kProbeFailed) != 0;
             f["mroce.psn_floor"] = p->psn_floor;
             f["mroce.timestamp"] = p->timestamp;
             return f;
