@@ -230,6 +230,7 @@ size_t Connection::write_hello(std::span<std::byte> buf, PacketMeta& meta, wire:
     }
     if (type == wire::PacketType::kHelloAck) last_answer_path_ = path;
     handshake_port(tx_paths_[path], type == wire::PacketType::kHello, repeat_answer, now);
+    if (type == wire::PacketType::kHelloAck) last_answer_sent_ = now;
     set_meta(tx_paths_[path], meta);
     ++stats_.hello_sent;
     return *n;
@@ -256,14 +257,17 @@ void Connection::new_source_port(TxPath& path) {
 // previous answer was lost) from a port that carried a handshake packet before takes a
 // new port, as a re-roll would
 // ([PATH-4] item 1); only a path that sent no DATA in its generation, which leaves
-// nothing in flight behind, and for answers at most once per HELLO copy gap, since
-// anyone who can forge the peer's HELLO can ask for them.
+// nothing in flight behind.
 void Connection::handshake_port(TxPath& path, bool hello, bool repeat_answer, Time now) {
-    if (path.handshake_sent && (hello || repeat_answer) && path.next_psn == isn_ &&
-        (!repeat_answer || answer_port_changed_ == kNever || now >= answer_port_changed_ + hello_copy_gap())) {
+    // A repeated HELLO shows our answer lost only if it comes a whole retransmission
+    // timeout after that answer left: the copies of one round ([CONN-30]) come sooner,
+    // whatever became of the answer, and moving ports for them only shuffled the routes of
+    // every incast's first round trip.
+    const bool answer_lost = repeat_answer && last_answer_sent_ != kNever &&
+                             now >= last_answer_sent_ + cfg_.handshake_timeout;
+    if (path.handshake_sent && (hello || answer_lost) && path.next_psn == isn_) {
         new_source_port(path);
         ++stats_.handshake_ports_changed;
-        if (repeat_answer) answer_port_changed_ = now;
     }
     path.handshake_sent = true;
 }
@@ -400,6 +404,9 @@ void Connection::on_retry(const wire::RetryPacket& r, Time now) {
     ++stats_.retries_received;
     peer_speaks_v2_ = true;
     cookie_ = r.cookie;
+    // [CONN-33]: the RETRY answered a HELLO, so the ports that carried ours have a route
+    // both ways (at least one of them; a round on them is no retry of a lost one).
+    for (TxPath& p : tx_paths_) p.handshake_sent = false;
     // At once, but one round per RETRYs however many copies they answer ([CONN-30]); the
     // retransmission timer keeps its schedule.
     if (!retry_round_sent_) {

@@ -495,7 +495,7 @@ private:
     bool retry_round_sent_ = false;   // a RETRY already prompted a round since the timer's
     uint16_t hello_cursor_ = kNoPathChoice;  // the path the burst's previous copy took
     uint16_t last_answer_path_ = kNoPathChoice;  // [CONN-6]: the path of our latest HELLO_ACK
-    Time answer_port_changed_ = kNever;  // [CONN-33]: when an answer last took a new port
+    Time last_answer_sent_ = kNever;  // [CONN-33]: when our latest HELLO_ACK left
     bool initiator_ = false;       // start_connect ran: this side sends HELLOs
     HelloClock hellos_sent_;       // [CONN-32]: our HELLOs by number, for [CC-20]'s RTT
     uint8_t peer_hello_seq_ = 0;   // [CONN-32]: the number of the peer's latest HELLO, echoed

@@ -377,8 +377,8 @@ void Connection::requeue(uint32_t stream, bool answer, uint32_t msg_seq, uint32_
     // [LOSS-7]: a loss a SACK found weighs 1/16 of one a timeout or a path failure found:
     // the peer that acknowledged the packets around it is alive, and a queue that
     // overflows may drop one segment's retransmissions round trip after round trip.
-    // Counted alike, a congested but live peer spent retry_limit in about a millisecond
-    // (scripts/sim_fuzz.py, case 2035: a 13 -> 1 incast with the hint off).
+    // Counted alike, a congested but live peer spent retry_limit (scripts/sim_fuzz.py,
+    // case 8674: a 5 -> 1 incast at 10 Gbit/s, 1 % loss, pacing off, failed at 16.5 ms).
     uint16_t& count = m->segs.retries(seg);
     count = static_cast<uint16_t>(count + retry_weight);
     if (count > cfg_.retry_limit * kUnansweredRetryWeight) {

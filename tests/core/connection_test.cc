@@ -2713,7 +2713,7 @@ class DropSegment final : public EngineTap {
 // [LOSS-7]: a loss a SACK finds weighs 1/16 of one a timeout finds. One segment of a long
 // WRITE is lost 12 times in a row while the rest arrives, so SACKs find nearly every loss;
 // with retry_limit 2 a count of one per loss failed the WRITE at the third (a congested
-// but live peer spent the limit in about a millisecond, scripts/sim_fuzz.py case 2035).
+// but live peer spent the limit, scripts/sim_fuzz.py cases 8674 and 12577).
 TEST(Connection, LossesASackFindsWeighLessThanTimeouts) {
     for (const uint64_t seed : seeds_from_env(3, 160)) {
         SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
