@@ -414,6 +414,8 @@ void path_failure(Context& ctx) {
     check(probe.next_psn == s.f.peer.remote().isn && probe.psn_floor == probe.next_psn,
           "[PATH-4] [PATH-9] the re-rolled path's PSNs do not restart at isn (next_psn {:#x}, floor {:#x})",
           probe.next_psn, probe.psn_floor);
+    check((probe.flags & wire::kProbeFailed) != 0,
+          "[PROBE-4] the Failed path's PROBE does not carry FAILED (flags {:#x})", probe.flags);
     const uint16_t d = *dead;
     auto path_event = [d](const char* kind) {
         return [d, k = std::string(kind)](const json& e) { return e.at("kind").get<std::string>() == k && e.value("path", 0xffff) == d; };
@@ -476,7 +478,7 @@ void add_sender_tests(std::vector<TestCase>& out) {
     out.push_back({"sender.completion_order", "[PLACE-7] [PLACE-11]",
                    "one delivery report completes signaled WRITEs in post order, unsignaled silently",
                    completion_order});
-    out.push_back({"sender.path_failure", "[PATH-3] [PATH-4] [PATH-8] [PATH-7] [ERR-9]",
+    out.push_back({"sender.path_failure", "[PATH-3] [PATH-4] [PATH-8] [PATH-7] [ERR-9] [PROBE-4]",
                    "an unanswered path fails, is re-rolled (port, generation, PSNs) and recovers",
                    path_failure});
     out.push_back({"sender.retransmit", "[LOSS-8] [LOSS-10] [ACK-12] [DATA-6] [PATH-9]",
