@@ -255,9 +255,8 @@ void Connection::new_source_port(TxPath& path) {
 // (scripts/sim_fuzz.py --spine-cuts, case 1134: 2 paths, each answer lost). A HELLO (a
 // Connecting side's HELLOs are all unanswered) or an answer to a repeated HELLO (the
 // previous answer was lost) from a port that carried a handshake packet before takes a
-// new port, as a re-roll would
-// ([PATH-4] item 1); only a path that sent no DATA in its generation, which leaves
-// nothing in flight behind.
+// new port, as a re-roll would ([PATH-4] item 1); only on a path that sent no DATA in its
+// generation, so nothing in flight is left behind.
 void Connection::handshake_port(TxPath& path, bool hello, bool repeat_answer, Time now) {
     // A repeated HELLO shows our answer lost only if it comes a whole retransmission
     // timeout after that answer left: the copies of one round ([CONN-30]) come sooner,

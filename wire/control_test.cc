@@ -632,7 +632,7 @@ TEST(Probe, TrailingBytesAreBadLength) {
     expect_trailing_rejected(kProbeVector, [](auto b) { return decode_probe(b); });
 }
 
-// [WIRE-6]: reserved bytes 2, 3 and 19 are ignored on receive.
+// [WIRE-6]: reserved bytes 2 and 3, and byte 19's undefined flag bits, are ignored on receive.
 TEST(Probe, ReservedIsIgnoredOnReceive) {
     auto b = join(kProbeVector);
     for (size_t off : {2u, 3u}) b[off] = std::byte{0xFF};
