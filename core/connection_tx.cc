@@ -51,9 +51,22 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
         }
     }
     if (size_t n = write_queued_ack(buf, meta, now)) return n;
-    if (probes_pending_ > 0)
-        for (TxPath& p : tx_paths_)
-            if (p.probe_pending) return write_probe(p, buf, meta, now);
+    if (probes_pending_ > 0) {
+        // [LOSS-13]: the PROBE of a path in a timeout step leaves before that of an idle path
+        // probed beside it. The step is timed from when its own PROBE leaves (probe_left),
+        // and only an answer to something sent after that singles its route out; an idle
+        // path's PROBE that left first was answered in vain, and a dead route beside an idle
+        // live one was probed for ever (Connection.HandshakeRetriesLeaveFromNewPorts, seed
+        // 148: path 1 dead, path 0 idle, 481 stalled timeouts in 200 ms).
+        TxPath* idle = nullptr;
+        for (TxPath& p : tx_paths_) {
+            if (!p.probe_pending) continue;
+            if (p.state == PathState::kFailed || (p.backoff > 0 && p.overdue_since != kNever))
+                return write_probe(p, buf, meta, now);
+            if (!idle) idle = &p;
+        }
+        if (idle) return write_probe(*idle, buf, meta, now);
+    }
     return produce_data(buf, meta, now, in_place);
 }
 

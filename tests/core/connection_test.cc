@@ -2690,6 +2690,42 @@ TEST(Connection, AFailedPathsRepeatedProbeShowsTheReplyLost) {
     }
 }
 
+// [LOSS-13]: a dead route beside an idle live one. Path 1's route dies once the connection
+// is up; path 0 delivers its half of the WRITE and goes idle. Each stalled timeout of path 1
+// probes path 0 too, and path 0's answer must single path 1 out. Path 1's step was timed
+// from when its own PROBE left, and path 0's PROBE, sent first (the lower index), was
+// answered in vain: path 1 was probed for ever and the WRITE never completed (found by
+// Connection.HandshakeRetriesLeaveFromNewPorts at seed 148). A stalled path's PROBE now
+// leaves before the idle path's.
+TEST(Connection, ADeadRouteBesideAnIdleOneIsSingledOut) {
+    for (const uint64_t seed : seeds_from_env(3, 170)) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MROCE_SEED=" + std::to_string(seed) + ")");
+        core::EndpointConfig cfg;
+        cfg.num_paths = 2;
+        cfg.max_payload = 1024;
+        Pair p(seed, ten_gbit_net(), cfg, cfg);
+        DropFromPorts at_b(*p.b);
+        p.host_b().attach(&at_b);
+        WriteFlow f(p, 2, 64 * 1024);
+        ASSERT_EQ(p.a->post_send(f.sa, f.write(0), p.now()), Error::kOk);
+        p.host_a().kick();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
+        at_b.ports.insert(f.conn_a().tx_path(1).src_port);  // path 1's route dies
+        const Time cut = p.now();
+        ASSERT_EQ(p.a->post_send(f.sa, f.write(1), p.now()), Error::kOk);
+        p.host_a().kick();
+        ASSERT_TRUE(run(p, [&] { return f.all_completions() == 2; }, 200ms));
+        EXPECT_EQ(f.completions(core::Status::kSuccess), 2u);
+        EXPECT_EQ(f.dst, f.src);
+        const core::PathStats& dead = f.conn_a().path_stats(1);
+        EXPECT_GT(dead.lost_by_timeout, 0u) << "path 1's segments went to path 0";
+        std::printf("seed %llu: done %.2f ms after the cut; path 1: %llu stalled timeouts, %llu failures\n",
+                    static_cast<unsigned long long>(seed), to_ns(p.now() - cut) / 1e6,
+                    static_cast<unsigned long long>(dead.stalled_timeouts),
+                    static_cast<unsigned long long>(dead.failures));
+    }
+}
+
 // DropSegment drops the first `n` DATA datagrams that carry byte `offset` of a message.
 class DropSegment final : public EngineTap {
   public:
