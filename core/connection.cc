@@ -264,7 +264,7 @@ void Connection::handshake_port(TxPath& path, bool hello, bool repeat_answer, Ti
     // every incast's first round trip.
     const bool answer_lost = repeat_answer && last_answer_sent_ != kNever &&
                              now >= last_answer_sent_ + cfg_.handshake_timeout;
-    if (path.handshake_sent && (hello || answer_lost) && path.next_psn == isn_) {
+    if (path.handshake_sent && (hello || answer_lost) && !carried_data(path)) {
         new_source_port(path);
         ++stats_.handshake_ports_changed;
     }

@@ -595,6 +595,15 @@ private:
     // set_overdue lowers it, check_overtaken's scan makes it exact; kNever values (a path
     // with nothing overdue) may leave it lower than needed, which only costs a scan.
     Time overdue_floor_ = kNever;
+    // carried_data: the path sent DATA in its current generation (a re-roll restarts its
+    // PSNs at isn, [PATH-4]); one that did not has nothing in flight to leave behind.
+    bool carried_data(const TxPath& p) const { return p.next_psn != isn_; }
+    // in_timed_step: the path's probing step is timed from when its PROBE leaves
+    // (probe_left): a Failed path, or one in a timeout step since its overdue_since. An
+    // idle path probed beside a stalled one ([LOSS-13]) is in none.
+    static bool in_timed_step(const TxPath& p) {
+        return p.state == PathState::kFailed || (p.backoff > 0 && p.overdue_since != kNever);
+    }
     void set_overdue(TxPath& p, Time t) {
         p.overdue_since = t;
         if (t < overdue_floor_) overdue_floor_ = t;

@@ -75,7 +75,7 @@ void Connection::probe_left(TxPath& p, Time now) {
     }
     // Only a path in a timeout step has its overdue_since at the step (an idle path probed
     // beside a stalled one, [LOSS-13], has none, and a reply only helps it).
-    if (p.overdue_since == kNever || p.backoff == 0) return;
+    if (!in_timed_step(p)) return;
     p.overdue_since = now;  // later than before: overdue_floor_ stays a lower bound
     if (p.pto_deadline != kNever) {
         p.pto_deadline = std::max(p.pto_deadline, now + pto(p));
@@ -543,8 +543,7 @@ void Connection::fail_path(TxPath& path, Time now) {
     // A path re-rolled again before any DATA went out in its generation keeps the
     // generation: nothing of it can be in flight, and the 8-bit generation must not wrap
     // while a route stays dead for a long time ([PATH-4]).
-    const bool carried_data = path.next_psn != isn_;
-    if (path.state != PathState::kFailed || carried_data) ++path.gen;
+    if (path.state != PathState::kFailed || carried_data(path)) ++path.gen;
     std::fill(path.ring.begin(), path.ring.end(), TxRecord{});
     path.next_psn = path.base = isn_;
     MROCE_DCHECK(path.in_flight_pkts == 0);  // declare_all_lost took every one

@@ -61,8 +61,7 @@ size_t Connection::produce(std::span<std::byte> buf, PacketMeta& meta, Time now,
         TxPath* idle = nullptr;
         for (TxPath& p : tx_paths_) {
             if (!p.probe_pending) continue;
-            if (p.state == PathState::kFailed || (p.backoff > 0 && p.overdue_since != kNever))
-                return write_probe(p, buf, meta, now);
+            if (in_timed_step(p)) return write_probe(p, buf, meta, now);
             if (!idle) idle = &p;
         }
         if (idle) return write_probe(*idle, buf, meta, now);
