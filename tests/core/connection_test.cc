@@ -73,6 +73,9 @@ struct WriteFlow {
     const core::Connection& conn_a() const {
         return *pair.a->connection(pair.a->connection_to(pair.host_b().address()));
     }
+    const core::Connection& conn_b() const {
+        return *pair.b->connection(pair.b->connection_to(pair.host_a().address()));
+    }
     uint64_t path_sum(uint64_t core::PathStats::*field) const {
         uint64_t s = 0;
         for (uint16_t p = 0; p < conn_a().num_paths(); ++p) s += conn_a().path_stats(p).*field;
@@ -2618,6 +2621,16 @@ class DropFromPorts final : public EngineTap {
     uint64_t dropped = 0;
 };
 
+// DeadPorts: a DropFromPorts at each end of a pair, attached; at_a drops what B sends from
+// the ports it names, at_b what A sends.
+struct DeadPorts {
+    explicit DeadPorts(Pair& p) : at_a(*p.a), at_b(*p.b) {
+        p.host_a().attach(&at_a);
+        p.host_b().attach(&at_b);
+    }
+    DropFromPorts at_a, at_b;
+};
+
 // [CONN-33]: before establishment no path can fail and be re-rolled, so a HELLO retried
 // from the port of an earlier one took that port's dead route again. Every port both sides'
 // paths start with is dead (both open at once: each side's HELLOs, and its answers to the
@@ -2631,12 +2644,11 @@ TEST(Connection, HandshakeRetriesLeaveFromNewPorts) {
         cfg.num_paths = 2;
         cfg.hello_copies = 1;
         Pair p(seed, ten_gbit_net(), cfg, cfg);
-        DropFromPorts at_a(*p.a), at_b(*p.b);
-        p.host_a().attach(&at_a);
-        p.host_b().attach(&at_b);
+        DeadPorts dead(p);
+        auto& [at_a, at_b] = dead;
         WriteFlow f(p, 1, 64 * 1024);
         const core::Connection& ca = f.conn_a();
-        const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+        const core::Connection& cb = f.conn_b();
         for (uint16_t i = 0; i < 2; ++i) {
             at_b.ports.insert(ca.tx_path(i).src_port);
             at_a.ports.insert(cb.tx_path(i).src_port);
@@ -2669,13 +2681,12 @@ TEST(Connection, AFailedPathsRepeatedProbeShowsTheReplyLost) {
         cfg.num_paths = 1;
         cfg.max_payload = 1024;
         Pair p(seed, ten_gbit_net(), cfg, cfg);
-        DropFromPorts at_a(*p.a), at_b(*p.b);
-        p.host_a().attach(&at_a);
-        p.host_b().attach(&at_b);
+        DeadPorts dead(p);
+        auto& [at_a, at_b] = dead;
         WriteFlow f(p, 8, 64 * 1024);
         f.post_all();
         ASSERT_TRUE(run(p, [&] { return f.completions(core::Status::kSuccess) >= 1; }, 50ms));
-        const core::Connection& cb = *p.b->connection(p.b->connection_to(p.host_a().address()));
+        const core::Connection& cb = f.conn_b();
         at_a.ports.insert(cb.tx_path(0).src_port);  // B's return route dies
         at_b.ports.insert(f.conn_a().tx_path(0).src_port);  // and A's route, until A re-rolls
         const Time cut = p.now();
@@ -2704,13 +2715,12 @@ TEST(Connection, ADeadRouteBesideAnIdleOneIsSingledOut) {
         cfg.num_paths = 2;
         cfg.max_payload = 1024;
         Pair p(seed, ten_gbit_net(), cfg, cfg);
-        DropFromPorts at_b(*p.b);
-        p.host_b().attach(&at_b);
+        DeadPorts cut_ports(p);
         WriteFlow f(p, 2, 64 * 1024);
         ASSERT_EQ(p.a->post_send(f.sa, f.write(0), p.now()), Error::kOk);
         p.host_a().kick();
         ASSERT_TRUE(run(p, [&] { return f.all_completions() == 1; }, 50ms));
-        at_b.ports.insert(f.conn_a().tx_path(1).src_port);  // path 1's route dies
+        cut_ports.at_b.ports.insert(f.conn_a().tx_path(1).src_port);  // path 1's route dies
         const Time cut = p.now();
         ASSERT_EQ(p.a->post_send(f.sa, f.write(1), p.now()), Error::kOk);
         p.host_a().kick();
